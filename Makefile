@@ -1,0 +1,43 @@
+# Every target installs what it needs first; `make install` is quick when nothing changed.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+# uv from PATH, else the copy pip installs (run as `python -m uv`).
+UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench bench-quick lint format report clean
+
+$(STAMP): pyproject.toml uv.lock
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 \
+		|| $(PYTHON) -m pip install --quiet uv
+	$(UV) sync --frozen --all-extras
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(VENV)/bin/esper-warehouse demo
+
+test: install
+	$(VENV)/bin/python -m pytest -q
+
+bench: install
+	$(VENV)/bin/python -m bench
+
+bench-quick: install
+	$(VENV)/bin/python -m bench --quick
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+report: install
+	$(VENV)/bin/esper-warehouse report
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist
