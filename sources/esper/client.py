@@ -1,0 +1,829 @@
+"""The one HTTP client of the Esper source: auth, retries, rate limits, concurrency, origin checks.
+
+Everything that talks to the Esper API goes through `EsperClient`. It owns the HTTP policy so that
+resources never sleep or retry by themselves:
+
+* `Authorization: Bearer <key>` on every request. The key lives only in the headers of the
+  underlying `httpx.Client`; it never reaches a log record, an exception text or a repr.
+* Adaptive concurrency (AIMD): every request passes through a limiter that starts at about 20
+  requests in flight, adds one slot after each window of healthy answers and halves on a 429.
+* 429 honours `Retry-After` (seconds, or an HTTP date read against the response's own `Date`
+  header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped
+  connections and 200 answers whose body is not JSON are retried a bounded number of times.
+  401/403 and 404 fail at once with a message that says what is probably wrong.
+* `next` links are followed only on the configured origin, under the configured base path: a
+  link elsewhere raises `EsperConfigError` before anything is sent, so the bearer token cannot
+  leak to another host.
+* Per-route counters (requests, retries, 429s, errors, bytes, seconds) for the run summary.
+
+Example:
+    >>> with EsperClient("https://acme-api.esper.cloud/api", api_key, enterprise_id) as client:
+    ...     body = client.get("/v2/devices/", {"cursor": "start", "limit": 1000})
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from itertools import islice
+from typing import Any, TypeVar
+
+import httpx
+import orjson
+
+__all__ = [
+    "EsperAPIError",
+    "EsperAuthError",
+    "EsperClient",
+    "EsperConfigError",
+    "EsperError",
+    "EsperNotFoundError",
+    "EsperResponseError",
+    "RouteStats",
+]
+
+log = logging.getLogger("esper_warehouse.client")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_UUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+)
+_LONG_HEX_RE = re.compile(r"^[0-9a-fA-F]{16,}$")
+_HEADER_SAFE_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
+
+
+# --------------------------------------------------------------------------------------- errors
+
+
+class EsperError(Exception):
+    """Base of every error the client raises. Its message never contains the API key.
+
+    Attributes:
+        status: The HTTP status of the last answer, or None (no answer, or not an HTTP problem).
+        route: The route template, e.g. ``"GET /v2/devices/{id}/device-apps/"``, or None.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, route: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.route = route
+
+
+class EsperAuthError(EsperError):
+    """The API key was refused (401/403). Never retried."""
+
+
+class EsperNotFoundError(EsperError):
+    """The API answered 404.
+
+    Attributes:
+        tenant_level: True when the path names no record below the tenant (a list route or
+            ``/enterprise/{eid}/...`` itself), so the enterprise id or base URL is the likely cause.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = 404,
+        route: str | None = None,
+        tenant_level: bool = False,
+    ):
+        super().__init__(message, status=status, route=route)
+        self.tenant_level = tenant_level
+
+
+class EsperAPIError(EsperError):
+    """Retries exhausted (429, 5xx, timeout, dropped connection), or another 4xx answer."""
+
+
+class EsperResponseError(EsperError):
+    """A body that is not the JSON expected (malformed page), after bounded retries."""
+
+
+class EsperConfigError(EsperError):
+    """Bad settings: base URL, key, limits, or a link that leaves the configured origin."""
+
+
+# ---------------------------------------------------------------------------------------- stats
+
+
+@dataclass
+class RouteStats:
+    """Counters for one route template (or, from `EsperClient.totals`, for all of them).
+
+    Attributes:
+        requests: Attempts sent, retries included.
+        retries: Attempts that were repeated after a failure or a 429.
+        throttled: 429 answers.
+        errors: Attempts that failed for any other reason (5xx, other 4xx, timeout, dropped
+            connection, body not JSON).
+        bytes: Bytes received on the wire (compressed size when gzip was used).
+        seconds: Time spent in attempts (waits between retries not included).
+    """
+
+    requests: int = 0
+    retries: int = 0
+    throttled: int = 0
+    errors: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: RouteStats) -> None:
+        """Add the counters of `other` to these."""
+        for field in fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+# -------------------------------------------------------------------------------------- limiter
+
+
+class _AdaptiveLimiter:
+    """Bounds requests in flight; additive increase while healthy, halving on a 429 (AIMD).
+
+    A burst of 429s from requests that were all in flight together halves the limit once, not
+    once per answer: every slot remembers the "epoch" it was taken in, and only a 429 from the
+    current epoch lowers the limit (and starts a new epoch).
+    """
+
+    def __init__(self, initial: int, minimum: int, maximum: int) -> None:
+        self._cond = threading.Condition()
+        self.limit = initial
+        self.minimum = minimum
+        self.maximum = maximum
+        self._in_flight = 0
+        self._healthy = 0
+        self._epoch = 0
+
+    def acquire(self) -> int:
+        """Wait for a free slot and take it. Returns the epoch to hand back to `release`."""
+        with self._cond:
+            while self._in_flight >= self.limit:
+                self._cond.wait()
+            self._in_flight += 1
+            return self._epoch
+
+    def release(self, epoch: int, outcome: str) -> None:
+        """Give a slot back and adapt the limit.
+
+        Args:
+            epoch: What `acquire` returned for this slot.
+            outcome: ``"healthy"`` (counts towards an increase), ``"throttled"`` (a 429) or
+                ``"neutral"`` (anything else: errors neither raise nor lower the limit).
+        """
+        with self._cond:
+            self._in_flight -= 1
+            if outcome == "throttled":
+                if epoch == self._epoch:
+                    self.limit = max(self.minimum, self.limit // 2)
+                    self._epoch += 1
+                    self._healthy = 0
+            elif outcome == "healthy":
+                self._healthy += 1
+                if self._healthy >= self.limit:
+                    self._healthy = 0
+                    self.limit = min(self.maximum, self.limit + 1)
+            self._cond.notify_all()
+
+
+@dataclass
+class _Retry:
+    """A failed attempt that may be repeated."""
+
+    reason: str  # for logs and the final error: "HTTP 503", "timeout (ReadTimeout)", ...
+    status: int | None
+    wait: float | None = None  # a server-imposed wait (Retry-After); None: use backoff
+    malformed: bool = False
+
+
+@dataclass
+class _Value:
+    """A successful attempt's parsed body."""
+
+    value: Any
+
+
+# --------------------------------------------------------------------------------------- client
+
+
+class EsperClient:
+    """A thread-safe client for one Esper tenant.
+
+    Args:
+        base_url: The API root, e.g. ``"https://acme-api.esper.cloud/api"``. Must be HTTPS unless
+            its host is loopback (127.0.0.0/8, ::1, localhost).
+        api_key: The bearer token. Kept only in the HTTP client's headers.
+        enterprise_id: The tenant's enterprise id (used by the legacy paths; named in 404s).
+        timeout: Seconds for connect, read, write and pool waits of one attempt.
+        initial_concurrency: Requests in flight at the start.
+        max_concurrency: Upper bound of the adaptive limit; also the connection pool size and the
+            number of worker threads of `map`.
+        min_concurrency: Lower bound of the adaptive limit.
+        max_retries: Retries per request after the first attempt (429, 5xx, timeouts, dropped
+            connections, bodies that are not JSON).
+        backoff_base: First backoff cap in seconds; the cap doubles per retry (full jitter).
+        backoff_max: Largest backoff cap in seconds.
+        transport: An httpx transport to use instead of the network (tests).
+        sleep: How to wait between retries (tests inject a recorder).
+        rng: Source of jitter (tests inject a seeded one).
+        retry_after_max: Largest `Retry-After` honoured, in seconds.
+
+    Raises:
+        EsperConfigError: A bad base URL, a missing or unusable key, or inconsistent limits.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        enterprise_id: str | None = None,
+        *,
+        timeout: float = 60.0,
+        initial_concurrency: int = 20,
+        max_concurrency: int = 64,
+        min_concurrency: int = 2,
+        max_retries: int = 8,
+        backoff_base: float = 0.5,
+        backoff_max: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        retry_after_max: float = 300.0,
+    ) -> None:
+        self.base_url = _normalise_base_url(base_url)
+        base = httpx.URL(self.base_url)
+        self._origin = _origin(base)
+        self._base_path = base.path.rstrip("/")
+        self.enterprise_id = enterprise_id
+
+        if not 1 <= min_concurrency <= max_concurrency:
+            raise EsperConfigError(
+                f"concurrency bounds must satisfy 1 <= min ({min_concurrency}) <= max "
+                f"({max_concurrency})"
+            )
+        if max_retries < 0 or timeout <= 0 or backoff_base < 0 or backoff_max < 0:
+            raise EsperConfigError("timeout must be > 0; max_retries and backoff must be >= 0")
+        self._max_concurrency = max_concurrency
+        self._max_retries = max_retries
+        self._backoff_base = backoff_base
+        self._backoff_max = backoff_max
+        self._retry_after_max = retry_after_max
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._limiter = _AdaptiveLimiter(
+            min(max(initial_concurrency, min_concurrency), max_concurrency),
+            min_concurrency,
+            max_concurrency,
+        )
+
+        self._lock = threading.Lock()  # guards the counters, the server time and the cooldown
+        self._stats: dict[str, RouteStats] = {}
+        self._server_time: datetime | None = None
+        self._cooldown_until = 0.0  # monotonic time before which no request is sent (Retry-After)
+
+        self._http = httpx.Client(
+            headers={
+                "Authorization": f"Bearer {_check_key(api_key)}",
+                "Accept": "application/json",
+                "Accept-Encoding": "gzip",
+                "User-Agent": "esper-warehouse (httpx)",
+            },
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(
+                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+            ),
+            follow_redirects=False,
+            transport=transport,
+        )
+
+    # ------------------------------------------------------------------------------ public API
+
+    def get(self, path_or_url: str, params: Mapping[str, Any] | None = None) -> Any:
+        """GET a path under the base URL, or an absolute URL on the same origin (a `next` link).
+
+        Args:
+            path_or_url: ``"/v2/devices/"`` (relative to the base URL) or an absolute URL.
+            params: Query parameters, merged with any already in the URL.
+
+        Returns:
+            The parsed JSON body (None for an empty 204 answer).
+
+        Raises:
+            EsperConfigError: The URL leaves the configured origin or base path (nothing sent).
+            EsperAuthError, EsperNotFoundError, EsperAPIError, EsperResponseError: See the module.
+        """
+        return self._request("GET", path_or_url, params=params)
+
+    def post(self, path: str, json: Any) -> Any:
+        """POST a JSON body to a path under the base URL and return the parsed JSON answer.
+
+        Retried like `get` (the only POST the source makes submits a read-only Data Tap query).
+        """
+        return self._request("POST", path, body=orjson.dumps(json))
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """Run `fn(item)` for every item on worker threads; yield results as they complete.
+
+        Each request `fn` makes passes through the adaptive limiter, so the number of requests in
+        flight follows the limit whatever the number of threads. Items are read lazily and at most
+        ``2 * max_concurrency`` calls are queued at once, so a long generator of items is fine.
+
+        Args:
+            fn: Called once per item, on a worker thread.
+            items: Any iterable; consumed as work is handed out.
+
+        Yields:
+            Each `fn(item)` result, in completion order (not item order).
+
+        Raises:
+            Exception: The first exception raised by `fn`, after cancelling the calls that have
+                not started and waiting for those that have.
+        """
+        window = 2 * self._max_concurrency
+        source = iter(items)
+        with ThreadPoolExecutor(
+            max_workers=self._max_concurrency, thread_name_prefix="esper-map"
+        ) as pool:
+            pending: set[Future[R]] = {pool.submit(fn, item) for item in islice(source, window)}
+            try:
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        error = future.exception()
+                        if error is not None:
+                            raise error
+                    for future in done:
+                        yield future.result()
+                    pending |= {pool.submit(fn, item) for item in islice(source, len(done))}
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    @property
+    def server_time(self) -> datetime | None:
+        """The API's clock: the `Date` header of the latest response (aware, UTC), or None."""
+        with self._lock:
+            return self._server_time
+
+    @property
+    def concurrency(self) -> int:
+        """The current adaptive limit of requests in flight."""
+        return self._limiter.limit
+
+    def stats(self) -> dict[str, RouteStats]:
+        """Copies of the counters, keyed by route template (``"GET /v2/devices/{id}/"``)."""
+        with self._lock:
+            return {route: RouteStats(**vars(s)) for route, s in sorted(self._stats.items())}
+
+    def totals(self) -> RouteStats:
+        """The counters of all routes added up."""
+        total = RouteStats()
+        for route_stats in self.stats().values():
+            total.add(route_stats)
+        return total
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> EsperClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"EsperClient(base_url={self.base_url!r}, enterprise_id={self.enterprise_id!r}, "
+            f"concurrency={self.concurrency})"
+        )
+
+    # --------------------------------------------------------------------------- the machinery
+
+    def _request(
+        self,
+        method: str,
+        path_or_url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+    ) -> Any:
+        """Send one logical request: resolve and check the URL, then attempt, retry, or raise."""
+        url = self._resolve(path_or_url)
+        route = f"{method} {self._template(url.path)}"
+        retries = 0
+        while True:
+            outcome = self._attempt(method, url, route, params, body)
+            if not isinstance(outcome, _Retry):
+                return outcome.value
+            if retries >= self._max_retries:
+                self._give_up(route, outcome, attempts=retries + 1)
+            retries += 1
+            self._count(route, retries=1)
+            self._wait_before_retry(route, outcome, retries)
+
+    def _attempt(
+        self,
+        method: str,
+        url: httpx.URL,
+        route: str,
+        params: Mapping[str, Any] | None,
+        body: bytes | None,
+    ) -> _Value | _Retry:
+        """Make one attempt under a limiter slot; classify the answer.
+
+        Returns:
+            `_Value` with the parsed body, or `_Retry` describing a retryable failure.
+
+        Raises:
+            EsperError: For answers that are never retried (401/403, 404, other 4xx, 3xx).
+        """
+        self._wait_cooldown()
+        epoch = self._limiter.acquire()
+        started = time.monotonic()
+        limiter_outcome = "neutral"
+        stats = RouteStats(requests=1)
+        try:
+            try:
+                response = self._http.request(
+                    method,
+                    url,
+                    params=params,
+                    content=body,
+                    headers={"Content-Type": "application/json"} if body is not None else None,
+                )
+            except httpx.TimeoutException as exc:
+                failure: httpx.HTTPError | None = exc
+                reason = f"timeout ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                failure = exc
+                reason = f"connection failed ({type(exc).__name__}: {exc})"
+            except httpx.DecodingError as exc:
+                failure = exc
+                reason = f"undecodable body ({exc})"
+            else:
+                failure = None
+            if failure is not None:
+                stats.errors = 1
+                return _Retry(
+                    reason=self._redact(reason),
+                    status=None,
+                    malformed=isinstance(failure, httpx.DecodingError),
+                )
+
+            stats.bytes = response.num_bytes_downloaded or len(response.content)
+            self._note_date(response)
+            status = response.status_code
+            log.debug("%s -> %s (%d bytes)", route, status, stats.bytes)
+            if status == 429:
+                stats.throttled = 1
+                limiter_outcome = "throttled"
+                return _Retry(
+                    reason="HTTP 429 (throttled)",
+                    status=429,
+                    wait=self._retry_after(response),
+                )
+            if status in RETRYABLE_STATUSES:
+                stats.errors = 1
+                return _Retry(reason=f"HTTP {status}{self._api_message(response)}", status=status)
+            if 200 <= status < 300:
+                if status == 204 or not response.content:
+                    limiter_outcome = "healthy"
+                    return _Value(None)
+                try:
+                    value = orjson.loads(response.content)
+                except orjson.JSONDecodeError:
+                    stats.errors = 1
+                    return _Retry(
+                        reason=f"HTTP {status} with a body that is not valid JSON "
+                        f"({len(response.content)} bytes: {self._snippet(response)!r})",
+                        status=status,
+                        malformed=True,
+                    )
+                limiter_outcome = "healthy"
+                return _Value(value)
+            stats.errors = 1
+            limiter_outcome = "healthy"  # the server is answering fine; the request is wrong
+            raise self._final_error(route, response)
+        finally:
+            stats.seconds = time.monotonic() - started
+            self._limiter.release(epoch, limiter_outcome)
+            self._count(route, **vars(stats))
+
+    def _final_error(self, route: str, response: httpx.Response) -> EsperError:
+        """The error for an answer that is never retried (401/403, 404, 3xx, other 4xx)."""
+        status = response.status_code
+        if status in (401, 403):
+            return EsperAuthError(
+                f"the API key was refused (HTTP {status}) by {self._origin_text()}: check the "
+                "key (SOURCES__ESPER__API_KEY) and that it belongs to this tenant",
+                status=status,
+                route=route,
+            )
+        message = self._api_message(response)
+        if status == 404:
+            if self._is_tenant_level(route):
+                eid = (
+                    f"the enterprise id ({self.enterprise_id})"
+                    if self.enterprise_id
+                    else "the enterprise id (none configured)"
+                )
+                text = (
+                    f"{route} answered 404 Not Found{message}: {eid} or the base URL "
+                    f"({self.base_url}) is probably wrong"
+                )
+                return EsperNotFoundError(text, route=route, tenant_level=True)
+            return EsperNotFoundError(
+                f"{route} answered 404 Not Found{message} (the record may have been removed)",
+                route=route,
+            )
+        if 300 <= status < 400:
+            where = _location_origin(response.headers.get("location", ""))
+            return EsperAPIError(
+                f"{route} answered an unexpected redirect (HTTP {status}) to {where}; "
+                "redirects are not followed (check the base URL)",
+                status=status,
+                route=route,
+            )
+        return EsperAPIError(
+            self._redact(f"{route} answered HTTP {status}{message}"), status=status, route=route
+        )
+
+    def _give_up(self, route: str, last: _Retry, attempts: int) -> None:
+        """Raise the typed error once the retries of a request are exhausted."""
+        text = f"{route} failed after {attempts} attempts; last: {last.reason}"
+        log.error("%s", text)
+        if last.malformed:
+            raise EsperResponseError(text, status=last.status, route=route)
+        raise EsperAPIError(text, status=last.status, route=route)
+
+    def _wait_before_retry(self, route: str, failure: _Retry, retry: int) -> None:
+        """Log the retry and wait: a shared cooldown for Retry-After, else jittered backoff."""
+        if failure.wait is not None:
+            # The server said when to come back: hold every request of this client until then.
+            with self._lock:
+                self._cooldown_until = max(self._cooldown_until, time.monotonic() + failure.wait)
+            log.warning(
+                "%s: %s; retry %d/%d after Retry-After %.1f s (concurrency %d)",
+                route,
+                failure.reason,
+                retry,
+                self._max_retries,
+                failure.wait,
+                self.concurrency,
+            )
+            return  # _wait_cooldown() sleeps before the next attempt
+        cap = min(self._backoff_max, self._backoff_base * 2 ** (retry - 1))
+        delay = self._rng.uniform(0, cap)
+        log.warning(
+            "%s: %s; retry %d/%d in %.2f s (concurrency %d)",
+            route,
+            failure.reason,
+            retry,
+            self._max_retries,
+            delay,
+            self.concurrency,
+        )
+        self._sleep(delay)
+
+    def _wait_cooldown(self) -> None:
+        """Sleep until the shared Retry-After cooldown, if one is running."""
+        with self._lock:
+            remaining = self._cooldown_until - time.monotonic()
+        if remaining > 0:
+            self._sleep(remaining)
+
+    def _retry_after(self, response: httpx.Response) -> float | None:
+        """Seconds to wait from a `Retry-After` header, or None when absent or unreadable.
+
+        An HTTP date is read against the response's own `Date` header (the server's clock), and
+        only against the local clock when the response has no `Date`.
+        """
+        value = response.headers.get("retry-after", "").strip()
+        if not value:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                target = parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                return None
+            now = _parse_date(response.headers.get("date")) or datetime.now(UTC)
+            if target.tzinfo is None:
+                target = target.replace(tzinfo=UTC)
+            seconds = (target - now).total_seconds()
+        return min(max(seconds, 0.0), self._retry_after_max)
+
+    def _note_date(self, response: httpx.Response) -> None:
+        """Remember the server's clock from the `Date` header."""
+        date = _parse_date(response.headers.get("date"))
+        if date is not None:
+            with self._lock:
+                self._server_time = date
+
+    def _count(self, route: str, **increments: float) -> None:
+        with self._lock:
+            stats = self._stats.setdefault(route, RouteStats())
+            for name, value in increments.items():
+                setattr(stats, name, getattr(stats, name) + value)
+
+    # --------------------------------------------------------------------------- URLs, routes
+
+    def _resolve(self, path_or_url: str) -> httpx.URL:
+        """Turn a path or an absolute link into a URL, refusing anything off the base URL.
+
+        Raises:
+            EsperConfigError: Another origin, a path outside the base path, credentials in the
+                URL, or dot segments (checked before anything is sent).
+        """
+        try:
+            if path_or_url.startswith("/") and not path_or_url.startswith("//"):
+                url = httpx.URL(self.base_url + path_or_url)  # the usual case: a path
+            else:
+                url = httpx.URL(path_or_url)
+                if not (url.scheme or url.host):  # "v2/devices/": a path after all
+                    url = httpx.URL(f"{self.base_url}/{path_or_url}")
+                elif _origin(url) != self._origin or url.userinfo:
+                    raise EsperConfigError(
+                        f"refusing to follow a link to {_origin_text(url)}: only "
+                        f"{self._origin_text()} is trusted with the API key"
+                    )
+        except httpx.InvalidURL as exc:
+            raise EsperConfigError(f"not a usable path or URL ({exc})") from None
+        segments = url.path.split("/")
+        under_base = url.path == self._base_path or url.path.startswith(self._base_path + "/")
+        if not under_base or "." in segments or ".." in segments:
+            raise EsperConfigError(
+                f"refusing to request {url.path!r}: it is not under the base path "
+                f"{self._base_path or '/'!r} of {self._origin_text()}"
+            )
+        return url
+
+    def _template(self, path: str) -> str:
+        """The route template of a path: relative to the base path, ids replaced by ``{id}``."""
+        relative = path[len(self._base_path) :] or "/"
+        return "/".join(
+            "{id}" if _looks_like_id(s) or s == self.enterprise_id else s
+            for s in relative.split("/")
+        )
+
+    @staticmethod
+    def _is_tenant_level(route: str) -> bool:
+        """True when the route names no record: a list route or the enterprise itself.
+
+        ``/enterprise/{id}/devicegroup/`` and ``/v2/devices/`` are tenant-level (a 404 there means
+        the enterprise id or the base URL is wrong); ``/v2/devices/{id}/device-apps/`` is not.
+        """
+        segments = route.split(" ", 1)[1].split("/")
+        for index, segment in enumerate(segments):
+            if segment == "{id}" and not (index > 0 and segments[index - 1] == "enterprise"):
+                return False
+        return True
+
+    def _origin_text(self) -> str:
+        scheme, host, port = self._origin
+        return _origin_text(httpx.URL(scheme=scheme, host=host, port=port))
+
+    # ------------------------------------------------------------------------- message helpers
+
+    def _api_message(self, response: httpx.Response) -> str:
+        """The API's own error text from any family's error body, as ``": <text>"`` or ``""``.
+
+        Legacy ``{errors, message, status}``, v0/v2 ``{code, message, content}`` and Reports
+        ``{status, error, message}`` bodies are all understood.
+        """
+        try:
+            body = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            return ""
+        if not isinstance(body, dict):
+            return ""
+        parts: list[str] = []
+        for key in ("message", "error", "detail"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip() and value not in parts:
+                parts.append(value.strip())
+        errors = body.get("errors")
+        if isinstance(errors, list):
+            parts.extend(str(e) for e in errors if str(e) not in parts)
+        elif isinstance(errors, str | dict):
+            parts.append(str(errors))
+        text = "; ".join(parts)
+        if len(text) > 300:
+            text = text[:297] + "..."
+        return f": {self._redact(text)}" if text else ""
+
+    def _snippet(self, response: httpx.Response) -> str:
+        return self._redact(response.content[:60].decode("utf-8", "replace"))
+
+    def _redact(self, text: str) -> str:
+        """Remove the API key from text built from server answers (belt and braces)."""
+        key = self._http.headers.get("authorization", "").removeprefix("Bearer ")
+        return text.replace(key, "[redacted]") if key else text
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def _normalise_base_url(base_url: str) -> str:
+    """Check the base URL and return it without a trailing slash.
+
+    Raises:
+        EsperConfigError: Not http(s), no host, credentials/query/fragment, or plain HTTP to a
+            host that is not loopback.
+    """
+    text = (base_url or "").strip()
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise EsperConfigError(f"the base URL {text!r} is not a valid URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise EsperConfigError(
+            f"the base URL {text!r} must look like https://<tenant>-api.esper.cloud/api"
+        )
+    if url.userinfo or url.query or url.fragment:
+        raise EsperConfigError(
+            "the base URL must not carry credentials, a query or a fragment: "
+            f"{_origin_text(url)}{url.path}"
+        )
+    if url.scheme == "http" and not _is_loopback(url.host):
+        raise EsperConfigError(
+            f"refusing plain HTTP to {url.host}: the API key would travel unencrypted; use "
+            "https:// (plain http is only allowed on loopback: 127.0.0.0/8, ::1, localhost)"
+        )
+    return str(url.copy_with(path=url.path.rstrip("/") or "/")).rstrip("/")
+
+
+def _check_key(api_key: str) -> str:
+    """Return the key stripped of surrounding whitespace; refuse one unusable in a header."""
+    key = (api_key or "").strip()
+    if not key:
+        raise EsperConfigError("no API key: set SOURCES__ESPER__API_KEY (or .dlt/secrets.toml)")
+    if not _HEADER_SAFE_RE.match(key):
+        raise EsperConfigError(
+            "the API key contains characters that cannot be sent in an HTTP header "
+            "(spaces, control or non-ASCII characters)"
+        )
+    return key
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the default port made explicit."""
+    scheme = url.scheme.lower()
+    return scheme, url.host.lower(), url.port or _DEFAULT_PORTS.get(scheme)
+
+
+def _origin_text(url: httpx.URL) -> str:
+    scheme, host, port = _origin(url)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" + ("" if port == _DEFAULT_PORTS.get(scheme) else f":{port}")
+
+
+def _location_origin(location: str) -> str:
+    """The origin a redirect points to, for an error message (never the full URL)."""
+    try:
+        target = httpx.URL(location)
+    except httpx.InvalidURL:
+        return "an unreadable location"
+    return _origin_text(target) if target.is_absolute_url else "a relative location"
+
+
+def _looks_like_id(segment: str) -> bool:
+    """Numeric, UUID-like or long hex path segments are record ids."""
+    return bool(segment.isdigit() or _UUID_RE.match(segment) or _LONG_HEX_RE.match(segment))
+
+
+def _parse_date(value: str | None) -> datetime | None:
+    """An HTTP date (RFC 7231) as an aware UTC datetime, or None."""
+    if not value:
+        return None
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)

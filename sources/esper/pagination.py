@@ -1,0 +1,293 @@
+"""Reading the three Esper list envelopes, and walking their pages through the client.
+
+The API has three list shapes (see ``../shared/spec/README.md``, "Wire facts"):
+
+* legacy and v1 (Django REST style): ``{count, next, previous, results}``;
+* v0/v2 services: ``{code?, message?, content: {count, next, previous | prev, results}}``;
+* ``/v2/devices/`` cursor mode: ``{content: {results, next_cursor, prev_cursor, has_more,
+  has_prev}}``.
+
+``/v2/devices/`` is documented as a union of the offset and cursor shapes, so `parse_page` reads
+whichever shape comes back and the iterators continue in that shape, whatever they asked for.
+
+No HTTP policy lives here (retries, throttling, origin checks, concurrency): every request goes
+through `EsperClient`, which refuses `next` links that leave the configured origin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin
+
+from .client import EsperClient, EsperResponseError
+
+__all__ = ["Page", "iter_cursor_pages", "iter_pages", "iter_pages_parallel", "parse_page"]
+
+
+@dataclass
+class Page:
+    """One page of a list, whatever its envelope.
+
+    Attributes:
+        items: The records of the page.
+        count: The total the API reports for the whole list (offset shapes), else None. Kept so
+            the caller can reconcile what it loaded with what the API says it holds.
+        next_url: The `next` link (offset shapes), else None.
+        next_cursor: The cursor of the next page (cursor shape), else None.
+        has_more: Whether the API says another page follows.
+    """
+
+    items: list[dict]
+    count: int | None
+    next_url: str | None
+    next_cursor: str | None
+    has_more: bool
+
+
+def parse_page(body: Any, *, where: str | None = None) -> Page:
+    """Read a list answer in any of the three envelopes.
+
+    Args:
+        body: The parsed JSON of a list answer.
+        where: The path or URL it came from, named in errors.
+
+    Returns:
+        The page.
+
+    Raises:
+        EsperResponseError: The body fits none of the envelopes (not an object, `results` missing
+            or not a list of objects, a count or link of the wrong type, `has_more` without a
+            `next_cursor`).
+    """
+    source = f" from {where}" if where else ""
+
+    def bad(problem: str) -> EsperResponseError:
+        return EsperResponseError(f"unexpected list answer{source}: {problem}")
+
+    if not isinstance(body, dict):
+        raise bad(f"expected a JSON object, got {type(body).__name__}")
+    envelope = body
+    if "results" not in body and "content" in body:
+        envelope = body["content"]
+        if not isinstance(envelope, dict):
+            raise bad(f"'content' is {type(envelope).__name__}, not an object")
+    if "results" not in envelope:
+        raise bad(f"no 'results' (keys: {sorted(envelope)[:10]})")
+    items = envelope["results"]
+    if not isinstance(items, list):
+        raise bad(f"'results' is {type(items).__name__}, not a list")
+    if not all(isinstance(item, dict) for item in items):
+        raise bad("'results' holds something other than objects")
+
+    count = envelope.get("count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+        raise bad(f"'count' is {count!r}, not an integer")
+    next_url = envelope.get("next") or None
+    if next_url is not None and not isinstance(next_url, str):
+        raise bad(f"'next' is {type(next_url).__name__}, not a URL")
+    next_cursor = envelope.get("next_cursor") or None
+    if next_cursor is not None and not isinstance(next_cursor, str):
+        raise bad(f"'next_cursor' is {type(next_cursor).__name__}, not a string")
+
+    if "has_more" in envelope or "next_cursor" in envelope:  # the cursor shape
+        has_more = bool(envelope.get("has_more", next_cursor is not None))
+        if has_more and next_cursor is None:
+            raise bad("'has_more' is true but there is no 'next_cursor'")
+    else:
+        has_more = next_url is not None
+    return Page(items, count, next_url, next_cursor, has_more)
+
+
+def iter_pages(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int,
+) -> Iterator[Page]:
+    """Walk an offset (or legacy) list: ``limit`` and ``offset=0``, then the `next` links.
+
+    Args:
+        client: The client every request goes through.
+        path: The list path relative to the base URL, e.g. ``"/enterprise/<eid>/devicegroup/"``.
+        params: Filters to send with the first request (the `next` links carry them on).
+        limit: Page size to ask for (the API clamps it silently; the links carry what it used).
+
+    Yields:
+        Every page, in order, until the API says there is no more or a page comes back empty.
+
+    Raises:
+        EsperResponseError: A malformed page, or a `next` link that repeats (a loop).
+        EsperConfigError: A `next` link to another origin (raised by the client, nothing sent).
+    """
+    first_params = {**(params or {}), "limit": limit, "offset": 0}
+    yield from _walk(client, path, first_params, limit=limit)
+
+
+def iter_cursor_pages(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int,
+) -> Iterator[Page]:
+    """Walk ``/v2/devices/`` by cursor: ``cursor=start``, then ``cursor=<next_cursor>``.
+
+    The route is documented as a union of the cursor and offset shapes, so each page is read in
+    whichever shape it comes back: while pages carry ``next_cursor``/``has_more`` the walk goes
+    on by cursor; a page in the offset shape is continued by its `next` link.
+
+    Args:
+        client: The client every request goes through.
+        path: The list path, ``"/v2/devices/"``.
+        params: Filters sent with every cursor request.
+        limit: Page size (the API allows up to 1000).
+
+    Yields:
+        Every page, in order (cursor pages run newest ``updated_at`` first), until ``has_more``
+        is false, the offset `next` link is null, or a page comes back empty.
+
+    Raises:
+        EsperResponseError: A malformed page, or a cursor or link that repeats (a loop).
+    """
+    first_params = {**(params or {}), "cursor": "start", "limit": limit}
+    yield from _walk(client, path, first_params, limit=limit)
+
+
+def iter_pages_parallel(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int,
+) -> Iterator[Page]:
+    """Walk a big offset list with its pages fetched concurrently, yielded in offset order.
+
+    The first page is fetched alone; its ``count`` and its length (the page size the API really
+    used, which may be less than `limit`) give every remaining offset, and those pages are
+    fetched through `EsperClient.map` under the client's adaptive concurrency. Pages are yielded
+    in offset order; pages that arrive early wait in memory until their turn. When the last
+    planned page still has a `next` link (the list grew meanwhile) the walk follows the links
+    from there. Without a ``count`` (or in the cursor shape) it falls back to following links.
+
+    Trade-off: offsets are a moving window. A record inserted (or removed) before an offset while
+    the list is being read shifts every later record by one, so a record can appear on two pages
+    or on none, exactly as with sequential offset paging; reading all pages at nearly the same
+    moment makes the window shorter, not closed. Merge on the record key (duplicates are
+    harmless) and reconcile the keys loaded against ``count``; on a shortfall, read the list
+    again (or sequentially) rather than trust it.
+
+    Args:
+        client: The client every request goes through.
+        path: The list path relative to the base URL.
+        params: Filters sent with every request.
+        limit: Page size to ask for.
+
+    Yields:
+        Every non-empty page, in offset order.
+
+    Raises:
+        EsperResponseError: A malformed page.
+        EsperError: Whatever the client raises for a page (the first error wins).
+    """
+    base_params = dict(params or {})
+    first = _get_page(client, path, {**base_params, "limit": limit, "offset": 0})
+    if not first.items:
+        return
+    yield first
+    step = len(first.items)
+    if first.count is None or first.next_url is None or first.next_cursor is not None:
+        yield from _continue(client, path, base_params, first, _url(client, path), limit=limit)
+        return
+
+    offsets = range(step, first.count, step)
+
+    def fetch(offset: int) -> tuple[int, Page]:
+        return offset, _get_page(client, path, {**base_params, "limit": step, "offset": offset})
+
+    waiting: dict[int, Page] = {}
+    expected = iter(offsets)
+    next_offset = next(expected, None)
+    last = first
+    for offset, page in client.map(fetch, offsets):
+        waiting[offset] = page
+        while next_offset is not None and next_offset in waiting:
+            last = waiting.pop(next_offset)
+            if last.items:
+                yield last
+            next_offset = next(expected, None)
+    if last.items and last.next_url:  # the list grew while being read (or count was stale)
+        yield from _continue(client, path, base_params, last, _url(client, path), limit=limit)
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def _walk(
+    client: EsperClient, path: str, first_params: dict[str, Any], *, limit: int
+) -> Iterator[Page]:
+    """Fetch the first page with `first_params`, then follow the shape each page comes in."""
+    first = _get_page(client, path, first_params)
+    if not first.items:
+        return
+    yield first
+    cursor_params = {k: v for k, v in first_params.items() if k not in ("cursor", "offset")}
+    yield from _continue(client, path, cursor_params, first, _url(client, path), limit=limit)
+
+
+def _continue(
+    client: EsperClient,
+    path: str,
+    params: dict[str, Any],
+    page: Page,
+    page_url: str,
+    *,
+    limit: int,
+) -> Iterator[Page]:
+    """Follow the pages after `page`: by `next_cursor` in the cursor shape, else by `next`.
+
+    Stops when a page says there is no more, when a page is empty (an API that keeps answering
+    empty pages with a `next` would otherwise never end), and raises when a cursor or a link
+    comes back a second time (a loop that would load the same records forever).
+    """
+    seen: set[str] = set()
+    while True:
+        if page.next_cursor is not None and page.has_more:
+            token = "cursor:" + page.next_cursor
+            request = (path, {**params, "cursor": page.next_cursor, "limit": limit})
+        elif page.next_url is not None and page.has_more:
+            page_url = urljoin(page_url, page.next_url)  # absolute links pass through unchanged
+            token = "url:" + page_url
+            request = (page_url, None)
+        else:
+            return
+        if token in seen:
+            raise EsperResponseError(
+                f"the list at {path} sent the same next page twice ({token.split(':')[0]} "
+                "repeated): refusing to loop"
+            )
+        seen.add(token)
+        page = _get_page(client, *request)
+        if not page.items:
+            return
+        yield page
+
+
+def _get_page(client: EsperClient, path_or_url: str, params: Mapping[str, Any] | None) -> Page:
+    """GET one page through the client and parse it (errors name the path)."""
+    return parse_page(client.get(path_or_url, params), where=_route_text(client, path_or_url))
+
+
+def _url(client: EsperClient, path: str) -> str:
+    """The absolute URL of a path under the client's base URL (to resolve relative links)."""
+    if "://" in path:
+        return path
+    return client.base_url + (path if path.startswith("/") else "/" + path)
+
+
+def _route_text(client: EsperClient, path_or_url: str) -> str:
+    """The path part of a request, for messages (queries can be long)."""
+    text = path_or_url.removeprefix(client.base_url)
+    return text.split("?", 1)[0]

@@ -1,0 +1,380 @@
+"""Unit tests of the list envelopes and the paginators, against small fake list APIs.
+
+The fake APIs run inside `httpx.MockTransport` (no network); every request still goes through the
+real `EsperClient`, so its origin checks apply to the `next` links.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from sources.esper.client import EsperClient, EsperConfigError, EsperResponseError
+from sources.esper.pagination import (
+    Page,
+    iter_cursor_pages,
+    iter_pages,
+    iter_pages_parallel,
+    parse_page,
+)
+
+BASE = "https://acme-api.esper.cloud/api"
+KEY = "sk-test-0123456789"
+
+
+def records(n: int) -> list[dict[str, Any]]:
+    return [{"id": f"r{i:05d}", "n": i} for i in range(n)]
+
+
+class OffsetAPI:
+    """A list served with `limit`/`offset` in the legacy or v0/v2 envelope, with `next` links.
+
+    Args:
+        rows: The records (the test may change the list between requests).
+        envelope: ``"legacy"`` (``{count, next, previous, results}``), ``"v0"`` (``content`` with
+            ``previous``) or ``"v2"`` (``content`` with ``prev``).
+        max_limit: The largest page the API serves (it clamps silently).
+    """
+
+    def __init__(
+        self, rows: list[dict[str, Any]], envelope: str = "legacy", max_limit: int = 1000
+    ) -> None:
+        self.rows = rows
+        self.envelope = envelope
+        self.max_limit = max_limit
+        self.requests: list[httpx.URL] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            self.requests.append(request.url)
+        params = request.url.params
+        limit = min(int(params.get("limit", 20)), self.max_limit)
+        offset = int(params.get("offset", 0))
+        return httpx.Response(200, json=self.body(request.url, offset, limit))
+
+    def body(self, url: httpx.URL, offset: int, limit: int) -> dict[str, Any]:
+        chunk = self.rows[offset : offset + limit]
+        more = offset + limit < len(self.rows)
+        page_url = url.copy_set_param("limit", limit)
+        nxt = str(page_url.copy_set_param("offset", offset + limit)) if more else None
+        prev = str(page_url.copy_set_param("offset", max(0, offset - limit))) if offset else None
+        if self.envelope == "legacy":
+            return {"count": len(self.rows), "next": nxt, "previous": prev, "results": chunk}
+        prev_key = "previous" if self.envelope == "v0" else "prev"
+        content = {"count": len(self.rows), "next": nxt, prev_key: prev, "results": chunk}
+        return {"code": 200, "message": "success", "content": content}
+
+
+class CursorAPI(OffsetAPI):
+    """`/v2/devices/` in cursor mode; optionally switches to the offset shape after `switch_after`
+    cursor pages (the route is a documented union of both)."""
+
+    def __init__(self, rows: list[dict[str, Any]], switch_after: int | None = None) -> None:
+        super().__init__(rows, envelope="v2")
+        self.switch_after = switch_after
+        self.cursor_pages = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            self.requests.append(request.url)
+        params = request.url.params
+        limit = min(int(params.get("limit", 10)), self.max_limit)
+        cursor = params.get("cursor")
+        if cursor is None or self.switch_after == self.cursor_pages:
+            offset = int(params.get("offset", 0))
+            if cursor is not None:  # switching: continue where the cursor was
+                offset = 0 if cursor == "start" else int(cursor.removeprefix("at-"))
+            url = request.url.copy_remove_param("cursor")
+            return httpx.Response(200, json=self.body(url, offset, limit))
+        self.cursor_pages += 1
+        offset = 0 if cursor == "start" else int(cursor.removeprefix("at-"))
+        chunk = self.rows[offset : offset + limit]
+        more = offset + limit < len(self.rows)
+        content = {
+            "results": chunk,
+            "next_cursor": f"at-{offset + limit}" if more else None,
+            "prev_cursor": f"at-{max(0, offset - limit)}" if offset else None,
+            "has_more": more,
+            "has_prev": offset > 0,
+        }
+        return httpx.Response(200, json={"content": content})
+
+
+def client_for(handler: Any, **kwargs: Any) -> EsperClient:
+    options: dict[str, Any] = {"sleep": lambda s: None, "rng": random.Random(1)}
+    options.update(kwargs)
+    return EsperClient(BASE, KEY, transport=httpx.MockTransport(handler), **options)
+
+
+def all_items(pages: list[Page]) -> list[dict[str, Any]]:
+    return [item for page in pages for item in page.items]
+
+
+# -------------------------------------------------------------------------------- parse_page
+
+
+def test_parse_legacy_envelope() -> None:
+    page = parse_page(
+        {"count": 45, "next": f"{BASE}/x/?offset=20", "previous": None, "results": [{"id": 1}]}
+    )
+    assert page == Page([{"id": 1}], 45, f"{BASE}/x/?offset=20", None, True)
+
+
+@pytest.mark.parametrize("prev_key", ["previous", "prev"])
+def test_parse_v0_v2_envelope(prev_key: str) -> None:
+    body = {
+        "code": 200,
+        "message": "success",
+        "content": {"count": 2, "next": None, prev_key: None, "results": [{"id": 1}, {"id": 2}]},
+    }
+    assert parse_page(body) == Page([{"id": 1}, {"id": 2}], 2, None, None, False)
+
+
+def test_parse_v2_envelope_without_code_or_message() -> None:
+    page = parse_page({"content": {"count": 0, "next": None, "prev": None, "results": []}})
+    assert page == Page([], 0, None, None, False)
+
+
+def test_parse_cursor_envelope() -> None:
+    body = {
+        "content": {
+            "results": [{"id": "a"}],
+            "next_cursor": "eyJ1cGRhdGVkX2F0Ijo",
+            "prev_cursor": None,
+            "has_more": True,
+            "has_prev": False,
+        }
+    }
+    assert parse_page(body) == Page([{"id": "a"}], None, None, "eyJ1cGRhdGVkX2F0Ijo", True)
+    last = {"content": {"results": [], "next_cursor": None, "has_more": False}}
+    assert parse_page(last) == Page([], None, None, None, False)
+
+
+def test_parse_reads_the_shape_that_came_back_not_the_one_asked_for() -> None:
+    # /v2/devices/ asked for cursors may answer in the offset shape, and the other way round.
+    offset_shaped = {
+        "content": {"count": 30, "next": f"{BASE}/v2/devices/?offset=10", "prev": None}
+    }
+    offset_shaped["content"]["results"] = [{"id": "a"}]
+    page = parse_page(offset_shaped)
+    assert (page.next_url, page.next_cursor, page.count, page.has_more) == (
+        f"{BASE}/v2/devices/?offset=10",
+        None,
+        30,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ([{"id": 1}], "expected a JSON object"),
+        ({"count": 1, "next": None}, "no 'results'"),
+        ({"content": {"count": 1}}, "no 'results'"),
+        ({"code": 200, "content": "oops"}, "'content' is str"),
+        ({"count": 1, "results": {"id": 1}}, "not a list"),
+        ({"content": {"results": None}}, "not a list"),
+        ({"results": [1, 2]}, "other than objects"),
+        ({"count": "many", "results": []}, "'count'"),
+        ({"next": 5, "results": []}, "'next'"),
+        ({"content": {"results": [], "has_more": True}}, "no 'next_cursor'"),
+    ],
+)
+def test_parse_rejects_malformed_pages_clearly(body: Any, problem: str) -> None:
+    with pytest.raises(EsperResponseError, match=problem) as caught:
+        parse_page(body, where="/v2/devices/")
+    assert "/v2/devices/" in str(caught.value)
+
+
+# -------------------------------------------------------------------------------- iter_pages
+
+
+@pytest.mark.parametrize("envelope", ["legacy", "v0", "v2"])
+def test_iter_pages_follows_next_links_to_the_end(envelope: str) -> None:
+    api = OffsetAPI(records(45), envelope=envelope)
+    client = client_for(api)
+    pages = list(iter_pages(client, "/enterprise/e/devicegroup/", {"name": "x"}, limit=20))
+    assert [len(p.items) for p in pages] == [20, 20, 5]
+    assert all_items(pages) == records(45)
+    assert all(p.count == 45 for p in pages)  # kept for reconciliation
+    first = api.requests[0].params
+    assert (first["limit"], first["offset"], first["name"]) == ("20", "0", "x")
+    assert [u.params["offset"] for u in api.requests] == ["0", "20", "40"]
+    assert all(u.params["name"] == "x" for u in api.requests)  # links carry the filters
+
+
+def test_iter_pages_follows_the_page_size_the_api_clamped_to() -> None:
+    api = OffsetAPI(records(2500), max_limit=1000)
+    pages = list(iter_pages(client_for(api), "/v2/tenant-apps/", limit=5000))
+    assert [len(p.items) for p in pages] == [1000, 1000, 500]
+    assert all_items(pages) == records(2500)
+
+
+def test_iter_pages_stops_on_an_empty_page_even_with_a_next_link() -> None:
+    def empty_forever(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("offset", 0))
+        nxt = str(request.url.copy_set_param("offset", offset + 20))
+        results = [{"id": 1}] if offset == 0 else []
+        return httpx.Response(200, json={"count": 99, "next": nxt, "results": results})
+
+    client = client_for(empty_forever)
+    pages = list(iter_pages(client, "/v2/groups/", limit=20))
+    assert len(pages) == 1
+    assert client.totals().requests == 2
+    assert list(iter_pages(client_for(OffsetAPI([])), "/v2/groups/", limit=20)) == []
+
+
+def test_iter_pages_refuses_a_link_that_loops() -> None:
+    def loop(request: httpx.Request) -> httpx.Response:
+        nxt = f"{BASE}/v2/groups/?limit=20&offset=20"
+        return httpx.Response(200, json={"count": 99, "next": nxt, "results": [{"id": 1}]})
+
+    with pytest.raises(EsperResponseError, match="same next page twice"):
+        list(iter_pages(client_for(loop), "/v2/groups/", limit=20))
+
+
+def test_iter_pages_refuses_a_next_link_to_another_origin_without_requesting_it() -> None:
+    hosts: list[str] = []
+
+    def leaky(request: httpx.Request) -> httpx.Response:
+        hosts.append(request.url.host)
+        nxt = "https://collector.evil.example/api/v2/groups/?offset=20"
+        return httpx.Response(200, json={"count": 99, "next": nxt, "results": [{"id": 1}]})
+
+    pages = iter_pages(client_for(leaky), "/v2/groups/", limit=20)
+    assert len(next(pages).items) == 1
+    with pytest.raises(EsperConfigError, match="refusing to follow"):
+        next(pages)
+    assert hosts == ["acme-api.esper.cloud"]
+
+
+def test_iter_pages_resolves_a_relative_next_link_against_the_page() -> None:
+    api = OffsetAPI(records(30))
+
+    def relative_links(request: httpx.Request) -> httpx.Response:
+        response = api(request)
+        body = response.json()
+        if body["next"]:
+            body["next"] = body["next"].removeprefix("https://acme-api.esper.cloud")
+        return httpx.Response(200, json=body)
+
+    pages = list(iter_pages(client_for(relative_links), "/v2/groups/", limit=20))
+    assert all_items(pages) == records(30)
+
+
+# ------------------------------------------------------------------------- iter_cursor_pages
+
+
+def test_iter_cursor_pages_walks_cursors_while_has_more() -> None:
+    api = CursorAPI(records(25))
+    pages = list(iter_cursor_pages(client_for(api), "/v2/devices/", {"state": 1}, limit=10))
+    assert all_items(pages) == records(25)
+    assert [p.has_more for p in pages] == [True, True, False]
+    assert all(p.count is None for p in pages)
+    assert [u.params["cursor"] for u in api.requests] == ["start", "at-10", "at-20"]
+    assert all(u.params["limit"] == "10" and u.params["state"] == "1" for u in api.requests)
+    assert all("offset" not in u.params for u in api.requests)
+
+
+def test_iter_cursor_pages_continues_by_next_links_when_the_shape_switches_to_offset() -> None:
+    api = CursorAPI(records(35), switch_after=1)
+    pages = list(iter_cursor_pages(client_for(api), "/v2/devices/", limit=10))
+    assert all_items(pages) == records(35)
+    assert pages[0].next_cursor == "at-10"
+    assert pages[1].count == 35 and pages[1].next_url is not None
+    assert [u.params.get("cursor") for u in api.requests] == ["start", "at-10", None, None]
+
+
+def test_iter_cursor_pages_when_the_server_answers_offset_shape_from_the_start() -> None:
+    api = CursorAPI(records(25), switch_after=0)
+    pages = list(iter_cursor_pages(client_for(api), "/v2/devices/", limit=10))
+    assert all_items(pages) == records(25)
+    assert all(p.count == 25 and p.next_cursor is None for p in pages)
+
+
+def test_iter_cursor_pages_refuses_a_repeated_cursor() -> None:
+    def stuck(request: httpx.Request) -> httpx.Response:
+        content = {"results": [{"id": 1}], "next_cursor": "same", "has_more": True}
+        return httpx.Response(200, json={"content": content})
+
+    with pytest.raises(EsperResponseError, match="same next page twice"):
+        list(iter_cursor_pages(client_for(stuck), "/v2/devices/", limit=10))
+
+
+# ----------------------------------------------------------------------- iter_pages_parallel
+
+
+def test_iter_pages_parallel_yields_every_page_in_offset_order() -> None:
+    api = OffsetAPI(records(95), envelope="v2")
+
+    def late_early_pages(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("offset", 0))
+        time.sleep((100 - offset) / 10_000)  # later offsets answer first
+        return api(request)
+
+    client = client_for(late_early_pages, initial_concurrency=8)
+    pages = list(iter_pages_parallel(client, "/v2/blueprints/", {"q": "x"}, limit=10))
+    assert all_items(pages) == records(95)
+    assert [len(p.items) for p in pages] == [10] * 9 + [5]
+    assert pages[0].count == 95
+    offsets = sorted(int(u.params["offset"]) for u in api.requests)
+    assert offsets == list(range(0, 100, 10))  # each page once, no link following
+    assert all(u.params["q"] == "x" for u in api.requests)
+
+
+def test_iter_pages_parallel_uses_the_page_size_the_api_really_served() -> None:
+    api = OffsetAPI(records(95), max_limit=10)
+    pages = list(iter_pages_parallel(client_for(api), "/v2/blueprints/", limit=50))
+    assert all_items(pages) == records(95)
+    assert len(api.requests) == 10
+
+
+def test_iter_pages_parallel_follows_links_when_the_list_grew_while_paging() -> None:
+    api = OffsetAPI(records(95))
+    grown = threading.Event()
+
+    def growing(request: httpx.Request) -> httpx.Response:
+        response = api(request)
+        if not grown.is_set():  # 15 records appended right after the first page
+            grown.set()
+            api.rows = records(110)
+        return response
+
+    pages = list(iter_pages_parallel(client_for(growing), "/v2/blueprints/", limit=10))
+    assert all_items(pages) == records(110)
+    assert pages[0].count == 95 and pages[-1].count == 110
+
+
+def test_iter_pages_parallel_falls_back_to_links_without_a_count() -> None:
+    api = CursorAPI(records(25))  # cursor shape: no count to plan offsets from
+
+    def cursor_only(request: httpx.Request) -> httpx.Response:
+        url = request.url.copy_set_param("cursor", request.url.params.get("cursor", "start"))
+        return api(httpx.Request("GET", url))
+
+    pages = list(iter_pages_parallel(client_for(cursor_only), "/v2/devices/", limit=10))
+    assert all_items(pages) == records(25)
+
+
+def test_iter_pages_parallel_on_an_empty_or_single_page_list() -> None:
+    assert list(iter_pages_parallel(client_for(OffsetAPI([])), "/v2/x/", limit=10)) == []
+    pages = list(iter_pages_parallel(client_for(OffsetAPI(records(7))), "/v2/x/", limit=10))
+    assert all_items(pages) == records(7)
+
+
+def test_iter_pages_parallel_propagates_a_malformed_page() -> None:
+    api = OffsetAPI(records(50))
+
+    def broken_page(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("offset") == "30":
+            return httpx.Response(200, json={"count": 50, "next": None})
+        return api(request)
+
+    with pytest.raises(EsperResponseError, match="no 'results'"):
+        list(iter_pages_parallel(client_for(broken_page), "/v2/x/", limit=10))
