@@ -1,0 +1,327 @@
+"""Data Tap: SQL queries over the simulator's daily snapshot tables, run for real in DuckDB.
+
+The wire shape is NOT public; this module is the one place holding the assumption
+(spec/README.md, "Not in any public source"):
+
+- ``POST /data-tap/v0/queries`` with ``{query (required), is_download, row_limit, latest_data}``
+  answers 201 ``{"content": {"id", "status": "PENDING", "query", "created_at"}}``.
+- ``GET /data-tap/v0/queries/{id}`` answers ``{"content": {...}}``: PENDING on the first poll,
+  RUNNING on the second, then SUCCEEDED with the Reports preview shape
+  (``schema{column_count, columns[{name, position, type_name, type_text}]}``, ``data_array``,
+  ``truncated``) or FAILED with ``message``.
+- Errors use the Reports family body ``{status, error, message}``.
+
+Tables (one row per entity per ``report_date``, captured at each simulated midnight for the
+last week of history and every day after ``start``): ``devices``, ``device_apps``, ``groups``,
+``device_stats``. With ``latest_data: true`` a snapshot of the current state is added first.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from simulator import catalog as C
+from simulator.fleet import DAY, new_id
+from simulator.http import ApiError, Req
+from simulator.timeutil import iso
+
+if TYPE_CHECKING:
+    from simulator.state import World
+
+DEFAULT_ROW_LIMIT = 10_000
+MAX_ROW_LIMIT = 100_000
+
+_DDL = """
+create table devices (report_date date, device_id varchar, name varchar, os varchar,
+    platform varchar, os_version varchar, state integer, group_id varchar,
+    security_patch_level date, agent_version varchar, blueprint_id varchar,
+    blueprint_version integer, blueprint_upgrade_status varchar, battery_level integer,
+    is_gms boolean, last_seen timestamptz, created_at timestamptz, updated_at timestamptz);
+create table device_apps (report_date date, device_id varchar, package_name varchar,
+    app_name varchar, version_name varchar, version_code varchar, updated_at timestamptz);
+create table groups (report_date date, group_id varchar, name varchar, path varchar,
+    parent_id varchar, device_count integer);
+create table device_stats (report_date date, device_id varchar, battery_level integer,
+    is_online boolean, hours_since_seen double, events integer);
+"""
+
+
+@dataclass(slots=True)
+class Job:
+    """A submitted query and what its polls reveal."""
+
+    id: str
+    query: str
+    created: int
+    polls: int = 0
+    columns: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
+
+
+def _type(t: duckdb.typing.DuckDBPyType) -> tuple[str, str]:
+    s = str(t).upper()
+    simple = {
+        "BOOLEAN": ("BOOLEAN", "boolean"),
+        "TINYINT": ("BYTE", "tinyint"),
+        "SMALLINT": ("SHORT", "smallint"),
+        "INTEGER": ("INT", "int"),
+        "BIGINT": ("LONG", "bigint"),
+        "HUGEINT": ("LONG", "bigint"),
+        "UBIGINT": ("LONG", "bigint"),
+        "UINTEGER": ("LONG", "bigint"),
+        "FLOAT": ("FLOAT", "float"),
+        "DOUBLE": ("DOUBLE", "double"),
+        "VARCHAR": ("STRING", "string"),
+        "DATE": ("DATE", "date"),
+        "TIMESTAMP": ("TIMESTAMP", "timestamp"),
+        "TIMESTAMP WITH TIME ZONE": ("TIMESTAMP", "timestamp"),
+    }
+    if s in simple:
+        return simple[s]
+    if s.startswith("DECIMAL"):
+        return "DECIMAL", s.lower()
+    return "STRING", "string"
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=UTC)
+        return v.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, (list, dict, tuple)):
+        return str(v)
+    return v
+
+
+class DataTap:
+    """Snapshot store, DuckDB database and query jobs of one world."""
+
+    def __init__(self, world: World, keep_from: int) -> None:
+        self.world = world
+        self.keep_from = keep_from
+        self.pending: list[tuple[int, dict[str, pa.Table]]] = []
+        self.jobs: dict[str, Job] = {}
+        self.lock = threading.Lock()
+        self.con = duckdb.connect(config={"enable_external_access": False, "threads": 1})
+        self.con.execute(_DDL)
+        self.day_events: dict[int, int] = {}
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def capture(self, ts: int, report_day: int | None = None) -> None:
+        """Snapshot the fleet at ``ts`` (a midnight) as the day that just ended."""
+        if ts < self.keep_from:
+            return
+        day = report_day if report_day is not None else ts - DAY
+        self.pending.append((day, self._tables(ts, day)))
+
+    def _tables(self, ts: int, day: int) -> dict[str, pa.Table]:
+        f = self.world.fleet
+        w = self.world.wire
+        rd = datetime.fromtimestamp(day, UTC).date()
+        live = f.live()
+        n = len(live)
+        tz = pa.timestamp("s", tz="UTC")
+
+        def col(values: list[Any], typ: pa.DataType) -> pa.Array:
+            return pa.array(values, type=typ)
+
+        ls = [f.last_seen[i] if f.last_seen[i] >= 0 else None for i in live]
+        patch = [
+            date.fromisoformat(C.PATCH_LEVELS[f.patch[i]]) if f.patch[i] >= 0 else None
+            for i in live
+        ]
+        devices = pa.table(
+            {
+                "report_date": col([rd] * n, pa.date32()),
+                "device_id": col([f.ids[i] for i in live], pa.string()),
+                "name": col([f.name[i] for i in live], pa.string()),
+                "os": col([C.OS_NAMES[f.os[i]] for i in live], pa.string()),
+                "platform": col([C.PLATFORMS[C.OS_PLATFORM[f.os[i]]] for i in live], pa.string()),
+                "os_version": col([C.OS_VERSIONS[f.os[i]][f.osv[i]][0] for i in live], pa.string()),
+                "state": col([f.state[i] for i in live], pa.int32()),
+                "group_id": col([f.groups[f.group[i]].id for i in live], pa.string()),
+                "security_patch_level": col(patch, pa.date32()),
+                "agent_version": col(
+                    [C.AGENTS[C.OS_PLATFORM[f.os[i]]][f.agent[i]][0] for i in live], pa.string()
+                ),
+                "blueprint_id": col([f.blueprints[f.bp_current[i]].id for i in live], pa.string()),
+                "blueprint_version": col(
+                    [f.bp_versions[f.bp_ver[i]][1] + 1 for i in live], pa.int32()
+                ),
+                "blueprint_upgrade_status": col(
+                    [C.UPGRADE_STATUSES[f.bp_status[i]] for i in live], pa.string()
+                ),
+                "battery_level": col([f.battery[i] for i in live], pa.int32()),
+                "is_gms": col([f.is_gms[i] for i in live], pa.bool_()),
+                "last_seen": col(ls, tz),
+                "created_at": col([f.created[i] for i in live], tz),
+                "updated_at": col([f.updated[i] for i in live], tz),
+            }
+        )
+        app_rows: dict[str, list[Any]] = {k: [] for k in ("device_id", "package_name", "app_name")}
+        app_rows.update({"version_name": [], "version_code": [], "updated_at": []})
+        for i in live:
+            cat = f.legacy_apps if C.OS_PLATFORM[f.os[i]] == C.ANDROID else f.tenant_apps
+            for k, v, _c, u in f.apps[i]:
+                app = cat[k]
+                app_rows["device_id"].append(f.ids[i])
+                app_rows["package_name"].append(app.package)
+                app_rows["app_name"].append(app.name)
+                app_rows["version_name"].append(app.versions[v].name)
+                app_rows["version_code"].append(app.versions[v].code)
+                app_rows["updated_at"].append(u)
+        m = len(app_rows["device_id"])
+        device_apps = pa.table(
+            {
+                "report_date": col([rd] * m, pa.date32()),
+                **{k: col(vals, pa.string()) for k, vals in app_rows.items() if k != "updated_at"},
+                "updated_at": col(app_rows["updated_at"], tz),
+            }
+        )
+        counts = self.world.group_counts()
+        g_n = len(f.groups)
+        groups = pa.table(
+            {
+                "report_date": col([rd] * g_n, pa.date32()),
+                "group_id": col([g.id for g in f.groups], pa.string()),
+                "name": col([g.name for g in f.groups], pa.string()),
+                "path": col([g.path for g in f.groups], pa.string()),
+                "parent_id": col(
+                    [f.groups[g.parent].id if g.parent >= 0 else None for g in f.groups],
+                    pa.string(),
+                ),
+                "device_count": col(counts, pa.int32()),
+            }
+        )
+        start = ts - DAY
+        events = [sum(1 for e in f.events[i] if start <= e[1] < ts) for i in live]
+        stats = pa.table(
+            {
+                "report_date": col([rd] * n, pa.date32()),
+                "device_id": col([f.ids[i] for i in live], pa.string()),
+                "battery_level": col([f.battery[i] for i in live], pa.int32()),
+                "is_online": col([x is not None and ts - x <= 3600 for x in ls], pa.bool_()),
+                "hours_since_seen": col(
+                    [round((ts - x) / 3600, 2) if x is not None else None for x in ls], pa.float64()
+                ),
+                "events": col(events, pa.int32()),
+            }
+        )
+        del w
+        return {
+            "devices": devices,
+            "device_apps": device_apps,
+            "groups": groups,
+            "device_stats": stats,
+        }
+
+    def _materialize(self) -> None:
+        for day, tables in self.pending:
+            rd = datetime.fromtimestamp(day, UTC).date()
+            for name, table in tables.items():
+                self.con.execute(f"delete from {name} where report_date = ?", [rd])
+                self.con.register("_snap", table)
+                self.con.execute(f"insert into {name} select * from _snap")
+                self.con.unregister("_snap")
+        self.pending.clear()
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def submit(self, query: str, row_limit: int, latest: bool) -> Job:
+        """Run ``query`` now (the job reveals its outcome over the next polls)."""
+        w = self.world
+        job = Job(new_id(w.engine.rng), query, w.now)
+        if latest:
+            today = w.now - w.now % DAY
+            self.pending.append((today, self._tables(w.now, today)))
+        with self.lock:
+            self._materialize()
+            sql = query.strip().rstrip(";").strip()
+            try:
+                cur = self.con.cursor()
+                statements = cur.extract_statements(sql)
+                if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+                    raise duckdb.Error("only one read-only SELECT statement is accepted")
+                rel = cur.sql(sql)
+                job.columns = [
+                    {"name": n, "position": k, "type_name": _type(t)[0], "type_text": _type(t)[1]}
+                    for k, (n, t) in enumerate(zip(rel.columns, rel.types, strict=True))
+                ]
+                rows = rel.limit(row_limit + 1).fetchall()
+                job.truncated = len(rows) > row_limit
+                job.rows = [[_value(v) for v in r] for r in rows[:row_limit]]
+                cur.close()
+            except duckdb.Error as e:
+                job.error = str(e).splitlines()[0] if str(e) else type(e).__name__
+        self.jobs[job.id] = job
+        return job
+
+    def view(self, job: Job) -> dict[str, Any]:
+        """The job as the next poll sees it (PENDING, RUNNING, then the outcome)."""
+        job.polls += 1
+        base: dict[str, Any] = {"id": job.id, "query": job.query, "created_at": iso(job.created)}
+        if job.polls == 1:
+            return {**base, "status": "PENDING"}
+        if job.polls == 2:
+            return {**base, "status": "RUNNING"}
+        if job.error is not None:
+            return {**base, "status": "FAILED", "message": job.error}
+        return {
+            **base,
+            "status": "SUCCEEDED",
+            "schema": {"column_count": len(job.columns), "columns": job.columns},
+            "data_array": job.rows,
+            "truncated": job.truncated,
+        }
+
+
+def create(w: World, req: Req) -> tuple[int, Any]:
+    """POST /data-tap/v0/queries."""
+    import orjson
+
+    try:
+        body = orjson.loads(req.body or b"{}")
+    except orjson.JSONDecodeError:
+        raise ApiError(400, "request body must be JSON") from None
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("query"), str)
+        or not body["query"].strip()
+    ):
+        raise ApiError(400, "query: a non-empty SQL string is required")
+    row_limit = body.get("row_limit", DEFAULT_ROW_LIMIT)
+    if row_limit is None:
+        row_limit = DEFAULT_ROW_LIMIT
+    if not isinstance(row_limit, int) or isinstance(row_limit, bool) or row_limit < 1:
+        raise ApiError(400, "row_limit: a positive integer is required")
+    latest = bool(body.get("latest_data", False))
+    job = w.datatap.submit(body["query"], min(row_limit, MAX_ROW_LIMIT), latest)
+    content = {
+        "id": job.id,
+        "status": "PENDING",
+        "query": job.query,
+        "created_at": iso(job.created),
+    }
+    return 201, {"content": content}
+
+
+def get(w: World, req: Req) -> tuple[int, Any]:
+    """GET /data-tap/v0/queries/{id}."""
+    job = w.datatap.jobs.get(req.params["id"].lower())
+    if job is None:
+        raise ApiError(404, f"Query {req.params['id']} not found")
+    return 200, {"content": w.datatap.view(job)}

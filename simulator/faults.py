@@ -1,0 +1,181 @@
+"""Fault injection: per-route-glob, seeded, with a maximum number of firings.
+
+A fault is a dict ``{"kind", "route" (glob on the path after /api; default all), "probability"
+(default 1.0), "times" (max firings; None = unlimited), ...kind arguments}``. Kinds:
+``latency`` (ms, jitter_ms), ``rate_limit`` (rps, burst, retry_after), ``status`` (status),
+``drop``, ``malformed``, ``slow`` (seconds), ``insert_during_paging`` (count).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = frozenset(
+    {"latency", "rate_limit", "status", "drop", "malformed", "slow", "insert_during_paging"}
+)
+
+
+@dataclass(slots=True)
+class Fault:
+    """One configured fault and its firing count."""
+
+    kind: str
+    route: str = "*"
+    probability: float = 1.0
+    times: int | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    fired: int = 0
+    tokens: float = 0.0
+    stamp: float = 0.0
+
+    def matches(self, path: str) -> bool:
+        """Whether the fault applies to ``path`` (after /api)."""
+        return fnmatch.fnmatchcase(path, self.route)
+
+    def spent(self) -> bool:
+        """Whether the fault has fired its maximum number of times."""
+        return self.times is not None and self.fired >= self.times
+
+
+def parse(spec: dict[str, Any]) -> Fault:
+    """Validate a fault dict.
+
+    Raises:
+        ValueError: on an unknown kind or a bad argument.
+    """
+    if not isinstance(spec, dict):
+        raise ValueError("a fault is a JSON object")
+    spec = dict(spec)
+    kind = spec.pop("kind", None)
+    if kind not in KINDS:
+        raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(sorted(KINDS))}")
+    route = str(spec.pop("route", None) or "*")
+    probability = float(spec.pop("probability", 1.0))
+    if not 0.0 <= probability <= 1.0:
+        raise ValueError("probability must be within [0, 1]")
+    times = spec.pop("times", None)
+    if times is not None:
+        times = int(times)
+    if kind == "status" and int(spec.get("status", 500)) < 400:
+        raise ValueError("status faults need an error status (>= 400)")
+    if kind == "rate_limit" and float(spec.get("rps", 0)) <= 0:
+        raise ValueError("rate_limit needs rps > 0")
+    fault = Fault(kind, route, probability, times, spec)
+    if kind == "rate_limit":
+        fault.tokens = float(spec.get("burst") or spec["rps"])
+    return fault
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the faults decided for one request."""
+
+    delay: float = 0.0
+    status: int | None = None
+    retry_after: int | None = None
+    drop: bool = False
+    malformed: bool = False
+    insert: int = 0
+
+
+class Faults:
+    """The active fault list, consulted by the app on every API request."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(f"{seed}:faults")
+        self.lock = threading.Lock()
+        self.items: list[Fault] = []
+
+    def set(self, specs: list[dict[str, Any]]) -> None:
+        """Replace the active faults (validates them all first)."""
+        parsed = [parse(s) for s in specs]
+        now = time.monotonic()
+        for f in parsed:
+            f.stamp = now
+        with self.lock:
+            self.items = parsed
+
+    def clear(self) -> None:
+        """Remove every fault."""
+        with self.lock:
+            self.items = []
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The active faults as dicts, with how often each fired."""
+        with self.lock:
+            return [
+                {
+                    "kind": f.kind,
+                    "route": f.route,
+                    "probability": f.probability,
+                    "times": f.times,
+                    "fired": f.fired,
+                    **f.args,
+                }
+                for f in self.items
+            ]
+
+    def decide(self, path: str, offset_paging: bool) -> Decision:
+        """Roll every matching fault for a request to ``path``.
+
+        Args:
+            path: the request path after /api.
+            offset_paging: whether the request asks an offset list for a page after the
+                first (where ``insert_during_paging`` fires).
+        """
+        d = Decision()
+        if not self.items:
+            return d
+        with self.lock:
+            for f in self.items:
+                if f.spent() or not f.matches(path):
+                    continue
+                if f.kind == "rate_limit":
+                    self._rate_limit(f, d)
+                    continue
+                if f.kind == "insert_during_paging" and not offset_paging:
+                    continue
+                if f.probability < 1.0 and self.rng.random() >= f.probability:
+                    continue
+                f.fired += 1
+                self._apply(f, d)
+        return d
+
+    def _rate_limit(self, f: Fault, d: Decision) -> None:
+        rps = float(f.args["rps"])
+        burst = float(f.args.get("burst") or rps)
+        now = time.monotonic()
+        f.tokens = min(burst, f.tokens + (now - f.stamp) * rps)
+        f.stamp = now
+        if f.tokens >= 1.0:
+            f.tokens -= 1.0
+            return
+        if f.probability < 1.0 and self.rng.random() >= f.probability:
+            return
+        f.fired += 1
+        d.status = d.status or 429
+        if f.args.get("retry_after", True):
+            d.retry_after = max(1, math.ceil((1.0 - f.tokens) / rps))
+
+    def _apply(self, f: Fault, d: Decision) -> None:
+        a = f.args
+        if f.kind == "latency":
+            jitter = float(a.get("jitter_ms", 0))
+            d.delay += (float(a.get("ms", 0)) + self.rng.uniform(-jitter, jitter)) / 1000.0
+            d.delay = max(d.delay, 0.0)
+        elif f.kind == "slow":
+            d.delay += float(a.get("seconds", 5.0))
+        elif f.kind == "status":
+            d.status = d.status or int(a.get("status", 500))
+        elif f.kind == "drop":
+            d.drop = True
+        elif f.kind == "malformed":
+            d.malformed = True
+        elif f.kind == "insert_during_paging":
+            d.insert += int(a.get("count", 1))

@@ -1,0 +1,547 @@
+"""Wire records: the JSON objects the API serves, built on request from the compact fleet state.
+
+Field names, types and enums follow ``esper-openapi-subset.json`` schema by schema. The same
+functions feed the routes and ``Simulator.truth``, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from simulator import catalog as C
+from simulator.fleet import App, Fleet, derived_id
+from simulator.timeutil import iso
+
+Record = dict[str, Any]
+
+_OS_WIRE = ("Android", "iOS", "iPadOS", "tvOS", "Windows", "Linux")
+
+
+class Wire:
+    """Builds wire records for one fleet; ``link_base`` prefixes legacy URL links."""
+
+    def __init__(self, fleet: Fleet, link_base: str) -> None:
+        self.f = fleet
+        self.link_base = link_base.rstrip("/")
+        self.tag_ids = {t: derived_id("tag", fleet.seed, t) for t in C.TAGS}
+
+    # -- links ---------------------------------------------------------------------------
+
+    def enterprise_url(self) -> str:
+        """Absolute URL of the enterprise (legacy link)."""
+        return f"{self.link_base}/enterprise/{self.f.enterprise_id}/"
+
+    def device_url(self, i: int) -> str:
+        """Absolute legacy URL of device ``i``."""
+        return f"{self.link_base}/enterprise/{self.f.enterprise_id}/device/{self.f.ids[i]}/"
+
+    def group_url(self, g: int) -> str:
+        """Absolute legacy URL of group ``g``."""
+        return (
+            f"{self.link_base}/enterprise/{self.f.enterprise_id}/devicegroup/{self.f.groups[g].id}/"
+        )
+
+    # -- devices -------------------------------------------------------------------------
+
+    def device(self, i: int) -> Record:
+        """The /v2/devices/ record of device ``i`` (shape depends on its platform)."""
+        f = self.f
+        os_ = f.os[i]
+        plat = C.OS_PLATFORM[os_]
+        m = C.MODELS[f.model[i]]
+        osv, build = C.OS_VERSIONS[os_][f.osv[i]]
+        agent_name, agent_code = C.AGENTS[plat][f.agent[i]]
+        b_cur = f.bp_current[i]
+        bp_info = {
+            "assigned_blueprint_id": f.blueprints[f.bp_assigned[i]].id,
+            "current_blueprint_id": f.blueprints[b_cur].id,
+            "current_blueprint_version_id": self._bp_version_id(f.bp_ver[i]),
+            "blueprint_upgrade_status": C.UPGRADE_STATUSES[f.bp_status[i]],
+        }
+        tags = [self.tag_ids[t] for t in f.tags[i]]
+        serial = f.serial[i]
+        rec: Record = {
+            "id": f.ids[i],
+            "name": f.name[i],
+            "alias": f.alias[i],
+            "os": _OS_WIRE[os_],
+            "state": f.state[i],
+            "platform": C.PLATFORMS[plat],
+            "serial": serial,
+            "os_version": osv,
+            "tenant_id": f.tenant_id,
+            "group_id": f.groups[f.group[i]].id,
+            "provisioned_on": iso(f.provisioned[i]),
+            "tags": tags,
+        }
+        agent = {"version_code": agent_code, "version_name": agent_name}
+        hw = {
+            "brand": m.brand,
+            "model": m.model,
+            "serial": serial,
+            "manufacturer": m.manufacturer,
+            "hardware": m.hardware,
+        }
+        if plat == C.ANDROID:
+            rec["hardware_info"] = hw
+            rec["software_info"] = {
+                "os_version": osv,
+                "os_build_number": build,
+                "security_path_level": C.PATCH_LEVELS[f.patch[i]],
+                "esper_agent_info": agent,
+            }
+            rec["network_info"] = {
+                "imei1": f"35{int(serial[2:], 16) % 10**13:013d}",
+                "wifi_mac_address": _mac(serial),
+                "network_type": "WI-FI",
+            }
+            rec["memory_info"] = {
+                "total_ram": "4096",
+                "total_internal_storage": "65536",
+                "units": "MB",
+            }
+            rec["blueprint_info"] = bp_info
+            rec["battery_stats"] = {"battery_level": f.battery[i]}
+            rec["is_gms"] = f.is_gms[i]
+            rec["dpc_version"] = agent_name
+            rec["eea_version"] = None
+            rec["managed_by"] = "BLUEPRINT"
+            rec["provisioned_with"] = "BLUEPRINT"
+            rec["template_name"] = None
+            rec["is_seamless"] = False
+            rec["is_esper_managed"] = True
+        elif plat == C.APPLE:
+            rec["hardware_info"] = hw
+            rec["software_info"] = {
+                "os_version": osv,
+                "os_build_number": build,
+                "esper_agent_info": agent,
+            }
+            rec["blueprint_info"] = bp_info
+            rec["udid"] = f"{int(serial[2:], 16):08X}-{derived_id('udid', serial)[-12:].upper()}"
+            rec["device_source"] = "ABM" if i % 3 else "NON_ABM"
+            rec["is_supervised"] = True
+            rec["managed_by"] = "BLUEPRINT"
+            rec["provisioned_with"] = "BLUEPRINT"
+            rec["is_seamless"] = False
+            rec["is_locked_down"] = False
+            if f.last_seen[i] >= 0:  # never-seen devices carry no last_seen (not nullable)
+                rec["last_seen"] = iso(f.last_seen[i])
+            if os_ != 3:
+                rec["battery_stats"] = {"battery_level": f.battery[i]}
+        else:
+            rec["hardware_info"] = hw
+            sw = {"os_build_number": build, "os_version": osv, "os": _OS_WIRE[os_]}
+            if plat == C.LINUX:
+                sw["os_distribution"] = "Ubuntu"
+                sw["kernel_architecture"] = m.hardware
+            sw["esper_agent_info"] = agent
+            rec["software_info"] = sw
+            rec["network_info"] = {"wifi_mac_address": _mac(serial)}
+            rec["blueprint_info"] = bp_info
+            rec["battery_stats"] = {"battery_level": f.battery[i]}
+            if plat == C.LINUX:
+                rec["managed_by"] = "BLUEPRINT"
+            rec["provisioned_with"] = "BLUEPRINT"
+            rec["is_seamless"] = False
+            if f.last_seen[i] >= 0:
+                rec["last_seen"] = iso(f.last_seen[i])
+        rec["created_by"] = f.users[0]
+        rec["updated_by"] = f.users[i % len(f.users)]
+        rec["created_at"] = iso(f.created[i])
+        rec["updated_at"] = iso(f.updated[i])
+        return rec
+
+    def heartbeat(self, i: int) -> Record:
+        """The last-seen record of device ``i`` (status 1 for an active device)."""
+        f = self.f
+        return {
+            "device_id": f.ids[i],
+            "timestamp": iso(f.last_seen[i]),
+            "status": 1 if f.state[i] == C.STATE_ACTIVE else 0,
+        }
+
+    # -- groups --------------------------------------------------------------------------
+
+    def group(self, g: int, device_count: int) -> Record:
+        """The legacy DeviceGroup record of group ``g``."""
+        grp = self.f.groups[g]
+        return {
+            "id": grp.id,
+            "name": grp.name,
+            "created_on": iso(grp.created),
+            "enterprise": self.enterprise_url(),
+            "parent": self.group_url(grp.parent) if grp.parent >= 0 else None,
+            "device_count": device_count,
+            "path": grp.path,
+            "children_count": len(grp.children),
+            "blueprint": self.f.blueprints[grp.blueprint].id,
+        }
+
+    # -- blueprints ----------------------------------------------------------------------
+
+    def _bp_version_id(self, g: int) -> str:
+        b, v = self.f.bp_versions[g]
+        return self.f.blueprints[b].versions[v].id
+
+    def blueprint(self, b: int, v: int | None = None) -> Record:
+        """Blueprint ``b`` at version index ``v`` (latest when None), BlueprintV2 shape."""
+        bp = self.f.blueprints[b]
+        ver = bp.versions[-1 if v is None else v]
+        return {
+            "id": bp.id,
+            "name": bp.name,
+            "description": f"{bp.name} configuration",
+            "comments": f"Version {ver.number}",
+            "version_number": ver.number,
+            "version_id": ver.id,
+            "minor_version_number": 0,
+            "publish": True,
+            "settings": self._bp_settings(bp.os, ver.created),
+            "created_by": self.f.users[0],
+            "updated_by": self.f.users[1],
+            "created_at": iso(bp.created),
+            "updated_at": iso(ver.updated),
+        }
+
+    def _bp_settings(self, os_: int, ts: int) -> Record:
+        plat = C.OS_PLATFORM[os_]
+        f = self.f
+        if plat == C.ANDROID:
+            apps = []
+            for app in f.legacy_apps[3:6]:
+                ver = _version_at(app, ts)
+                apps.append(
+                    {
+                        "app_id": app.id,
+                        "app_version_id": ver.id,
+                        "package_name": app.package,
+                        "installation_rule": "DURING PROVISIONING",
+                        "state": "SHOW",
+                        "type": "ENTERPRISE",
+                        "auto_update_mode": "autoUpdateDefault",
+                    }
+                )
+            return {"android": {"apps": apps, "device_mode_settings": {"device_mode": "KIOSK"}}}
+        key = {C.APPLE: "ios" if os_ != 3 else "tvos", C.WINDOWS: "windows", C.LINUX: "linux"}[plat]
+        if plat == C.LINUX:
+            return {"linux": {"files": []}}
+        app_type = "TENANT_IOS" if plat == C.APPLE else "TENANT_WINDOWS"
+        apps = [
+            {
+                "app_id": a.id,
+                "app_version_id": _version_at(a, ts).id,
+                "state": "SHOW",
+                "app_type": app_type,
+            }
+            for a in f.tenant_apps
+            if a.platform == plat
+        ][:2]
+        return {key: {"apps": apps}}
+
+    # -- apps ----------------------------------------------------------------------------
+
+    def tenant_app(self, k: int) -> Record:
+        """TenantAppResponse of tenant app ``k``."""
+        a = self.f.tenant_apps[k]
+        return {
+            "id": a.id,
+            "platform": C.PLATFORMS[a.platform],
+            "tenant_id": self.f.tenant_id,
+            "package_name": a.package,
+            "created_at": iso(a.created),
+            "created_by": self.f.users[0],
+            "updated_at": iso(a.updated),
+            "updated_by": self.f.users[0],
+        }
+
+    def tenant_app_version(self, k: int, v: int) -> Record:
+        """TenantAppVersionResponse of version ``v`` of tenant app ``k``."""
+        a = self.f.tenant_apps[k]
+        ver = a.versions[v]
+        return {
+            "id": ver.id,
+            "app_id": a.id,
+            "app_type": a.kind,
+            "tenant_id": self.f.tenant_id,
+            "app_name": a.name,
+            "app_icon_url": f"https://cdn.example/icons/{a.package}.png",
+            "release_notes": f"{a.name} {ver.name}",
+            "description": a.name,
+            "file_size_in_kb": 20_000 + 731 * ver.number,
+            "device_family": ["IPHONE", "IPAD"] if a.platform == C.APPLE else ["DESKTOP"],
+            "version_name": ver.name,
+            "build_number": ver.code,
+            "version_code": ver.code,
+            "min_sdk_version": "16.0" if a.platform == C.APPLE else "10.0.19041",
+            "created_at": iso(ver.created),
+            "updated_at": iso(ver.updated),
+            "created_by": self.f.users[0],
+            "updated_by": self.f.users[0],
+        }
+
+    def application(self, k: int) -> Record:
+        """Legacy Application record of Android app ``k`` (with its versions)."""
+        a = self.f.legacy_apps[k]
+        return {
+            "id": a.id,
+            "versions": [self._application_version_short(a, v) for v in range(len(a.versions))],
+            "application_name": a.name,
+            "package_name": a.package,
+            "developer": "Acme Corp" if a.kind == "ENTERPRISE" else None,
+            "category": a.category,
+            "content_rating": "3.0",
+            "compatibility": None,
+            "created_on": iso(a.created),
+            "updated_on": iso(a.updated),
+            "is_active": True,
+            "is_hidden": False,
+            "enterprise": self.enterprise_url(),
+        }
+
+    def _application_version_short(self, a: App, v: int) -> Record:
+        ver = a.versions[v]
+        return {
+            "id": ver.id,
+            "version_code": ver.code,
+            "build_number": ver.code,
+            "hash_string": derived_id("hash", ver.id).replace("-", ""),
+            "min_sdk_version": "26",
+            "target_sdk_version": "33",
+            "download_url": f"https://cdn.example/apk/{a.package}-{ver.code}.apk",
+            "icon_url": f"https://cdn.example/icons/{a.package}.png",
+            "release_name": ver.name,
+            "release_comments": f"Release {ver.name}",
+        }
+
+    def application_version(self, k: int, v: int) -> Record:
+        """Legacy AppVersion record of version ``v`` of Android app ``k``."""
+        a = self.f.legacy_apps[k]
+        ver = a.versions[v]
+        return {
+            "id": ver.id,
+            "permissions": [],
+            "app_file": f"https://cdn.example/apk/{a.package}-{ver.code}.apk",
+            "app_icon": f"https://cdn.example/icons/{a.package}.png",
+            "version_code": ver.code,
+            "build_number": ver.code,
+            "size_in_mb": 12.5 + ver.number,
+            "hash_string": derived_id("hash", ver.id).replace("-", ""),
+            "release_name": ver.name,
+            "release_comments": f"Release {ver.name}",
+            "release_track": "Production",
+            "created_on": iso(ver.created),
+            "updated_on": iso(ver.updated),
+            "min_sdk_version": "26",
+            "target_sdk_version": "33",
+            "is_enabled": True,
+            "is_default": v == len(a.versions) - 1,
+            "enterprise": self.enterprise_url(),
+            "application": f"{self.link_base}/enterprise/{self.f.enterprise_id}/application/{a.id}/",
+            "approval_status": "APPROVED",
+        }
+
+    def device_app_legacy(self, i: int, entry: tuple[int, int, int, int]) -> Record:
+        """Legacy DeviceApp record (Android) of one installed app of device ``i``."""
+        k, v, created, updated = entry
+        a = self.f.legacy_apps[k]
+        ver = a.versions[v]
+        did = self.f.ids[i]
+        return {
+            "id": derived_id(did, "app", k),
+            "app_name": a.name,
+            "state": "SHOW",
+            "app_type": a.kind,
+            "package_name": a.package,
+            "whitelisted": a.kind != "PLAYSTORE",
+            "is_data_clearable": True,
+            "is_uninstallable": a.kind != "PRELOADED",
+            "product_id": None,
+            "version_code": ver.code,
+            "version_name": ver.name,
+            "created_on": iso(created),
+            "updated_on": iso(updated),
+            "is_active": True,
+            "is_kiosk_app": False,
+            "is_esper_controlled": a.kind != "PLAYSTORE",
+            "device": did,
+        }
+
+    def device_app_v2(self, i: int, entry: tuple[int, int, int, int]) -> Record:
+        """DeviceAppsResponse record (Apple/Windows) of one installed app of device ``i``."""
+        k, v, created, updated = entry
+        a = self.f.tenant_apps[k]
+        did = self.f.ids[i]
+        return {
+            "id": derived_id(did, "app", k),
+            "device_id": did,
+            "app_id": a.id,
+            "app_type": a.kind,
+            "app_version_id": a.versions[v].id,
+            "base64_app_config": "",
+            "created_at": iso(created),
+            "updated_at": iso(updated),
+            "tenant_id": self.f.tenant_id,
+        }
+
+    # -- commands and operations ---------------------------------------------------------
+
+    def command(self, r: int) -> Record:
+        """CommandRequest record of request ``r``."""
+        f = self.f
+        req = f.commands[r]
+        name, args = C.COMMANDS[req.command]
+        sched_args: Record = {}
+        if req.schedule == "WINDOW":
+            sched_args = {
+                "name": f"window-{req.id[:8]}",
+                "start_datetime": iso(req.created),
+                "end_datetime": iso(req.created + 7 * 86_400),
+                "time_type": "console",
+                "window_start_time": "22:00",
+                "window_end_time": "23:59",
+                "days": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"],
+            }
+        return {
+            "id": req.id,
+            "command_type": "GROUP" if req.group >= 0 else "DEVICE",
+            "devices": [] if req.group >= 0 else [f.ids[d] for d in req.devices],
+            "groups": [f.groups[req.group].id] if req.group >= 0 else [],
+            "device_type": "all",
+            "command": name,
+            "command_args": dict(args),
+            "schedule": req.schedule,
+            "schedule_args": sched_args,
+            "reason": "",
+            "created_by": req.created_by,
+            "created_at": iso(req.created),
+        }
+
+    def command_status(self, s: int) -> Record:
+        """CommandStatus record of status ``s``."""
+        f = self.f
+        st = f.statuses[s]
+        return {
+            "id": st.id,
+            "request": f.commands[st.request].id,
+            "device": f.ids[st.device],
+            "state": C.COMMAND_STATES[st.state],
+            "reason": st.reason,
+            "created_at": iso(st.created),
+            "updated_at": iso(st.updated),
+        }
+
+    def operation(self, o: int) -> Record:
+        """OperationWithStats record of operation ``o``."""
+        f = self.f
+        op = f.operations[o]
+        counts = [0, 0, 0, 0]
+        for p in op.parts:
+            counts[f.op_devices[p].state] += 1
+        resolved = len(op.parts) if op.state >= C.OP_RESOLVED else 0
+        dispatched = counts[1] + counts[2] + counts[3]
+        return {
+            "id": op.id,
+            "operation": "CONVERGE",
+            "state": C.OPERATION_STATES[op.state],
+            "schedule_type": "IMMEDIATE",
+            "schedule_args": {},
+            "operation_device_query": {"device_ids": ",".join(f.ids[d] for d in op.devices)},
+            "arguments": {"converge_with_provision": False},
+            "alias": op.alias,
+            "reason": "",
+            "created_at": iso(op.created),
+            "created_by": op.created_by,
+            "updated_at": iso(op.updated),
+            "updated_by": op.created_by,
+            "operation_activity": [
+                {"operation_state": name, "created_at": iso(ts)} for name, ts in op.activity
+            ],
+            "operation_stats": {
+                "device_operation_statuses_count": {
+                    "resolved_device_count": resolved,
+                    "dispatched_device_count": dispatched,
+                    "dispatch_failed_count": 0,
+                    "failed_device_count": counts[3],
+                    "success_device_count": counts[2],
+                }
+            },
+        }
+
+    def operation_device(self, p: int) -> Record:
+        """DeviceOperationWithStats record of operation part ``p``."""
+        f = self.f
+        od = f.op_devices[p]
+        return {
+            "id": od.id,
+            "operation_id": f.operations[od.operation].id,
+            "device_id": f.ids[od.device],
+            "state": C.OP_DEVICE_STATES[od.state],
+            "reason": od.reason,
+            "created_at": iso(od.created),
+            "updated_at": iso(od.updated),
+            "device_operation_activity": [
+                {"device_operation_state": name, "created_at": iso(ts)} for name, ts in od.activity
+            ],
+        }
+
+    # -- events --------------------------------------------------------------------------
+
+    def event(self, i: int, ev: tuple[int, int, int, int, int]) -> Record:
+        """EventFeed record of one event of device ``i``."""
+        eid, ts, kind, a, b = ev
+        return {
+            "id": eid,
+            "message_id": derived_id("msg", self.f.seed, eid),
+            "device_status_id": derived_id("dst", self.f.seed, eid),
+            "created_on": iso(ts),
+            "message": self.event_message(i, kind, a, b),
+            "device": self.device_url(i),
+            "enterprise": self.enterprise_url(),
+        }
+
+    def event_message(self, i: int, kind: int, a: int, b: int) -> str:
+        """Human-readable text of an event."""
+        f = self.f
+        if kind == C.EV_ENROLLED:
+            return "Device enrolled"
+        if kind in (C.EV_OS_UPDATED, C.EV_OS_FAILED):
+            ver = C.OS_VERSIONS[f.os[i]][a][0]
+            ok = kind == C.EV_OS_UPDATED
+            return f"OS update to {ver} {'installed' if ok else 'failed'}"
+        if kind in (C.EV_APP_INSTALLED, C.EV_APP_UPDATED, C.EV_APP_REMOVED, C.EV_APP_FAILED):
+            cat = f.legacy_apps if f.platform(i) == C.ANDROID else f.tenant_apps
+            app = cat[a]
+            verb = {
+                C.EV_APP_INSTALLED: "installed",
+                C.EV_APP_UPDATED: "updated to",
+                C.EV_APP_REMOVED: "removed",
+                C.EV_APP_FAILED: "failed to update to",
+            }[kind]
+            ver = "" if kind == C.EV_APP_REMOVED else f" {app.versions[b].name}"
+            return f"App {app.package} {verb}{ver}".replace("  ", " ")
+        if kind == C.EV_COMMAND:
+            return f"Command {C.COMMANDS[a][0]}: {C.COMMAND_STATES[b]}"
+        if kind == C.EV_OPERATION:
+            return f"Operation CONVERGE: device {C.OP_DEVICE_STATES[b]}"
+        if kind == C.EV_BLUEPRINT:
+            return f"Blueprint upgrade: {C.UPGRADE_STATUSES[b]}"
+        if kind == C.EV_STATE:
+            return f"Device state changed to {a}"
+        return "Device settings changed"
+
+
+@functools.lru_cache(maxsize=200_000)
+def _mac(serial: str) -> str:
+    h = derived_id("mac", serial).replace("-", "")[:12]
+    return ":".join(h[k : k + 2] for k in range(0, 12, 2))
+
+
+def _version_at(app: App, ts: int) -> Any:
+    """The newest version of ``app`` published at or before ``ts`` (else the first)."""
+    best = app.versions[0]
+    for ver in app.versions:
+        if ver.created <= ts:
+            best = ver
+    return best

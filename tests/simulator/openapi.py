@@ -1,0 +1,139 @@
+"""Validate simulator responses against the OpenAPI subset, with its known quirks in ONE place.
+
+The subset is copied from Esper's own files and is not fixed there; the few places where a
+literal reading rejects what the API really sends are patched here, each one named:
+
+1. ``/v2/devices/`` 200 is ``content.oneOf [Offset, Cursor]`` with no required fields, so both
+   branches match every body: the branch is picked by the body (``next_cursor`` present ->
+   cursor list, else offset list) through an if/then/else.
+2. ``next``/``previous``/``prev`` are plain ``string`` in the v0/v2/commands/operations list
+   schemas (and ``DeviceLastSeen``), though the last page carries ``null``: made nullable there.
+3. ``DeviceGroup.parent`` is a non-nullable URL, but the root group has no parent: nullable.
+4. Error statuses a path does not document (e.g. 400 on ``/commands/v0/status/``) are checked
+   against the route family's error schema (legacy ``ErrorResponse``, v0/v2 ``Error_*``,
+   Reports ``ReportsErrorResponse``).
+5. Data Tap is not in the subset: its bodies are checked against the Reports shapes it is
+   modelled on (``CreateReportResponse``, ``GetReportResponsePreview``).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "spec" / "esper-openapi-subset.json"
+URI = "urn:esper-openapi-subset"
+
+FAMILY_ERRORS = {
+    "legacy": "#/components/schemas/ErrorResponse",
+    "v2": "#/components/schemas/Error_400_Bad_Data",
+    "reports": "#/components/schemas/ReportsErrorResponse",
+}
+
+
+def _nullable_links(schema: Any) -> None:
+    """Quirk 2: make string next/previous/prev properties nullable, recursively."""
+    if isinstance(schema, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for name in ("next", "previous", "prev"):
+                p = props.get(name)
+                if isinstance(p, dict) and p.get("type") == "string":
+                    p["type"] = ["string", "null"]
+        for v in schema.values():
+            _nullable_links(v)
+    elif isinstance(schema, list):
+        for v in schema:
+            _nullable_links(v)
+
+
+@functools.cache
+def spec() -> dict[str, Any]:
+    """The subset with the quirks above patched."""
+    doc = json.loads(SPEC_PATH.read_text())
+    doc = copy.deepcopy(doc)
+    paths = doc["paths"]
+    # quirk 1
+    content = paths["/v2/devices/"]["get"]["responses"]["200"]["content"]["application/json"]
+    branches = content["schema"]["properties"]["content"].pop("oneOf")
+    content["schema"]["properties"]["content"].update(
+        {"if": {"required": ["next_cursor"]}, "then": branches[1], "else": branches[0]}
+    )
+    # quirk 2
+    for item in paths.values():
+        for op in item.values():
+            if isinstance(op, dict) and "responses" in op:
+                _nullable_links(op["responses"].get("200", {}))
+    _nullable_links(doc["components"]["schemas"]["DeviceLastSeen"])
+    # quirk 3
+    doc["components"]["schemas"]["DeviceGroup"]["properties"]["parent"]["type"] = [
+        "string",
+        "null",
+    ]
+    return doc
+
+
+@functools.cache
+def _registry() -> Registry:
+    return Registry().with_resource(URI, Resource(contents=spec(), specification=DRAFT202012))
+
+
+def _pointer(*parts: str) -> str:
+    return "#/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def validate_ref(ref: str, body: Any) -> None:
+    """Validate ``body`` against the schema at ``ref`` (a ``#/...`` pointer into the subset)."""
+    validator = Draft202012Validator(
+        {"$ref": f"{URI}{ref}"},
+        registry=_registry(),
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )
+    errors = sorted(validator.iter_errors(body), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        where = "/".join(map(str, e.absolute_path))
+        raise AssertionError(f"{len(errors)} schema error(s); first at {where!r}: {e.message}")
+
+
+def validate_response(
+    template: str, status: int, body: Any, family: str, method: str = "get"
+) -> None:
+    """Validate a response of the path ``template`` (as in the subset) with ``status``.
+
+    Args:
+        template: the subset's path key, e.g. ``/v2/devices/{id}``.
+        status: the HTTP status received.
+        body: the decoded JSON body.
+        family: ``legacy``, ``v2`` or ``reports`` (for undocumented error statuses, quirk 4).
+        method: the HTTP method.
+    """
+    responses = spec()["paths"][template][method]["responses"]
+    key = str(status)
+    if key in responses and "content" in responses[key]:
+        ref = _pointer(
+            "paths", template, method, "responses", key, "content", "application/json", "schema"
+        )
+        validate_ref(ref, body)
+        return
+    if status >= 400:
+        validate_ref(FAMILY_ERRORS[family], body)
+        assert body.get("status", body.get("code")) == status
+        return
+    raise AssertionError(f"{method.upper()} {template} documents no {status} response")
+
+
+def validate_datatap(body: Any) -> None:
+    """Quirk 5: Data Tap bodies against the Reports shapes they are modelled on."""
+    status = body["content"]["status"]
+    if status == "SUCCEEDED":
+        validate_ref("#/components/schemas/GetReportResponsePreview", body)
+    else:
+        validate_ref("#/components/schemas/CreateReportResponse", body)

@@ -1,0 +1,84 @@
+"""Data Tap: real SQL over the daily snapshots, typed results, failures and truncation."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+def _run(client, body: dict) -> dict:
+    created = client.post("/data-tap/v0/queries", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["content"]["status"] == "PENDING"
+    job = created.json()["content"]["id"]
+    statuses = []
+    while True:
+        content = client.get(f"/data-tap/v0/queries/{job}").json()["content"]
+        statuses.append(content["status"])
+        if content["status"] in ("SUCCEEDED", "FAILED"):
+            assert statuses[:2] == ["PENDING", "RUNNING"]
+            return content
+        assert len(statuses) < 5
+
+
+def test_query_returns_typed_rows(client, shared_sim):
+    sql = """
+        select platform, count(*) as devices, avg(battery_level) as avg_battery,
+               max(report_date) as day
+        from devices
+        where report_date = (select max(report_date) from devices)
+        group by platform order by platform
+    """
+    content = _run(client, {"query": sql, "latest_data": True})
+    cols = content["schema"]["columns"]
+    assert [(c["name"], c["position"], c["type_name"]) for c in cols] == [
+        ("platform", 0, "STRING"),
+        ("devices", 1, "LONG"),
+        ("avg_battery", 2, "DOUBLE"),
+        ("day", 3, "DATE"),
+    ]
+    assert content["schema"]["column_count"] == 4
+    truth = Counter(d["platform"] for d in shared_sim.truth("devices"))
+    got = {row[0]: row[1] for row in content["data_array"]}
+    assert got == dict(truth)
+    assert all(isinstance(r[2], float) for r in content["data_array"])
+    assert {r[3] for r in content["data_array"]} == {shared_sim.now.date().isoformat()}
+    assert content["truncated"] is False
+
+
+def test_snapshots_are_daily_and_joinable(client):
+    content = _run(
+        client,
+        {
+            "query": "select d.report_date, count(distinct a.package_name) as apps, count(*) as rows "
+            "from devices d join device_apps a using (report_date, device_id) "
+            "join device_stats s using (report_date, device_id) join groups g "
+            "on g.report_date = d.report_date and g.group_id = d.group_id "
+            "group by 1 order by 1"
+        },
+    )
+    days = [r[0] for r in content["data_array"]]
+    assert len(days) >= 7 and days == sorted(days)
+
+
+def test_bad_sql_fails_with_a_message(client):
+    content = _run(client, {"query": "select nope from devices"})
+    assert content["status"] == "FAILED"
+    assert "nope" in content["message"]
+    content = _run(client, {"query": "drop table devices"})
+    assert content["status"] == "FAILED"
+
+
+def test_row_limit_sets_truncated(client):
+    content = _run(client, {"query": "select device_id from devices", "row_limit": 5})
+    assert len(content["data_array"]) == 5 and content["truncated"] is True
+
+
+def test_bad_request_and_auth(client, shared_sim):
+    bad = client.post("/data-tap/v0/queries", json={"row_limit": 3})
+    assert bad.status_code == 400
+    assert set(bad.json()) == {"status", "error", "message"}
+    from tests.simulator.conftest import make_client
+
+    with make_client(shared_sim, "wrong") as c:
+        resp = c.post("/data-tap/v0/queries", json={"query": "select 1"})
+    assert resp.status_code == 401 and resp.json()["status"] == 401
