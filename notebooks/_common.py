@@ -1,0 +1,283 @@
+"""What every notebook shares: where the warehouse is, short-lived read-only queries, the
+"no warehouse yet" message and the chart theme.
+
+Notebooks import it as ``import _common as common`` (marimo puts the notebook's folder on
+``sys.path``). Every query opens its own read-only DuckDB connection and closes it at once, so a
+notebook left open never holds the lock the nightly load needs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import duckdb
+import marimo as mo
+import polars as pl
+
+WAREHOUSE_ENV = "ESPER_WAREHOUSE"
+# Looked for in the current directory, then in the repository: the default of `esper-warehouse
+# run` (a tenant's load), then the one `make demo` writes.
+DEFAULT_FILES = ("esper_warehouse.duckdb", "demo.duckdb", "esper.duckdb")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCK_WAIT_SECONDS = 20.0
+
+ALL = "All"
+
+VERDICTS = ["compliant", "non_compliant", "unverified"]
+VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1"]
+BUCKETS = ["online", "active", "stale", "offline", "missing", "never_seen"]
+BUCKET_COLORS = ["#1a7f37", "#7cc47f", "#f2c94c", "#f08c3a", "#c0392b", "#6b6b6b"]
+OUTCOMES = ["success", "failure", "timeout", "pending"]
+OUTCOME_COLORS = ["#2e8540", "#d83933", "#f08c3a", "#a9aeb1"]
+
+
+class WarehouseBusyError(RuntimeError):
+    """The warehouse stayed locked by a writer (the nightly load) for longer than we wait."""
+
+
+def warehouse_path() -> Path:
+    """The warehouse file: ``$ESPER_WAREHOUSE``, else the first of ``DEFAULT_FILES`` found in the
+    current directory or the repository (``./esper.duckdb`` when there is none)."""
+    configured = os.environ.get(WAREHOUSE_ENV)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    for folder in dict.fromkeys((Path.cwd().resolve(), REPO_ROOT)):
+        for name in DEFAULT_FILES:
+            if (folder / name).exists():
+                return folder / name
+    return Path.cwd().resolve() / DEFAULT_FILES[0]
+
+
+def _connect(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection, waiting (bounded) while the loader holds the write lock."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    delay = 0.2
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=True)
+        except duckdb.IOException as error:
+            if "lock" not in str(error).lower():
+                raise
+            if time.monotonic() >= deadline:
+                raise WarehouseBusyError(
+                    f"{path} is locked by a writer (probably the nightly load) for more than "
+                    f"{LOCK_WAIT_SECONDS:.0f} s; re-run the cell when the load has finished."
+                ) from error
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def query(sql: str, params: Sequence[Any] | None = None, path: Path | None = None) -> pl.DataFrame:
+    """Run one query on a fresh read-only connection and return a polars frame."""
+    with _connect(path or warehouse_path()) as con:
+        return con.execute(sql, list(params or [])).pl()
+
+
+def scalar(sql: str, params: Sequence[Any] | None = None, path: Path | None = None) -> Any:
+    """The first value of the first row of a query (None when there is no row)."""
+    with _connect(path or warehouse_path()) as con:
+        row = con.execute(sql, list(params or [])).fetchone()
+    return None if row is None else row[0]
+
+
+def raw_table(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """A raw table's fully qualified name. The warehouse file is usually `esper.duckdb`, whose
+    catalog is also called `esper`, so a bare `esper.<table>` is ambiguous to DuckDB."""
+    (catalog,) = con.execute("select current_database()").fetchone()
+    return f'"{catalog}".esper."{table}"'
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """What a notebook needs to know before it queries: where, as of when, and what is missing."""
+
+    path: Path
+    problem: str | None = None
+    tables: frozenset[str] = field(default_factory=frozenset)
+    as_of: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+
+def _problem(title: str, body: str) -> str:
+    return f"### {title}\n\n{body}"
+
+
+def open_warehouse(required: Sequence[str] = (), nonempty: str | None = None) -> Warehouse:
+    """Check that the warehouse exists, holds the ``required`` tables or views (``schema.name``)
+    and that ``nonempty`` has rows; describe what to do when it does not."""
+    path = warehouse_path()
+    how_to_point = (
+        "Run `make demo` in the repository (it writes the demo warehouse there), or point the "
+        f"notebook at a warehouse: `{WAREHOUSE_ENV}=/path/to/esper.duckdb marimo edit …`."
+    )
+    if not path.exists():
+        looked = (
+            f"There is no file at `{path}`."
+            if os.environ.get(WAREHOUSE_ENV)
+            else f"None of {', '.join(f'`{n}`' for n in DEFAULT_FILES)} is in `{Path.cwd()}` "
+            f"or `{REPO_ROOT}`."
+        )
+        return Warehouse(path, _problem("No warehouse yet", f"{looked}\n\n{how_to_point}"))
+    try:
+        with _connect(path) as con:
+            names = con.execute(
+                "select schema_name || '.' || table_name from duckdb_tables() "
+                "union all select schema_name || '.' || view_name from duckdb_views() "
+                "where not internal"
+            ).fetchall()
+            tables = frozenset(name for (name,) in names)
+            as_of = None
+            if "intermediate.int_as_of" in tables:  # the models' own "now"
+                as_of = con.execute("select as_of from intermediate.int_as_of").fetchone()[0]
+            elif "esper._esper_runs" in tables:
+                as_of = con.execute(
+                    f"select max(as_of) from {raw_table(con, '_esper_runs')} where status = 'ok'"
+                ).fetchone()[0]
+            missing = [name for name in required if name not in tables]
+            rows = None
+            if not missing and nonempty:
+                rows = con.execute(f"select count(*) from {nonempty}").fetchone()[0]
+    except WarehouseBusyError as error:
+        return Warehouse(path, _problem("The warehouse is busy", str(error)))
+    except duckdb.Error as error:
+        return Warehouse(path, _problem("The warehouse cannot be read", f"`{path}`: {error}"))
+    if missing:
+        listed = ", ".join(f"`{name}`" for name in missing)
+        body = (
+            f"`{path}` has no {listed} yet. Load it and build the models: "
+            f"`esper-warehouse run --warehouse {path}` (or `esper-warehouse models`)."
+        )
+        return Warehouse(path, _problem("The warehouse has no models yet", body), tables, as_of)
+    if rows == 0:
+        body = (
+            f"`{path}` has the models but `{nonempty}` has no rows: no device has been loaded "
+            "yet. Run a load (`esper-warehouse run`) or `make demo`."
+        )
+        return Warehouse(path, _problem("The warehouse is empty", body), tables, as_of)
+    return Warehouse(path, None, tables, as_of)
+
+
+def banner(wh: Warehouse) -> mo.Html:
+    """The notebook's first output: what it reads, or why it cannot."""
+    if not wh.ok:
+        return mo.callout(mo.md(wh.problem or ""), kind="warn")
+    as_of = f" · data as of **{wh.as_of:%Y-%m-%d %H:%M} UTC**" if wh.as_of else ""
+    return mo.md(f"Warehouse `{wh.path}`{as_of} · read-only, one short connection per query")
+
+
+def nothing(message: str) -> mo.Html:
+    """What a section shows when the warehouse has no rows for it."""
+    return mo.callout(mo.md(message), kind="info")
+
+
+def where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    """A ``where`` clause and its parameters from ``{column_sql: value}``; ``ALL`` means no filter.
+
+    A group filter keeps the group and its subgroups: pass the column as ``"group:<column>"``.
+    """
+    clauses, params = ["true"], []
+    for column, value in filters.items():
+        if value in (None, ALL):
+            continue
+        if column.startswith("group:"):
+            name = column.removeprefix("group:")
+            clauses.append(f"({name} = ? or starts_with({name}, ? || '/'))")
+            params += [value, value]
+        else:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    return " and ".join(clauses), params
+
+
+def dropdown(values: Sequence[Any], label: str, everything: str = ALL) -> mo.ui.dropdown:
+    """A filter dropdown whose first choice keeps everything."""
+    options = [everything, *[str(v) for v in values if v is not None]]
+    return mo.ui.dropdown(options=options, value=everything, label=label)
+
+
+def _theme() -> alt.theme.ThemeConfig:
+    font = "Inter, Helvetica Neue, Arial, sans-serif"
+    return alt.theme.ThemeConfig(
+        config={
+            "font": font,
+            "view": {"stroke": None, "continuousWidth": 560, "continuousHeight": 260},
+            "title": {"fontSize": 15, "anchor": "start", "subtitleColor": "#5c5c5c"},
+            "axis": {
+                "labelFontSize": 11,
+                "titleFontSize": 12,
+                "titleColor": "#3d3d3d",
+                "gridColor": "#ececec",
+                "domainColor": "#b0b0b0",
+            },
+            "legend": {"labelFontSize": 11, "titleFontSize": 12, "orient": "top"},
+            "range": {
+                "category": [
+                    "#2f6fb0",
+                    "#e07b39",
+                    "#3a9e6f",
+                    "#8e5ea2",
+                    "#c94c4c",
+                    "#5aa9c9",
+                    "#b59b2d",
+                    "#7a7a7a",
+                ]
+            },
+            "background": "white",
+        }
+    )
+
+
+alt.theme.register("esper", enable=True)(_theme)
+
+
+def verdict_color(title: str = "Verdict") -> alt.Color:
+    return alt.Color(
+        "verdict:N",
+        title=title,
+        scale=alt.Scale(domain=VERDICTS, range=VERDICT_COLORS),
+        sort=VERDICTS,
+    )
+
+
+def bucket_color(field_name: str = "last_seen_bucket") -> alt.Color:
+    return alt.Color(
+        f"{field_name}:N",
+        title="Last seen",
+        scale=alt.Scale(domain=BUCKETS, range=BUCKET_COLORS),
+        sort=BUCKETS,
+    )
+
+
+def outcome_color() -> alt.Color:
+    return alt.Color(
+        "outcome:N",
+        title="Outcome",
+        scale=alt.Scale(domain=OUTCOMES, range=OUTCOME_COLORS),
+        sort=OUTCOMES,
+    )
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as a short human duration (``3 h 20 min``)."""
+    if seconds is None:
+        return "–"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes:02d} min"
+    return f"{hours / 24:.1f} days"

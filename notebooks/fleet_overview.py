@@ -1,0 +1,364 @@
+import marimo
+
+__generated_with = "0.25.2"
+app = marimo.App(width="medium", app_title="Fleet overview")
+
+
+@app.cell
+def _():
+    import _common as common
+    import altair as alt
+    import marimo as mo
+    import polars as pl
+
+    return alt, common, mo, pl
+
+
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        # Fleet overview: is my fleet compliant?
+
+        How many devices, on which platforms and in which groups; how many pass every compliance
+        check today and how that moved day by day; what the non-compliant ones fail on; and which
+        devices have stopped checking in. A device that has not checked in for a week or more
+        (or never reported a value a check needs) is **unverified**, never compliant: its last
+        report may be out of date. Thresholds and targets live in `sql/seeds/`.
+        """
+    )
+    return
+
+
+@app.cell
+def _(common):
+    wh = common.open_warehouse(
+        required=(
+            "marts.fleet_compliance",
+            "marts.fleet_compliance_daily",
+            "marts.stale_devices",
+        ),
+        nonempty="marts.fleet_compliance",
+    )
+    common.banner(wh)
+    return (wh,)
+
+
+@app.cell
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
+    _groups = common.query(
+        "select distinct group_path from marts.fleet_compliance "
+        "where group_path is not null order by 1"
+    )["group_path"].to_list()
+    _platforms = common.query(
+        "select distinct platform from marts.fleet_compliance where platform is not null order by 1"
+    )["platform"].to_list()
+    group = common.dropdown(_groups, "Group (and its subgroups)")
+    platform = common.dropdown(_platforms, "Platform")
+    mo.hstack([group, platform], justify="start", gap=2)
+    return group, platform
+
+
+@app.cell
+def _(common, group, platform):
+    where, params = common.where({"group:group_path": group.value, "platform": platform.value})
+    return params, where
+
+
+@app.cell
+def _(common, mo, params, where):
+    devices = common.query(
+        f"""
+        select
+            device_id, device_name, platform, group_path, last_seen_at, last_seen_bucket,
+            is_os_current, is_security_patch_current, is_blueprint_in_sync, has_required_apps,
+            is_agent_current, verdict, reasons
+        from marts.fleet_compliance
+        where {where}
+        """,
+        params,
+    )
+    _n = devices.height
+    _count = devices["verdict"].value_counts()
+    _by = dict(zip(_count["verdict"].to_list(), _count["count"].to_list(), strict=True))
+    _unseen = devices.filter(devices["last_seen_bucket"].is_in(["stale", "offline", "missing"]))
+
+    def _share(k):
+        return f"{_by.get(k, 0) / _n:.0%} of devices" if _n else None
+
+    mo.hstack(
+        [
+            mo.stat(f"{_n:,}", label="Devices"),
+            mo.stat(f"{_by.get('compliant', 0):,}", label="Compliant", caption=_share("compliant")),
+            mo.stat(
+                f"{_by.get('non_compliant', 0):,}",
+                label="Non-compliant",
+                caption=_share("non_compliant"),
+            ),
+            mo.stat(
+                f"{_by.get('unverified', 0):,}",
+                label="Unverified",
+                caption="not seen for a week, or a value unknown",
+            ),
+            mo.stat(f"{_unseen.height:,}", label="Not seen for a day or more"),
+        ],
+        widths="equal",
+    )
+    return (devices,)
+
+
+@app.cell
+def _(mo):
+    mo.md("""## Fleet size""")
+    return
+
+
+@app.cell
+def _(alt, devices, mo, pl):
+    _by_platform = devices.group_by("platform").agg(pl.len().alias("devices"))
+    _by_group = (
+        devices.group_by("group_path")
+        .agg(pl.len().alias("devices"))
+        .sort("devices", descending=True)
+        .head(15)
+    )
+    _platform = (
+        alt.Chart(_by_platform, title="Devices by platform")
+        .mark_bar()
+        .encode(
+            x=alt.X("devices:Q", title="Devices"),
+            y=alt.Y("platform:N", title=None, sort="-x"),
+            color=alt.Color("platform:N", legend=None),
+            tooltip=["platform", "devices"],
+        )
+        .properties(width=260, height=alt.Step(28))
+    )
+    _group = (
+        alt.Chart(_by_group, title="Devices by group (largest 15)")
+        .mark_bar(color="#2f6fb0")
+        .encode(
+            x=alt.X("devices:Q", title="Devices"),
+            y=alt.Y("group_path:N", title=None, sort="-x"),
+            tooltip=["group_path", "devices"],
+        )
+        .properties(width=320, height=alt.Step(20))
+    )
+    fleet_size_chart = alt.hconcat(_platform, _group)
+    fleet_size_chart if devices.height else mo.md("No device matches.")
+    return (fleet_size_chart,)
+
+
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## Compliance now
+
+        A device is **compliant** when it passes every check: OS at or above the platform target,
+        security patch recent enough, its blueprint applied and current, required apps at their
+        target version, and a current agent. Targets live in `sql/seeds/`.
+        """
+    )
+    return
+
+
+@app.cell
+def _(alt, common, devices, pl):
+    _counts = devices.group_by("platform", "verdict").agg(pl.len().alias("devices"))
+    verdict_chart = (
+        alt.Chart(_counts, title="Verdict by platform")
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "devices:Q", stack="normalize", title="Share of devices", axis=alt.Axis(format="%")
+            ),
+            y=alt.Y("platform:N", title=None),
+            color=common.verdict_color(),
+            order=alt.Order("verdict_order:Q"),
+            tooltip=["platform", "verdict", "devices"],
+        )
+        .transform_calculate(
+            verdict_order="indexof(['compliant', 'non_compliant', 'unverified'], datum.verdict)"
+        )
+        .properties(width=560, height=alt.Step(34))
+    )
+    verdict_chart
+    return (verdict_chart,)
+
+
+@app.cell
+def _(mo):
+    mo.md("""## Compliance day by day""")
+    return
+
+
+@app.cell
+def _(alt, common, mo, params, where):
+    daily = common.query(
+        f"""
+        select
+            day,
+            sum(compliant_devices)::bigint as compliant,
+            sum(non_compliant_devices)::bigint as non_compliant,
+            sum(unverified_devices)::bigint as unverified,
+            sum(compliant_devices)::double / nullif(sum(devices), 0) as compliance_rate
+        from marts.fleet_compliance_daily
+        where {where}
+        group by day
+        order by day
+        """,
+        params,
+    )
+    _long = daily.unpivot(
+        index="day",
+        on=["compliant", "non_compliant", "unverified"],
+        variable_name="verdict",
+        value_name="devices",
+    )
+    _rate = (
+        alt.Chart(daily, title="Compliance rate (compliant ÷ all devices)")
+        .mark_line(point=True, color="#2e8540")
+        .encode(
+            x=alt.X("day:T", title=None, axis=alt.Axis(format="%b %d", tickCount="day")),
+            y=alt.Y(
+                "compliance_rate:Q",
+                title="Compliant",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            tooltip=[alt.Tooltip("day:T"), alt.Tooltip("compliance_rate:Q", format=".1%")],
+        )
+        .properties(width=560, height=180)
+    )
+    _stack = (
+        alt.Chart(_long, title="Devices by verdict")
+        .mark_area()
+        .encode(
+            x=alt.X("day:T", title=None, axis=alt.Axis(format="%b %d", tickCount="day")),
+            y=alt.Y("devices:Q", title="Devices", stack=True),
+            color=common.verdict_color(),
+            order=alt.Order("verdict_order:Q"),
+            tooltip=["day:T", "verdict", "devices"],
+        )
+        .transform_calculate(
+            verdict_order="indexof(['compliant', 'non_compliant', 'unverified'], datum.verdict)"
+        )
+        .properties(width=560, height=200)
+    )
+    trend_chart = alt.vconcat(_rate, _stack)
+    trend_chart if daily.height else common.nothing("No daily history for this selection yet.")
+    return daily, trend_chart
+
+
+@app.cell
+def _(mo):
+    mo.md("""## Why devices are non-compliant""")
+    return
+
+
+@app.cell
+def _(alt, devices, mo, pl):
+    # Reasons are specific ("OS 12 below minimum 13 for ANDROID"); count them by the check failed.
+    _checks = {
+        "is_os_current": "OS below the platform minimum",
+        "is_security_patch_current": "Security patch too old",
+        "is_blueprint_in_sync": "Blueprint drift",
+        "has_required_apps": "Required app missing or outdated",
+        "is_agent_current": "Esper agent outdated",
+    }
+    _non = devices.filter(pl.col("verdict") == "non_compliant")
+    _reasons = pl.DataFrame(
+        {
+            "reason": list(_checks.values()),
+            "devices": [_non.filter(pl.col(c).not_()).height for c in _checks],
+        }
+    ).filter(pl.col("devices") > 0)
+    reasons_chart = (
+        alt.Chart(
+            _reasons, title="Why devices are non-compliant (a device can fail several checks)"
+        )
+        .mark_bar(color="#d83933")
+        .encode(
+            x=alt.X("devices:Q", title="Non-compliant devices"),
+            y=alt.Y("reason:N", title=None, sort="-x"),
+            tooltip=["reason", "devices"],
+        )
+        .properties(width=480, height=alt.Step(26))
+    )
+    reasons_chart if _reasons.height else mo.md("No non-compliant device in this selection.")
+    return (reasons_chart,)
+
+
+@app.cell
+def _(devices, mo, pl):
+    _non = devices.filter(pl.col("verdict") == "non_compliant").with_columns(
+        pl.col("reasons").list.join(", ")
+    )
+    mo.accordion(
+        {
+            f"Non-compliant devices ({_non.height:,})": mo.ui.table(
+                _non.select("device_name", "platform", "group_path", "reasons", "last_seen_at"),
+                page_size=15,
+            )
+        }
+    )
+    return
+
+
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## Stale and missing devices
+
+        Last seen: **online** ≤ 1 h, **active** ≤ 24 h, **stale** 1–7 days, **offline** 7–30 days,
+        **missing** more than 30 days, **never_seen** never checked in.
+        """
+    )
+    return
+
+
+@app.cell
+def _(alt, common, devices, pl):
+    _buckets = devices.group_by("last_seen_bucket", "platform").agg(pl.len().alias("devices"))
+    last_seen_chart = (
+        alt.Chart(_buckets, title="Devices by last check-in")
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "last_seen_bucket:N", title=None, sort=common.BUCKETS, axis=alt.Axis(labelAngle=0)
+            ),
+            y=alt.Y("sum(devices):Q", title="Devices"),
+            color=common.bucket_color(),
+            tooltip=["last_seen_bucket", "platform", "devices"],
+        )
+        .properties(width=420, height=220)
+    )
+    last_seen_chart
+    return (last_seen_chart,)
+
+
+@app.cell
+def _(common, mo, params, where):
+    stale = common.query(
+        f"""
+        select device_name, platform, group_path, last_seen_bucket, days_since_seen,
+            last_seen_at, verdict
+        from marts.stale_devices
+        where {where}
+        order by last_seen_at nulls first, device_name
+        """,
+        params,
+    )
+    mo.vstack(
+        [
+            mo.md(f"**{stale.height:,} devices** have not checked in for a day or more:"),
+            mo.ui.table(stale, page_size=15),
+        ]
+    ) if stale.height else common.nothing("Every device in this selection checked in today.")
+    return (stale,)
+
+
+if __name__ == "__main__":
+    app.run()

@@ -1,0 +1,254 @@
+"""`esper-warehouse report`: every notebook exported to HTML, and the README's charts as PNG.
+
+    esper-warehouse report [--warehouse esper.duckdb] [--out report/] [--charts docs/img/]
+
+Each notebook under ``notebooks/`` runs headless through ``marimo export html`` against the
+warehouse (passed as ``$ESPER_WAREHOUSE``); a cell that fails makes the command fail. ``--charts``
+also runs the notebooks in-process and writes the charts listed in ``CHARTS`` as PNG files (through
+vl-convert), so the README's pictures are the notebooks' own charts, produced by a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import html
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+WAREHOUSE_ENV = "ESPER_WAREHOUSE"
+RENDER_FAILURE = "Failed to get mimebundle"
+
+# (notebook, variable holding an altair chart, file name): the pictures the README shows.
+CHARTS: tuple[tuple[str, str, str], ...] = (
+    ("fleet_overview", "fleet_size_chart", "fleet-size.png"),
+    ("fleet_overview", "verdict_chart", "compliance-verdicts.png"),
+    ("fleet_overview", "trend_chart", "compliance-trend.png"),
+    ("fleet_overview", "reasons_chart", "non-compliance-reasons.png"),
+    ("fleet_overview", "last_seen_chart", "last-seen.png"),
+    ("rollouts", "apps_now_chart", "apps-on-latest-version.png"),
+    ("rollouts", "adoption_chart", "app-adoption.png"),
+    ("rollouts", "command_outcomes_chart", "command-outcomes.png"),
+    ("rollouts", "command_duration_chart", "command-time-to-completion.png"),
+    ("rollouts", "operation_outcomes_chart", "operation-outcomes.png"),
+)
+
+
+@dataclass(frozen=True)
+class Export:
+    """The outcome of exporting one notebook."""
+
+    notebook: Path
+    html: Path
+    ok: bool
+    seconds: float
+    errors: str  # marimo's stderr: the failing cells' errors when not ok
+
+
+def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The notebooks to export: every ``*.py`` in the folder except helpers (``_*.py``)."""
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
+def _marimo() -> list[str]:
+    return [sys.executable, "-m", "marimo"]
+
+
+def export_notebook(
+    notebook: Path, out_dir: Path, warehouse: Path, include_code: bool = False
+) -> Export:
+    """Export one notebook with ``marimo export html``; ``ok`` is False when any cell failed.
+
+    marimo 0.25 still writes the page when a cell raises, then exits 1 with "Export was
+    successful, but some cells failed to execute." and the cell errors on stderr.
+    """
+    target = out_dir / f"{notebook.stem}.html"
+    command = [
+        *_marimo(),
+        "export",
+        "html",
+        "--no-sandbox",
+        "--force",
+        "--include-code" if include_code else "--no-include-code",
+        str(notebook),
+        "-o",
+        str(target),
+    ]
+    env = {**os.environ, WAREHOUSE_ENV: str(warehouse)}
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    log = done.stderr or done.stdout
+    # A chart that cannot be serialised is only logged by marimo, but the page shows no chart.
+    ok = done.returncode == 0 and target.exists() and RENDER_FAILURE not in log
+    return Export(notebook, target, ok, seconds, log)
+
+
+def _index(exports: Sequence[Export], warehouse: Path) -> str:
+    rows = "\n".join(
+        f'<li><a href="{e.html.name}">{html.escape(e.notebook.stem.replace("_", " "))}</a>'
+        + ("" if e.ok else " <strong>(a cell failed)</strong>")
+        + "</li>"
+        for e in exports
+    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>esper-warehouse report</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:3rem auto;line-height:1.6}}
+code{{background:#f3f3f3;padding:0 .3em}}</style></head>
+<body><h1>esper-warehouse report</h1>
+<p>Warehouse <code>{html.escape(str(warehouse))}</code>, exported {stamp}.</p>
+<ul>
+{rows}
+</ul>
+<p>Open a notebook interactively with <code>marimo edit notebooks/&lt;name&gt;.py</code>.</p>
+</body></html>
+"""
+
+
+def export_all(
+    warehouse: Path, out_dir: Path, include_code: bool = False, jobs: int | None = None
+) -> list[Export]:
+    """Export every notebook (in parallel, one process each) and write ``index.html``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    found = notebooks()
+    workers = max(1, min(len(found), jobs or os.cpu_count() or 2))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        exports = list(
+            pool.map(lambda nb: export_notebook(nb, out_dir, warehouse, include_code), found)
+        )
+    (out_dir / "index.html").write_text(_index(exports, warehouse), encoding="utf-8")
+    return exports
+
+
+@contextlib.contextmanager
+def _warehouse_env(warehouse: Path) -> Iterator[None]:
+    before = os.environ.get(WAREHOUSE_ENV)
+    os.environ[WAREHOUSE_ENV] = str(warehouse)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(WAREHOUSE_ENV, None)
+        else:
+            os.environ[WAREHOUSE_ENV] = before
+
+
+def _run_notebook(name: str) -> dict[str, object]:
+    """Run a notebook in this process (marimo's script mode) and return its definitions."""
+    path = NOTEBOOKS_DIR / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"esper_notebook_{name}", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if str(NOTEBOOKS_DIR) not in sys.path:
+        sys.path.insert(0, str(NOTEBOOKS_DIR))
+    _, defs = module.app.run()
+    return dict(defs)
+
+
+def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[Path]:
+    """Write the ``CHARTS`` as PNG files; raise when a notebook no longer defines one."""
+    import vl_convert
+
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with _warehouse_env(warehouse):
+        for name in dict.fromkeys(nb for nb, _, _ in CHARTS):
+            defs = _run_notebook(name)
+            for _, variable, filename in (c for c in CHARTS if c[0] == name):
+                chart = defs.get(variable)
+                if chart is None or not hasattr(chart, "to_json"):
+                    raise LookupError(f"notebooks/{name}.py defines no chart `{variable}`")
+                target = charts_dir / filename
+                target.write_bytes(vl_convert.vegalite_to_png(chart.to_json(), scale=scale))
+                written.append(target)
+    return written
+
+
+def _default_warehouse() -> Path:
+    """The notebooks' own default (``notebooks/_common.py``): env var, then known file names."""
+    if str(NOTEBOOKS_DIR) not in sys.path:
+        sys.path.insert(0, str(NOTEBOOKS_DIR))
+    import _common
+
+    return _common.warehouse_path()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="esper-warehouse report",
+        description="Export every notebook to HTML (and the README charts to PNG).",
+    )
+    parser.add_argument(
+        "--warehouse",
+        type=Path,
+        default=None,
+        help=f"DuckDB warehouse (default: ${WAREHOUSE_ENV}, else ./esper.duckdb or ./demo.duckdb)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("report"),
+        help="folder for the HTML pages (default: report/)",
+    )
+    parser.add_argument(
+        "--charts",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write the README charts as PNG files into DIR (docs/img)",
+    )
+    parser.add_argument(
+        "--include-code", action="store_true", help="show the notebooks' code in the HTML pages"
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="notebooks exported at once (default: number of CPUs)",
+    )
+    args = parser.parse_args(argv)
+
+    warehouse = (args.warehouse or _default_warehouse()).expanduser().resolve()
+    if not warehouse.exists():
+        print(
+            f"report: no warehouse at {warehouse}; run `make demo` first or pass --warehouse.",
+            file=sys.stderr,
+        )
+        return 2
+
+    print(f"report: exporting {len(notebooks())} notebooks from {warehouse} into {args.out}/")
+    exports = export_all(warehouse, args.out, include_code=args.include_code, jobs=args.jobs)
+    for e in exports:
+        state = "ok" if e.ok else "FAILED"
+        print(f"  {state:6} {e.html}  ({e.seconds:.1f} s)")
+        if not e.ok:
+            print(e.errors.rstrip(), file=sys.stderr)
+    failed = [e for e in exports if not e.ok]
+
+    if args.charts is not None and not failed:
+        print(f"report: writing charts into {args.charts}/")
+        for path in write_charts(warehouse, args.charts):
+            print(f"  {path}")
+
+    if failed:
+        names = ", ".join(e.notebook.name for e in failed)
+        print(f"report: cells failed in {names}", file=sys.stderr)
+        return 1
+    print(f"report: open {(args.out / 'index.html').resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

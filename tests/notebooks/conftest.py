@@ -1,0 +1,76 @@
+"""Session fixtures: one freshly loaded demo warehouse, the report exported from it once, and the
+notebooks exported against a warehouse that does not exist."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pipelines import report
+from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
+
+DEVICES = 300  # enough for every chart to have several platforms, groups and rollouts
+NIGHTS = 3  # a full load and two nightly runs: a trend of three days
+
+
+def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHTS) -> None:
+    """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
+    night-by-night incremental load per simulated day, the models built after each run."""
+    from pipelines.runner import RunSettings, run
+    from simulator import Simulator
+
+    with Simulator(devices=devices, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        options = {"base_url": sim.base_url, "api_key": API_KEY, "enterprise_id": ENTERPRISE_ID}
+        for night in range(nights):
+            result = run(
+                RunSettings(
+                    warehouse=path, full=night == 0, lock_timeout_s=30, source_options=options
+                )
+            )
+            assert result.exit_code == 0, f"night {night}: {result.status}: {result.error}"
+            sim.advance(hours=24)
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    build_demo_warehouse(path)
+    return path
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    out: Path
+    charts: Path
+    exit_code: int
+    log: str
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def report_run(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> ReportRun:
+    """`esper-warehouse report --warehouse <demo> --out <tmp> --charts <tmp>`, run once."""
+    root = tmp_path_factory.mktemp("report")
+    out, charts = root / "report", root / "img"
+    log = io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        code = report.main(
+            ["--warehouse", str(demo_warehouse), "--out", str(out), "--charts", str(charts)]
+        )
+    return ReportRun(out, charts, code, log.getvalue(), time.monotonic() - started)
+
+
+@pytest.fixture(scope="session")
+def missing_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Every notebook exported against a warehouse path with no file behind it."""
+    root = tmp_path_factory.mktemp("missing")
+    missing = root / "nowhere" / "esper.duckdb"
+    exports = report.export_all(missing, root / "report")
+    yield {"path": missing, **{e.notebook.stem: e for e in exports}}
