@@ -1,0 +1,143 @@
+"""The Esper source: every table an Esper tenant holds, loaded incrementally from Arrow pages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dlt
+from dlt.extract.resource import DltResource
+
+from . import settings as s
+from .client import EsperClient
+from .datatap import data_tap_resources
+from .ledger import RunLedger
+from .resources import (
+    Options,
+    application_versions,
+    applications,
+    blueprint_versions,
+    blueprints,
+    check_enterprise,
+    command_requests,
+    command_statuses,
+    device_apps,
+    device_census,
+    device_count,
+    device_events,
+    device_history,
+    devices,
+    groups,
+    heartbeats,
+    operation_devices,
+    operations,
+    tenant_app_versions,
+    tenant_apps,
+)
+from .scan import parse_time
+
+
+@dlt.source(name="esper")
+def esper(
+    api_key: str = dlt.secrets.value,
+    base_url: str = dlt.config.value,
+    enterprise_id: str = dlt.config.value,
+    full_scan: bool = False,
+    full_scan_interval_days: float = s.FULL_SCAN_INTERVAL_DAYS,
+    lag_hours: float = s.LAG_HOURS,
+    page_size: int = s.MAX_PAGE_SIZE,
+    status_batch_size: int = s.STATUS_BATCH_SIZE,
+    heartbeat_start_days: float = s.HEARTBEAT_START_DAYS,
+    initial_concurrency: int = s.INITIAL_CONCURRENCY,
+    max_concurrency: int = s.MAX_CONCURRENCY,
+    max_retries: int = s.MAX_RETRIES,
+    request_timeout: float = s.REQUEST_TIMEOUT_S,
+    data_tap_queries: dict[str, str] | None = None,
+    data_tap_deadline_s: float = s.DATA_TAP_DEADLINE_S,
+    data_tap_stuck_s: float = s.DATA_TAP_STUCK_S,
+    data_tap_row_limit: int = s.DATA_TAP_ROW_LIMIT,
+    client: Any = None,
+    ledger: Any = None,
+) -> tuple[DltResource, ...]:
+    """Devices and their history, apps, events, commands, operations and reference lists.
+
+    Two requests are made here: the device count, which checks the key and reads the API's clock
+    (`Date`, the time this run's windows and validity ranges use), and one group, which checks the
+    enterprise id (a wrong one would otherwise look like every Android device gone). Resources
+    run in the order below (`[extract] next_item_mode = "fifo"`): device events come last because
+    they read which devices had activity in the other tables.
+
+    Args:
+        client: an `EsperClient` to use (the pipeline passes one to read its counters).
+        ledger: a `RunLedger` to fill (the pipeline reads it to reconcile after the load).
+    """
+    client = client or EsperClient(
+        base_url,
+        api_key,
+        enterprise_id,
+        timeout=request_timeout,
+        max_retries=max_retries,
+        initial_concurrency=initial_concurrency,
+        max_concurrency=max_concurrency,
+    )
+    ledger = ledger if ledger is not None else RunLedger()
+    ledger.client = client
+    ledger.expected_devices = device_count(client)
+    check_enterprise(client)
+    ledger.as_of = client.server_time or datetime.now(UTC)
+    cursors = dlt.current.source_state().get("cursors", {})
+    last_full = parse_time(cursors.get("devices_full_scan_at"))
+    ledger.full_scan = bool(
+        full_scan
+        or last_full is None
+        or ledger.as_of - last_full >= timedelta(days=full_scan_interval_days)
+    )
+    opts = Options(
+        timedelta(hours=lag_hours),
+        status_batch_size,
+        timedelta(days=heartbeat_start_days),
+        page_size,
+    )
+    run = {"client": client, "ledger": ledger, "opts": opts}
+
+    device_list = devices(**run)
+    apps = device_apps(**run)
+    apps.apply_hints(
+        write_disposition={
+            "disposition": "merge",
+            "strategy": "scd2",
+            "boundary_timestamp": ledger.as_of,
+            "row_version_column_name": "_row_hash",
+        }
+    )
+    census = [device_list | device_census(ledger=ledger)] if ledger.full_scan else []
+    blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
+    return (
+        device_list,
+        device_list | device_history,
+        *census,
+        device_list | apps,
+        heartbeats(**run),
+        groups(**run),
+        blueprint_list,
+        blueprint_list | blueprint_versions(**run),
+        tenant_app_list,
+        tenant_app_list | tenant_app_versions(**run),
+        applications(**run),
+        application_versions(**run),
+        command_requests(**run),
+        command_statuses(**run),
+        operations(**run),
+        operation_devices(**run),
+        device_events(**run),
+        *data_tap_resources(
+            client,
+            data_tap_queries or {},
+            deadline_s=data_tap_deadline_s,
+            stuck_s=data_tap_stuck_s,
+            row_limit=data_tap_row_limit,
+        ),
+    )
+
+
+__all__ = ["EsperClient", "RunLedger", "esper"]

@@ -1,0 +1,5 @@
+"""Benchmarks: this pipeline against the I/O floor, the DuckDB floor and dlt's generic `rest_api`.
+
+Run with `make bench` (every fleet size) or `make bench-quick` (2,000 devices only); both rewrite
+`bench/README.md` and write raw JSON results into `bench/results/`.
+"""

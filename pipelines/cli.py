@@ -1,0 +1,148 @@
+"""`esper-warehouse`: run | status | demo | simulate | models | report.
+
+Exit codes: 0 ok, 1 unexpected error, 2 auth or configuration error, 3 API failure,
+4 reconciliation shortfall, 5 warehouse locked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+log = logging.getLogger("esper_warehouse")
+
+
+def _setup_logging(verbose: bool) -> None:
+    level = logging.DEBUG if verbose or os.environ.get("ESPER_WAREHOUSE__DEBUG") else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+    if not verbose:
+        for noisy in ("httpx", "httpcore", "dlt"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _lock_timeout_default() -> float:
+    import dlt
+
+    value = dlt.config.get("esper_warehouse.lock_timeout_s")
+    return float(value) if value is not None else 300.0
+
+
+def _add_warehouse_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--warehouse",
+        type=Path,
+        default=Path("esper_warehouse.duckdb"),
+        help="DuckDB file (default: esper_warehouse.duckdb)",
+    )
+    parser.add_argument("--dataset", default="esper", help="dataset of the raw tables")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="esper-warehouse",
+        description="Load an Esper tenant into a local DuckDB warehouse.",
+        epilog="Exit codes: 0 ok, 1 unexpected, 2 auth/config, 3 API failure, "
+        "4 reconciliation shortfall, 5 warehouse locked.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="the nightly job: load, reconcile, build the models")
+    _add_warehouse_args(run)
+    run.add_argument("--resources", help="comma-separated tables to load (default: all)")
+    run.add_argument("--full", action="store_true", help="full scans (marks removed devices)")
+    run.add_argument("--destination", default="duckdb", help="dlt destination (default: duckdb)")
+    run.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for a warehouse held by another process "
+        "(ESPER_WAREHOUSE__LOCK_TIMEOUT_S, default 300)",
+    )
+    run.add_argument("--no-models", action="store_true", help="skip building the SQL models")
+
+    status = sub.add_parser("status", help="last runs, table freshness, reconciliation")
+    _add_warehouse_args(status)
+
+    demo = sub.add_parser("demo", help="a simulated fleet, two weeks of nightly loads, models")
+    demo.add_argument("--warehouse", type=Path, default=Path("demo.duckdb"))
+    demo.add_argument("--devices", type=int, default=2000)
+    demo.add_argument("--days", type=int, default=14)
+    demo.add_argument("--seed", type=int, default=7)
+
+    for name, text in (
+        ("simulate", "run the Esper API simulator (simulator.cli)"),
+        ("models", "build the SQL models (pipelines.models)"),
+        ("report", "write the report (pipelines.report)"),
+    ):
+        p = sub.add_parser(name, help=text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Sub-commands owned by other modules get their arguments untouched.
+    if argv and argv[0] in ("simulate", "models", "report"):
+        return _dispatch(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "status":
+        from .status import status
+
+        return status(args.warehouse, args.dataset)
+    if args.command == "demo":
+        from .demo import demo
+
+        return demo(args.warehouse, devices=args.devices, days=args.days, seed=args.seed)
+    return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .runner import RunSettings, run, summary
+
+    settings = RunSettings(
+        warehouse=args.warehouse,
+        destination=args.destination,
+        dataset=args.dataset,
+        resources=[r.strip() for r in args.resources.split(",") if r.strip()]
+        if args.resources
+        else None,
+        full=args.full,
+        lock_timeout_s=args.lock_timeout
+        if args.lock_timeout is not None
+        else _lock_timeout_default(),
+        build_models=not args.no_models,
+    )
+    result = run(settings)
+    print(summary(result), file=sys.stdout)
+    return result.exit_code
+
+
+def _dispatch(command: str, rest: list[str]) -> int:
+    if command == "simulate":
+        from simulator import cli as simulator_cli  # type: ignore[attr-defined]
+
+        return int(simulator_cli.main(rest) or 0)
+    if command == "models":
+        from pipelines import models  # type: ignore[attr-defined]
+
+        return int(models.main(rest) or 0)
+    from pipelines import report  # type: ignore[attr-defined]
+
+    return int(report.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,334 @@
+"""The nightly run: extract the Esper source, load it, reconcile, record the run, build the models.
+
+Exit codes (also used by the command line):
+    0 everything loaded and reconciled; 1 unexpected error; 2 auth or configuration error;
+    3 API failure; 4 reconciliation shortfall; 5 warehouse locked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dlt
+import orjson
+
+from sources.esper import RunLedger, esper
+from sources.esper.client import (
+    EsperAuthError,
+    EsperClient,
+    EsperConfigError,
+    EsperError,
+    EsperNotFoundError,
+)
+
+from . import bookkeeping
+from .progress import Progress
+from .reconcile import reconcile
+from .warehouse import WarehouseLocked, is_lock_error, wait_for_file, with_lock_wait, working_dir
+
+log = logging.getLogger("esper_warehouse")
+
+EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API, EXIT_RECONCILIATION, EXIT_LOCKED = 0, 1, 2, 3, 4, 5
+PIPELINE_NAME = "esper_warehouse"
+# Resources that come with another: selecting `devices` loads its history and census too.
+COMPANIONS = {
+    "devices": ("device_history", "device_census"),
+    "blueprints": ("blueprint_versions",),
+    "tenant_apps": ("tenant_app_versions",),
+}
+
+# dlt settings this product relies on; an admin's environment or config.toml can still set them.
+DLT_DEFAULTS = {
+    "EXTRACT__NEXT_ITEM_MODE": "fifo",  # device events read what the other resources saw
+    "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_ID": "true",  # scd2 on Arrow needs _dlt_id
+    "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID": "true",  # freshness per table
+    "RUNTIME__DLTHUB_TELEMETRY": "false",  # no network beyond the API
+}
+
+
+@dataclass
+class RunSettings:
+    """Where and how to load (the command line's `run` options)."""
+
+    warehouse: Path = Path("esper_warehouse.duckdb")
+    destination: str = "duckdb"
+    dataset: str = "esper"
+    resources: Sequence[str] | None = None
+    full: bool = False
+    lock_timeout_s: float = 300.0
+    build_models: bool = True
+    source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
+
+
+@dataclass
+class RunResult:
+    """What a run did, for the summary and the tests."""
+
+    run_id: str
+    exit_code: int
+    status: str
+    mode: str = "incremental"
+    as_of: datetime | None = None
+    rows: dict[str, int] = field(default_factory=dict)
+    reconciliation: list[dict[str, Any]] = field(default_factory=list)
+    requests: int = 0
+    retries: int = 0
+    throttled: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    models: list[str] = field(default_factory=list)
+
+
+def configure_dlt() -> None:
+    for name, value in DLT_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    # Arrow JSON columns differ from dlt's json hint by design; dlt warns once per page about it.
+    logging.getLogger("dlt").addFilter(
+        lambda record: "several column hints were different" not in record.getMessage()
+    )
+
+
+def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
+    """A dlt pipeline whose working directory sits beside the warehouse file."""
+    configure_dlt()
+    warehouse = settings.warehouse.resolve()
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    destination: Any = settings.destination
+    if settings.destination == "duckdb" and warehouse.stem == settings.dataset:
+        # DuckDB names the file's catalog after its stem: `esper.devices` would be ambiguous, and
+        # dlt's own load fails with a Binder error.
+        raise EsperConfigError(
+            f"the warehouse file {warehouse.name} is named like the dataset {settings.dataset!r}; "
+            "choose another file name (default esper_warehouse.duckdb) or another --dataset"
+        )
+    if settings.destination == "duckdb":
+        destination = dlt.destinations.duckdb(str(warehouse))
+    return dlt.pipeline(
+        pipeline_name=PIPELINE_NAME,
+        destination=destination,
+        dataset_name=settings.dataset,
+        pipelines_dir=str(working_dir(warehouse)),
+    )
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The exit code of an error, looking through dlt's wrappers for the cause."""
+    cause = root_cause(error)
+    if isinstance(cause, WarehouseLocked) or is_lock_error(error):
+        return EXIT_LOCKED
+    if isinstance(cause, EsperAuthError | EsperConfigError):
+        return EXIT_CONFIG
+    if isinstance(cause, EsperNotFoundError) and getattr(cause, "tenant_level", False):
+        return EXIT_CONFIG
+    if isinstance(cause, EsperError):
+        return EXIT_API
+    if type(cause).__name__ in ("ConfigFieldMissingException", "ConfigurationValueError"):
+        return EXIT_CONFIG
+    return EXIT_UNEXPECTED
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The innermost error that explains a failure (EsperError first, else the deepest)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+    for item in chain:
+        if isinstance(item, EsperError | WarehouseLocked):
+            return item
+    return chain[-1]
+
+
+def error_text(error: BaseException) -> str:
+    cause = root_cause(error)
+    return f"{type(cause).__name__}: {cause}"
+
+
+def select(source: Any, names: Sequence[str] | None) -> Any:
+    """Keep the named resources (and their companions); unknown names are a configuration error."""
+    if not names:
+        return source
+    available = set(source.resources)
+    wanted: set[str] = set()
+    for name in names:
+        if name not in available and name not in COMPANIONS and not name.startswith("data_tap__"):
+            raise EsperConfigError(
+                f"unknown resource {name!r}; choose from: {', '.join(sorted(available))}"
+            )
+        wanted |= {name, *COMPANIONS.get(name, ())}
+    return source.with_resources(*sorted(wanted & available))
+
+
+def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResult:
+    """Load the tenant once: extract, normalize, load, reconcile, record, build the models."""
+    started = time.monotonic()
+    started_at = datetime.now(UTC)
+    run_id = uuid.uuid4().hex[:16]
+    ledger = RunLedger()
+    result = RunResult(run_id, EXIT_UNEXPECTED, "failed")
+    pipeline: dlt.Pipeline | None = None
+    progress = Progress(sys.stderr.isatty())
+    own_client = client is None
+    client_options = {"client": client} if client is not None else {}
+    try:
+        log.info("run %s: warehouse %s, dataset %s", run_id, settings.warehouse, settings.dataset)
+        pipeline = make_pipeline(settings)
+        wait_for_file(settings.warehouse, settings.lock_timeout_s)
+        # Cursors come from the local state, or from the warehouse when the directory is new.
+        with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
+        if pipeline.has_pending_data:
+            log.info("load: finishing a previous run's pending packages first")
+            pipeline.normalize()
+            with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s)
+        source = esper(
+            full_scan=settings.full, ledger=ledger, **client_options, **settings.source_options
+        )
+        client = ledger.client
+        source = select(source, settings.resources)
+        progress.attach(source)
+        result.mode = "full" if ledger.full_scan else "incremental"
+        result.as_of = ledger.as_of
+        log.info("extract: started (%s scan, API time %s)", result.mode, ledger.as_of)
+        pipeline.extract(source)
+        progress.done()
+        log.info("extract: done (%s)", progress.text())
+        log.info("normalize: started")
+        pipeline.normalize()
+        result.rows = _row_counts(pipeline)
+        log.info("load: started")
+        with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s, "the load")
+        log.info("load: done")
+        result.reconciliation = reconcile(pipeline, ledger, run_id)
+        short = [r for r in result.reconciliation if not r["ok"]]
+        if short:
+            names = ", ".join(f"{r['table_name']} ({r['missing']} missing)" for r in short)
+            result.error = f"reconciliation shortfall: {names}"
+            result.status, result.exit_code = "reconciliation_failed", EXIT_RECONCILIATION
+        else:
+            result.status, result.exit_code = "ok", EXIT_OK
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt | SystemExit):
+            raise
+        result.exit_code = exit_code_for(error)
+        result.error = error_text(error)
+        log.error("run failed: %s", result.error)
+        log.debug("run failed", exc_info=True)
+    finally:
+        progress.done()
+        client = client or ledger.client
+        if client is not None:
+            totals = client.totals()
+            result.requests, result.retries = totals.requests, totals.retries
+            result.throttled = totals.throttled
+            if own_client:
+                client.close()
+    result.seconds = time.monotonic() - started
+    if pipeline is not None and result.exit_code != EXIT_LOCKED:
+        _record(pipeline, settings, result, started_at)
+    if result.exit_code == EXIT_OK and settings.build_models:
+        _build_models(settings, result)
+    return result
+
+
+def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
+    info = pipeline.last_trace.last_normalize_info if pipeline.last_trace else None
+    counts = dict(info.row_counts) if info else {}
+    return {t: n for t, n in sorted(counts.items()) if not t.startswith("_dlt")}
+
+
+def _record(
+    pipeline: dlt.Pipeline, settings: RunSettings, result: RunResult, started_at: datetime
+) -> None:
+    """Write the `_esper_runs` row (and the reconciliation rows); never hides the run's outcome."""
+    run_row = {
+        "run_id": result.run_id,
+        "started_at": started_at,
+        "finished_at": datetime.now(UTC),
+        "as_of": result.as_of,
+        "mode": result.mode,
+        "status": result.status,
+        "requests": result.requests,
+        "retries": result.retries,
+        "throttled": result.throttled,
+        "rows": orjson.dumps(result.rows).decode(),
+        "error": result.error,
+    }
+    try:
+        with_lock_wait(
+            lambda: bookkeeping.write(pipeline, run_row, result.reconciliation),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the run record",
+        )
+    except WarehouseLocked as error:
+        log.error("could not record the run: %s", error)
+        result.exit_code, result.error = EXIT_LOCKED, str(error)
+    except Exception as error:  # the run's own outcome matters more than its record
+        log.error("could not record the run: %s", error_text(error))
+        if result.exit_code == EXIT_OK:
+            result.exit_code, result.error = exit_code_for(error), error_text(error)
+
+
+def _build_models(settings: RunSettings, result: RunResult) -> None:
+    if settings.destination != "duckdb":
+        log.info("models: skipped (they are DuckDB SQL; destination is %s)", settings.destination)
+        return
+    if not (Path(__file__).parent / "models.py").exists():
+        log.info("models: skipped (pipelines/models.py is not there yet)")
+        return
+    from pipelines import models  # type: ignore[attr-defined]
+
+    log.info("models: building")
+    try:
+        result.models = with_lock_wait(
+            lambda: models.build_models(settings.warehouse, dataset=settings.dataset),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the models",
+        )
+        log.info("models: %d built", len(result.models))
+    except WarehouseLocked as error:
+        result.exit_code, result.error = EXIT_LOCKED, str(error)
+        log.error("models: %s", error)
+    except Exception as error:
+        result.exit_code, result.error = EXIT_UNEXPECTED, f"models failed: {error}"
+        log.error("models failed: %s", error)
+
+
+def summary(result: RunResult) -> str:
+    """The end-of-run summary: rows per table, requests, retries, 429s, duration."""
+    lines = [
+        f"run {result.run_id}: {result.status} ({result.mode} scan, API time {result.as_of}), "
+        f"{result.seconds:.1f} s",
+        f"requests {result.requests}, retries {result.retries}, throttled (429) {result.throttled}",
+    ]
+    if result.rows:
+        width = max(map(len, result.rows))
+        lines.append("rows loaded:")
+        lines += [f"  {t:<{width}}  {n:>9,}" for t, n in result.rows.items()]
+    short = [r for r in result.reconciliation if not r["ok"]]
+    if result.reconciliation:
+        lines.append(
+            f"reconciled {len(result.reconciliation)} table(s) against the API's counts: "
+            + ("all complete" if not short else f"{len(short)} short")
+        )
+        for r in short:
+            lines.append(
+                f"  SHORT {r['table_name']}: expected {r['expected']}, loaded {r['loaded']}, "
+                f"missing {r['missing']}"
+            )
+    if result.models:
+        lines.append(f"models built: {len(result.models)}")
+    if result.error:
+        lines.append(f"error: {result.error}")
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""Data Tap queries: named SQL from configuration, each loaded into its own `data_tap__<name>` table.
+
+The Data Tap wire format is not public. What is assumed (docs/contracts.md, spec README) lives in
+this module only: `POST /data-tap/v0/queries {query, is_download, row_limit, latest_data}` answers
+`{content: {id, ...}}`; `GET /data-tap/v0/queries/{id}` answers `{content: {status, schema:
+{columns: [{name, position, type_name}]}, data_array, truncated}}` with status PENDING, RUNNING,
+SUCCEEDED, FAILED or CANCELED. Waiting for a job is polling, not an HTTP retry: the client still
+owns every request's retries; this module owns how long to wait for the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import dlt
+import polars as pl
+import pyarrow as pa
+from dlt.extract.resource import DltResource
+
+from .client import EsperClient, EsperError
+from .settings import DATA_TAP_PATH
+
+log = logging.getLogger("esper_warehouse.source")
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,50}$")
+_WAITING = {"PENDING", "RUNNING", "QUEUED"}
+_FAILED = {"FAILED", "CANCELED", "CANCELLED", "CLOSED"}
+
+# Result column types (Databricks-style type names) -> polars types.
+_TYPES: dict[str, pl.DataType] = {
+    "STRING": pl.Utf8(),
+    "CHAR": pl.Utf8(),
+    "VARCHAR": pl.Utf8(),
+    "INT": pl.Int64(),
+    "INTEGER": pl.Int64(),
+    "LONG": pl.Int64(),
+    "BIGINT": pl.Int64(),
+    "SHORT": pl.Int64(),
+    "SMALLINT": pl.Int64(),
+    "BYTE": pl.Int64(),
+    "TINYINT": pl.Int64(),
+    "DOUBLE": pl.Float64(),
+    "FLOAT": pl.Float64(),
+    "REAL": pl.Float64(),
+    "DECIMAL": pl.Float64(),
+    "BOOLEAN": pl.Boolean(),
+    "BOOL": pl.Boolean(),
+    "DATE": pl.Date(),
+    "TIMESTAMP": pl.Datetime("us", "UTC"),
+    "TIMESTAMP_NTZ": pl.Datetime("us"),
+}
+
+
+class DataTapError(EsperError):
+    """A Data Tap query failed, was truncated, or did not finish before its deadline."""
+
+
+def table_name(name: str) -> str:
+    """`data_tap__<name>`; names are lower-case identifiers so the table name is predictable."""
+    if not _NAME.match(name):
+        raise DataTapError(
+            f"Data Tap query name {name!r} must be a lower-case identifier ([a-z][a-z0-9_]*)"
+        )
+    return f"data_tap__{name}"
+
+
+def _content(body: Any) -> dict[str, Any]:
+    content = body.get("content", body) if isinstance(body, dict) else None
+    if not isinstance(content, dict):
+        raise DataTapError(f"unexpected Data Tap answer: {type(body).__name__}")
+    return content
+
+
+def run_query(
+    client: EsperClient,
+    name: str,
+    sql: str,
+    *,
+    deadline_s: float,
+    stuck_s: float,
+    row_limit: int,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """Submit a query and wait for its result; resubmit a job stuck waiting for `stuck_s`.
+
+    Returns:
+        The finished job's content (status SUCCEEDED).
+
+    Raises:
+        DataTapError: FAILED/CANCELED, a truncated result, or the deadline passed.
+    """
+    payload = {"query": sql, "is_download": False, "row_limit": row_limit, "latest_data": True}
+    started = clock()
+    submissions = 0
+    while True:
+        job = _content(client.post(DATA_TAP_PATH, payload))
+        job_id, submissions, submitted = job.get("id"), submissions + 1, clock()
+        if not job_id:
+            raise DataTapError(f"Data Tap query {name!r}: the submission answered no job id")
+        delay = 0.25
+        while True:
+            status = str(job.get("status") or "PENDING").upper()
+            if status == "SUCCEEDED":
+                if job.get("truncated"):
+                    raise DataTapError(
+                        f"Data Tap query {name!r} returned a truncated result (row limit "
+                        f"{row_limit}); narrow the query or raise data_tap_row_limit"
+                    )
+                return job
+            if status in _FAILED:
+                reason = job.get("error") or job.get("message") or "no reason given"
+                raise DataTapError(f"Data Tap query {name!r} ended {status}: {reason}")
+            now = clock()
+            if now - started > deadline_s:
+                raise DataTapError(
+                    f"Data Tap query {name!r} still {status} after {deadline_s:.0f} s "
+                    f"({submissions} submission(s)): giving up"
+                )
+            if now - submitted > stuck_s:
+                log.warning("Data Tap query %r stuck in %s: submitting it again", name, status)
+                break
+            sleep(delay)
+            delay = min(delay * 2, 10.0)
+            job = _content(client.get(f"{DATA_TAP_PATH}/{job_id}/"))
+
+
+def result_to_arrow(name: str, job: Mapping[str, Any]) -> pa.Table:
+    """The result rows typed from the result's own schema (through polars)."""
+    result = job.get("result") if isinstance(job.get("result"), dict) else job
+    columns = sorted(
+        (result.get("schema") or {}).get("columns") or [], key=lambda c: c.get("position", 0)
+    )
+    if not columns:
+        raise DataTapError(f"Data Tap query {name!r}: the result has no schema")
+    names = [c["name"] for c in columns]
+    rows = result.get("data_array") or []
+    frame = pl.DataFrame(
+        [[None if v is None else str(v) for v in row] for row in rows] or None,
+        schema=[(n, pl.Utf8) for n in names],
+        orient="row",
+    )
+    casts = []
+    for column in columns:
+        type_name = str(column.get("type_name") or "STRING").upper()
+        target = _TYPES.get(type_name, pl.Utf8())
+        expr = pl.col(column["name"])
+        if isinstance(target, pl.Datetime):
+            expr = expr.str.to_datetime(time_zone=target.time_zone, strict=True)
+        elif isinstance(target, pl.Date):
+            expr = expr.str.to_date(strict=True)
+        elif isinstance(target, pl.Boolean):
+            expr = expr.str.to_lowercase() == "true"
+        else:
+            expr = expr.cast(target, strict=True)
+        casts.append(expr.alias(column["name"]))
+    return frame.select(casts).to_arrow()
+
+
+def data_tap_resources(
+    client: EsperClient, queries: Mapping[str, str], **options: Any
+) -> list[DltResource]:
+    """One `data_tap__<name>` resource per configured query, its table replaced each run."""
+
+    def loader(name: str, sql: str) -> Callable[[], Iterator[pa.Table]]:
+        def load() -> Iterator[pa.Table]:
+            yield result_to_arrow(name, run_query(client, name, sql, **options))
+
+        return load
+
+    return [
+        dlt.resource(loader(name, sql), name=table_name(name), write_disposition="replace")
+        for name, sql in queries.items()
+    ]

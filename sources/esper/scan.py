@@ -1,0 +1,185 @@
+"""How lists are read: complete lists (checked against their count) and newest-first early stops.
+
+Every request goes through the client (which owns retries and throttling) and the paginator (which
+owns envelopes and links); this module only decides how much of a list a table needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .client import EsperClient, EsperNotFoundError
+from .pagination import Page, iter_pages, iter_pages_parallel
+
+log = logging.getLogger("esper_warehouse.source")
+
+P = TypeVar("P")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An API timestamp (ISO 8601, `Z` or offset) as an aware datetime; None when absent."""
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        return value
+    from datetime import UTC
+
+    ts = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def iso(ts: datetime) -> str:
+    """A datetime as the API writes it (UTC, `Z`)."""
+    return ts.isoformat().replace("+00:00", "Z")
+
+
+def url_id(value: Any) -> str | None:
+    """The id at the end of a legacy link (`.../device/<uuid>/`), or the value itself."""
+    if not value:
+        return None
+    text = str(value).rstrip("/")
+    return text.rsplit("/", 1)[-1]
+
+
+@dataclass
+class ListRead:
+    """A whole list, read to its end: its items (unique by key) and the API's count."""
+
+    items: list[dict]
+    count: int
+    complete: bool = True
+
+
+def read_all(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int,
+    key: tuple[str, ...] = ("id",),
+    parallel: bool = False,
+) -> ListRead:
+    """Read a whole offset list; read it again once if fewer unique items came than its count.
+
+    Offsets are a moving window: an item inserted while the list is paged can shift another past
+    the page boundary. A second pass fills the gap (items are merged by key), so only a list that
+    is still short after two passes is reported short (to reconciliation, not hidden here).
+    """
+    by_key: dict[tuple[Any, ...], dict] = {}
+    count = 0
+    for _ in range(2):
+        count = 0
+        pages: Iterable[Page] = (
+            iter_pages_parallel(client, path, params, limit=limit)
+            if parallel
+            else iter_pages(client, path, params, limit=limit)
+        )
+        for page in pages:
+            count = max(count, page.count or 0)
+            for item in page.items:
+                by_key[tuple(item.get(k) for k in key)] = item
+        if len(by_key) >= count:
+            break
+        log.info(
+            "%s: %d unique items for a count of %d, reading it again", path, len(by_key), count
+        )
+    return ListRead(list(by_key.values()), count)
+
+
+def read_all_or_gone(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int,
+    key: tuple[str, ...] = ("id",),
+) -> ListRead | None:
+    """`read_all` for a record's sub-list; None when the record itself is gone (404)."""
+    try:
+        return read_all(client, path, params, limit=limit, key=key)
+    except EsperNotFoundError as error:
+        if getattr(error, "tenant_level", False):
+            raise
+        return None
+
+
+@dataclass
+class DescScan:
+    """Early stop on a list served newest first, only while the order really is newest first.
+
+    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
+    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
+    order is seen broken, the whole list is read and filtered instead.
+    """
+
+    cursor: str | tuple[str, ...]
+    stop_at: datetime | None
+    ordered: bool = True
+    stopped: bool = False
+    newest: datetime | None = None
+    _last: datetime | None = field(default=None, repr=False)
+
+    def value(self, item: Mapping[str, Any]) -> datetime | None:
+        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
+        for name in names:
+            if item.get(name):
+                return parse_time(item[name])
+        return None
+
+    def keep(self, items: list[dict]) -> list[dict]:
+        """The items of one page at or after `stop_at`; decides whether to stop after it."""
+        kept = []
+        reached_old = False
+        for item in items:
+            ts = self.value(item)
+            if ts is not None:
+                if self._last is not None and ts > self._last:
+                    if self.ordered:
+                        log.info(
+                            "%s order is not newest first: reading the whole list", self.cursor
+                        )
+                    self.ordered = False
+                self._last = ts
+                if self.newest is None or ts > self.newest:
+                    self.newest = ts
+            if self.stop_at is not None and ts is not None and ts < self.stop_at:
+                reached_old = True
+                continue
+            kept.append(item)
+        if reached_old and self.ordered:
+            self.stopped = True
+        return kept
+
+    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
+        """Walk pages, yielding each with its kept items, until the early stop applies."""
+        for page in pages:
+            yield page, self.keep(page.items)
+            if self.stopped:
+                return
+
+
+def fan_out(
+    client: EsperClient, parents: Iterable[P], fetch: Callable[[P], Any]
+) -> Iterator[tuple[P, Any]]:
+    """`fetch(parent)` for every parent, concurrently through the client; (parent, result) pairs."""
+
+    def one(parent: P) -> tuple[P, Any]:
+        return parent, fetch(parent)
+
+    yield from client.map(one, parents)
+
+
+def batches(items: Iterable[P], size: int) -> Iterator[list[P]]:
+    """Split an iterable into lists of at most `size`."""
+    batch: list[P] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,97 @@
+-- One row per device the API has ever served (removed ones included, flagged), with its current
+-- group path, blueprints, last seen and first app inventory.
+-- is_removed: the device is in `devices` but not in the latest complete scan (device_census), and
+--   was last updated before that scan (contract, docs/contracts.md section 3). No complete scan yet
+--   -> nobody is removed.
+-- last_activity_at: the latest of last seen and updated_at; a removed device leaves the daily
+--   spine after the day of its last activity (the API keeps no removal date).
+-- first_apps_reported_at: when the device first reported its app inventory (NULL = never).
+with
+
+devices as (
+    select * from staging.stg_esper__devices
+),
+
+census as (
+    select * from staging.stg_esper__device_census
+),
+
+census_scan as (
+    select max(census_at) as census_at
+    from census
+),
+
+groups as (
+    select * from staging.stg_esper__groups
+),
+
+blueprints as (
+    select * from staging.stg_esper__blueprints
+),
+
+last_seen as (
+    select * from intermediate.int_device_last_seen
+),
+
+app_reports as (
+    select
+        device_id,
+        min(valid_from) as first_apps_reported_at,
+    from intermediate.int_device_app_versions
+    group by device_id
+),
+
+final as (
+    select
+        -- ids
+        devices.device_id as device_id,
+        devices.group_id as group_id,
+        devices.assigned_blueprint_id as assigned_blueprint_id,
+        devices.current_blueprint_id as current_blueprint_id,
+        devices.current_blueprint_version_id as current_blueprint_version_id,
+
+        -- descriptors
+        devices.device_name as device_name,
+        devices.device_alias as device_alias,
+        devices.serial_number as serial_number,
+        devices.platform as platform,
+        devices.os as os,
+        devices.os_version as os_version,
+        devices.security_patch_level as security_patch_level,
+        devices.agent_version as agent_version,
+        devices.hardware_manufacturer as hardware_manufacturer,
+        devices.hardware_model as hardware_model,
+        devices.blueprint_upgrade_status as blueprint_upgrade_status,
+        groups.group_name as group_name,
+        groups.group_path as group_path,
+        assigned_blueprints.blueprint_name as assigned_blueprint_name,
+
+        -- booleans
+        census_scan.census_at is not null
+            and census.device_id is null
+            and devices.updated_at < census_scan.census_at as is_removed,
+
+        -- timestamps
+        devices.created_at as created_at,
+        devices.updated_at as updated_at,
+        last_seen.last_seen_at as last_seen_at,
+        greatest(last_seen.last_seen_at, devices.updated_at) as last_activity_at,
+        census_scan.census_at as census_at,
+        app_reports.first_apps_reported_at as first_apps_reported_at,
+
+    from devices
+    cross join census_scan
+    left join census
+        on census.device_id = devices.device_id
+    left join groups
+        on groups.group_id = devices.group_id
+    left join blueprints as assigned_blueprints
+        on assigned_blueprints.blueprint_id = devices.assigned_blueprint_id
+    left join last_seen
+        on last_seen.device_id = devices.device_id
+    left join app_reports
+        on app_reports.device_id = devices.device_id
+    where devices.device_id is not null
+)
+
+select * from final

@@ -1,0 +1,47 @@
+-- Macros shared by the models, created by pipelines/models.py (schema `main`) before staging.
+-- Each is written once here so a rule (how versions compare, how a URL becomes an id) has a
+-- single home.
+
+-- clean_text(x): trimmed text, empty string -> NULL. Works on VARCHAR and on JSON scalars.
+create or replace macro clean_text(x) as
+    nullif(trim(cast(x as varchar)), '');
+
+-- as_timestamptz(x): TIMESTAMPTZ from TIMESTAMPTZ or ISO-8601 text; empty or unparseable -> NULL.
+-- (A TIMESTAMPTZ column passes through at no cost: the fleet's largest tables are timestamps.)
+create or replace macro as_timestamptz(x) as
+    try_cast(x as timestamptz);
+
+-- as_json(x): JSON from a JSON column or from VARCHAR holding JSON; empty or invalid -> NULL.
+create or replace macro as_json(x) as
+    try_cast(x as json);
+
+-- ref_id(x): the id a record links to. Legacy records link by URL
+-- (`https://…/enterprise/{eid}/device/{uuid}/`): the last path segment is the id.
+-- A bare id passes through unchanged.
+create or replace macro ref_id(x) as
+    nullif(regexp_extract(trim(cast(x as varchar)), '([^/]+)/*$', 1), '');
+
+-- version_key(v): a version string as a comparable BIGINT[6], compared part by part as numbers.
+-- The first run of dot-separated digits is used ('Android 13' -> 13, '16.4.1 (20E252)' -> 16.4.1,
+-- '7.2.1-rc3' -> 7.2.1), padded with zeros to 6 parts (so 13 = 13.0 = 13.0.0 and 14.10 > 14.9);
+-- parts beyond the 6th are ignored. No digit at all -> NULL.
+create or replace macro version_key(v) as
+    case
+        when regexp_matches(cast(v as varchar), '[0-9]')
+            then list_resize(
+                list_transform(
+                    string_split(regexp_extract(cast(v as varchar), '([0-9]+(\.[0-9]+)*)', 1), '.'),
+                    part -> try_cast(part as bigint)
+                ),
+                6,
+                0
+            )
+    end;
+
+-- utc_date(ts): the calendar day of a timestamp in UTC, whatever the session's TimeZone.
+create or replace macro utc_date(ts) as
+    cast(timezone('UTC', ts) as date);
+
+-- utc_day_end(d): the last microsecond of UTC day d, as TIMESTAMPTZ.
+create or replace macro utc_day_end(d) as
+    timezone('UTC', cast(d as timestamp) + interval 1 day) - interval 1 microsecond;

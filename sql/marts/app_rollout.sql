@@ -1,0 +1,150 @@
+-- materialized: table
+-- app_rollout: how far has each app version got, day by day. One row per UTC day, platform, app
+-- (package_name) and version, from the day the version first appears on a device (within the
+-- spine: first load .. as_of) to as_of.
+--
+-- Columns
+--   day                          UTC calendar day; a device counts as on a version when that
+--                                install was valid at the end of the day (at as_of for the last day)
+--   platform                     the devices' platform (an app is counted per platform)
+--   package_name                 the app, as devices report it
+--   version_name                 the installed version (version_name, else version_code)
+--   version_key                  version_name as numbers part by part (sorts 14.10 after 14.9)
+--   devices_on_version           fleet devices of the platform with this version installed
+--   reporting_devices            fleet devices of the platform that had reported their app
+--                                inventory by that day (the denominator)
+--   share_of_reporting           devices_on_version / reporting_devices (NULL if none reported)
+--   not_reporting_devices        fleet devices of the platform that had never reported their apps;
+--                                shown apart, never counted as not updated
+--   fleet_devices                fleet devices of the platform that day
+--   is_highest_version           this is the highest version of the app installed anywhere
+--                                on the platform that day
+-- The fleet on a day is the device x day spine (removed devices leave it after their last activity).
+with
+
+as_of as (
+    select * from intermediate.int_as_of
+),
+
+spans as (
+    select * from intermediate.int_device_spans
+),
+
+app_versions as (
+    select * from intermediate.int_device_app_versions
+),
+
+device_days as (
+    select * from intermediate.int_device_days
+),
+
+devices as (
+    select * from intermediate.int_devices_current
+),
+
+covered as (
+    select
+        spans.platform as platform,
+        app_versions.package_name as package_name,
+        app_versions.version_name as version_name,
+        app_versions.version_key as version_key,
+        greatest(utc_date(app_versions.valid_from), spans.first_day) as from_day,
+        least(coalesce(utc_date(app_versions.valid_to) - 1, spans.last_day), spans.last_day) as to_day,
+    from app_versions
+    inner join spans
+        on spans.device_id = app_versions.device_id
+),
+
+deltas as (
+    select
+        platform,
+        package_name,
+        version_name,
+        day,
+        sum(delta) as delta,
+    from (
+        select platform, package_name, version_name, from_day as day, 1 as delta
+        from covered
+        where from_day <= to_day
+        union all
+        select platform, package_name, version_name, to_day + 1 as day, -1 as delta
+        from covered
+        where from_day <= to_day
+    )
+    group by platform, package_name, version_name, day
+),
+
+versions as (
+    select
+        covered.platform as platform,
+        covered.package_name as package_name,
+        covered.version_name as version_name,
+        any_value(covered.version_key) as version_key,
+        min(covered.from_day) as first_day,
+    from covered
+    where covered.from_day <= covered.to_day
+    group by covered.platform, covered.package_name, covered.version_name
+),
+
+calendar as (
+    select cast(unnest(generate_series(spine_start_date, as_of_date, interval 1 day)) as date) as day
+    from as_of
+),
+
+daily as (
+    select
+        calendar.day as day,
+        versions.platform as platform,
+        versions.package_name as package_name,
+        versions.version_name as version_name,
+        versions.version_key as version_key,
+        sum(coalesce(deltas.delta, 0)) over (
+            partition by versions.platform, versions.package_name, versions.version_name
+            order by calendar.day
+        ) as devices_on_version,
+    from versions
+    inner join calendar
+        on calendar.day >= versions.first_day
+    left join deltas
+        on deltas.platform = versions.platform
+        and deltas.package_name = versions.package_name
+        and deltas.version_name is not distinct from versions.version_name
+        and deltas.day = calendar.day
+),
+
+reporting as (
+    select
+        device_days.day as day,
+        device_days.platform as platform,
+        count(*) as fleet_devices,
+        count(*) filter (where devices.first_apps_reported_at <= device_days.cutoff_at)
+            as reporting_devices,
+    from device_days
+    left join devices
+        on devices.device_id = device_days.device_id
+    group by device_days.day, device_days.platform
+),
+
+final as (
+    select
+        daily.day as day,
+        daily.platform as platform,
+        daily.package_name as package_name,
+        daily.version_name as version_name,
+        daily.version_key as version_key,
+        cast(daily.devices_on_version as bigint) as devices_on_version,
+        coalesce(reporting.reporting_devices, 0) as reporting_devices,
+        cast(daily.devices_on_version as bigint) / nullif(reporting.reporting_devices, 0)
+            as share_of_reporting,
+        coalesce(reporting.fleet_devices - reporting.reporting_devices, 0) as not_reporting_devices,
+        coalesce(reporting.fleet_devices, 0) as fleet_devices,
+        daily.version_key is not distinct from max(daily.version_key) filter (
+            where daily.devices_on_version > 0
+        ) over (partition by daily.day, daily.platform, daily.package_name) as is_highest_version,
+    from daily
+    left join reporting
+        on reporting.day = daily.day
+        and reporting.platform = daily.platform
+)
+
+select * from final

@@ -1,0 +1,194 @@
+-- materialized: table
+-- fleet_compliance: is my fleet compliant? One row per current device (removed devices excluded),
+-- judged now (as_of) against the targets in sql/seeds/. Rules live in
+-- intermediate.int_device_day_checks; this mart is its as_of day plus names and reasons.
+--
+-- Columns
+--   as_of                        "now": API time of the latest successful load (_esper_runs)
+--   device_id                    Esper device id
+--   device_name, device_alias, serial_number   as the API serves them
+--   platform                     ANDROID, APPLE, WINDOWS or LINUX
+--   os, os_version               operating system and its version, as reported
+--   security_patch_level         Android security patch level (date; the API field is misspelt
+--                                security_path_level); NULL when not reported
+--   security_patch_age_days      days from security_patch_level to the as_of day
+--   agent_version                Esper agent version (software_info.esper_agent_info.version_name)
+--   group_id, group_name, group_path   the device's group now (path as the API gives it)
+--   assigned_blueprint_id, assigned_blueprint_name   the blueprint assigned to the device
+--   current_blueprint_id, current_blueprint_version_id   what the device runs
+--   latest_blueprint_version_id  latest published version of the assigned blueprint at as_of
+--   blueprint_upgrade_status     as reported (UPGRADED, UPGRADE_FAILED, ...)
+--   last_seen_at                 latest of heartbeats and the device's own last_seen; NULL = never
+--   hours_since_seen             hours from last_seen_at to as_of (NULL if never seen)
+--   last_seen_bucket             online (<= 1 h), active (<= 24 h), stale (1-7 days),
+--                                offline (7-30 days), missing (> 30 days), never_seen
+--                                (boundaries in sql/seeds/last_seen_buckets.csv)
+--   is_seen_recently             the bucket counts as seen (online, active, stale by default);
+--                                false -> verdict unverified, never compliant
+--   is_os_current                os_version >= the platform's min_os_version, compared as versions
+--                                (13 = 13.0, 14.10 > 14.9)
+--   is_security_patch_current    security_patch_age_days <= max_security_patch_age_days
+--   is_blueprint_in_sync         no drift: assigned = current blueprint, current version = the
+--                                blueprint's latest published version, upgrade status not
+--                                UPGRADE_FAILED
+--   has_required_apps            every required app of the platform installed at >= its min_version
+--   is_agent_current             agent_version >= the platform's min_agent_version
+--       Each check column: true = passes, false = fails, NULL = not evaluated: either no target
+--       for the platform (empty seed cell; no blueprint at all) or the device has not reported the
+--       value (then a reason says "... not reported").
+--   verdict                      unverified if not seen recently (whatever the checks say);
+--                                else non_compliant if any check is false; else unverified if a
+--                                required value was not reported; else compliant
+--   reasons                      list of plain-language reasons for any verdict other than
+--                                compliant (empty list for a compliant device)
+with
+
+as_of as (
+    select * from intermediate.int_as_of
+),
+
+checks as (
+    select device_checks.*
+    from intermediate.int_device_day_checks as device_checks
+    inner join as_of
+        on device_checks.day = as_of.as_of_date
+),
+
+devices as (
+    select * from intermediate.int_devices_current
+    where not is_removed
+),
+
+targets as (
+    select * from staging.stg_seeds__platform_targets
+),
+
+required_apps as (
+    select * from staging.stg_seeds__required_apps
+),
+
+installed as (
+    select * from intermediate.int_device_app_latest
+),
+
+app_reasons as (
+    select
+        checks.device_id as device_id,
+        list(
+            case
+                when installed.device_id is null
+                    then 'required app ' || required_apps.package_name || ' missing'
+                else 'required app ' || required_apps.package_name || ' '
+                    || coalesce(installed.version_name, '(no version)')
+                    || ' below minimum ' || required_apps.min_version
+            end
+            order by required_apps.package_name
+        ) filter (
+            where installed.device_id is null
+                or installed.version_key is null
+                or installed.version_key < required_apps.min_version_key
+        ) as app_reasons,
+    from checks
+    inner join required_apps
+        on required_apps.platform = checks.platform
+    left join installed
+        on installed.device_id = checks.device_id
+        and installed.package_name = required_apps.package_name
+    where checks.apps_check = 'fail'
+    group by checks.device_id
+),
+
+joined as (
+    select
+        as_of.as_of as as_of,
+        devices.device_id as device_id,
+        devices.device_name as device_name,
+        devices.device_alias as device_alias,
+        devices.serial_number as serial_number,
+        checks.platform as platform,
+        devices.os as os,
+        checks.os_version as os_version,
+        checks.security_patch_level as security_patch_level,
+        checks.security_patch_age_days as security_patch_age_days,
+        checks.agent_version as agent_version,
+        checks.group_id as group_id,
+        devices.group_name as group_name,
+        devices.group_path as group_path,
+        checks.assigned_blueprint_id as assigned_blueprint_id,
+        devices.assigned_blueprint_name as assigned_blueprint_name,
+        checks.current_blueprint_id as current_blueprint_id,
+        checks.current_blueprint_version_id as current_blueprint_version_id,
+        checks.latest_blueprint_version_id as latest_blueprint_version_id,
+        checks.blueprint_upgrade_status as blueprint_upgrade_status,
+        checks.last_seen_at as last_seen_at,
+        checks.hours_since_seen as hours_since_seen,
+        checks.last_seen_bucket as last_seen_bucket,
+        checks.is_seen_recently as is_seen_recently,
+        case checks.os_check when 'pass' then true when 'fail' then false end as is_os_current,
+        case checks.patch_check when 'pass' then true when 'fail' then false end
+            as is_security_patch_current,
+        case checks.blueprint_check when 'pass' then true when 'fail' then false end
+            as is_blueprint_in_sync,
+        case checks.apps_check when 'pass' then true when 'fail' then false end as has_required_apps,
+        case checks.agent_check when 'pass' then true when 'fail' then false end as is_agent_current,
+        checks.verdict as verdict,
+        list_concat(
+            [
+                case
+                    when checks.last_seen_bucket = 'never_seen' then 'never seen'
+                    when not checks.is_seen_recently
+                        then 'not seen for ' || cast(floor(checks.hours_since_seen / 24) as bigint)
+                            || ' days (' || checks.last_seen_bucket || ')'
+                end,
+                case checks.os_check
+                    when 'fail' then 'OS ' || checks.os_version || ' below minimum '
+                        || targets.min_os_version || ' for ' || checks.platform
+                    when 'unknown' then 'OS version not reported'
+                end,
+                case checks.patch_check
+                    when 'fail' then 'security patch ' || cast(checks.security_patch_level as varchar)
+                        || ' is ' || checks.security_patch_age_days || ' days old (maximum '
+                        || targets.max_security_patch_age_days || ')'
+                    when 'unknown' then 'security patch level not reported'
+                end,
+                case
+                    when checks.is_blueprint_assignment_drift
+                        then 'blueprint ' || coalesce(checks.assigned_blueprint_id, '(none)')
+                            || ' assigned but ' || coalesce(checks.current_blueprint_id, '(none)')
+                            || ' current'
+                end,
+                case
+                    when checks.is_blueprint_version_behind
+                        then 'blueprint version ' || coalesce(checks.current_blueprint_version_id, '(none)')
+                            || ' is not the latest ' || checks.latest_blueprint_version_id
+                end,
+                case when checks.is_blueprint_upgrade_failed then 'blueprint upgrade failed' end,
+                case checks.apps_check
+                    when 'unknown' then 'app inventory not reported'
+                end,
+                case checks.agent_check
+                    when 'fail' then 'Esper agent ' || checks.agent_version || ' below minimum '
+                        || targets.min_agent_version
+                    when 'unknown' then 'Esper agent version not reported'
+                end,
+            ],
+            coalesce(app_reasons.app_reasons, [])
+        ) as reasons_with_gaps,
+    from checks
+    cross join as_of
+    inner join devices
+        on devices.device_id = checks.device_id
+    left join targets
+        on targets.platform = checks.platform
+    left join app_reasons
+        on app_reasons.device_id = checks.device_id
+),
+
+final as (
+    select
+        * exclude (reasons_with_gaps),
+        list_filter(reasons_with_gaps, reason -> reason is not null) as reasons,
+    from joined
+)
+
+select * from final

@@ -1,0 +1,42 @@
+-- stale_devices: the current devices that have not checked in within a day, with how long and
+-- where. One row per current (not removed) device in the stale, offline, missing or never_seen
+-- bucket; online and active devices are left out.
+--
+-- Columns
+--   as_of                        "now" (API time of the latest successful load)
+--   device_id, device_name, device_alias, serial_number   the device
+--   platform, os_version         what it is
+--   group_id, group_name, group_path   where it is (group now)
+--   last_seen_bucket             stale (1-7 days), offline (7-30 days), missing (> 30 days), never_seen
+--   last_seen_at                 latest of heartbeats and the device's own last_seen; NULL = never
+--   hours_since_seen             hours from last_seen_at to as_of (NULL if never seen)
+--   days_since_seen              whole days from last_seen_at to as_of (NULL if never seen)
+--   verdict                      its fleet_compliance verdict (unverified unless stale)
+with
+
+compliance as (
+    select * from marts.fleet_compliance
+),
+
+final as (
+    select
+        as_of,
+        device_id,
+        device_name,
+        device_alias,
+        serial_number,
+        platform,
+        os_version,
+        group_id,
+        group_name,
+        group_path,
+        last_seen_bucket,
+        last_seen_at,
+        hours_since_seen,
+        cast(floor(hours_since_seen / 24) as integer) as days_since_seen,
+        verdict,
+    from compliance
+    where last_seen_bucket not in ('online', 'active')
+)
+
+select * from final

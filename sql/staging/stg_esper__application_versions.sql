@@ -1,0 +1,30 @@
+-- Versions of the legacy (Android) apps.
+with
+
+source as (
+    select * from esper.application_versions
+),
+
+renamed as (
+    select
+        -- ids
+        clean_text(id) as application_version_id,
+        ref_id(clean_text(application_id)) as application_id,
+
+        -- descriptors
+        clean_text(version_code) as version_code,
+        clean_text(build_number) as build_number,
+        clean_text(release_name) as release_name,
+        version_key(coalesce(clean_text(release_name), clean_text(version_code))) as version_key,
+
+        -- booleans
+        cast(is_enabled as boolean) as is_enabled,
+
+        -- timestamps
+        as_timestamptz(created_on) as created_at,
+        as_timestamptz(updated_on) as updated_at,
+
+    from source
+)
+
+select * from renamed

@@ -1,0 +1,47 @@
+-- Per-device statuses of command requests. `state` is tidied from the API's spaced strings
+-- ('Command In Progress' -> in_progress, 'Command TimeOut' -> timeout); a value outside the
+-- known nine becomes 'unknown' (the API's text stays in state_raw).
+with
+
+source as (
+    select * from esper.command_statuses
+),
+
+renamed as (
+    select
+        -- ids
+        clean_text(id) as command_status_id,
+        ref_id(clean_text(request)) as command_request_id,
+        ref_id(clean_text(device)) as device_id,
+
+        -- states
+        clean_text(state) as state_raw,
+        case replace(lower(regexp_replace(clean_text(state), '^[Cc]ommand\s+', '')), ' ', '_')
+            when 'queued' then 'queued'
+            when 'initiated' then 'initiated'
+            when 'acknowledged' then 'acknowledged'
+            when 'in_progress' then 'in_progress'
+            when 'success' then 'success'
+            when 'failure' then 'failure'
+            when 'timeout' then 'timeout'
+            when 'scheduled' then 'scheduled'
+            when 'cancelled' then 'cancelled'
+            else 'unknown'
+        end as state,
+        clean_text(reason) as reason,
+
+        -- timestamps
+        as_timestamptz(created_at) as created_at,
+        as_timestamptz(updated_at) as updated_at,
+
+    from source
+),
+
+flagged as (
+    select
+        *,
+        state in ('success', 'failure', 'timeout', 'cancelled') as is_terminal,
+    from renamed
+)
+
+select * from flagged

@@ -1,0 +1,57 @@
+-- Per-device parts of operations. `state` is tidied to the command enum:
+-- CREATED, QUEUED -> queued; INITIATED -> initiated; PROCESSING, IN_PROGRESS,
+-- CANCELLATION_REQUESTED -> in_progress; SUCCEDED (API spelling), SUCCEEDED, SUCCESS -> success;
+-- FAILED, FAILURE -> failure; TIMEOUT, TIMED_OUT -> timeout; SCHEDULED -> scheduled;
+-- CANCELLED -> cancelled; anything else -> 'unknown' (API text in state_raw).
+with
+
+source as (
+    select * from esper.operation_devices
+),
+
+renamed as (
+    select
+        -- ids
+        clean_text(id) as operation_device_id,
+        clean_text(operation_id) as operation_id,
+        ref_id(clean_text(device_id)) as device_id,
+
+        -- states
+        clean_text(state) as state_raw,
+        case upper(replace(clean_text(state), ' ', '_'))
+            when 'CREATED' then 'queued'
+            when 'QUEUED' then 'queued'
+            when 'INITIATED' then 'initiated'
+            when 'PROCESSING' then 'in_progress'
+            when 'IN_PROGRESS' then 'in_progress'
+            when 'CANCELLATION_REQUESTED' then 'in_progress'
+            when 'SUCCEDED' then 'success'
+            when 'SUCCEEDED' then 'success'
+            when 'SUCCESS' then 'success'
+            when 'FAILED' then 'failure'
+            when 'FAILURE' then 'failure'
+            when 'TIMEOUT' then 'timeout'
+            when 'TIMED_OUT' then 'timeout'
+            when 'SCHEDULED' then 'scheduled'
+            when 'CANCELLED' then 'cancelled'
+            when 'CANCELED' then 'cancelled'
+            else 'unknown'
+        end as state,
+        clean_text(reason) as reason,
+        as_json(device_operation_activity) as device_operation_activity,
+
+        -- timestamps
+        as_timestamptz(created_at) as created_at,
+        as_timestamptz(updated_at) as updated_at,
+
+    from source
+),
+
+flagged as (
+    select
+        *,
+        state in ('success', 'failure', 'timeout', 'cancelled') as is_terminal,
+    from renamed
+)
+
+select * from flagged

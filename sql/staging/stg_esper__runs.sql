@@ -1,0 +1,34 @@
+-- Pipeline runs (bookkeeping table `_esper_runs`). as_of is the API's time of the run.
+with
+
+source as (
+    select * from esper._esper_runs
+),
+
+renamed as (
+    select
+        -- ids
+        clean_text(run_id) as run_id,
+
+        -- descriptors
+        lower(clean_text(mode)) as run_mode,
+        lower(clean_text(status)) as run_status,
+        as_json(rows) as rows_loaded,
+
+        -- numerics
+        cast(requests as bigint) as request_count,
+        cast(retries as bigint) as retry_count,
+        cast(throttled as bigint) as throttled_count,
+
+        -- booleans
+        lower(clean_text(status)) = 'ok' as is_ok,
+
+        -- timestamps
+        as_timestamptz(started_at) as started_at,
+        as_timestamptz(finished_at) as finished_at,
+        as_timestamptz(as_of) as as_of,
+
+    from source
+)
+
+select * from renamed

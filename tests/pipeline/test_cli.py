@@ -1,0 +1,108 @@
+"""The command line in subprocesses: crashes mid-run, exit codes, the key kept secret, locks."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.runner import EXIT_LOCKED
+from pipelines.warehouse import working_dir
+from tests.conftest import API_KEY
+
+from .helpers import TABLES, cli, compare, load
+
+EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse.duckdb"
+
+
+def _wait_for(process: subprocess.Popen[str], marker: str, timeout: float = 120) -> list[str]:
+    """Read the run's log lines until one contains `marker`."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert process.stderr is not None
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return lines
+    raise AssertionError(f"no {marker!r} in the run's log:\n{''.join(lines)}")
+
+
+@pytest.mark.parametrize("phase", ["extract: started", "load: started"])
+def test_killed_mid_run_then_rerun_equals_the_truth(sim, wh: Path, phase: str) -> None:
+    sim.set_faults([{"kind": "latency", "route": EVENTS, "ms": 150}])  # a longer extraction
+    process = cli(sim, wh, "run")
+    _wait_for(process, phase)
+    if phase.startswith("extract"):
+        time.sleep(0.5)
+    process.send_signal(signal.SIGKILL)
+    _, rest = process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    if phase.startswith("extract"):
+        assert "extract: done" not in rest  # killed during extraction
+    else:
+        assert "load: done" not in rest  # killed during the load
+    sim.clear_faults()
+    result = load(sim, wh)
+    assert result.exit_code == 0, result.error
+    for table in TABLES:
+        compare(sim, wh, table)
+
+
+def test_wrong_key_exit_2_one_request_and_a_clear_message(sim, wh: Path) -> None:
+    wrong = "wrong-key-0123456789abcdef"
+    process = cli(sim, wh, "run", key=wrong)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err
+    assert "refused" in (out + err).lower() and "key" in (out + err).lower()
+    assert sim.stats()["total"] == 1
+    assert wrong not in out + err
+
+
+def test_the_key_appears_nowhere(sim, wh: Path) -> None:
+    process = cli(sim, wh, "-v", "run")
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err
+    assert "DEBUG" in err  # the debug log was on
+    assert API_KEY not in out + err
+    files = [wh, *working_dir(wh).rglob("*")]
+    leaked = [f for f in files if f.is_file() and API_KEY.encode() in f.read_bytes()]
+    assert not leaked, f"the API key is written in {leaked}"
+    sim.set_faults([{"kind": "status", "status": 401}])
+    refused = load(sim, wh)
+    assert refused.exit_code == 2 and API_KEY not in (refused.error or "")
+
+
+def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time\n"
+         f"c = duckdb.connect({str(wh)!r}, read_only=True)\nprint('ready', flush=True)\n"
+         "time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        result = load(sim, wh, lock_timeout_s=1.5)
+        assert result.exit_code == EXIT_LOCKED
+        assert "held by another process" in result.error
+        assert time.monotonic() - started >= 1.5  # it waited for the deadline
+    finally:
+        holder.kill()
+        holder.wait()
+    sim.advance(hours=24)
+    after = load(sim, wh)
+    assert after.exit_code == 0, after.error
+    compare(sim, wh, "command_statuses")

@@ -1,0 +1,151 @@
+"""What the API can do wrong: throttling, errors, drops, bad pages, slow pages, moving lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dlt
+import httpx
+import orjson
+import pytest
+
+from pipelines.runner import EXIT_API, EXIT_CONFIG, PIPELINE_NAME, run
+from pipelines.warehouse import working_dir
+from sources.esper.client import EsperClient
+from sources.esper.scan import read_all
+from tests.conftest import API_KEY, ENTERPRISE_ID
+
+from .helpers import TABLES, compare, load, rows, settings
+
+EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
+APPS = "/enterprise/*/device/*/app/*"
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse.duckdb"
+
+
+def cursors(wh: Path) -> dict[str, Any]:
+    pipeline = dlt.attach(PIPELINE_NAME, pipelines_dir=str(working_dir(wh.resolve())))
+    return dict(pipeline.state["sources"]["esper"]["cursors"])  # type: ignore[index]
+
+
+def count(wh: Path, table: str) -> int:
+    return len(rows(wh, table, ("1",)))
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        pytest.param([{"kind": "rate_limit", "route": EVENTS, "rps": 40, "burst": 10}], id="429"),
+        pytest.param(
+            [
+                {
+                    "kind": "rate_limit",
+                    "route": APPS,
+                    "rps": 40,
+                    "burst": 5,
+                    "retry_after": False,
+                    "times": 15,
+                }
+            ],
+            id="429-no-retry-after",
+        ),
+        pytest.param(
+            [
+                {"kind": "status", "status": 503, "times": 6},
+                {"kind": "status", "status": 502, "route": EVENTS, "probability": 0.2, "times": 10},
+            ],
+            id="5xx",
+        ),
+        pytest.param([{"kind": "drop", "probability": 0.1, "times": 8}], id="drop"),
+        pytest.param([{"kind": "malformed", "route": "/v2/devices/", "times": 2}], id="malformed"),
+        pytest.param(
+            [{"kind": "slow", "route": "/v2/heartbeat/", "seconds": 2.5, "times": 1}], id="slow"
+        ),
+    ],
+)
+def test_the_run_completes_through_transient_faults(sim, wh: Path, faults: list) -> None:
+    sim.set_faults(faults)
+    result = load(sim, wh, client_options={"timeout": 1.5})
+    assert result.exit_code == 0, result.error
+    assert result.retries > 0
+    if faults[0]["kind"] == "rate_limit":
+        assert result.throttled > 0
+    sim.clear_faults()
+    for table in TABLES:
+        compare(sim, wh, table)
+
+
+def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    before = cursors(wh)
+    loaded = {t: count(wh, t) for t in ("devices", "device_events", "command_statuses")}
+    sim.advance(hours=24)
+    sim.set_faults([{"kind": "malformed", "route": EVENTS}])  # every event page is broken
+    failed = load(sim, wh, client_options={"max_retries": 2})
+    assert failed.exit_code == EXIT_API
+    assert "eventfeed" in failed.error and "JSON" in failed.error.upper()
+    assert cursors(wh) == before  # nothing extracted in the failed run is committed
+    assert {t: count(wh, t) for t in loaded} == loaded
+    assert rows(wh, "_esper_runs", ("status",), "order by started_at") == [("ok",), ("failed",)]
+    sim.clear_faults()
+    again = load(sim, wh)
+    assert again.exit_code == 0, again.error
+    for table in TABLES:
+        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+
+
+def test_items_inserted_during_offset_paging_are_not_missed(sim) -> None:
+    initial = len(sim.truth("devices"))
+    sim.set_faults([{"kind": "insert_during_paging", "route": "/v2/devices/", "count": 7,
+                     "times": 2}])  # fmt: skip
+    with EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID) as client:
+        read = read_all(client, "/v2/devices/", limit=25)
+    truth = {d["id"] for d in sim.truth("devices")}
+    assert len(truth) == initial + 14
+    assert {d["id"] for d in read.items} == truth
+    assert read.count == len(truth)
+
+
+class RewriteNext(httpx.HTTPTransport):
+    """Loopback transport that points the command list's `next` link at another host."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert request.url.host == "127.0.0.1", f"a request left loopback: {request.url.host}"
+        response = super().handle_request(request)
+        if not request.url.path.endswith("/commands/v0/commands/"):
+            return response
+        response.read()
+        body = orjson.loads(response.content)
+        envelope = body.get("content", body)
+        if envelope.get("next"):
+            envelope["next"] = envelope["next"].replace("127.0.0.1", "evil.example")
+        headers = {k: v for k, v in response.headers.items()
+                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
+        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+
+
+def test_a_next_link_to_another_origin_is_refused(sim, wh: Path) -> None:
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=RewriteNext())
+    result = run(settings(sim, wh, source_options={"page_size": 50}), client=client)
+    client.close()
+    assert result.exit_code == EXIT_CONFIG
+    assert "evil.example" in result.error and "refusing to follow" in result.error
+
+
+def test_wrong_enterprise_id_is_a_clear_config_error(sim, wh: Path) -> None:
+    wrong = "00000000-0000-4000-8000-000000000000"
+    result = load(sim, wh, source_options={"enterprise_id": wrong})
+    assert result.exit_code == EXIT_CONFIG
+    assert "enterprise" in result.error.lower()
+    assert sim.stats()["total"] == 2  # the device count, then the tenant check
+
+
+def test_a_warehouse_named_like_the_dataset_is_refused(sim, tmp_path: Path) -> None:
+    result = load(sim, tmp_path / "esper.duckdb")
+    assert result.exit_code == EXIT_CONFIG
+    assert "named like the dataset" in result.error
+    assert sim.stats()["total"] == 0

@@ -1,0 +1,130 @@
+"""app_rollout and app_rollout_current on the rollout fixture fleet (see scenarios.rollout)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from tests.sql.conftest import query_fn
+
+PKG = "io.esper.remoteviewer"
+
+
+@pytest.fixture(scope="module")
+def daily(rollout_wh) -> dict[tuple[date, str], dict]:
+    rows = query_fn(rollout_wh)(
+        "select * from marts.app_rollout where platform = 'ANDROID' and package_name = ?", [PKG]
+    )
+    return {(row["day"], row["version_name"]): row for row in rows}
+
+
+def counts(daily, day: date) -> dict[str, int]:
+    return {v: row["devices_on_version"] for (d, v), row in daily.items() if d == day}
+
+
+def test_devices_per_version_per_day(daily):
+    assert counts(daily, date(2026, 10, 20)) == {"14.9": 2}  # r1, r2 (14.10 not yet seen)
+    assert counts(daily, date(2026, 10, 24)) == {"14.9": 2, "14.10": 1}
+    assert counts(daily, date(2026, 10, 25)) == {"14.9": 1, "14.10": 2}  # r2 updated 10:00Z
+
+
+def test_rolled_back_device_counts_on_the_version_it_went_back_to(daily):
+    assert counts(daily, date(2026, 10, 26)) == {"14.9": 1, "14.10": 3}
+    assert counts(daily, date(2026, 10, 27)) == {"14.9": 2, "14.10": 2}  # r3 back to 14.9
+    assert counts(daily, date(2026, 10, 31)) == {"14.9": 2, "14.10": 2}
+
+
+def test_share_is_of_reporting_devices_and_non_reporting_shown_apart(daily):
+    # 10-25: r5's first report is 23:30 UTC-5, i.e. 10-26 UTC -> still not reporting on 10-25
+    row = daily[(date(2026, 10, 25), "14.10")]
+    assert (row["reporting_devices"], row["not_reporting_devices"], row["fleet_devices"]) == (
+        3,
+        2,
+        5,
+    )
+    assert row["share_of_reporting"] == pytest.approx(2 / 3)
+    row = daily[(date(2026, 10, 26), "14.10")]
+    assert (row["reporting_devices"], row["not_reporting_devices"]) == (4, 1)
+    assert row["share_of_reporting"] == pytest.approx(3 / 4)
+
+
+def test_versions_order_as_numbers(daily):
+    assert daily[(date(2026, 10, 31), "14.10")]["is_highest_version"] is True
+    assert daily[(date(2026, 10, 31), "14.9")]["is_highest_version"] is False
+    # a version's rows start on the day it first appears
+    assert min(d for (d, v) in daily if v == "14.10") == date(2026, 10, 22)
+
+
+def test_current_rollout_state(rollout_wh):
+    rows = query_fn(rollout_wh)(
+        "select * exclude (as_of) from marts.app_rollout_current order by platform, package_name"
+    )
+    assert rows == [
+        {
+            "platform": "ANDROID",
+            "package_name": PKG,
+            "app_name": "remoteviewer",
+            "latest_version": "14.10",
+            "devices_with_app": 4,
+            "devices_on_latest": 2,
+            "devices_on_older": 2,
+            "reporting_devices": 4,
+            "not_reporting_devices": 1,
+            "share_on_latest": 0.5,
+            "share_with_app": 1.0,
+            "version_count": 2,
+            "versions": [
+                {"version_name": "14.10", "devices": 2},
+                {"version_name": "14.9", "devices": 2},
+            ],
+            "required_min_version": "3.0",
+            "devices_below_required": 0,
+            "devices_missing_required": 0,
+        },
+        {
+            "platform": "APPLE",
+            "package_name": "com.microsoft.Outlook",
+            "app_name": "Outlook",
+            "latest_version": "4.2405.0",
+            "devices_with_app": 1,
+            "devices_on_latest": 1,
+            "devices_on_older": 0,
+            "reporting_devices": 1,
+            "not_reporting_devices": 0,
+            "share_on_latest": 1.0,
+            "share_with_app": 1.0,
+            "version_count": 1,
+            "versions": [{"version_name": "4.2405.0", "devices": 1}],
+            "required_min_version": "4.2400",
+            "devices_below_required": 0,
+            "devices_missing_required": 0,
+        },
+    ]
+
+
+def test_current_agrees_with_the_as_of_day(rollout_wh):
+    q = query_fn(rollout_wh)
+    per_day = q(
+        "select platform, package_name, version_name, devices_on_version as devices "
+        "from marts.app_rollout where day = date '2026-10-31' order by all"
+    )
+    current = q(
+        "select platform, package_name, v.version_name, v.devices "
+        "from marts.app_rollout_current, unnest(versions) as u(v) order by all"
+    )
+    assert per_day == current
+
+
+def test_latest_app_version_per_device(rollout_wh):
+    rows = query_fn(rollout_wh)(
+        "select device_id, version_name from intermediate.int_device_app_latest "
+        "where package_name = ? order by device_id",
+        [PKG],
+    )
+    assert rows == [
+        {"device_id": "r1", "version_name": "14.9"},
+        {"device_id": "r2", "version_name": "14.10"},
+        {"device_id": "r3", "version_name": "14.9"},
+        {"device_id": "r5", "version_name": "14.10"},
+    ]
