@@ -5,6 +5,7 @@ Devices hold small integers pointing into these tuples, so a 100,000-device flee
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 ANDROID, APPLE, WINDOWS, LINUX = 0, 1, 2, 3
@@ -40,19 +41,23 @@ OS_VERSIONS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("22.04", "5.15.0-112"), ("24.04", "6.8.0-41")),
 )
 
-# Android security patch levels (software_info.security_path_level), oldest first.
-PATCH_LEVELS = (
-    "2023-06-05",
-    "2023-09-05",
-    "2023-12-05",
-    "2024-03-05",
-    "2024-06-05",
-    "2024-09-05",
-    "2024-12-05",
-    "2025-03-05",
-    "2025-06-05",
-    "2025-09-05",
-)
+# Android security patch levels (software_info.security_path_level), oldest first: the 5th of each
+# of the ten months before the simulated start, so their age is realistic whatever the start date.
+N_PATCH_LEVELS = 10
+
+
+def patch_levels(t0: int) -> tuple[str, ...]:
+    """Monthly patch levels, the newest being the last 5th of a month before ``t0`` (epoch seconds)."""
+    start = datetime.fromtimestamp(t0, UTC)
+    year, month = start.year, start.month
+    if start.day <= 5:  # this month's patch is not out yet
+        year, month = (year - 1, 12) if month == 1 else (year, month - 1)
+    levels = []
+    for _ in range(N_PATCH_LEVELS):
+        levels.append(f"{year:04d}-{month:02d}-05")
+        year, month = (year - 1, 12) if month == 1 else (year, month - 1)
+    return tuple(reversed(levels))
+
 
 # Esper agent versions per platform, oldest first: (version_name, version_code).
 AGENTS: tuple[tuple[tuple[str, str], ...], ...] = (

@@ -141,7 +141,7 @@ class DataTap:
 
         ls = [f.last_seen[i] if f.last_seen[i] >= 0 else None for i in live]
         patch = [
-            date.fromisoformat(C.PATCH_LEVELS[f.patch[i]]) if f.patch[i] >= 0 else None
+            date.fromisoformat(f.patch_levels[f.patch[i]]) if f.patch[i] >= 0 else None
             for i in live
         ]
         devices = pa.table(

@@ -255,7 +255,7 @@ class Engine:
             if kind == "os":
                 targets = [i for i in live if f.os[i] == os_ and f.osv[i] < top]
             else:
-                targets = [i for i in live if f.os[i] == 0 and f.patch[i] < len(C.PATCH_LEVELS) - 1]
+                targets = [i for i in live if f.os[i] == 0 and f.patch[i] < len(f.patch_levels) - 1]
             camp = Campaign(kind, targets, CAMPAIGN_WAVE_PER_DAY, 0.05, ref=os_)
         elif kind == "app":
             plat = rng.choice((C.ANDROID, C.ANDROID, C.APPLE, C.WINDOWS))
@@ -302,11 +302,11 @@ class Engine:
             if f.osv[i] < len(C.OS_VERSIONS[f.os[i]]) - 1:
                 f.osv[i] += 1
                 if f.os[i] == 0:
-                    f.patch[i] = max(f.patch[i], len(C.PATCH_LEVELS) - 3)
+                    f.patch[i] = max(f.patch[i], len(f.patch_levels) - 3)
                 f.touch(i, ts, C.EV_OS_UPDATED, f.osv[i])
         elif camp.kind == "patch":
             if not fail:
-                f.patch[i] = len(C.PATCH_LEVELS) - 1
+                f.patch[i] = len(f.patch_levels) - 1
                 f.touch(i, ts, C.EV_OS_UPDATED, f.osv[i])
         elif camp.kind == "app":
             apps = f.apps[i]

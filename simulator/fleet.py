@@ -172,7 +172,8 @@ class Fleet:
         self.state: list[int] = []
         self.group: list[int] = []
         self.osv: list[int] = []
-        self.patch: list[int] = []
+        self.patch: list[int] = []  # index into self.patch_levels, -1 when not Android
+        self.patch_levels: tuple[str, ...] = ()
         self.agent: list[int] = []
         self.battery: list[int] = []
         self.is_gms: list[bool] = []
@@ -258,7 +259,9 @@ class Fleet:
         n_os = len(C.OS_VERSIONS[os_])
         self.osv.append(max(0, n_os - 1 - min(int(rng.expovariate(1.1)), n_os - 1)))
         self.patch.append(
-            max(0, len(C.PATCH_LEVELS) - 1 - int(rng.expovariate(0.6))) if plat == C.ANDROID else -1
+            max(0, len(self.patch_levels) - 1 - int(rng.expovariate(0.6)))
+            if plat == C.ANDROID
+            else -1
         )
         n_ag = len(C.AGENTS[plat])
         self.agent.append(max(0, n_ag - 1 - int(rng.expovariate(1.3))))
@@ -336,6 +339,7 @@ class Fleet:
 
     def generate(self, n_devices: int, t0: int) -> None:
         """Generate ``n_devices`` devices and their catalogues as they stand at ``t0``."""
+        self.patch_levels = C.patch_levels(t0)
         rng = random.Random(f"{self.seed}:fleet")
         self._gen_blueprints(rng, t0)
         self._gen_groups(rng, t0, n_devices)

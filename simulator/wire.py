@@ -88,7 +88,7 @@ class Wire:
             rec["software_info"] = {
                 "os_version": osv,
                 "os_build_number": build,
-                "security_path_level": C.PATCH_LEVELS[f.patch[i]],
+                "security_path_level": f.patch_levels[f.patch[i]],
                 "esper_agent_info": agent,
             }
             rec["network_info"] = {
