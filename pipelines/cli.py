@@ -53,10 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected, 2 auth/config, 3 API failure, "
         "4 reconciliation shortfall, 5 warehouse locked.",
     )
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="the nightly job: load, reconcile, build the models")
+    run = sub.add_parser(
+        "run", help="the nightly job: load, reconcile, build the models", parents=[verbose]
+    )
     _add_warehouse_args(run)
     run.add_argument("--resources", help="comma-separated tables to load (default: all)")
     run.add_argument("--full", action="store_true", help="full scans (marks removed devices)")
@@ -70,10 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-models", action="store_true", help="skip building the SQL models")
 
-    status = sub.add_parser("status", help="last runs, table freshness, reconciliation")
+    status = sub.add_parser(
+        "status", help="last runs, table freshness, reconciliation", parents=[verbose]
+    )
     _add_warehouse_args(status)
 
-    demo = sub.add_parser("demo", help="a simulated fleet, two weeks of nightly loads, models")
+    demo = sub.add_parser(
+        "demo", help="a simulated fleet, two weeks of nightly loads, models", parents=[verbose]
+    )
     demo.add_argument("--warehouse", type=Path, default=Path("demo.duckdb"))
     demo.add_argument("--devices", type=int, default=2000)
     demo.add_argument("--days", type=int, default=14)

@@ -73,3 +73,29 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
                     missing,
                 )
     return rows
+
+
+def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> int:
+    """Close the app rows of devices whose complete app list came back empty (or 404).
+
+    dlt's scd2 retires rows per merge key only when the key has rows in the load, so a device
+    whose last app was removed would keep it "installed" forever. The same validity boundary is
+    used: the run's API time.
+    """
+    devices = sorted(ledger.devices_without_apps)
+    if not devices or ledger.as_of is None:
+        return 0
+    with pipeline.sql_client() as client:
+        table = client.make_qualified_table_name("device_apps")
+        try:
+            client.execute_sql(f"select 1 from {table} limit 1")
+        except Exception:  # no device_apps table yet: nothing to retire
+            return 0
+        marks = ", ".join(["%s"] * len(devices))
+        client.execute_sql(
+            f"update {table} set _dlt_valid_to = %s "
+            f"where _dlt_valid_to is null and device_id in ({marks})",
+            ledger.as_of,
+            *devices,
+        )
+    return len(devices)

@@ -32,7 +32,7 @@ from sources.esper.client import (
 
 from . import bookkeeping
 from .progress import Progress
-from .reconcile import reconcile
+from .reconcile import reconcile, retire_missing_apps
 from .warehouse import WarehouseLocked, is_lock_error, wait_for_file, with_lock_wait, working_dir
 
 log = logging.getLogger("esper_warehouse")
@@ -208,6 +208,12 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         log.info("load: started")
         with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s, "the load")
         log.info("load: done")
+        with_lock_wait(
+            lambda: retire_missing_apps(pipeline, ledger),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the app retirement",
+        )
         result.reconciliation = reconcile(pipeline, ledger, run_id)
         short = [r for r in result.reconciliation if not r["ok"]]
         if short:

@@ -2,39 +2,34 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import dlt
 from dlt.extract.resource import DltResource
 
 from . import settings as s
+from .activity import (
+    command_requests,
+    command_statuses,
+    device_events,
+    operation_devices,
+    operations,
+)
 from .client import EsperClient
+from .common import Options, open_run
 from .datatap import data_tap_resources
+from .devices import device_apps, device_census, device_history, devices, heartbeats
 from .ledger import RunLedger
 from .resources import (
-    Options,
     application_versions,
     applications,
     blueprint_versions,
     blueprints,
-    check_enterprise,
-    command_requests,
-    command_statuses,
-    device_apps,
-    device_census,
-    device_count,
-    device_events,
-    device_history,
-    devices,
     groups,
-    heartbeats,
-    operation_devices,
-    operations,
     tenant_app_versions,
     tenant_apps,
 )
-from .scan import parse_time
 
 
 @dlt.source(name="esper")
@@ -61,10 +56,8 @@ def esper(
 ) -> tuple[DltResource, ...]:
     """Devices and their history, apps, events, commands, operations and reference lists.
 
-    Two requests are made here: the device count, which checks the key and reads the API's clock
-    (`Date`, the time this run's windows and validity ranges use), and one group, which checks the
-    enterprise id (a wrong one would otherwise look like every Android device gone). Resources
-    run in the order below (`[extract] next_item_mode = "fifo"`): device events come last because
+    `open_run` makes two requests first (key, enterprise id, the API's clock) and decides whether
+    this run is a full scan. Resources run in the order below (`[extract] next_item_mode = "fifo"`): device events come last because
     they read which devices had activity in the other tables.
 
     Args:
@@ -81,17 +74,7 @@ def esper(
         max_concurrency=max_concurrency,
     )
     ledger = ledger if ledger is not None else RunLedger()
-    ledger.client = client
-    ledger.expected_devices = device_count(client)
-    check_enterprise(client)
-    ledger.as_of = client.server_time or datetime.now(UTC)
-    cursors = dlt.current.source_state().get("cursors", {})
-    last_full = parse_time(cursors.get("devices_full_scan_at"))
-    ledger.full_scan = bool(
-        full_scan
-        or last_full is None
-        or ledger.as_of - last_full >= timedelta(days=full_scan_interval_days)
-    )
+    open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
     opts = Options(
         timedelta(hours=lag_hours),
         status_batch_size,

@@ -1,4 +1,4 @@
-"""What one run has seen: the API's time, the devices with activity, rows and counts per table.
+"""What one run has seen: the API's time, the devices with activity, the counts of complete lists.
 
 The resources write to it as they extract; the pipeline reads it after the load to reconcile what
 reached the warehouse with the counts the API reported, and to write the run's bookkeeping rows.
@@ -7,7 +7,6 @@ reached the warehouse with the counts the API reported, and to write the run's b
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,20 +27,15 @@ class RunLedger:
 
     as_of: datetime | None = None
     full_scan: bool = False
-    expected_devices: int | None = None
     client: Any = None  # the run's EsperClient (its counters feed the run summary)
     changed_devices: dict[str, str | None] = field(default_factory=dict)  # id -> apps route
     active_devices: set[str] = field(default_factory=set)
-    rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    devices_without_apps: set[str] = field(default_factory=set)  # complete app list was empty
     scans: dict[str, Scan] = field(default_factory=dict)
     new_requests: set[str] = field(default_factory=set)  # command requests new in this run
     changed_operations: dict[str, str] = field(default_factory=dict)  # id -> state
     application_ids: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def count_rows(self, table: str, n: int) -> None:
-        with self._lock:
-            self.rows[table] += n
 
     def add_scan(
         self, table: str, expected: int, items: Iterable[Mapping[str, Any]], key: tuple[str, ...]

@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from pipelines.runner import EXIT_API, EXIT_CONFIG, PIPELINE_NAME, run
+from pipelines.runner import EXIT_API, EXIT_CONFIG, EXIT_RECONCILIATION, PIPELINE_NAME, run
 from pipelines.warehouse import working_dir
 from sources.esper.client import EsperClient
 from sources.esper.scan import read_all
@@ -149,3 +149,72 @@ def test_a_warehouse_named_like_the_dataset_is_refused(sim, tmp_path: Path) -> N
     assert result.exit_code == EXIT_CONFIG
     assert "named like the dataset" in result.error
     assert sim.stats()["total"] == 0
+
+
+class SilentlyTruncate(httpx.HTTPTransport):
+    """Loopback transport that drops the last item of every page of one list, keeping `count`."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if request.url.path != self.path or request.url.params.get("limit") == "1":
+            return response
+        response.read()
+        body = orjson.loads(response.content)
+        envelope = body.get("content", body) if "results" not in body else body
+        envelope["results"] = envelope["results"][:-1]
+        headers = {k: v for k, v in response.headers.items()
+                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
+        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+
+
+@pytest.mark.parametrize("table", ["groups", "devices"])
+def test_a_silently_short_list_fails_the_run_with_exit_4(sim, wh: Path, table: str) -> None:
+    path = {
+        "groups": f"/api/enterprise/{ENTERPRISE_ID}/devicegroup/",
+        "devices": "/api/v2/devices/",
+    }
+    client = EsperClient(
+        sim.base_url, API_KEY, ENTERPRISE_ID, transport=SilentlyTruncate(path[table])
+    )
+    result = run(settings(sim, wh), client=client)
+    client.close()
+    assert result.exit_code == EXIT_RECONCILIATION, result.error
+    assert f"{table} (1 missing)" in result.error
+    recon = rows(wh, "_esper_reconciliation", ("table_name", "missing", "ok"), "where not ok")
+    assert recon == [(table, 1, False)]
+    assert rows(wh, "_esper_runs", ("status",)) == [("reconciliation_failed",)]
+
+
+class ReverseCommands(httpx.HTTPTransport):
+    """Loopback transport serving each page of the command list oldest first."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if not request.url.path.endswith("/commands/v0/commands/"):
+            return response
+        response.read()
+        body = orjson.loads(response.content)
+        envelope = body.get("content", body)
+        envelope["results"].reverse()
+        headers = {k: v for k, v in response.headers.items()
+                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
+        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+
+
+def test_command_pages_out_of_order_are_read_whole_not_stopped_early(sim, wh: Path) -> None:
+    small_pages = {"page_size": 40}
+    assert load(sim, wh, source_options=small_pages).exit_code == 0
+    sim.advance(hours=48)
+    sim.reset_stats()
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=ReverseCommands())
+    result = run(settings(sim, wh, source_options=small_pages), client=client)
+    client.close()
+    assert result.exit_code == 0, result.error
+    compare(sim, wh, "command_requests")
+    compare(sim, wh, "command_statuses")
+    pages = -(-len(sim.truth("command_requests")) // 40)
+    assert sim.stats()["routes"]["GET /commands/v0/commands/"] == pages  # every page was read

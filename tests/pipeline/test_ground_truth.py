@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from pipelines.runner import run
+from pipelines.status import status
 from sources.esper.client import EsperClient
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
@@ -23,7 +24,7 @@ def wh(tmp_path: Path) -> Path:
     return tmp_path / "warehouse.duckdb"
 
 
-def test_full_then_nightly_equal_the_truth(sim, wh: Path) -> None:
+def test_full_then_nightly_equal_the_truth(sim, wh: Path, capsys) -> None:
     first = load(sim, wh)
     assert first.exit_code == 0, first.error
     assert first.mode == "full" and first.as_of == sim.now
@@ -55,6 +56,11 @@ def test_full_then_nightly_equal_the_truth(sim, wh: Path) -> None:
     runs = rows(wh, "_esper_runs", ("mode", "status", "as_of"), "order by started_at")
     assert runs == [("full", "ok", first.as_of), ("incremental", "ok", nightly.as_of)]
 
+    assert status(wh) == 0
+    shown = capsys.readouterr().out
+    assert "incremental ok" in shown and "full        ok" in shown
+    assert "device_census" in shown and "SHORT" not in shown
+
 
 def test_nightly_makes_far_fewer_requests(wh: Path) -> None:
     from simulator import Simulator
@@ -85,12 +91,12 @@ def test_rerun_without_changes_duplicates_nothing(sim, wh: Path) -> None:
     assert versions == []  # an unchanged app list retires nothing
 
 
-class HideOneApp(httpx.HTTPTransport):
-    """Loopback transport that drops the first app from one device's list (an uninstall)."""
+class HideApps(httpx.HTTPTransport):
+    """Loopback transport that drops apps from one device's list (uninstalls)."""
 
-    def __init__(self, device_id: str) -> None:
+    def __init__(self, device_id: str, hide: int) -> None:
         super().__init__()
-        self.device_id = device_id
+        self.device_id, self.hide = device_id, hide
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = super().handle_request(request)
@@ -99,26 +105,33 @@ class HideOneApp(httpx.HTTPTransport):
         response.read()
         body = orjson.loads(response.content)
         envelope = body.get("content", body) if "results" not in body else body
-        envelope["results"], envelope["count"] = envelope["results"][1:], envelope["count"] - 1
+        kept = envelope["results"][self.hide :]
+        envelope["count"] -= len(envelope["results"]) - len(kept)
+        envelope["results"] = kept
         headers = {k: v for k, v in response.headers.items()
                    if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
         return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
 
 
-def test_an_app_gone_from_a_complete_list_is_retired_at_the_api_time(sim, wh: Path) -> None:
+@pytest.mark.parametrize("hide", [1, 1000], ids=["one-app", "every-app"])
+def test_apps_gone_from_a_complete_list_are_retired_at_the_api_time(
+    sim, wh: Path, hide: int
+) -> None:
     assert load(sim, wh).exit_code == 0
     apps = rows(wh, "device_apps", ("device_id", "id"), "order by device_id, id")
     device = apps[0][0]
+    installed = sum(1 for d, _ in apps if d == device)
     sim.advance(hours=24)
-    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=HideOneApp(device))
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=HideApps(device, hide))
     result = run(settings(sim, wh, full=True), client=client)
     client.close()
     assert result.exit_code == 0, result.error
     retired = rows(wh, "device_apps", ("device_id", "_dlt_valid_to"),
                    "where _dlt_valid_to is not null")  # fmt: skip
-    assert retired == [(device, result.as_of)]
+    gone = min(hide, installed)
+    assert retired == [(device, result.as_of)] * gone
     current = rows(wh, "device_apps", ("device_id",), "where _dlt_valid_to is null")
-    assert len(current) == len(sim.truth("device_apps")) - 1
+    assert len(current) == len(sim.truth("device_apps")) - gone
 
 
 def test_selected_resources_only(sim, wh: Path) -> None:

@@ -1,0 +1,225 @@
+"""What happens on devices: command requests and statuses, operations, device event feeds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import dlt
+import pyarrow as pa
+
+from .client import EsperClient, EsperNotFoundError
+from .common import (
+    ROWS_PER_BATCH,
+    Options,
+    advance_cursor,
+    cursor_state,
+    endpoint_path,
+    hints,
+    page_limit,
+    page_table,
+    read_from,
+)
+from .ledger import RunLedger
+from .pagination import iter_pages
+from .scan import DescScan, batches, fan_out, parse_time, read_all, read_all_or_gone, url_id
+from .settings import (
+    ENDPOINTS,
+    TERMINAL_COMMAND_STATES,
+    TERMINAL_OPERATION_STATES,
+)
+
+log = logging.getLogger("esper_warehouse.source")
+
+# --------------------------------------------------------------- commands and operations
+
+
+def _desc_list(
+    table: str,
+    cursor: str | tuple[str, ...],
+    client: EsperClient,
+    ledger: RunLedger,
+    opts: Options,
+    params: dict | None = None,
+) -> Iterator[tuple[pa.Table, list[dict]]]:
+    """A list read newest first with an early stop; a complete read is reconciled."""
+    since = read_from(table, opts.lag, ledger)
+    scan = DescScan(cursor, since)
+    key = ENDPOINTS[table].key
+    seen: list[dict] = []
+    count = 0
+    pages = iter_pages(client, endpoint_path(table, client), params, limit=page_limit(table, opts))
+    for page, fresh in scan.pages(pages):
+        count = max(count, page.count or 0)
+        seen.extend({k: i.get(k) for k in key} for i in page.items)
+        items = page.items if since is None else fresh
+        if items:
+            yield page_table(table, items), items
+    if since is None:  # a complete read of the whole list: reconcile it with its count
+        ledger.add_scan(table, count, seen, key)
+    advance_cursor(table, scan.newest)
+
+
+@dlt.resource(
+    name="command_requests",
+    primary_key="id",
+    write_disposition="merge",
+    columns=hints("command_requests"),
+)
+def command_requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Newest first is not documented: stop early only while the observed order supports it."""
+    for table, fresh in _desc_list(
+        "command_requests", ("created_at", "created_on"), client, ledger, opts
+    ):
+        ledger.new_requests.update(i["id"] for i in fresh)
+        yield table
+
+
+@dlt.resource(
+    name="command_statuses",
+    primary_key="id",
+    write_disposition="merge",
+    columns=hints("command_statuses"),
+)
+def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Statuses of requests new in this run or still open, `request=` batches fetched together.
+
+    The open request ids are kept in dlt state; a request leaves it once all its statuses are
+    terminal (Success, Failure, TimeOut, Cancelled).
+    """
+    state = cursor_state()
+    requests = set(state.get("open_requests", [])) | ledger.new_requests
+    active_since = read_from("command_statuses_as_of", opts.lag, ledger)
+    limit, key = page_limit("command_statuses", opts), ("id",)
+
+    def fetch(batch: list[str]) -> Any:
+        return read_all(
+            client,
+            endpoint_path("command_statuses", client),
+            {"request": ",".join(batch)},
+            limit=limit,
+            key=key,
+        )
+
+    open_requests = {r for r in requests if r in ledger.new_requests}  # no statuses yet: retry once
+    closed: set[str] = set()
+    for _batch, read in fan_out(client, batches(sorted(requests), opts.status_batch_size), fetch):
+        ledger.add_scan("command_statuses", read.count, read.items, key)
+        for item in read.items:
+            (closed if item.get("state") in TERMINAL_COMMAND_STATES else open_requests).add(
+                item.get("request")
+            )
+            if active_since is None or (parse_time(item.get("updated_at")) or active_since) >= (
+                active_since
+            ):
+                ledger.mark_active([url_id(item.get("device"))])
+        if read.items:
+            yield page_table("command_statuses", read.items)
+    state["open_requests"] = sorted(r for r in open_requests if r)
+    advance_cursor("command_statuses_as_of", ledger.as_of)
+
+
+@dlt.resource(
+    name="operations", primary_key="id", write_disposition="merge", columns=hints("operations")
+)
+def operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """`ordering=-updated_at`: stop at watermark - lag."""
+    for table, fresh in _desc_list(
+        "operations", "updated_at", client, ledger, opts, {"ordering": "-updated_at"}
+    ):
+        ledger.changed_operations.update({i["id"]: i.get("state") for i in fresh})
+        yield table
+
+
+@dlt.resource(
+    name="operation_devices",
+    primary_key="id",
+    write_disposition="merge",
+    columns=hints("operation_devices"),
+)
+def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Per-device rows of operations new in this run or not yet terminal."""
+    state = cursor_state()
+    previously_open = set(state.get("open_operations", []))
+    changed = ledger.changed_operations
+    active_since = read_from("operation_devices_as_of", opts.lag, ledger)
+    key, limit = ("id",), page_limit("operation_devices", opts)
+
+    def fetch(operation_id: str) -> Any:
+        return read_all_or_gone(
+            client, endpoint_path("operation_devices", client, operation_id), limit=limit
+        )
+
+    rows: list[dict] = []
+    gone: set[str] = set()
+    for operation_id, read in fan_out(client, sorted(previously_open | set(changed)), fetch):
+        if read is None:
+            gone.add(operation_id)
+            continue
+        ledger.add_scan("operation_devices", read.count, read.items, key)
+        for item in read.items:
+            ts = parse_time(item.get("updated_at"))
+            if active_since is None or ts is None or ts >= active_since:
+                ledger.mark_active([item.get("device_id")])
+        rows.extend(read.items)
+        if len(rows) >= ROWS_PER_BATCH:
+            yield page_table("operation_devices", rows)
+            rows = []
+    if rows:
+        yield page_table("operation_devices", rows)
+    still_open = {o for o, s in changed.items() if s not in TERMINAL_OPERATION_STATES}
+    state["open_operations"] = sorted((previously_open - set(changed) - gone) | still_open)
+    advance_cursor("operation_devices_as_of", ledger.as_of)
+
+
+# ------------------------------------------------------------------------------ device events
+
+
+@dlt.resource(
+    name="device_events",
+    primary_key="id",
+    write_disposition="merge",
+    columns=hints("device_events"),
+)
+def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Event feeds of the devices with activity in this run, newest first, stop at the last run.
+
+    Activity = a device that changed (devices scan; every device on a full scan), a command
+    status or an operation-device row updated since the last run. Events accrue only for such
+    devices, so the others cannot have new ones.
+    """
+    since = read_from("device_events_as_of", opts.lag, ledger)
+    targets = sorted(set(ledger.changed_devices) | ledger.active_devices)
+    limit = page_limit("device_events", opts)
+
+    def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
+        scan = DescScan("created_on", since)
+        items: list[dict] = []
+        count = 0
+        try:
+            path = endpoint_path("device_events", client, device_id)
+            for page, fresh in scan.pages(iter_pages(client, path, limit=limit)):
+                count = max(count, page.count or 0)
+                items.extend(page.items if not scan.stopped else fresh)
+        except EsperNotFoundError as error:
+            if error.tenant_level:
+                raise
+            return None  # the device was removed
+        return items, count, not scan.stopped
+
+    rows: list[dict] = []
+    for device_id, result in fan_out(client, targets, fetch):
+        if result is None:
+            continue
+        items, count, complete = result
+        items = [{**i, "device_id": device_id} for i in items]
+        if complete:
+            ledger.add_scan("device_events", count, items, ("id",))
+        rows.extend(items)
+        if len(rows) >= ROWS_PER_BATCH:
+            yield page_table("device_events", rows)
+            rows = []
+    if rows:
+        yield page_table("device_events", rows)
+    advance_cursor("device_events_as_of", ledger.as_of)

@@ -1,0 +1,114 @@
+"""Shared by every resource: the run's options, cursors in dlt state, routes, page -> Arrow.
+
+Cursors live in the source's dlt state (`cursors`), written only after a resource has yielded
+everything it read, so a run that fails part-way leaves them where they were (dlt commits state
+together with the load package).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dlt
+import pyarrow as pa
+
+from .arrow import to_arrow
+from .client import EsperClient
+from .ledger import RunLedger
+from .pagination import parse_page
+from .scan import iso, parse_time
+from .schemas import SCHEMAS
+from .settings import ENDPOINTS
+
+log = logging.getLogger("esper_warehouse.source")
+
+ROWS_PER_BATCH = 20_000  # fan-out rows gathered into one Arrow table before it goes to dlt
+
+
+@dataclass(frozen=True)
+class Options:
+    """The settings the resources read (see `settings.py` for their defaults)."""
+
+    lag: timedelta
+    status_batch_size: int
+    heartbeat_start: timedelta
+    page_size: int | None = None  # None: each endpoint's own (the largest the route allows)
+
+
+def hints(table: str) -> dict[str, Any]:
+    """The column hints of a table's declared schema."""
+    return SCHEMAS[table].dlt_columns()
+
+
+def cursor_state() -> dict[str, Any]:
+    return dlt.current.source_state().setdefault("cursors", {})  # type: ignore[no-any-return]
+
+
+def read_from(name: str, lag: timedelta, ledger: RunLedger) -> datetime | None:
+    """Where an incremental read starts: the stored watermark minus the lag; None = everything."""
+    mark = cursor_state().get(name)
+    if ledger.full_scan or not mark:
+        return None
+    return parse_time(mark) - lag  # type: ignore[operator]
+
+
+def advance_cursor(name: str, newest: datetime | None) -> None:
+    """Move a watermark forward (never back) once everything up to it has been yielded."""
+    if newest is None:
+        return
+    state = cursor_state()
+    old = parse_time(state.get(name))
+    if old is None or newest > old:
+        state[name] = iso(newest)
+
+
+def page_limit(table: str, opts: Options) -> int:
+    return min(opts.page_size or ENDPOINTS[table].page_size, ENDPOINTS[table].page_size)
+
+
+def endpoint_path(table: str, client: EsperClient, parent: str | None = None) -> str:
+    return ENDPOINTS[table].path.format(eid=client.enterprise_id, id=parent)
+
+
+def page_table(table: str, items: list[dict], **kwargs: Any) -> pa.Table:
+    return to_arrow(items, SCHEMAS[table], **kwargs)
+
+
+def device_count(client: EsperClient) -> int | None:
+    """The API's device count: offset mode with limit=1 (cursor pages carry no count)."""
+    body = client.get(ENDPOINTS["devices"].path, {"limit": 1, "offset": 0})
+    return parse_page(body, where=ENDPOINTS["devices"].path).count
+
+
+def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: timedelta) -> None:
+    """Start a run: check the key and the tenant, read the API's clock, decide on a full scan.
+
+    Two requests: the device count (a wrong key fails here, and its `Date` is the API's now, the
+    time this run's windows and validity ranges use), then one group (a wrong enterprise id fails
+    here; otherwise every Android device's legacy list would look gone). A full scan happens on
+    the first run, when asked, or when the last one is older than `interval`.
+    """
+    ledger.client = client
+    device_count(client)
+    check_enterprise(client)
+    ledger.as_of = client.server_time or datetime.now(UTC)
+    last_full = parse_time(cursor_state().get("devices_full_scan_at"))
+    ledger.full_scan = bool(full_scan or last_full is None or ledger.as_of - last_full >= interval)
+
+
+def check_enterprise(client: EsperClient) -> None:
+    """One tenant-level legacy request: a wrong enterprise id fails here, clearly (404)."""
+    client.get(endpoint_path("groups", client), {"limit": 1, "offset": 0})
+
+
+def apps_route(item: dict) -> str | None:
+    """Where a device's apps are listed: Android legacy route, Apple/Windows v2, else none."""
+    platform = f"{item.get('platform')} {item.get('os')}".lower()
+    if "android" in platform:
+        return "legacy"
+    if any(p in platform for p in ("apple", "ios", "windows", "tvos", "macos")):
+        return "v2"
+    return None

@@ -1,0 +1,165 @@
+"""Devices and what hangs off them: history, census, installed apps, last-seen heartbeats."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import dlt
+import pyarrow as pa
+
+from .client import EsperClient
+from .common import (
+    Options,
+    advance_cursor,
+    apps_route,
+    cursor_state,
+    device_count,
+    endpoint_path,
+    hints,
+    page_limit,
+    page_table,
+    read_from,
+)
+from .ledger import RunLedger
+from .pagination import iter_cursor_pages
+from .scan import DescScan, fan_out, iso, read_all, read_all_or_gone
+from .settings import (
+    V2_DEVICE_APPS_PATH,
+)
+
+log = logging.getLogger("esper_warehouse.source")
+
+# ---------------------------------------------------------------------------------- devices
+
+
+@dlt.resource(name="devices", primary_key="id", write_disposition="merge", columns=hints("devices"))
+def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
+
+    A full scan is checked against the API's count; if devices are missing (a device that
+    changes while the scan runs moves ahead of the cursor), the list is read a second time.
+    """
+    limit = page_limit("devices", opts)
+    since = read_from("devices", opts.lag, ledger)
+    seen: set[str] = set()
+    newest: datetime | None = None
+    for attempt in (1, 2):
+        scan = DescScan("updated_at", since)
+        for page, fresh in scan.pages(
+            iter_cursor_pages(client, endpoint_path("devices", client), limit=limit)
+        ):
+            if since is not None:
+                items = fresh  # incremental: only what changed since watermark - lag
+            elif attempt == 2:
+                items = [i for i in page.items if i.get("id") not in seen]
+            else:
+                items = page.items
+            for item in fresh:
+                ledger.changed_devices[item["id"]] = apps_route(item)
+            seen.update(i["id"] for i in page.items)
+            if items:
+                yield page_table("devices", items)
+        newest = max(filter(None, (newest, scan.newest)), default=None)
+        if since is not None:
+            break  # an incremental read: not a complete list, nothing to reconcile
+        count = device_count(client)
+        ledger.set_expected("devices", count if count is not None else len(seen))
+        if count is None or len(seen) >= count or attempt == 2:
+            break
+        log.info("devices: %d read for a count of %d, reading the list again", len(seen), count)
+    if since is None:
+        ledger.add_scan("devices", 0, ({"id": i} for i in seen), ("id",))
+    advance_cursor("devices", newest)
+    cursor_state()["devices_full_scan_at" if since is None else "devices_incremental_at"] = iso(
+        ledger.as_of or datetime.now().astimezone()
+    )
+
+
+@dlt.transformer(
+    name="device_history",
+    primary_key=("id", "updated_at"),
+    write_disposition="merge",
+    columns=hints("device_history"),
+)
+def device_history(page: pa.Table) -> Iterator[pa.Table]:
+    """Every device version the devices scan sees (one row per id and `updated_at`)."""
+    yield page
+
+
+@dlt.transformer(name="device_census", write_disposition="replace", columns=hints("device_census"))
+def device_census(page: pa.Table, ledger: RunLedger) -> Iterator[pa.Table]:
+    """The devices present in this complete scan (only attached to full scans)."""
+    census_at = pa.array([ledger.as_of] * page.num_rows, pa.timestamp("us", tz="UTC"))
+    yield page.select(["id", "updated_at"]).append_column("census_at", census_at)
+
+
+@dlt.transformer(
+    name="device_apps",
+    merge_key="device_id",
+    write_disposition={"disposition": "merge", "strategy": "scd2"},  # boundary set per run
+    columns={**hints("device_apps"), "_row_hash": {"data_type": "text", "nullable": False}},
+)
+def device_apps(
+    page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """Each changed device's complete app list (Android: legacy route; Apple/Windows: v2).
+
+    scd2 with merge key `device_id`: an app missing from its device's new list is retired
+    (`_dlt_valid_to` = this run's API time); devices not in this run are left as they were.
+    """
+    targets = [
+        (d, ledger.changed_devices[d])
+        for d in page.column("id").to_pylist()
+        if ledger.changed_devices.get(d)
+    ]
+    limit = page_limit("device_apps", opts)
+
+    def fetch(target: tuple[str, str]) -> Any:
+        device_id, route = target
+        path = (
+            endpoint_path("device_apps", client, device_id)
+            if route == "legacy"
+            else (V2_DEVICE_APPS_PATH.format(id=device_id))
+        )
+        return read_all_or_gone(client, path, limit=limit)
+
+    rows: list[dict] = []
+    for (device_id, route), read in fan_out(client, targets, fetch):
+        if read is None or not read.items:  # device gone, or its list is empty
+            ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
+            continue
+        items = [{**i, "device_id": device_id, "route": route} for i in read.items]
+        ledger.add_scan("device_apps", read.count, items, ("device_id", "id"))
+        rows.extend(items)
+    if rows:
+        yield page_table("device_apps", rows, row_hash=True)
+
+
+@dlt.resource(
+    name="heartbeats",
+    primary_key=("device_id", "timestamp"),
+    write_disposition="merge",
+    columns=hints("heartbeats"),
+)
+def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Last-seen observations in the window (watermark - lag, the API's now)."""
+    now = ledger.as_of
+    assert now is not None
+    start = read_from("heartbeats", opts.lag, ledger) or now - opts.heartbeat_start
+    params = {"last_seen_gt": iso(start), "last_seen_lt": iso(now)}
+    key = ("device_id", "timestamp")
+    read = read_all(
+        client,
+        endpoint_path("heartbeats", client),
+        params,
+        limit=page_limit("heartbeats", opts),
+        key=key,
+        parallel=True,
+    )
+    ledger.add_scan("heartbeats", read.count, read.items, key)
+    if read.items:
+        yield page_table("heartbeats", read.items)
+    advance_cursor("heartbeats", now)

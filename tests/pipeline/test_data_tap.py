@@ -1,0 +1,46 @@
+"""Data Tap queries end to end against the simulator: typed tables, clear failures."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from pipelines.runner import EXIT_API
+
+from .helpers import load, rows
+
+QUERY = (
+    "select device_id, battery_level, is_gms, last_seen, report_date from devices "
+    "where report_date = (select max(report_date) from devices)"
+)
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse.duckdb"
+
+
+def test_a_query_lands_in_its_own_typed_table(sim, wh: Path) -> None:
+    result = load(sim, wh, resources=["data_tap__battery"],
+                  source_options={"data_tap_queries": {"battery": QUERY}})  # fmt: skip
+    assert result.exit_code == 0, result.error
+    got = rows(wh, "data_tap__battery", ("device_id", "battery_level", "is_gms", "last_seen"))
+    assert len(got) == len({d["id"] for d in sim.truth("devices")})
+    typed = [r for r in got if r[1] is not None and r[3] is not None]
+    assert typed and isinstance(typed[0][1], int) and isinstance(typed[0][2], bool)
+    assert isinstance(typed[0][3], datetime)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"data_tap_queries": {"bad": "select nope from nowhere"}}, "ended FAILED"),
+        ({"data_tap_queries": {"bad": QUERY}, "data_tap_row_limit": 5}, "truncated"),
+    ],
+)
+def test_a_failed_or_truncated_query_fails_the_run_clearly(sim, wh: Path, options, message):
+    result = load(sim, wh, resources=["data_tap__bad"], source_options=options)
+    assert result.exit_code == EXIT_API
+    assert message in result.error and "'bad'" in result.error
