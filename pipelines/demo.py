@@ -66,6 +66,7 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
             },
         )
         _say(f"2/4  First (full) load into {warehouse} ...")
+        logging.getLogger("esper_warehouse").setLevel(logging.WARNING)
         result = run(settings)
         _report(result)
         if result.exit_code:
@@ -80,14 +81,17 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
                 return result.exit_code
     _say(f"4/4  Models built: {len(result.models)}; total {time.monotonic() - started:.0f} s")
     _summary(warehouse)
+    query = "from marts.fleet_compliance limit 5"
     _say(
         "\nNext steps:\n"
-        f"  esper-warehouse status --warehouse {warehouse}\n"
-        f"  duckdb {warehouse}   -- then e.g. select * from marts.fleet_compliance limit 10;\n"
-        f"  esper-warehouse report --warehouse {warehouse}\n"
-        "  Your own tenant: set SOURCES__ESPER__BASE_URL, SOURCES__ESPER__ENTERPRISE_ID and\n"
-        "  SOURCES__ESPER__API_KEY (or .dlt/config.toml and .dlt/secrets.toml), then\n"
-        "  esper-warehouse run   (nightly, e.g. from cron)"
+        "  explore in a notebook   .venv/bin/marimo edit notebooks/fleet_overview.py\n"
+        '  query with SQL          .venv/bin/python -c "import duckdb; '
+        f"duckdb.connect('{warehouse}', read_only=True).sql('{query}').show()\"\n"
+        f"  export the report       .venv/bin/esper-warehouse report --warehouse {warehouse}\n"
+        f"  see the runs            .venv/bin/esper-warehouse status --warehouse {warehouse}\n"
+        "  your own tenant         set SOURCES__ESPER__API_KEY, SOURCES__ESPER__BASE_URL and\n"
+        "                          SOURCES__ESPER__ENTERPRISE_ID, then .venv/bin/esper-warehouse run\n"
+        "                          (README: 'Using it on a real tenant')"
     )
     return 0
 
@@ -102,31 +106,55 @@ def _report(result: object, label: str = "full load") -> None:
 
 
 def _summary(warehouse: Path) -> None:
-    """A few lines about the fleet, from the raw tables and (when built) the marts."""
+    """What an admin wants to see first: compliance, the worst rollouts, the devices gone quiet."""
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
         catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
-        raw = f'"{catalog}".esper'
-        _say("\nFleet summary:")
-        for platform, n in con.execute(
-            f"select platform, count(*) from {raw}.devices d join {raw}.device_census c "
-            "using (id) group by 1 order by 2 desc"
-        ).fetchall():
-            _say(f"  {platform:<10} {n:>7,} devices")
-        as_of = con.execute(f"select max(as_of) from {raw}._esper_runs").fetchone()[0]  # type: ignore[index]
-        seen = con.execute(
-            f"select count(distinct device_id) from {raw}.heartbeats "
-            "where timestamp >= ?::timestamptz - interval 1 day",
-            [as_of],
-        ).fetchone()[0]  # type: ignore[index]
-        _say(f"  seen in the last 24 h: {seen:,}")
-        try:
-            for verdict, n in con.execute(
-                f'select verdict, count(*) from "{catalog}".marts.fleet_compliance '
-                "group by 1 order by 2 desc"
-            ).fetchall():
-                _say(f"  compliance {verdict:<12} {n:>7,}")
-        except duckdb.Error:
-            _say("  (compliance mart not available)")
+        marts = f'"{catalog}".marts'
+
+        def rows(sql: str) -> list[tuple]:
+            return con.execute(sql.format(marts=marts)).fetchall()
+
+        as_of, total = rows("select max(as_of), count(*) from {marts}.fleet_compliance")[0]
+        _say(f"\nFleet summary as of {as_of:%Y-%m-%d %H:%M} UTC (API time): {total:,} devices")
+        for platform, n in rows(
+            "select platform, count(*) from {marts}.fleet_compliance group by 1 order by 2 desc"
+        ):
+            _say(f"  {platform:<10} {n:>7,}")
+
+        _say("\nCompliance by verdict (marts.fleet_compliance):")
+        for verdict, n, share in rows(
+            "select verdict, count(*), count(*) / sum(count(*)) over () "
+            "from {marts}.fleet_compliance group by 1 order by 2 desc"
+        ):
+            _say(f"  {verdict:<14} {n:>7,}  {share:>6.1%}")
+        for reason, n in rows(
+            "select reason, count(*) from {marts}.fleet_compliance, unnest(reasons) as r(reason) "
+            "where verdict = 'non_compliant' group by 1 order by 2 desc limit 3"
+        ):
+            _say(f"    top reason: {reason} ({n:,} devices)")
+
+        _say(
+            "\nThe three worst command rollouts (marts.command_rollout, by failure + timeout rate):"
+        )
+        for command, created, targets, success, failed, p90 in rows(
+            "select command, created_at, target_devices, success_rate, "
+            "coalesce(failure_rate, 0) + coalesce(timeout_rate, 0), p90_minutes_to_terminal "
+            "from {marts}.command_rollout where target_devices >= 5 "
+            "order by 5 desc, target_devices desc limit 3"
+        ):
+            p90_text = f"{p90:,.0f} min" if p90 is not None else "n/a"
+            _say(
+                f"  {command:<24} {created:%Y-%m-%d}  {targets:>5,} devices  "
+                f"success {success or 0:>6.1%}  failed/timed out {failed:>6.1%}  p90 {p90_text}"
+            )
+
+        _say("\nDevices that have gone quiet (marts.stale_devices):")
+        for bucket, n in rows(
+            "select last_seen_bucket, count(*) from {marts}.stale_devices group by 1 order by 2 desc"
+        ):
+            _say(f"  {bucket:<12} {n:>7,}")
+    except duckdb.Error as exc:
+        _say(f"  (the marts are not available: {exc})")
     finally:
         con.close()
