@@ -24,7 +24,7 @@ import polars as pl
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 # Looked for in the current directory, then in the repository: the default of `esper-warehouse
 # run` (a tenant's load), then the one `make demo` writes.
-DEFAULT_FILES = ("esper_warehouse.duckdb", "demo.duckdb", "esper.duckdb")
+DEFAULT_FILES = ("esper_warehouse.duckdb", "demo.duckdb")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_WAIT_SECONDS = 20.0
 
@@ -44,7 +44,7 @@ class WarehouseBusyError(RuntimeError):
 
 def warehouse_path() -> Path:
     """The warehouse file: ``$ESPER_WAREHOUSE``, else the first of ``DEFAULT_FILES`` found in the
-    current directory or the repository (``./esper.duckdb`` when there is none)."""
+    current directory or the repository (``./esper_warehouse.duckdb`` when there is none)."""
     configured = os.environ.get(WAREHOUSE_ENV)
     if configured:
         return Path(configured).expanduser().resolve()
@@ -88,8 +88,8 @@ def scalar(sql: str, params: Sequence[Any] | None = None, path: Path | None = No
 
 
 def raw_table(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """A raw table's fully qualified name. The warehouse file is usually `esper.duckdb`, whose
-    catalog is also called `esper`, so a bare `esper.<table>` is ambiguous to DuckDB."""
+    """A raw table's fully qualified name, safe even in a file named after the dataset
+    (`esper.duckdb` holds a catalog `esper` too, which makes a bare `esper.<table>` ambiguous)."""
     (catalog,) = con.execute("select current_database()").fetchone()
     return f'"{catalog}".esper."{table}"'
 
@@ -121,7 +121,7 @@ def open_warehouse(required: Sequence[str] = (), nonempty: str | None = None) ->
     path = warehouse_path()
     how_to_point = (
         "Run `make demo` in the repository (it writes the demo warehouse there), or point the "
-        f"notebook at a warehouse: `{WAREHOUSE_ENV}=/path/to/esper.duckdb marimo edit …`."
+        f"notebook at a warehouse: `{WAREHOUSE_ENV}=/path/to/esper_warehouse.duckdb marimo edit …`."
     )
     if not path.exists():
         looked = (

@@ -94,7 +94,7 @@ def _(common, mo, wh):
         select
             t.table_name,
             replace(t.table_name, 'data_tap__', '') as query_name,
-            -- fully qualified: in `esper.duckdb`, a bare `esper.<table>` is ambiguous
+            -- fully qualified, so it works whatever the warehouse file is called
             '"' || t.database_name || '"."esper"."' || t.table_name || '"' as qualified_name,
             count(c.column_name) as columns
         from duckdb_tables() as t

@@ -1,6 +1,6 @@
 """`esper-warehouse report`: every notebook exported to HTML, and the README's charts as PNG.
 
-    esper-warehouse report [--warehouse esper.duckdb] [--out report/] [--charts docs/img/]
+    esper-warehouse report [--warehouse esper_warehouse.duckdb] [--out report/] [--charts docs/img/]
 
 Each notebook under ``notebooks/`` runs headless through ``marimo export html`` against the
 warehouse (passed as ``$ESPER_WAREHOUSE``); a cell that fails makes the command fail. ``--charts``
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "--warehouse",
         type=Path,
         default=None,
-        help=f"DuckDB warehouse (default: ${WAREHOUSE_ENV}, else ./esper.duckdb or ./demo.duckdb)",
+        help=f"DuckDB warehouse (default: ${WAREHOUSE_ENV}, else ./esper_warehouse.duckdb or ./demo.duckdb)",
     )
     parser.add_argument(
         "--out",

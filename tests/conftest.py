@@ -30,4 +30,4 @@ def sim() -> Iterator[object]:
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Path:
     """Path of a DuckDB file that does not exist yet, in a per-test folder."""
-    return tmp_path / "esper.duckdb"
+    return tmp_path / "warehouse.duckdb"

@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "spec" / "esper-openapi-subset.json"
+SPEC_PATH = Path(__file__).resolve().parents[2] / "docs" / "spec" / "esper-openapi-subset.json"
 URI = "urn:esper-openapi-subset"
 
 FAMILY_ERRORS = {
