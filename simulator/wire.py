@@ -186,7 +186,11 @@ class Wire:
         return self.f.blueprints[b].versions[v].id
 
     def blueprint(self, b: int, v: int | None = None) -> Record:
-        """Blueprint ``b`` at version index ``v`` (latest when None), BlueprintV2 shape."""
+        """Blueprint ``b`` at version index ``v`` (latest when None), BlueprintV2 shape.
+
+        A blueprint record (``v`` None) carries the blueprint's creation time; a record of the
+        versions list carries the time that version was created (published).
+        """
         bp = self.f.blueprints[b]
         ver = bp.versions[-1 if v is None else v]
         return {
@@ -201,7 +205,7 @@ class Wire:
             "settings": self._bp_settings(bp.os, ver.created),
             "created_by": self.f.users[0],
             "updated_by": self.f.users[1],
-            "created_at": iso(bp.created),
+            "created_at": iso(bp.created if v is None else ver.created),
             "updated_at": iso(ver.updated),
         }
 
