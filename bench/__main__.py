@@ -45,6 +45,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="steps to leave out, comma-separated: generic (the generic alternative and the "
         "4-table runs of this pipeline), io, duckdb, models, or a step name",
     )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="only rewrite the README from saved results (no measurement)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument("--readme", type=Path, default=REPO / "bench" / "README.md")
@@ -76,6 +82,11 @@ def _skips(text: str) -> frozenset[str]:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 when every scenario ran without an error."""
     args = parse_args(argv)
+    if args.render:
+        saved = orjson.loads(args.render.read_bytes())
+        args.readme.write_text(report.render(saved))
+        print(f"rewrote {args.readme} from {args.render}")
+        return 0
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     known = profiles(args.rate_limit)
     chosen = [p.strip() for p in args.profiles.split(",") if p.strip()]
