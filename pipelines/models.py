@@ -184,6 +184,9 @@ def build_models(
     plan = [model for layer in LAYERS for model in load_models(sql_dir, layer)]
     con = duckdb.connect(str(warehouse))
     try:
+        # The device x day spine is generated (generate_series), so DuckDB cannot estimate its
+        # size and would run an as-of join on it as a nested loop (its small-input plan).
+        con.execute("set asof_loop_join_threshold = 0")
         con.execute("begin transaction")
         try:
             for schema in SCHEMAS:

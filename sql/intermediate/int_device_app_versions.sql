@@ -47,14 +47,34 @@ resolved as (
         on tenant_apps.tenant_app_id = coalesce(device_apps.app_id, tenant_app_versions.tenant_app_id)
 ),
 
-final as (
-    select
-        *,
-        version_key(version_name) as version_key,
+kept as (
+    select *
     from resolved
     where device_id is not null
         and package_name is not null
         and valid_from is not null
+),
+
+distinct_versions as (
+    select distinct version_name
+    from kept
+),
+
+version_keys as (
+    -- version_key parsed once per distinct version string (a few dozen), not once per app row
+    select
+        version_name,
+        version_key(version_name) as version_key,
+    from distinct_versions
+),
+
+final as (
+    select
+        kept.*,
+        version_keys.version_key as version_key,
+    from kept
+    left join version_keys
+        on version_keys.version_name = kept.version_name
 )
 
 select * from final

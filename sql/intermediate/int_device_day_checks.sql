@@ -1,7 +1,8 @@
--- materialized: table
--- Compliance of each device on each day of the spine (int_device_days), judged at cutoff_at
--- against the seeds. One place for the rules: fleet_compliance (the as_of day) and
--- fleet_compliance_daily (every day) both read this model.
+-- Compliance of each device on each day of the spine (int_device_days, with the attributes of
+-- that day's version from int_device_versions), judged at cutoff_at against the seeds. A view:
+-- the heavy per-day work (spine, last seen, required-app counts) is done once in int_device_days.
+-- One place for the rules: fleet_compliance (the as_of day) and fleet_compliance_daily (every
+-- day) both read this model.
 --
 -- Each *_check is one of:
 --   pass            the device meets the target
@@ -16,7 +17,8 @@
 --                    at cutoff_at (when that version is known), or upgrade status UPGRADE_FAILED;
 --                    not_applicable when the device has neither an assigned nor a current blueprint
 --   apps_check       every required app of the platform installed (valid at cutoff_at) at a version
---                    >= its min_version; unknown when the device never reported its app inventory
+--                    >= its min_version (counts from int_device_days); unknown when the device
+--                    never reported its app inventory
 --   agent_check      Esper agent version >= platform min_agent_version
 -- last_seen_bucket: never_seen, or online/active/stale/offline/missing by the hours from
 --   last_seen_at to cutoff_at and the thresholds of seeds.last_seen_buckets.
@@ -25,16 +27,45 @@
 --   when any check is unknown; else compliant.
 with
 
+as_of as (
+    select * from intermediate.int_as_of
+),
+
+versions as (
+    select * from intermediate.int_device_versions
+),
+
 device_days as (
-    select * from intermediate.int_device_days
+    -- each device-day with the attributes of the version it ended the day with
+    select
+        days.device_id as device_id,
+        days.day as day,
+        days.cutoff_at as cutoff_at,
+        days.platform as platform,
+        versions.os_version as os_version,
+        versions.os_check as os_check,
+        days.group_id as group_id,
+        versions.security_patch_level as security_patch_level,
+        versions.agent_version as agent_version,
+        versions.agent_check as agent_check,
+        versions.has_security_patch_target as has_security_patch_target,
+        versions.security_patch_deadline as security_patch_deadline,
+        versions.assigned_blueprint_id as assigned_blueprint_id,
+        versions.current_blueprint_id as current_blueprint_id,
+        versions.current_blueprint_version_id as current_blueprint_version_id,
+        versions.blueprint_upgrade_status as blueprint_upgrade_status,
+        days.version_updated_at as version_updated_at,
+        days.last_seen_at as last_seen_at,
+        days.installed_required_app_count as installed_required_app_count,
+        days.current_required_app_count as current_required_app_count,
+    from intermediate.int_device_days as days
+    inner join versions
+        on versions.device_id = days.device_id
+        and versions.updated_at = days.version_updated_at
 ),
 
 devices as (
     select * from intermediate.int_devices_current
-),
-
-targets as (
-    select * from staging.stg_seeds__platform_targets
 ),
 
 required_apps as (
@@ -58,58 +89,24 @@ blueprint_versions as (
     select * from intermediate.int_blueprint_versions
 ),
 
-required_app_rows as (
-    -- installs of required apps as UTC day ranges: installed at the end of day d (cutoff_at) when
-    -- valid_from <= cutoff_at < valid_to, i.e. from_day <= d <= to_day
+required_counts as (
     select
-        device_id,
-        package_name,
-        version_key,
-        utc_date(valid_from) as from_day,
-        coalesce(utc_date(valid_to) - 1, date '9999-12-31') as to_day,
-    from intermediate.int_device_app_versions
-    where package_name in (select package_name from required_apps)
-),
-
-device_required as (
-    select
-        device_days.device_id as device_id,
-        device_days.day as day,
-        required_apps.package_name as package_name,
-        required_apps.min_version_key as min_version_key,
-    from device_days
-    inner join required_apps
-        on required_apps.platform = device_days.platform
-),
-
-required_per_day as (
-    select
-        device_required.device_id as device_id,
-        device_required.day as day,
-        device_required.package_name as package_name,
-        any_value(device_required.min_version_key) as min_version_key,
-        max(required_app_rows.version_key) as installed_version_key,
-        count(required_app_rows.device_id) > 0 as is_installed,
-    from device_required
-    left join required_app_rows
-        on required_app_rows.device_id = device_required.device_id
-        and required_app_rows.package_name = device_required.package_name
-        and device_required.day between required_app_rows.from_day and required_app_rows.to_day
-    group by device_required.device_id, device_required.day, device_required.package_name
-),
-
-required_summary as (
-    select
-        device_id,
-        day,
+        platform,
         count(*) as required_app_count,
-        count(*) filter (where not is_installed) as missing_app_count,
-        count(*) filter (
-            where is_installed
-                and (installed_version_key is null or installed_version_key < min_version_key)
-        ) as outdated_app_count,
-    from required_per_day
-    group by device_id, day
+    from required_apps
+    group by platform
+),
+
+day_cutoffs as (
+    -- every day of the spine (its cutoff as in int_device_days: day end, or as_of)
+    select
+        cast(unnest(generate_series(spine_start_date, as_of_date, interval 1 day)) as date) as day,
+    from as_of
+),
+
+blueprint_ids as (
+    select distinct blueprint_id
+    from blueprint_versions
 ),
 
 blueprint_days as (
@@ -118,12 +115,12 @@ blueprint_days as (
         day_cutoffs.day as day,
         blueprint_versions.blueprint_id as blueprint_id,
         blueprint_versions.blueprint_version_id as latest_blueprint_version_id,
-    from (select distinct day, cutoff_at from device_days) as day_cutoffs
-    inner join (select distinct blueprint_id from blueprint_versions) as blueprint_ids
-        on true
+    from day_cutoffs
+    cross join as_of
+    cross join blueprint_ids
     asof join blueprint_versions
         on blueprint_versions.blueprint_id = blueprint_ids.blueprint_id
-        and blueprint_versions.published_at <= day_cutoffs.cutoff_at
+        and blueprint_versions.published_at <= least(utc_day_end(day_cutoffs.day), as_of.as_of)
 ),
 
 with_blueprint as (
@@ -140,11 +137,10 @@ measured as (
     select
         with_blueprint.*,
         devices.first_apps_reported_at as first_apps_reported_at,
-        targets.min_os_version_key as min_os_version_key,
-        targets.max_security_patch_age_days as max_security_patch_age_days,
-        targets.min_agent_version_key as min_agent_version_key,
-        epoch(with_blueprint.cutoff_at - with_blueprint.last_seen_at) / 3600.0 as hours_since_seen,
-        utc_date(with_blueprint.cutoff_at) - with_blueprint.security_patch_level as security_patch_age_days,
+        -- elapsed hours from the microseconds since the epoch (no calendar arithmetic per row)
+        (epoch_us(with_blueprint.cutoff_at) - epoch_us(with_blueprint.last_seen_at)) / 3600000000.0
+            as hours_since_seen,
+        with_blueprint.day - with_blueprint.security_patch_level as security_patch_age_days,
         with_blueprint.assigned_blueprint_id is distinct from with_blueprint.current_blueprint_id
             as is_blueprint_assignment_drift,
         with_blueprint.latest_blueprint_version_id is not null
@@ -153,19 +149,18 @@ measured as (
             as is_blueprint_version_behind,
         coalesce(with_blueprint.blueprint_upgrade_status = 'UPGRADE_FAILED', false)
             as is_blueprint_upgrade_failed,
-        required_summary.required_app_count as required_app_count,
-        required_summary.missing_app_count as missing_app_count,
-        required_summary.outdated_app_count as outdated_app_count,
+        required_counts.required_app_count as required_app_count,
+        required_counts.required_app_count - with_blueprint.installed_required_app_count
+            as missing_app_count,
+        with_blueprint.installed_required_app_count - with_blueprint.current_required_app_count
+            as outdated_app_count,
         bucket_bounds.*,
     from with_blueprint
     cross join bucket_bounds
     left join devices
         on devices.device_id = with_blueprint.device_id
-    left join targets
-        on targets.platform = with_blueprint.platform
-    left join required_summary
-        on required_summary.device_id = with_blueprint.device_id
-        and required_summary.day = with_blueprint.day
+    left join required_counts
+        on required_counts.platform = with_blueprint.platform
 ),
 
 checked as (
@@ -180,15 +175,9 @@ checked as (
             else 'missing'
         end as last_seen_bucket,
         case
-            when min_os_version_key is null then 'not_applicable'
-            when os_version_key is null then 'unknown'
-            when os_version_key >= min_os_version_key then 'pass'
-            else 'fail'
-        end as os_check,
-        case
-            when max_security_patch_age_days is null then 'not_applicable'
+            when not has_security_patch_target then 'not_applicable'
             when security_patch_level is null then 'unknown'
-            when security_patch_age_days <= max_security_patch_age_days then 'pass'
+            when day <= security_patch_deadline then 'pass'
             else 'fail'
         end as patch_check,
         case
@@ -204,12 +193,6 @@ checked as (
             when missing_app_count + outdated_app_count > 0 then 'fail'
             else 'pass'
         end as apps_check,
-        case
-            when min_agent_version_key is null then 'not_applicable'
-            when agent_version_key is null then 'unknown'
-            when agent_version_key >= min_agent_version_key then 'pass'
-            else 'fail'
-        end as agent_check,
     from measured
 ),
 

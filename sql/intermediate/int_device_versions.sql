@@ -1,6 +1,11 @@
+-- materialized: table
 -- Every known version of every device: device_history plus the current devices rows (so a device
 -- is known even when its history row is late), one row per device and updated_at; the current
 -- row wins a tie (it carries the freshest last_seen).
+-- The checks that depend only on the version are judged here, once per version rather than once
+-- per device and day (see int_device_day_checks for the meaning of pass/fail/unknown/not_applicable):
+--   os_check, agent_check      version >= the platform's minimum (compared as versions)
+--   security_patch_deadline    last day the patch level is young enough (NULL: no target or level)
 with
 
 history as (
@@ -29,6 +34,33 @@ deduplicated as (
     where device_id is not null
         and updated_at is not null
     qualify row_number() over (partition by device_id, updated_at order by source_rank) = 1
+),
+
+targets as (
+    select * from staging.stg_seeds__platform_targets
+),
+
+judged as (
+    select
+        deduplicated.*,
+        case
+            when targets.min_os_version_key is null then 'not_applicable'
+            when deduplicated.os_version_key is null then 'unknown'
+            when deduplicated.os_version_key >= targets.min_os_version_key then 'pass'
+            else 'fail'
+        end as os_check,
+        case
+            when targets.min_agent_version_key is null then 'not_applicable'
+            when deduplicated.agent_version_key is null then 'unknown'
+            when deduplicated.agent_version_key >= targets.min_agent_version_key then 'pass'
+            else 'fail'
+        end as agent_check,
+        targets.max_security_patch_age_days is not null as has_security_patch_target,
+        deduplicated.security_patch_level + targets.max_security_patch_age_days
+            as security_patch_deadline,
+    from deduplicated
+    left join targets
+        on targets.platform = deduplicated.platform
 )
 
-select * from deduplicated
+select * from judged

@@ -1,3 +1,4 @@
+-- materialized: table
 -- One row per device the API has ever served (removed ones included, flagged), with its current
 -- group path, blueprints, last seen and first app inventory.
 -- is_removed: the device is in `devices` but not in the latest complete scan (device_census), and

@@ -1,3 +1,4 @@
+-- materialized: table
 -- fleet_compliance_daily: the compliance trend. One row per UTC day, group and platform, from the
 -- first load to as_of, rebuilt from device history: each device is judged as it was at the end of
 -- that day (same rules as fleet_compliance; the as_of day equals fleet_compliance).

@@ -11,13 +11,14 @@ pseudo-randomness, deterministic), in the contract's raw tables (sql/raw_schema.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
 
 import duckdb
 
-from pipelines.models import build_models
+from pipelines.models import SQL_DIR, _statements, build_models
 from tests.sql.rawdata import create_raw_tables
 
 AS_OF = "2026-10-31 12:00:00+00"
@@ -181,19 +182,19 @@ def fill(path: Path, devices: int) -> dict[str, int]:
     try:
         create_raw_tables(con)
         # version_key is needed while generating; the runner recreates it identically
-        for statement in (Path(__file__).resolve().parents[2] / "sql/macros/macros.sql").read_text().split(";\n"):
-            if statement.strip() and not all(
-                line.strip().startswith("--") or not line.strip() for line in statement.splitlines()
-            ):
-                con.execute(statement)
-        con.execute("use main")
+        for statement in _statements((SQL_DIR / "macros" / "macros.sql").read_text()):
+            con.execute(statement)
         schema_sql = _FILL.format(as_of=AS_OF, n=devices, days=DAYS, apps=APPS_PER_DEVICE)
         catalog = con.execute("select current_database()").fetchone()[0]
         con.execute(schema_sql.replace("esper.", f'"{catalog}".esper.'))
-        tables = [r[0] for r in con.execute(
+        tables = con.execute(
             "select table_name from information_schema.tables where table_schema = 'esper' "
-            "order by 1").fetchall()]
-        return {t: con.execute(f'select count(*) from "{catalog}".esper.{t}').fetchone()[0] for t in tables}
+            "order by 1"
+        ).fetchall()
+        return {
+            name: con.execute(f'select count(*) from "{catalog}".esper.{name}').fetchone()[0]
+            for (name,) in tables
+        }
     finally:
         con.close()
 
@@ -206,12 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     path = args.warehouse or Path(tempfile.mkdtemp()) / "synthetic.duckdb"
     started = time.perf_counter()
     counts = fill(path, args.devices)
-    print(f"filled {path} in {time.perf_counter() - started:.1f} s:")
+    print(f"filled {path} in {time.perf_counter() - started:.1f} s:", flush=True)
     for table, rows in counts.items():
         print(f"  esper.{table}: {rows:,} rows")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), os.times()
     built = build_models(path)
-    print(f"built {len(built)} relations in {time.perf_counter() - started:.2f} s")
+    wall, after = time.perf_counter() - started, os.times()
+    cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
+    load = os.getloadavg()[0]
+    print(
+        f"built {len(built)} relations in {wall:.2f} s wall, {cpu_seconds:.2f} s CPU "
+        f"({os.cpu_count()} cores, load average {load:.1f})",
+        flush=True,
+    )
     return 0
 
 
