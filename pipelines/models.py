@@ -24,6 +24,7 @@ dataset is not called `esper`.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -35,6 +36,7 @@ import duckdb
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 LAYERS = ("staging", "intermediate", "marts")
 SCHEMAS = ("seeds", *LAYERS)
+SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
 RAW_SCHEMA = "esper"
 TABLE_SWITCH = re.compile(r"^\s*--\s*materialized:\s*table\s*$", re.MULTILINE | re.IGNORECASE)
 RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.")
@@ -146,9 +148,17 @@ def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, sql_dir: Path, data
             raise ModelError(path, str(exc)) from exc
 
 
-def _load_seeds(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> list[str]:
+def seeds_dir(sql_dir: Path | None = None) -> Path:
+    """The folder of compliance-target CSVs: `$ESPER_WAREHOUSE__SEEDS_DIR`, else `sql/seeds/`."""
+    configured = os.environ.get(SEEDS_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return (Path(sql_dir) if sql_dir is not None else SQL_DIR) / "seeds"
+
+
+def _load_seeds(con: duckdb.DuckDBPyConnection, seeds: Path) -> list[str]:
     built = []
-    for path in sorted((sql_dir / "seeds").glob("*.csv")):
+    for path in sorted(seeds.glob("*.csv")):
         try:
             con.execute(
                 f"create or replace table seeds.{path.stem} as select * from read_csv(?, "
@@ -174,12 +184,19 @@ def _build_model(con: duckdb.DuckDBPyConnection, model: Model, dataset: str) -> 
 
 
 def build_models(
-    warehouse: str | Path, *, dataset: str = RAW_SCHEMA, sql_dir: Path | None = None
+    warehouse: str | Path,
+    *,
+    dataset: str = RAW_SCHEMA,
+    sql_dir: Path | None = None,
+    seeds: Path | None = None,
 ) -> list[str]:
     """Build every model into `warehouse`; return the relations built, in build order.
 
+    `seeds` is the folder of compliance-target CSVs (default: `seeds_dir(sql_dir)`).
+
     Raises ModelError (file name + DuckDB's message) and leaves the warehouse unchanged on error.
     """
+    seeds = Path(seeds) if seeds is not None else seeds_dir(sql_dir)
     sql_dir = Path(sql_dir) if sql_dir is not None else SQL_DIR
     plan = [model for layer in LAYERS for model in load_models(sql_dir, layer)]
     con = duckdb.connect(str(warehouse))
@@ -198,7 +215,7 @@ def build_models(
                         con.execute(statement)
                     except duckdb.Error as exc:
                         raise ModelError(path, str(exc)) from exc
-            built = _load_seeds(con, sql_dir)
+            built = _load_seeds(con, seeds)
             for model in plan:
                 try:
                     _build_model(con, model, dataset)

@@ -100,7 +100,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
             assert result.as_of == sim.now
         now = sim.now
         truth = {table: sim.truth(table) for table in TRUTH_TABLES}
-    build_models(path)
+    build_models(path, seeds=SEEDS)  # the shipped targets, as `make demo` uses them
     return Loaded(path, now, truth)
 
 
