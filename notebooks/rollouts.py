@@ -197,7 +197,7 @@ def _(alt, apps_now, common, mo, pl):
 
 
 @app.cell
-def _(apps_now, mo):
+def _(apps_now, common, mo):
     mo.stop(apps_now.height == 0)
     _options = {
         f"{r['app_name'] or r['package_name']} ({r['package_name']}) · {r['platform']}": (
@@ -205,7 +205,38 @@ def _(apps_now, mo):
         )
         for r in apps_now.iter_rows(named=True)
     }
-    app_choice = mo.ui.dropdown(options=_options, value=next(iter(_options)), label="App")
+    # Open on the rollout in progress: the app whose newest version gained the most share over
+    # the loaded days (else the most installed app, first in the list).
+    _moving = common.query(
+        """
+        with newest as (
+            select platform, package_name, max(version_key) as version_key
+            from marts.app_rollout
+            group by all
+        ),
+        shares as (
+            select
+                rollout.platform,
+                rollout.package_name,
+                rollout.day,
+                sum(rollout.share_of_reporting) as share,
+            from marts.app_rollout as rollout
+            inner join newest using (platform, package_name, version_key)
+            group by all
+        )
+        select platform || '|' || package_name as choice
+        from shares
+        group by all
+        having max(share) - min(share) > 0
+        order by max(share) - min(share) desc
+        limit 1
+        """
+    )
+    _by_value = {v: k for k, v in _options.items()}
+    _default = (_by_value.get(_moving["choice"][0]) if _moving.height else None) or next(
+        iter(_options)
+    )
+    app_choice = mo.ui.dropdown(options=_options, value=_default, label="App")
     app_choice
     return (app_choice,)
 
