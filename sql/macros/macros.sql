@@ -52,3 +52,8 @@ create or replace macro utc_date(ts) as
 -- utc_day_end(d): the last microsecond of UTC day d, as TIMESTAMPTZ (epoch arithmetic, as above).
 create or replace macro utc_day_end(d) as
     make_timestamptz((cast(d - date '1970-01-01' as bigint) + 1) * 86400000000 - 1);
+
+-- A tidy state (see the staging models of commands and operations) that can no longer change:
+-- the terminal states of DESIGN.md, the same for command statuses, operations and their devices.
+create or replace macro is_terminal_state(state) as
+    state in ('success', 'failure', 'timeout', 'cancelled');

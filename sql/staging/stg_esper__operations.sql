@@ -62,7 +62,7 @@ renamed as (
 flagged as (
     select
         *,
-        state in ('success', 'failure', 'timeout', 'cancelled') as is_terminal,
+        is_terminal_state(state) as is_terminal,
     from renamed
 )
 
