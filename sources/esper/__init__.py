@@ -13,6 +13,7 @@ from .activity import (
     command_requests,
     command_statuses,
     device_events,
+    device_events_of_page,
     operation_devices,
     operations,
 )
@@ -57,8 +58,11 @@ def esper(
     """Devices and their history, apps, events, commands, operations and reference lists.
 
     `open_run` makes two requests first (key, enterprise id, the API's clock) and decides whether
-    this run is a full scan. Resources run in the order below (`[extract] next_item_mode = "fifo"`): device events come last because
-    they read which devices had activity in the other tables.
+    this run is a full scan. Resources run in the order below (`[extract] next_item_mode =
+    "fifo"`); the per-device fan-outs (installed apps, and event feeds on a full scan) run in
+    dlt worker threads per device page, alongside. On an incremental run device events come
+    last because they read which devices had activity in the other tables; on a full scan every
+    listed device needs its whole feed, so feeds are fetched per device page instead.
 
     Args:
         client: an `EsperClient` to use (the pipeline passes one to read its counters).
@@ -94,12 +98,20 @@ def esper(
         }
     )
     census = [device_list | device_census(ledger=ledger)] if ledger.full_scan else []
+    # Both forms load the table `device_events` under the resource name `device_events`. dlt
+    # starts resources in the order of this tuple, so the per-page form sits next to the apps
+    # (the devices scan and its fan-outs start first) and the incremental form comes last.
+    if ledger.full_scan:
+        page_events, last_events = [device_list | device_events_of_page(**run)], []
+    else:
+        page_events, last_events = [], [device_events(**run)]
     blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
     return (
         device_list,
         device_list | device_history,
         *census,
         device_list | apps,
+        *page_events,
         heartbeats(**run),
         groups(**run),
         blueprint_list,
@@ -112,7 +124,7 @@ def esper(
         command_statuses(**run),
         operations(**run),
         operation_devices(**run),
-        device_events(**run),
+        *last_events,
         *data_tap_resources(
             client,
             data_tap_queries or {},

@@ -176,21 +176,19 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
 # ------------------------------------------------------------------------------ device events
 
 
-@dlt.resource(
-    name="device_events",
-    primary_key="id",
-    write_disposition="merge",
-    columns=hints("device_events"),
-)
-def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Event feeds of the devices with activity in this run, newest first, stop at the last run.
+def _event_feeds(
+    client: EsperClient,
+    ledger: RunLedger,
+    opts: Options,
+    device_ids: list[str],
+    *,
+    bulk: bool = False,
+) -> Iterator[pa.Table]:
+    """The event feeds of `device_ids`, fetched concurrently, newest first, stop at the last run.
 
-    Activity = a device that changed (devices scan; every device on a full scan), a command
-    status or an operation-device row updated since the last run. Events accrue only for such
-    devices, so the others cannot have new ones.
+    Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`).
     """
     since = read_from("device_events_as_of", opts.lag, ledger)
-    targets = sorted(set(ledger.changed_devices) | ledger.active_devices)
     limit = page_limit("device_events", opts)
 
     def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
@@ -209,7 +207,7 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
         return items, count, not scan.stopped
 
     rows: list[dict] = []
-    for device_id, result in fan_out(client, targets, fetch):
+    for device_id, result in fan_out(client, device_ids, fetch, bulk=bulk):
         if result is None:
             continue
         items, count, complete = result
@@ -222,4 +220,42 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
             rows = []
     if rows:
         yield page_table("device_events", rows)
+
+
+_EVENTS_HINTS: dict[str, Any] = {
+    "name": "device_events",
+    "primary_key": "id",
+    "write_disposition": "merge",
+    "columns": hints("device_events"),
+}
+
+
+@dlt.resource(**_EVENTS_HINTS)
+def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Event feeds of the devices with activity in this run (incremental runs).
+
+    Activity = a device that changed (devices scan), a command status or an operation-device row
+    updated since the last run. Events accrue only for such devices, so the others cannot have
+    new ones. This resource runs last (`next_item_mode = "fifo"`) because it reads the activity
+    the other resources noted in the ledger.
+    """
+    targets = sorted(set(ledger.changed_devices) | ledger.active_devices)
+    yield from _event_feeds(client, ledger, opts, targets)
+    advance_cursor("device_events_as_of", ledger.as_of)
+
+
+@dlt.transformer(**_EVENTS_HINTS, parallelized=True)
+def device_events_of_page(
+    page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """Full scans: the whole event feed of every device in a page of the device scan.
+
+    On a full scan every listed device needs its feed, so the feeds need not wait for the
+    activity of the other resources: they are fetched per device page, in the background
+    (`parallelized`: a dlt worker thread) together with the page's installed apps, while the
+    rest of the source extracts. Devices seen only in command statuses or operations are not
+    in the (complete) device list because they were removed: their feeds would answer 404.
+    """
+    yield from _event_feeds(client, ledger, opts, page.column("id").to_pylist(), bulk=True)
+    # The same value from every page; dlt commits state only with a completely extracted run.
     advance_cursor("device_events_as_of", ledger.as_of)

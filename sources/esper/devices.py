@@ -101,6 +101,9 @@ def device_census(page: pa.Table, ledger: RunLedger) -> Iterator[pa.Table]:
     merge_key="device_id",
     write_disposition={"disposition": "merge", "strategy": "scd2"},  # boundary set per run
     columns={**hints("device_apps"), "_row_hash": {"data_type": "text", "nullable": False}},
+    # In a dlt worker thread: a page's fan-out runs while the device scan and the other
+    # resources go on (the client's limiter bounds the requests of all fan-outs together).
+    parallelized=True,
 )
 def device_apps(
     page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
@@ -127,7 +130,7 @@ def device_apps(
         return read_all_or_gone(client, path, limit=limit)
 
     rows: list[dict] = []
-    for (device_id, route), read in fan_out(client, targets, fetch):
+    for (device_id, route), read in fan_out(client, targets, fetch, bulk=True):
         if read is None or not read.items:  # device gone, or its list is empty
             ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
             continue

@@ -163,14 +163,17 @@ class DescScan:
 
 
 def fan_out(
-    client: EsperClient, parents: Iterable[P], fetch: Callable[[P], Any]
+    client: EsperClient, parents: Iterable[P], fetch: Callable[[P], Any], *, bulk: bool = False
 ) -> Iterator[tuple[P, Any]]:
-    """`fetch(parent)` for every parent, concurrently through the client; (parent, result) pairs."""
+    """`fetch(parent)` for every parent, concurrently through the client; (parent, result) pairs.
+
+    `bulk`: a background fan-out (per device page) whose requests yield to the others'.
+    """
 
     def one(parent: P) -> tuple[P, Any]:
         return parent, fetch(parent)
 
-    yield from client.map(one, parents)
+    yield from client.map(one, parents, bulk=bulk)
 
 
 def batches(items: Iterable[P], size: int) -> Iterator[list[P]]:

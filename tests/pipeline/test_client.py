@@ -32,6 +32,7 @@ from sources.esper.client import (
     EsperNotFoundError,
     EsperResponseError,
     RouteStats,
+    _AdaptiveLimiter,
 )
 
 KEY = "sk-live-SECRET-7f3a9c1e2b4d6f80"
@@ -370,6 +371,43 @@ def test_concurrency_climbs_back_while_healthy() -> None:
     assert seen == sorted(seen)  # additive increase only
     assert seen[-1] == 6  # back up to the maximum, and not beyond
     assert seen[:3] == [3, 3, 3]  # +1 after a window of `limit` healthy answers
+
+
+def test_slow_start_doubles_per_healthy_window_until_the_first_429() -> None:
+    script = Script(ok())
+    client, _ = mock_client(script, initial_concurrency=4, max_concurrency=64)
+    seen = []
+    for _ in range(4 + 8 + 16):
+        client.get("/v2/devices/")
+        seen.append(client.concurrency)
+    assert seen[3] == 8 and seen[11] == 16 and seen[-1] == 32  # x2 per window of `limit`
+    script.answers = [status(429), ok()]
+    client.get("/v2/devices/")  # halved once, then additive only
+    assert client.concurrency == 16
+    for _ in range(16):
+        client.get("/v2/devices/")
+    assert client.concurrency == 17
+
+
+def test_bulk_requests_yield_free_slots_to_direct_ones() -> None:
+    limiter = _AdaptiveLimiter(initial=1, minimum=1, maximum=1)
+    order: list[str] = []
+    epoch = limiter.acquire()  # the only slot is taken
+
+    def take(name: str, urgent: bool) -> None:
+        limiter.release(limiter.acquire(urgent=urgent), "neutral")
+        order.append(name)
+
+    bulk = threading.Thread(target=take, args=("bulk", False))
+    bulk.start()
+    time.sleep(0.05)  # the bulk request waits first
+    direct = threading.Thread(target=take, args=("direct", True))
+    direct.start()
+    time.sleep(0.05)
+    limiter.release(epoch, "neutral")
+    bulk.join(5)
+    direct.join(5)
+    assert order == ["direct", "bulk"]
 
 
 def test_requests_in_flight_never_exceed_the_adaptive_limit() -> None:
