@@ -208,6 +208,33 @@ def dropdown(values: Sequence[Any], label: str, everything: str = ALL) -> mo.ui.
     return mo.ui.dropdown(options=options, value=everything, label=label)
 
 
+def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.table]:
+    """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
+
+    `view` needs `failure_rate`, `timeout_rate` and `p90_minutes_to_terminal`; `noun` names the
+    rows ("command requests", "operations") in the tables' labels.
+    """
+    failing = mo.ui.table(
+        view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
+        selection="single",
+        page_size=10,
+        label=f"Most failing {noun} (failure + timeout rate)",
+    )
+    slow = mo.ui.table(
+        view.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
+        selection="single",
+        page_size=10,
+        label=f"Slowest {noun} (p90 minutes to a final state)",
+    )
+    return failing, slow
+
+
+def picked_row(failing: mo.ui.table, slow: mo.ui.table) -> tuple[Any, Any]:
+    """(id, label) of the row picked in either table; the most failing one when none is."""
+    picked = next((t.value for t in (failing, slow) if t.value.height), failing.data.head(1))
+    return picked["id"][0], picked["label"][0]
+
+
 def _theme() -> alt.theme.ThemeConfig:
     font = "Inter, Helvetica Neue, Arial, sans-serif"
     return alt.theme.ThemeConfig(

@@ -388,7 +388,7 @@ def _(commands, duration_chart, mo, pl):
 
 
 @app.cell
-def _(commands, mo, pl):
+def _(commands, common, mo, pl):
     mo.stop(commands.height == 0)
     _columns = [
         "label",
@@ -404,29 +404,14 @@ def _(commands, mo, pl):
     _view = commands.with_columns(
         pl.col("top_failure_reasons").list.eval(pl.element().struct.field("reason")).list.join("; ")
     ).select("id", *_columns)
-    failing_commands = mo.ui.table(
-        _view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
-        selection="single",
-        page_size=10,
-        label="Most failing command requests (failure + timeout rate)",
-    )
-    slow_commands = mo.ui.table(
-        _view.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
-        selection="single",
-        page_size=10,
-        label="Slowest command requests (p90 minutes to a final state)",
-    )
+    failing_commands, slow_commands = common.worst_rollouts(_view, "command requests")
     mo.vstack([failing_commands, slow_commands])
     return failing_commands, slow_commands
 
 
 @app.cell
 def _(common, failing_commands, mo, slow_commands):
-    _picked = next(
-        (t.value for t in (failing_commands, slow_commands) if t.value.height),
-        failing_commands.data.head(1),
-    )
-    _id, _label = _picked["id"][0], _picked["label"][0]
+    _id, _label = common.picked_row(failing_commands, slow_commands)
     command_devices = common.query(
         """
         select
@@ -490,7 +475,7 @@ def _(common, duration_chart, mo, operations, outcome_chart):
 
 
 @app.cell
-def _(mo, operations, pl):
+def _(common, mo, operations, pl):
     mo.stop(operations.height == 0)
     _view = operations.with_columns(
         pl.col("top_failure_reasons").list.eval(pl.element().struct.field("reason")).list.join("; ")
@@ -507,29 +492,14 @@ def _(mo, operations, pl):
         "p90_minutes_to_terminal",
         "top_failure_reasons",
     )
-    failing_operations = mo.ui.table(
-        _view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
-        selection="single",
-        page_size=10,
-        label="Most failing operations (failure + timeout rate)",
-    )
-    slow_operations = mo.ui.table(
-        _view.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
-        selection="single",
-        page_size=10,
-        label="Slowest operations (p90 minutes to a final state)",
-    )
+    failing_operations, slow_operations = common.worst_rollouts(_view, "operations")
     mo.vstack([failing_operations, slow_operations])
     return failing_operations, slow_operations
 
 
 @app.cell
 def _(common, failing_operations, mo, slow_operations):
-    _picked = next(
-        (t.value for t in (failing_operations, slow_operations) if t.value.height),
-        failing_operations.data.head(1),
-    )
-    _id, _label = _picked["id"][0], _picked["label"][0]
+    _id, _label = common.picked_row(failing_operations, slow_operations)
     operation_devices = common.query(
         """
         select
