@@ -1,8 +1,8 @@
 -- Compliance of each device on each day of the spine (int_device_days, with the attributes of
--- that day's version from int_device_versions), judged at cutoff_at against the seeds. A view:
--- the heavy per-day work (spine, last seen, required-app counts) is done once in int_device_days.
+-- that day's version), judged at cutoff_at against the seeds. A view, like int_device_days.
 -- One place for the rules: fleet_compliance (the as_of day) and fleet_compliance_daily (every
--- day) both read this model.
+-- day) both read this model. fleet_compliance keeps the rows where is_as_of_day: DuckDB pushes
+-- that filter down into int_device_days, which then builds the as_of day only.
 --
 -- Each *_check is one of:
 --   pass            the device meets the target
@@ -31,37 +31,31 @@ as_of as (
     select * from intermediate.int_as_of
 ),
 
-versions as (
-    select * from intermediate.int_device_versions
-),
-
 device_days as (
-    -- each device-day with the attributes of the version it ended the day with
+    -- each device-day, with the attributes of the version it ended the day with
     select
-        days.device_id as device_id,
-        days.day as day,
-        days.cutoff_at as cutoff_at,
-        days.platform as platform,
-        versions.os_version as os_version,
-        versions.os_check as os_check,
-        days.group_id as group_id,
-        versions.security_patch_level as security_patch_level,
-        versions.agent_version as agent_version,
-        versions.agent_check as agent_check,
-        versions.has_security_patch_target as has_security_patch_target,
-        versions.security_patch_deadline as security_patch_deadline,
-        versions.assigned_blueprint_id as assigned_blueprint_id,
-        versions.current_blueprint_id as current_blueprint_id,
-        versions.current_blueprint_version_id as current_blueprint_version_id,
-        versions.blueprint_upgrade_status as blueprint_upgrade_status,
-        days.version_updated_at as version_updated_at,
-        days.last_seen_at as last_seen_at,
-        days.installed_required_app_count as installed_required_app_count,
-        days.current_required_app_count as current_required_app_count,
-    from intermediate.int_device_days as days
-    inner join versions
-        on versions.device_id = days.device_id
-        and versions.updated_at = days.version_updated_at
+        device_id,
+        day,
+        cutoff_at,
+        is_as_of_day,
+        platform,
+        os_version,
+        os_check,
+        group_id,
+        security_patch_level,
+        agent_version,
+        agent_check,
+        has_security_patch_target,
+        security_patch_deadline,
+        assigned_blueprint_id,
+        current_blueprint_id,
+        current_blueprint_version_id,
+        blueprint_upgrade_status,
+        version_updated_at,
+        last_seen_at,
+        installed_required_app_count,
+        current_required_app_count,
+    from intermediate.int_device_days
 ),
 
 devices as (

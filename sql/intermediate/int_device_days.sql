@@ -1,11 +1,18 @@
--- materialized: table
 -- The device x day spine: one row per UTC day each device belonged to the fleet
--- (int_device_spans), with what decides its compliance that day. cutoff_at = the last instant of
--- the day, or as_of for the as_of day, so the as_of row is the device as it is now. Days are UTC
--- whatever the session TimeZone.
+-- (int_device_spans), with what decides its compliance that day: the ranges of int_device_ranges
+-- expanded to days, plus the last heartbeat. cutoff_at = the last instant of the day, or as_of for
+-- the as_of day, so the as_of row is the device as it is now. Days are UTC whatever the session
+-- TimeZone.
+--   is_as_of_day         day = as_of_date. The as_of day is built apart from the other days (its
+--                        heartbeat is the device's latest <= as_of), so a consumer that keeps only
+--                        is_as_of_day (fleet_compliance) never expands the history: DuckDB drops
+--                        that branch when it pushes the filter down
 --   version_updated_at   the device's version that day: the latest with updated_at <= cutoff_at.
---                        Its attributes (os, patch level, blueprints, ...) live in
---                        int_device_versions: join on (device_id, updated_at = version_updated_at)
+--                        All its attributes live in int_device_versions (join on device_id,
+--                        updated_at = version_updated_at); the ones the checks read (os_version,
+--                        os_check, security_patch_level, agent_version, agent_check,
+--                        has_security_patch_target, security_patch_deadline, the blueprint ids,
+--                        blueprint_upgrade_status) are carried here, joined once per range
 --   platform, group_id   of that version (kept here: every consumer groups by them)
 --   last_seen_at         the latest heartbeat <= cutoff_at and the version's own last_seen (when
 --                        <= cutoff_at)
@@ -13,72 +20,64 @@
 --                        required apps of the platform (seeds) installed at cutoff_at
 --                        (valid_from <= cutoff_at < valid_to), and how many of them at or above
 --                        their min_version
--- Kept narrow on purpose: millions of rows are written here, once, and read by
--- int_device_day_checks and app_rollout.
+-- A view: millions of rows, judged once by fleet_compliance_daily (through int_device_day_checks).
 with
 
 as_of as (
     select * from intermediate.int_as_of
 ),
 
-spans as (
-    select * from intermediate.int_device_spans
-),
-
 versions as (
     select * from intermediate.int_device_versions
 ),
 
-version_days as (
-    -- the version each device ends a UTC day with: its last version stamped that day (a version
-    -- stamped after as_of is not known yet). It holds from that day until the day before the
-    -- device's next such version, which is exactly "the latest version with updated_at <=
-    -- cutoff_at" for every day in between, without an as-of join per device-day.
+ranges as (
+    -- each range with the attributes of its version that the checks read (joined once per
+    -- range, not once per day)
     select
-        versions.device_id as device_id,
-        versions.updated_at as version_updated_at,
-        utc_date(versions.updated_at) as from_day,
-    from versions
+        device_ranges.*,
+        versions.os_version as os_version,
+        versions.os_check as os_check,
+        versions.security_patch_level as security_patch_level,
+        versions.agent_version as agent_version,
+        versions.agent_check as agent_check,
+        versions.has_security_patch_target as has_security_patch_target,
+        versions.security_patch_deadline as security_patch_deadline,
+        versions.assigned_blueprint_id as assigned_blueprint_id,
+        versions.current_blueprint_id as current_blueprint_id,
+        versions.current_blueprint_version_id as current_blueprint_version_id,
+        versions.blueprint_upgrade_status as blueprint_upgrade_status,
+    from intermediate.int_device_ranges as device_ranges
+    inner join versions
+        on versions.device_id = device_ranges.device_id
+        and versions.updated_at = device_ranges.version_updated_at
+),
+
+history as (
+    -- the days before as_of: one row per device and day, carrying everything its range holds,
+    -- cut off at the end of the day
+    select
+        ranges.* exclude (from_day, to_day),
+        cast(
+            unnest(
+                generate_series(
+                    ranges.from_day,
+                    least(ranges.to_day, as_of.as_of_date - 1),
+                    interval 1 day
+                )
+            ) as date
+        ) as day,
+    from ranges
     cross join as_of
-    where versions.updated_at <= as_of.as_of
-    qualify row_number() over (
-        partition by versions.device_id, utc_date(versions.updated_at)
-        order by versions.updated_at desc
-    ) = 1
+    where ranges.from_day < as_of.as_of_date
 ),
 
-version_ranges as (
+history_cutoffs as (
     select
-        device_id,
-        version_updated_at,
-        from_day,
-        coalesce(
-            lead(from_day) over (partition by device_id order by from_day) - 1,
-            date '9999-12-31'
-        ) as to_day,
-    from version_days
-),
-
-span_ranges as (
-    -- each version range cut to the days the device belongs to the fleet (int_device_spans)
-    select
-        version_ranges.device_id as device_id,
-        version_ranges.version_updated_at as version_updated_at,
-        greatest(version_ranges.from_day, spans.first_day) as from_day,
-        least(version_ranges.to_day, spans.last_day) as to_day,
-    from version_ranges
-    inner join spans
-        on spans.device_id = version_ranges.device_id
-),
-
-spine as (
-    -- one row per device and day, carrying the version it ended the day with
-    select
-        device_id,
-        version_updated_at,
-        cast(unnest(generate_series(from_day, to_day, interval 1 day)) as date) as day,
-    from span_ranges
-    where from_day <= to_day
+        history.*,
+        false as is_as_of_day,
+        utc_day_end(history.day) as cutoff_at,
+    from history
 ),
 
 heartbeats as (
@@ -90,121 +89,82 @@ heartbeats as (
         and seen_at is not null
 ),
 
-with_cutoff as (
-    select
-        spine.device_id as device_id,
-        spine.day as day,
-        least(utc_day_end(spine.day), as_of.as_of) as cutoff_at,
-        spine.version_updated_at as version_updated_at,
-    from spine
-    cross join as_of
-),
-
-heartbeat_picked as (
+history_picked as (
     -- the latest heartbeat <= cutoff_at (pipelines/models.py keeps DuckDB from turning this
     -- as-of join into a per-row loop: it cannot size the spine in advance)
     select
-        with_cutoff.*,
+        history_cutoffs.*,
         heartbeats.seen_at as heartbeat_at,
-    from with_cutoff
+    from history_cutoffs
     asof left join heartbeats
-        on heartbeats.device_id = with_cutoff.device_id
-        and heartbeats.seen_at <= with_cutoff.cutoff_at
+        on heartbeats.device_id = history_cutoffs.device_id
+        and heartbeats.seen_at <= history_cutoffs.cutoff_at
 ),
 
-required_apps as (
-    select * from staging.stg_seeds__required_apps
-),
-
-required_app_rows as (
-    -- installs of required apps as UTC day ranges: installed at the end of day d (cutoff_at) when
-    -- valid_from <= cutoff_at < valid_to, i.e. from_day <= d <= to_day; judged against the minimum
-    -- once per install, not once per day
+latest_heartbeats as (
     select
-        app_versions.device_id as device_id,
-        app_versions.package_name as package_name,
-        required_apps.platform as platform,
-        coalesce(app_versions.version_key >= required_apps.min_version_key, false) as meets_minimum,
-        utc_date(app_versions.valid_from) as from_day,
-        coalesce(utc_date(app_versions.valid_to) - 1, date '9999-12-31') as to_day,
-    from intermediate.int_device_app_versions as app_versions
-    inner join required_apps
-        on required_apps.package_name = app_versions.package_name
-),
-
-required_app_days as (
-    -- each install of a required app, one row per spine day it covers (within spine_start_date ..
-    -- as_of_date): the installs expanded to days instead of a range join per device-day
-    select
-        required_app_rows.device_id as device_id,
-        required_app_rows.platform as platform,
-        required_app_rows.package_name as package_name,
-        required_app_rows.meets_minimum as meets_minimum,
-        cast(
-            unnest(
-                generate_series(
-                    greatest(required_app_rows.from_day, as_of.spine_start_date),
-                    least(required_app_rows.to_day, as_of.as_of_date),
-                    interval 1 day
-                )
-            ) as date
-        ) as day,
-    from required_app_rows
+        heartbeats.device_id as device_id,
+        max(heartbeats.seen_at) as heartbeat_at,
+    from heartbeats
     cross join as_of
-    where greatest(required_app_rows.from_day, as_of.spine_start_date)
-        <= least(required_app_rows.to_day, as_of.as_of_date)
+    where heartbeats.seen_at <= as_of.as_of
+    group by heartbeats.device_id
 ),
 
-installed_packages as (
-    -- each required package installed on a device-day, meeting the minimum if any of its
-    -- installs valid that day does
+as_of_picked as (
+    -- the as_of day, cut off at as_of: the latest heartbeat <= as_of
     select
-        device_id,
-        day,
-        platform,
-        package_name,
-        bool_or(meets_minimum) as meets_minimum,
-    from required_app_days
-    group by device_id, day, platform, package_name
+        ranges.* exclude (from_day, to_day),
+        as_of.as_of_date as day,
+        true as is_as_of_day,
+        as_of.as_of as cutoff_at,
+        latest_heartbeats.heartbeat_at as heartbeat_at,
+    from ranges
+    cross join as_of
+    left join latest_heartbeats
+        on latest_heartbeats.device_id = ranges.device_id
+    where ranges.from_day <= as_of.as_of_date
+        and ranges.to_day >= as_of.as_of_date
 ),
 
-installed_per_day as (
-    -- required apps of the platform installed on each device-day, and how many of them are at
-    -- or above their minimum; joined to the spine on device, day and platform
-    select
-        device_id,
-        day,
-        platform,
-        count(*) as installed_app_count,
-        count(*) filter (where meets_minimum) as current_app_count,
-    from installed_packages
-    group by device_id, day, platform
+picked as (
+    select * from history_picked
+    union all by name
+    select * from as_of_picked
 ),
 
 final as (
-    -- narrow on purpose (millions of rows): the version's attributes are joined back from
-    -- int_device_versions on (device_id, version_updated_at) where they are needed
     select
         picked.device_id as device_id,
         picked.day as day,
         picked.cutoff_at as cutoff_at,
-        versions.platform as platform,
-        versions.group_id as group_id,
+        picked.is_as_of_day as is_as_of_day,
+        picked.platform as platform,
+        picked.group_id as group_id,
         picked.version_updated_at as version_updated_at,
         greatest(
             picked.heartbeat_at,
-            case when versions.last_seen_at <= picked.cutoff_at then versions.last_seen_at end
+            case
+                when picked.version_last_seen_at <= picked.cutoff_at
+                    then picked.version_last_seen_at
+            end
         ) as last_seen_at,
-        coalesce(installed_per_day.installed_app_count, 0) as installed_required_app_count,
-        coalesce(installed_per_day.current_app_count, 0) as current_required_app_count,
-    from heartbeat_picked as picked
-    inner join versions
-        on versions.device_id = picked.device_id
-        and versions.updated_at = picked.version_updated_at
-    left join installed_per_day
-        on installed_per_day.device_id = picked.device_id
-        and installed_per_day.day = picked.day
-        and installed_per_day.platform = versions.platform
+        picked.installed_required_app_count as installed_required_app_count,
+        picked.current_required_app_count as current_required_app_count,
+
+        -- the version's attributes that the checks read (int_device_versions)
+        picked.os_version as os_version,
+        picked.os_check as os_check,
+        picked.security_patch_level as security_patch_level,
+        picked.agent_version as agent_version,
+        picked.agent_check as agent_check,
+        picked.has_security_patch_target as has_security_patch_target,
+        picked.security_patch_deadline as security_patch_deadline,
+        picked.assigned_blueprint_id as assigned_blueprint_id,
+        picked.current_blueprint_id as current_blueprint_id,
+        picked.current_blueprint_version_id as current_blueprint_version_id,
+        picked.blueprint_upgrade_status as blueprint_upgrade_status,
+    from picked
 )
 
 select * from final

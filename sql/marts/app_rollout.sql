@@ -19,7 +19,8 @@
 --   fleet_devices                fleet devices of the platform that day
 --   is_highest_version           this is the highest version of the app installed anywhere
 --                                on the platform that day
--- The fleet on a day is the device x day spine (removed devices leave it after their last activity).
+-- The fleet on a day is the device x day spine (int_device_ranges; removed devices leave it after
+-- their last activity).
 with
 
 as_of as (
@@ -34,8 +35,8 @@ app_versions as (
     select * from intermediate.int_device_app_versions
 ),
 
-device_days as (
-    select * from intermediate.int_device_days
+ranges as (
+    select * from intermediate.int_device_ranges
 ),
 
 devices as (
@@ -112,14 +113,28 @@ daily as (
         and deltas.day = calendar.day
 ),
 
+device_days as (
+    -- the fleet on each day: the ranges of int_device_ranges expanded to days (the rows of
+    -- int_device_days, without its heartbeats)
+    select
+        ranges.device_id as device_id,
+        ranges.platform as platform,
+        cast(unnest(generate_series(ranges.from_day, ranges.to_day, interval 1 day)) as date)
+            as day,
+    from ranges
+),
+
 reporting as (
     select
         device_days.day as day,
         device_days.platform as platform,
         count(*) as fleet_devices,
-        count(*) filter (where devices.first_apps_reported_at <= device_days.cutoff_at)
-            as reporting_devices,
+        count(*) filter (
+            where devices.first_apps_reported_at
+                <= least(utc_day_end(device_days.day), as_of.as_of)
+        ) as reporting_devices,
     from device_days
+    cross join as_of
     left join devices
         on devices.device_id = device_days.device_id
     group by device_days.day, device_days.platform

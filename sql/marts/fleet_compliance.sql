@@ -48,10 +48,9 @@ as_of as (
 ),
 
 checks as (
-    select device_checks.*
-    from intermediate.int_device_day_checks as device_checks
-    inner join as_of
-        on device_checks.day = as_of.as_of_date
+    -- the as_of day (filtered on a stored column, so the other days are never judged)
+    select * from intermediate.int_device_day_checks
+    where is_as_of_day
 ),
 
 devices as (

@@ -104,7 +104,7 @@ def test_views_by_default_tables_when_marked(warehouse):
     kinds = relations(warehouse)
     assert kinds["staging.stg_esper__devices"] == "VIEW"
     assert kinds["marts.command_rollout"] == "VIEW"
-    assert kinds["intermediate.int_device_days"] == "BASE TABLE"
+    assert kinds["intermediate.int_device_ranges"] == "BASE TABLE"
     assert kinds["seeds.compliance_required_apps"] == "BASE TABLE"
 
 
