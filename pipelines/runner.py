@@ -112,6 +112,10 @@ def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
         )
     if settings.destination == "duckdb":
         destination = dlt.destinations.duckdb(str(warehouse))
+        # One load job at a time: a DuckDB file has one writer, and dlt's default of 20 parallel
+        # jobs only multiplied the load's memory (20,000 devices: peak 812 MB -> 335 MB, same
+        # time). `LOAD__WORKERS` in the environment still wins.
+        os.environ.setdefault("LOAD__WORKERS", "1")
     return dlt.pipeline(
         pipeline_name=PIPELINE_NAME,
         destination=destination,
