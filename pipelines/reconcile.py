@@ -75,27 +75,29 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
     return rows
 
 
-def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> int:
-    """Close the app rows of devices whose complete app list came back empty (or 404).
+def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
+    """Close the app rows of devices that no longer have them, at the run's API time.
 
-    dlt's scd2 retires rows per merge key only when the key has rows in the load, so a device
-    whose last app was removed would keep it "installed" forever. The same validity boundary is
-    used: the run's API time.
+    dlt's scd2 retires rows per merge key only when the key has rows in the load, so two cases
+    need a hand, or their apps would stay "installed" forever:
+    - a device whose complete app list came back empty (or 404);
+    - a device gone from the fleet: after a complete device scan (its census is this run's),
+      every device not in the census. A nightly run cannot see removals; the weekly scan does.
     """
-    devices = sorted(ledger.devices_without_apps)
-    if not devices or ledger.as_of is None:
-        return 0
+    empty = sorted(ledger.devices_without_apps)
+    census = "devices" in ledger.scans  # only a complete device scan records this scan
+    if ledger.as_of is None or not (empty or census):
+        return
     with pipeline.sql_client() as client:
         table = client.make_qualified_table_name("device_apps")
         try:
             client.execute_sql(f"select 1 from {table} limit 1")
         except Exception:  # no device_apps table yet: nothing to retire
-            return 0
-        marks = ", ".join(["%s"] * len(devices))
-        client.execute_sql(
-            f"update {table} set _dlt_valid_to = %s "
-            f"where _dlt_valid_to is null and device_id in ({marks})",
-            ledger.as_of,
-            *devices,
-        )
-    return len(devices)
+            return
+        current = f"update {table} set _dlt_valid_to = %s where _dlt_valid_to is null and device_id"
+        if empty:
+            marks = ", ".join(["%s"] * len(empty))
+            client.execute_sql(f"{current} in ({marks})", ledger.as_of, *empty)
+        if census:
+            census_table = client.make_qualified_table_name("device_census")
+            client.execute_sql(f"{current} not in (select id from {census_table})", ledger.as_of)

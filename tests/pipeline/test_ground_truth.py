@@ -74,10 +74,31 @@ def test_nightly_makes_far_fewer_requests(wh: Path) -> None:
         assert nightly.exit_code == 0, nightly.error
         requests = sim.stats()["total"]
         compare(sim, wh, "devices", exact=False)
-        compare(sim, wh, "device_apps")
+        # A device removed during the day keeps its apps until the weekly complete scan.
+        compare(sim, wh, "device_apps", exact=False)
         compare(sim, wh, "command_statuses")
     assert requests == nightly.requests  # the client counts what the API saw
     assert requests * 4 < full, f"nightly {requests} requests vs full {full}"
+
+
+def test_complete_scan_retires_the_apps_of_removed_devices(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    device = rows(wh, "device_apps", ("device_id",), "order by device_id limit 1")[0][0]
+    world = sim.world
+    with world.lock:  # the device leaves the fleet (as an admin's wipe and removal would)
+        world.fleet.removed[world.fleet.ids.index(device)] = True
+        world.fleet.version += 1
+    sim.advance(hours=24)
+    nightly = load(sim, wh)
+    assert nightly.exit_code == 0, nightly.error
+    assert rows(
+        wh, "device_apps", ("1",), f"where device_id = '{device}' and _dlt_valid_to is null"
+    )
+    weekly = load(sim, wh, full=True)
+    assert weekly.exit_code == 0, weekly.error
+    compare(sim, wh, "device_apps")  # exact again: no current row for the removed device
+    ends = rows(wh, "device_apps", ("_dlt_valid_to",), f"where device_id = '{device}'")
+    assert ends and set(ends) == {(weekly.as_of,)}
 
 
 def test_rerun_without_changes_duplicates_nothing(sim, wh: Path) -> None:
@@ -126,12 +147,18 @@ def test_apps_gone_from_a_complete_list_are_retired_at_the_api_time(
     result = run(settings(sim, wh, full=True), client=client)
     client.close()
     assert result.exit_code == 0, result.error
-    retired = rows(wh, "device_apps", ("device_id", "_dlt_valid_to"),
-                   "where _dlt_valid_to is not null")  # fmt: skip
     gone = min(hide, installed)
-    assert retired == [(device, result.as_of)] * gone
-    current = rows(wh, "device_apps", ("device_id",), "where _dlt_valid_to is null")
-    assert len(current) == len(sim.truth("device_apps")) - gone
+    # The device's hidden apps are retired at the run's API time; other devices' lists may
+    # have changed that day too (app updates), so only this device's rows are counted.
+    retired = rows(wh, "device_apps", ("_dlt_valid_to",),
+                   f"where device_id = '{device}' and _dlt_valid_to is not null")  # fmt: skip
+    truth = [a for a in sim.truth("device_apps") if a["device_id"] == device]
+    current = rows(wh, "device_apps", ("id",),
+                   f"where device_id = '{device}' and _dlt_valid_to is null")  # fmt: skip
+    assert len(current) == len(truth) - gone
+    assert len(retired) >= gone and set(retired) == {(result.as_of,)}
+    everywhere = rows(wh, "device_apps", ("device_id",), "where _dlt_valid_to is null")
+    assert len(everywhere) == len(sim.truth("device_apps")) - gone
 
 
 def test_selected_resources_only(sim, wh: Path) -> None:
