@@ -1,10 +1,14 @@
 """The simulated clock: how the fleet moves on as time passes.
 
-``Engine.run_until(t)`` walks time in ticks of at most an hour. Per simulated day, by default:
-about 2 % of devices change (settings, apps, rollouts), a handful of command requests and
-operations are issued and their per-device statuses walk forward through legal states over
-hours to days, a few devices enroll, leave, go dark or come back. Rollouts (OS, app versions,
-blueprint versions) run in waves over several days; some devices fail and stay behind.
+``Engine.run_until(t)`` walks time in ticks of at most an hour. Per simulated day, at any fleet
+size: about 2 % of devices change (``updated_at`` moves: settings and apps about 0.8 %, rollout
+deliveries about 1.2 %), command requests and operations are issued in proportion to the fleet
+and their per-device statuses walk forward through legal states over hours to days, a few
+devices enroll, leave, go dark or come back. Rollouts (OS, app versions, blueprint versions) run
+in waves in working hours; some devices fail and stay behind. Every per-day volume is a rate per
+live device, so the daily changed share does not depend on the fleet size; the rates are
+computed on at least ``MIN_ACTIVITY_FLEET`` devices so that a small test fleet still sees a few
+changes a day. Check-ins move ``last_seen`` only, never ``updated_at``.
 Everything is drawn from one RNG seeded by the simulator seed, so the same seed and the same
 sequence of ``run_until`` calls give the same fleet.
 """
@@ -33,10 +37,21 @@ HISTORY_DAYS = 30  # the generated fleet already has this much history before `s
 
 # Rates per simulated day (fractions of the live fleet unless noted).
 MISC_CHANGE_RATE = 0.008
-CAMPAIGNS_PER_DAY = 0.35
-CAMPAIGN_WAVE_PER_DAY = 0.3  # share of a campaign's targets reached per day
-COMMANDS_PER_DAY = 4.0
-OPERATIONS_PER_DAY = 1.5
+# Rollouts: the tenant's update service delivers to about this share of the fleet per day (in
+# working hours), shared by the running campaigns; each campaign also reaches at most
+# CAMPAIGN_WAVE_PER_DAY of its own targets per day. A release reaches every eligible device
+# (5 to 25 % of the fleet) region by region, one campaign per region, over days to weeks.
+ROLLOUT_RATE = 0.016  # deliveries attempted; dark, failed and removed targets change nothing
+CAMPAIGN_WAVE_PER_DAY = 0.3  # share of a campaign's targets reached per day, at most
+RELEASES_PER_DAY = 0.35  # new OS/patch targets, app and blueprint versions (any fleet size)
+CAMPAIGNS_PER_DAY = 0.2  # new campaigns per day while the running ones can use the capacity
+CAMPAIGNS_PER_DAY_IDLE = 4.0  # ... and while they cannot (too few targets left for 3 days)
+MIN_ACTIVITY_FLEET = 150  # device changes and rollouts: rates on at least this many devices
+# Commands and operations: per 1,000 live devices, and at least as many as a 2,000-device fleet
+# gets (a small test fleet still sees commands and operations every day).
+COMMANDS_PER_1000 = 2.0
+OPERATIONS_PER_1000 = 0.75
+MIN_ADMIN_FLEET = 2000
 ENROLL_RATE = 0.001
 REMOVE_RATE = 0.0005
 DARK_RATE = 0.002
@@ -65,7 +80,12 @@ class Engine:
         self.heap: list[tuple[int, int, str, int]] = []
         self.seq = 0
         self.campaigns: list[Campaign] = []
+        # releases being rolled out: (kind, ref, app platform) -> (version, regions not started)
+        self.releases: dict[tuple[str, int, int], tuple[int, list[int]]] = {}
+        self.rollout_carry = 0.0  # fractional deliveries carried from one tick to the next
         self.on_midnight: Callable[[int], None] | None = None
+        self._members: dict[int, set[int]] = {}  # leaf group -> device indexes (lazy)
+        self._members_upto = 0  # devices [0, _members_upto) are in _members
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -86,16 +106,26 @@ class Engine:
     def _tick(self, t0: int, t1: int) -> None:
         dt = (t1 - t0) / DAY
         n_live = max(1, len(self.f.ids) - sum(self.f.removed)) if dt > 0 else 0
+        scale = max(n_live, MIN_ACTIVITY_FLEET) if dt > 0 else 0
         self._fire_due(t1)
         rng = self.rng
-        for _ in range(self._poisson(n_live * MISC_CHANGE_RATE * dt)):
+        for _ in range(self._poisson(scale * MISC_CHANGE_RATE * dt)):
             self._misc_change(rng.randint(t0, t1 - 1))
-        if rng.random() < CAMPAIGNS_PER_DAY * dt:
-            self._start_campaign(rng.randint(t0, t1 - 1))
-        self._run_campaigns(t0, t1, dt)
-        for _ in range(self._poisson(COMMANDS_PER_DAY * dt)):
+        # what the running campaigns can take per day over the next three days
+        capacity = sum(min(c.per_day, len(c.targets) / 3) for c in self.campaigns)
+        per_day = CAMPAIGNS_PER_DAY if capacity >= scale * ROLLOUT_RATE else CAMPAIGNS_PER_DAY_IDLE
+        if rng.random() < RELEASES_PER_DAY * dt:
+            self._publish(rng.randint(t0, t1 - 1))
+        if rng.random() < per_day * dt:
+            ts = rng.randint(t0, t1 - 1)
+            for _ in range(3):  # a region without eligible devices: try another release
+                if self._start_campaign(ts):
+                    break
+        self._run_campaigns(t0, t1, dt, scale)
+        admin = max(n_live, MIN_ADMIN_FLEET) / 1000 * dt
+        for _ in range(self._poisson(admin * COMMANDS_PER_1000)):
             self._issue_command(rng.randint(t0, t1 - 1))
-        for _ in range(self._poisson(OPERATIONS_PER_DAY * dt)):
+        for _ in range(self._poisson(admin * OPERATIONS_PER_1000)):
             self._issue_operation(rng.randint(t0, t1 - 1))
         for _ in range(self._poisson(n_live * ENROLL_RATE * dt)):
             self._enroll(rng.randint(t0, t1 - 1))
@@ -158,6 +188,14 @@ class Engine:
                 out.append(i)
         return out
 
+    def _members_of(self, group: int) -> set[int]:
+        """Indexes of the devices in ``group`` (removed ones included), kept up to date."""
+        f = self.f
+        for i in range(self._members_upto, len(f.ids)):
+            self._members.setdefault(f.group[i], set()).add(i)
+        self._members_upto = len(f.ids)
+        return self._members.setdefault(group, set())
+
     def _schedule(self, ts: int, kind: str, idx: int) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (ts, self.seq, kind, idx))
@@ -188,7 +226,9 @@ class Engine:
         elif r < 0.6:
             f.alias[i] = f"{C.OS_NAMES[f.os[i]]}-{rng.randrange(10**6):06d}"
         elif r < 0.7:
+            self._members_of(f.group[i]).discard(i)
             f.group[i] = rng.choice(f.leaf_groups)
+            self._members_of(f.group[i]).add(i)
         elif r < 0.78:
             f.state[i] = C.STATE_ACTIVE if f.state[i] != C.STATE_ACTIVE else C.STATE_DISABLED
             f.touch(i, ts, C.EV_STATE, f.state[i])
@@ -242,56 +282,117 @@ class Engine:
 
     # -- rollouts ------------------------------------------------------------------------
 
-    def _start_campaign(self, ts: int) -> None:
+    def _start_campaign(self, ts: int) -> bool:
+        """Start a rollout wave: the next region of a release in progress, or a new release.
+
+        A release (a new OS or patch level to reach, a new app or blueprint version) is rolled
+        out region by region (the groups under one region group), one campaign per region.
+        Releases are published at their own pace (``RELEASES_PER_DAY``, see :meth:`_publish`);
+        campaigns start when the delivery capacity is free. Returns whether it has targets.
+        """
         f, rng = self.f, self.rng
         live = [i for i in range(len(f.ids)) if not f.removed[i]]
+        pending = [key for key, (_v, regions) in self.releases.items() if regions]
+        if pending:
+            kind, ref, plat = key = rng.choice(pending)
+        else:
+            kind, ref, plat = key = self._publish(ts, live)
+        version, regions = self.releases[key]
+        region = regions.pop()
+        groups = f.groups
+        live = [i for i in live if groups[f.group[i]].parent == region]
+        if kind == "os":
+            top = len(C.OS_VERSIONS[ref]) - 1
+            targets = [i for i in live if f.os[i] == ref and f.osv[i] < top]
+            camp = Campaign("os", targets, CAMPAIGN_WAVE_PER_DAY, 0.05, ref=ref)
+        elif kind == "patch":
+            last = len(f.patch_levels) - 1
+            targets = [i for i in live if f.os[i] == 0 and f.patch[i] < last]
+            camp = Campaign("patch", targets, CAMPAIGN_WAVE_PER_DAY, 0.05, ref=ref)
+        elif kind == "app":
+            targets = [
+                i for i in live if f.platform(i) == plat and any(a[0] == ref for a in f.apps[i])
+            ]
+            camp = Campaign("app", targets, CAMPAIGN_WAVE_PER_DAY, 0.05, ref=ref, version=version)
+        else:
+            targets = [i for i in live if f.bp_current[i] == ref]
+            camp = Campaign("blueprint", targets, CAMPAIGN_WAVE_PER_DAY, 0.08, ref=ref)
+            camp.version = version
+        if not camp.targets:
+            return False
+        rng.shuffle(camp.targets)
+        camp.per_day = max(1.0, len(camp.targets) * camp.per_day)
+        self.campaigns.append(camp)
+        return True
+
+    def _publish(self, ts: int, live: list[int] | None = None) -> tuple[str, int, int]:
+        """Publish a release (its app or blueprint version), every region still to be reached.
+
+        Returns its key; it supersedes the regions not yet started of an older release of the
+        same OS, app or blueprint.
+        """
+        f, rng = self.f, self.rng
+        if live is None:
+            live = [i for i in range(len(f.ids)) if not f.removed[i]]
+        kind, ref, plat, version = self._new_release(ts, live)
+        regions = sorted({f.groups[g].parent for g in f.leaf_groups})
+        rng.shuffle(regions)
+        self.releases[kind, ref, plat] = (version, regions)
+        return kind, ref, plat
+
+    def _new_release(self, ts: int, live: list[int]) -> tuple[str, int, int, int]:
+        """Pick what a new release updates (kind, ref, platform, version); publish the version."""
+        f, rng = self.f, self.rng
         kind = rng.choice(("os", "patch", "app", "app", "blueprint"))
-        camp: Campaign | None = None
         if kind in ("os", "patch"):
             os_ = rng.choice([f.os[i] for i in rng.sample(live, min(50, len(live)))])
             if kind == "patch" and os_ != 0:
                 kind = "os"
-            top = len(C.OS_VERSIONS[os_]) - 1
-            if kind == "os":
-                targets = [i for i in live if f.os[i] == os_ and f.osv[i] < top]
-            else:
-                targets = [i for i in live if f.os[i] == 0 and f.patch[i] < len(f.patch_levels) - 1]
-            camp = Campaign(kind, targets, CAMPAIGN_WAVE_PER_DAY, 0.05, ref=os_)
-        elif kind == "app":
+            return kind, (os_ if kind == "os" else 0), -1, 0
+        if kind == "app":
             plat = rng.choice((C.ANDROID, C.ANDROID, C.APPLE, C.WINDOWS))
             cat = f.legacy_apps if plat == C.ANDROID else f.tenant_apps
-            k = rng.choice([k for k, a in enumerate(cat) if a.platform == plat])
-            v = f.add_app_version(cat[k], ts, rng)
-            targets = [
-                i for i in live if f.platform(i) == plat and any(a[0] == k for a in f.apps[i])
-            ]
-            camp = Campaign("app", targets, CAMPAIGN_WAVE_PER_DAY, 0.05, ref=k, version=v)
-        else:
-            b = rng.randrange(len(f.blueprints))
-            g = f.add_blueprint_version(b, ts, rng)
-            targets = [i for i in live if f.bp_current[i] == b]
-            camp = Campaign("blueprint", targets, CAMPAIGN_WAVE_PER_DAY, 0.08, ref=b, version=g)
-        rng.shuffle(camp.targets)
-        camp.per_day = max(1.0, len(camp.targets) * camp.per_day)
-        self.campaigns.append(camp)
+            # apps on more devices get more releases (as the browser and Play services do)
+            installs = [0] * len(cat)
+            for i in rng.sample(live, min(200, len(live))):
+                if f.platform(i) == plat:
+                    for a in f.apps[i]:
+                        installs[a[0]] += 1
+            ks = [k for k, a in enumerate(cat) if a.platform == plat]
+            k = rng.choices(ks, weights=[1 + installs[k] for k in ks])[0]
+            return "app", k, plat, f.add_app_version(cat[k], ts, rng)
+        b = rng.randrange(len(f.blueprints))
+        return "blueprint", b, -1, f.add_blueprint_version(b, ts, rng)
 
-    def _run_campaigns(self, t0: int, t1: int, dt: float) -> None:
+    def _run_campaigns(self, t0: int, t1: int, dt: float, scale: int) -> None:
+        """Deliver this tick's share of the fleet-wide rollout capacity to the campaigns.
+
+        Waves reach devices in the working hours of the day (08:00-20:00). The capacity
+        (``ROLLOUT_RATE`` of the fleet per day) is paced evenly, with fractions carried to the
+        next tick, and handed out one delivery at a time to the campaigns in turn, each
+        taking at most its own wave (``CAMPAIGN_WAVE_PER_DAY`` of its targets per day).
+        """
         f, rng = self.f, self.rng
-        for camp in self.campaigns:
-            # waves: devices are reached in the working hours of the day (08:00-20:00)
-            hour = (t0 % DAY) // HOUR
-            if not 8 <= hour < 20:
-                continue
-            n = self._poisson(camp.per_day * dt * 2)
-            for _ in range(min(n, len(camp.targets))):
-                i = camp.targets.pop()
-                if f.removed[i]:
-                    continue
-                if f.dark[i] or f.last_seen[i] < 0:
-                    continue  # unreachable: stays behind
-                ts = rng.randint(t0, t1 - 1)
-                fail = rng.random() < camp.fail_rate
-                self._apply(camp, i, ts, fail)
+        hour = (t0 % DAY) // HOUR
+        if 8 <= hour < 20 and self.campaigns:
+            self.rollout_carry += scale * ROLLOUT_RATE * dt * 2
+            budget = int(self.rollout_carry)
+            self.rollout_carry -= budget
+            wants = [min(self._poisson(c.per_day * dt * 2), len(c.targets)) for c in self.campaigns]
+            while budget > 0 and any(wants):
+                for k, camp in enumerate(self.campaigns):
+                    if budget <= 0 or wants[k] <= 0:
+                        continue
+                    wants[k] -= 1
+                    budget -= 1
+                    i = camp.targets.pop()
+                    if f.removed[i]:
+                        continue
+                    if f.dark[i] or f.last_seen[i] < 0:
+                        continue  # unreachable: stays behind
+                    ts = rng.randint(t0, t1 - 1)
+                    fail = rng.random() < camp.fail_rate
+                    self._apply(camp, i, ts, fail)
         self.campaigns = [c for c in self.campaigns if c.targets]
 
     def _apply(self, camp: Campaign, i: int, ts: int, fail: bool) -> None:
@@ -345,7 +446,7 @@ class Engine:
         group = -1
         if rng.random() < 0.2:
             group = rng.choice(f.leaf_groups)
-            devices = [i for i in range(len(f.ids)) if f.group[i] == group and not f.removed[i]]
+            devices = sorted(i for i in self._members_of(group) if not f.removed[i])
         else:
             devices = sorted(set(self._sample_live(self._target_size())))
         if not devices:
