@@ -1,7 +1,10 @@
--- materialized: table
 -- Every app on every device per validity range, with package and version resolved: legacy
 -- (Android) rows carry them; v2 (Apple/Windows) rows may only carry app and version ids, which
--- are looked up in the tenant app catalogue. version_key compares versions part by part.
+-- are looked up in the tenant app catalogue. version_key compares versions part by part (looked
+-- up in int_app_version_keys, parsed once per distinct version string).
+-- A view: each reader (int_devices_current, int_device_ranges, int_device_app_latest,
+-- app_rollout) reads only the columns and rows it needs, which costs less than writing millions
+-- of rows once.
 with
 
 device_apps as (
@@ -55,17 +58,8 @@ kept as (
         and valid_from is not null
 ),
 
-distinct_versions as (
-    select distinct version_name
-    from kept
-),
-
 version_keys as (
-    -- version_key parsed once per distinct version string (a few dozen), not once per app row
-    select
-        version_name,
-        version_key(version_name) as version_key,
-    from distinct_versions
+    select * from intermediate.int_app_version_keys
 ),
 
 final as (

@@ -55,11 +55,8 @@ device_days as (
         last_seen_at,
         installed_required_app_count,
         current_required_app_count,
+        first_apps_reported_at,
     from intermediate.int_device_days
-),
-
-devices as (
-    select * from intermediate.int_devices_current
 ),
 
 required_apps as (
@@ -130,7 +127,6 @@ with_blueprint as (
 measured as (
     select
         with_blueprint.*,
-        devices.first_apps_reported_at as first_apps_reported_at,
         -- elapsed hours from the microseconds since the epoch (no calendar arithmetic per row)
         (epoch_us(with_blueprint.cutoff_at) - epoch_us(with_blueprint.last_seen_at)) / 3600000000.0
             as hours_since_seen,
@@ -151,8 +147,6 @@ measured as (
         bucket_bounds.*,
     from with_blueprint
     cross join bucket_bounds
-    left join devices
-        on devices.device_id = with_blueprint.device_id
     left join required_counts
         on required_counts.platform = with_blueprint.platform
 ),

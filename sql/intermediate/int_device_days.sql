@@ -13,6 +13,8 @@
 --                        os_check, security_patch_level, agent_version, agent_check,
 --                        has_security_patch_target, security_patch_deadline, the blueprint ids,
 --                        blueprint_upgrade_status) are carried here, joined once per range
+--   first_apps_reported_at  when the device first reported its app inventory (NULL = never),
+--                        from int_devices_current, also joined once per range
 --   platform, group_id   of that version (kept here: every consumer groups by them)
 --   last_seen_at         the latest heartbeat <= cutoff_at and the version's own last_seen (when
 --                        <= cutoff_at)
@@ -27,15 +29,30 @@ as_of as (
     select * from intermediate.int_as_of
 ),
 
+device_numbers as (
+    -- a number per device: the as-of join below sorts on it, cheaper than on the id text
+    select
+        device_id,
+        cast(row_number() over (order by device_id) as integer) as device_number,
+    from intermediate.int_device_spans
+),
+
 versions as (
     select * from intermediate.int_device_versions
 ),
 
+devices as (
+    select * from intermediate.int_devices_current
+),
+
 ranges as (
     -- each range with the attributes of its version that the checks read (joined once per
-    -- range, not once per day)
+    -- range, not once per day), numbered so the days below can carry only the number
     select
         device_ranges.*,
+        row_number() over (order by device_ranges.device_id, device_ranges.from_day)
+            as range_number,
+        device_numbers.device_number as device_number,
         versions.os_version as os_version,
         versions.os_check as os_check,
         versions.security_patch_level as security_patch_level,
@@ -47,17 +64,23 @@ ranges as (
         versions.current_blueprint_id as current_blueprint_id,
         versions.current_blueprint_version_id as current_blueprint_version_id,
         versions.blueprint_upgrade_status as blueprint_upgrade_status,
+        devices.first_apps_reported_at as first_apps_reported_at,
     from intermediate.int_device_ranges as device_ranges
+    inner join device_numbers
+        on device_numbers.device_id = device_ranges.device_id
     inner join versions
         on versions.device_id = device_ranges.device_id
         and versions.updated_at = device_ranges.version_updated_at
+    left join devices
+        on devices.device_id = device_ranges.device_id
 ),
 
 history as (
-    -- the days before as_of: one row per device and day, carrying everything its range holds,
-    -- cut off at the end of the day
+    -- the days before as_of: one row per range and day, narrow (the as-of join below sorts
+    -- these rows; the range's attributes are joined back after it)
     select
-        ranges.* exclude (from_day, to_day),
+        ranges.range_number as range_number,
+        ranges.device_number as device_number,
         cast(
             unnest(
                 generate_series(
@@ -75,7 +98,6 @@ history as (
 history_cutoffs as (
     select
         history.*,
-        false as is_as_of_day,
         utc_day_end(history.day) as cutoff_at,
     from history
 ),
@@ -89,16 +111,37 @@ heartbeats as (
         and seen_at is not null
 ),
 
-history_picked as (
+numbered_heartbeats as (
+    select
+        device_numbers.device_number as device_number,
+        heartbeats.seen_at as seen_at,
+    from heartbeats
+    inner join device_numbers
+        on device_numbers.device_id = heartbeats.device_id
+),
+
+history_heartbeats as (
     -- the latest heartbeat <= cutoff_at (pipelines/models.py keeps DuckDB from turning this
     -- as-of join into a per-row loop: it cannot size the spine in advance)
     select
         history_cutoffs.*,
-        heartbeats.seen_at as heartbeat_at,
+        numbered_heartbeats.seen_at as heartbeat_at,
     from history_cutoffs
-    asof left join heartbeats
-        on heartbeats.device_id = history_cutoffs.device_id
-        and heartbeats.seen_at <= history_cutoffs.cutoff_at
+    asof left join numbered_heartbeats
+        on numbered_heartbeats.device_number = history_cutoffs.device_number
+        and numbered_heartbeats.seen_at <= history_cutoffs.cutoff_at
+),
+
+history_picked as (
+    select
+        ranges.* exclude (from_day, to_day, range_number, device_number),
+        history_heartbeats.day as day,
+        false as is_as_of_day,
+        history_heartbeats.cutoff_at as cutoff_at,
+        history_heartbeats.heartbeat_at as heartbeat_at,
+    from history_heartbeats
+    inner join ranges
+        on ranges.range_number = history_heartbeats.range_number
 ),
 
 latest_heartbeats as (
@@ -114,7 +157,7 @@ latest_heartbeats as (
 as_of_picked as (
     -- the as_of day, cut off at as_of: the latest heartbeat <= as_of
     select
-        ranges.* exclude (from_day, to_day),
+        ranges.* exclude (from_day, to_day, range_number, device_number),
         as_of.as_of_date as day,
         true as is_as_of_day,
         as_of.as_of as cutoff_at,
@@ -164,6 +207,9 @@ final as (
         picked.current_blueprint_id as current_blueprint_id,
         picked.current_blueprint_version_id as current_blueprint_version_id,
         picked.blueprint_upgrade_status as blueprint_upgrade_status,
+
+        -- when the device first reported its app inventory (int_devices_current; NULL = never)
+        picked.first_apps_reported_at as first_apps_reported_at,
     from picked
 )
 

@@ -115,13 +115,15 @@ daily as (
 
 device_days as (
     -- the fleet on each day: the ranges of int_device_ranges expanded to days (the rows of
-    -- int_device_days, without its heartbeats)
+    -- int_device_days, without its heartbeats), with when the device first reported its apps
     select
-        ranges.device_id as device_id,
         ranges.platform as platform,
+        devices.first_apps_reported_at as first_apps_reported_at,
         cast(unnest(generate_series(ranges.from_day, ranges.to_day, interval 1 day)) as date)
             as day,
     from ranges
+    left join devices
+        on devices.device_id = ranges.device_id
 ),
 
 reporting as (
@@ -130,13 +132,11 @@ reporting as (
         device_days.platform as platform,
         count(*) as fleet_devices,
         count(*) filter (
-            where devices.first_apps_reported_at
+            where device_days.first_apps_reported_at
                 <= least(utc_day_end(device_days.day), as_of.as_of)
         ) as reporting_devices,
     from device_days
     cross join as_of
-    left join devices
-        on devices.device_id = device_days.device_id
     group by device_days.day, device_days.platform
 ),
 
