@@ -67,7 +67,8 @@ required_apps as (
 ),
 
 installed as (
-    select * from intermediate.int_device_app_latest
+    -- the required apps installed now (int_device_app_latest, required packages only)
+    select * from intermediate.int_device_required_apps
 ),
 
 app_reasons as (

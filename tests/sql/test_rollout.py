@@ -128,3 +128,23 @@ def test_latest_app_version_per_device(rollout_wh):
         {"device_id": "r3", "version_name": "14.9"},
         {"device_id": "r5", "version_name": "14.10"},
     ]
+
+
+REQUIRED_FROM_LATEST = """
+    select latest.*
+    from intermediate.int_device_app_latest as latest
+    where latest.package_name in (select package_name from staging.stg_seeds__required_apps)
+"""
+
+
+def test_required_apps_now_are_the_latest_rows_of_the_required_packages(rollout_wh):
+    q = query_fn(rollout_wh)
+    required = "select * from intermediate.int_device_required_apps"
+    # r1, r2, r3 (rolled back), r5 on the remote viewer, plus the other required packages
+    assert q(f"select count(*) as n from ({required})")[0]["n"] >= 4
+    assert q(f"select count(*) as n from ({required} except all {REQUIRED_FROM_LATEST})") == [
+        {"n": 0}
+    ]
+    assert q(f"select count(*) as n from ({REQUIRED_FROM_LATEST} except all {required})") == [
+        {"n": 0}
+    ]

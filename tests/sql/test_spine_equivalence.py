@@ -3,7 +3,8 @@
 int_device_days builds the spine from version ranges (no as-of join per device-day) and keeps
 the required-app counts; these tests recompute the same facts the slow, obvious way (an as-of
 join per device-day, a range join per install) on 2,000 synthetic devices and compare row by row.
-They also check that fleet_compliance_daily's as_of day equals fleet_compliance.
+They also check that fleet_compliance_daily's as_of day equals fleet_compliance, and that
+int_device_required_apps (the required packages ranked alone) agrees with int_device_app_latest.
 """
 
 from __future__ import annotations
@@ -150,3 +151,16 @@ def test_daily_as_of_day_equals_fleet_compliance(synthetic):
     ).fetchall()
     assert daily == current
     assert sum(row[2] for row in daily) > 1_900
+
+
+def test_required_apps_agree_with_latest_apps(synthetic):
+    required = "select * from intermediate.int_device_required_apps"
+    from_latest = (
+        "select * from intermediate.int_device_app_latest "
+        "where package_name in (select package_name from staging.stg_seeds__required_apps)"
+    )
+    rows = synthetic.execute(f"select count(*) from ({required})").fetchone()[0]
+    assert rows > 1_000
+    for left, right in ((required, from_latest), (from_latest, required)):
+        only = synthetic.execute(f"select count(*) from ({left} except all {right})")
+        assert only.fetchone()[0] == 0
