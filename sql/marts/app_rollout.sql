@@ -56,35 +56,43 @@ covered as (
         on spans.device_id = app_versions.device_id
 ),
 
+events as (
+    -- each install covering at least one spine day: +1 on its first day, -1 on the day after its
+    -- last (one pass over the installs)
+    select
+        platform,
+        package_name,
+        version_name,
+        version_key,
+        unnest([from_day, to_day + 1]) as day,
+        unnest([1, -1]) as delta,
+    from covered
+    where from_day <= to_day
+),
+
 deltas as (
     select
         platform,
         package_name,
         version_name,
         day,
+        any_value(version_key) as version_key,
         sum(delta) as delta,
-    from (
-        select platform, package_name, version_name, from_day as day, 1 as delta
-        from covered
-        where from_day <= to_day
-        union all
-        select platform, package_name, version_name, to_day + 1 as day, -1 as delta
-        from covered
-        where from_day <= to_day
-    )
+        count(*) filter (where delta = 1) as starts,
+    from events
     group by platform, package_name, version_name, day
 ),
 
 versions as (
+    -- each version from the first day an install of it covers
     select
-        covered.platform as platform,
-        covered.package_name as package_name,
-        covered.version_name as version_name,
-        any_value(covered.version_key) as version_key,
-        min(covered.from_day) as first_day,
-    from covered
-    where covered.from_day <= covered.to_day
-    group by covered.platform, covered.package_name, covered.version_name
+        platform,
+        package_name,
+        version_name,
+        any_value(version_key) as version_key,
+        min(day) filter (where starts > 0) as first_day,
+    from deltas
+    group by platform, package_name, version_name
 ),
 
 calendar as (
