@@ -121,31 +121,80 @@ daily as (
         and deltas.day = calendar.day
 ),
 
-device_days as (
-    -- the fleet on each day: the ranges of int_device_ranges expanded to days (the rows of
-    -- int_device_days, without its heartbeats), with when the device first reported its apps
+range_reporting as (
+    -- the fleet from the ranges of int_device_ranges (the days of int_device_days), never
+    -- expanded to days: a range counts its device from from_day to to_day, and as reporting from
+    -- the first of those days whose cutoff (end of the day; as_of on the as_of day) is at or after
+    -- first_apps_reported_at -- its UTC day, when it is <= as_of (else never)
     select
         ranges.platform as platform,
-        devices.first_apps_reported_at as first_apps_reported_at,
-        cast(unnest(generate_series(ranges.from_day, ranges.to_day, interval 1 day)) as date)
-            as day,
+        ranges.from_day as from_day,
+        ranges.to_day as to_day,
+        case
+            when devices.first_apps_reported_at <= as_of.as_of
+                then greatest(ranges.from_day, utc_date(devices.first_apps_reported_at))
+        end as reporting_from_day,
     from ranges
+    cross join as_of
     left join devices
         on devices.device_id = ranges.device_id
 ),
 
-reporting as (
+fleet_events as (
+    -- +1 on the first day, -1 on the day after the last, for the fleet and for reporting
     select
-        device_days.day as day,
-        device_days.platform as platform,
-        count(*) as fleet_devices,
-        count(*) filter (
-            where device_days.first_apps_reported_at
-                <= least(utc_day_end(device_days.day), as_of.as_of)
+        platform,
+        unnest([from_day, to_day + 1]) as day,
+        unnest([1, -1]) as fleet_delta,
+        0 as reporting_delta,
+    from range_reporting
+    union all
+    select
+        platform,
+        unnest([reporting_from_day, to_day + 1]) as day,
+        0 as fleet_delta,
+        unnest([1, -1]) as reporting_delta,
+    from range_reporting
+    where reporting_from_day <= to_day
+),
+
+fleet_deltas as (
+    select
+        platform,
+        day,
+        sum(fleet_delta) as fleet_delta,
+        sum(reporting_delta) as reporting_delta,
+    from fleet_events
+    group by platform, day
+),
+
+platforms as (
+    select distinct platform
+    from range_reporting
+),
+
+reporting as (
+    -- fleet and reporting devices per day and platform: the running sums of the events
+    select
+        calendar.day as day,
+        platforms.platform as platform,
+        cast(
+            sum(coalesce(fleet_deltas.fleet_delta, 0)) over (
+                partition by platforms.platform
+                order by calendar.day
+            ) as bigint
+        ) as fleet_devices,
+        cast(
+            sum(coalesce(fleet_deltas.reporting_delta, 0)) over (
+                partition by platforms.platform
+                order by calendar.day
+            ) as bigint
         ) as reporting_devices,
-    from device_days
-    cross join as_of
-    group by device_days.day, device_days.platform
+    from calendar
+    cross join platforms
+    left join fleet_deltas
+        on fleet_deltas.platform = platforms.platform
+        and fleet_deltas.day = calendar.day
 ),
 
 final as (
