@@ -8,30 +8,33 @@ warehouse after the load, and `missing = expected - loaded`. Any `missing > 0` f
 from __future__ import annotations
 
 import logging
+from array import array
 from datetime import UTC, datetime
 from typing import Any
 
 import dlt
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from sources.esper.ledger import RunLedger
-from sources.esper.scan import parse_time
+from sources.esper.ledger import RunLedger, fingerprint
 from sources.esper.settings import ENDPOINTS
 
 log = logging.getLogger("esper_warehouse")
 
-TIME_KEYS = {"timestamp", "updated_at"}
 CURRENT_ROWS = {"device_apps": "_dlt_valid_to is null"}  # scd2: only rows valid now
+FETCH_ROWS = 100_000  # warehouse keys are read and fingerprinted this many at a time
 
 
-def _normal(names: tuple[str, ...], values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Key values comparable between the API (ISO strings) and the warehouse (datetimes)."""
-    out = []
-    for name, value in zip(names, values, strict=True):
-        if name in TIME_KEYS and value is not None:
-            ts = parse_time(value)
-            value = ts.astimezone(UTC) if ts else None
-        out.append(value)
-    return tuple(out)
+def _stored(client: Any, sql: str, key: tuple[str, ...]) -> pa.Array:
+    """Fingerprints of the keys a warehouse table holds (empty if it was never created)."""
+    stored = array("q")
+    try:
+        with client.execute_query(sql) as cursor:
+            while rows := cursor.fetchmany(FETCH_ROWS):
+                stored.extend(fingerprint(key, row) for row in rows)
+    except Exception as error:  # the table was never created: nothing of it loaded
+        log.debug("reconcile: %s", error)
+    return pa.array(stored, pa.int64())
 
 
 def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[dict[str, Any]]:
@@ -45,13 +48,8 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
             key = ENDPOINTS[table].key
             where = f" where {CURRENT_ROWS[table]}" if table in CURRENT_ROWS else ""
             sql = f"select {', '.join(key)} from {client.make_qualified_table_name(table)}{where}"
-            try:
-                stored = {_normal(key, tuple(r)) for r in client.execute_sql(sql) or []}
-            except Exception as error:  # the table was never created: nothing of it loaded
-                log.debug("reconcile %s: %s", table, error)
-                stored = set()
-            read = {_normal(key, k) for k in scan.keys}
-            loaded = len(read & stored)
+            read = pa.array(scan.keys, pa.int64()).unique()
+            loaded = pc.sum(pc.is_in(read, value_set=_stored(client, sql, key))).as_py() or 0
             missing = max(scan.expected - loaded, 0)
             rows.append(
                 {

@@ -52,6 +52,9 @@ DLT_DEFAULTS = {
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_ID": "true",  # scd2 on Arrow needs _dlt_id
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID": "true",  # freshness per table
     "RUNTIME__DLTHUB_TELEMETRY": "false",  # no network beyond the API
+    # Files of at most 100,000 rows: normalize reads a whole file at once, and 2.6 million device
+    # events of a 100,000-device first load in one file took it to 4 GB.
+    "DATA_WRITER__FILE_MAX_ITEMS": "100000",
 }
 
 
