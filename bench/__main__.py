@@ -48,8 +48,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--render",
         type=Path,
+        nargs="+",
         metavar="RESULTS_JSON",
-        help="only rewrite the README from saved results (no measurement)",
+        help="only rewrite the README from saved results (no measurement); several files are "
+        "merged in order (e.g. a 2,000 + 20,000 run and a separate 100,000 run)",
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds per run")
@@ -83,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 when every scenario ran without an error."""
     args = parse_args(argv)
     if args.render:
-        saved = orjson.loads(args.render.read_bytes())
-        args.readme.write_text(report.render(saved))
-        print(f"rewrote {args.readme} from {args.render}")
+        args.readme.write_text(
+            report.render(_merged([orjson.loads(p.read_bytes()) for p in args.render]))
+        )
+        print(f"rewrote {args.readme} from {', '.join(map(str, args.render))}")
         return 0
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     known = profiles(args.rate_limit)
@@ -121,6 +124,22 @@ def main(argv: list[str] | None = None) -> int:
         verdict = ok if isinstance(ok, str) else {True: "pass", False: "FAIL", None: "n/a"}[ok]
         print(f"  {verdict:5} {target['target']} [{target['scenario']}]: {target['measured']}")
     return 1 if any(s["errors"] for s in scenarios) else 0
+
+
+def _merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several saved runs as one: their scenarios in order, their commands and dates listed."""
+    if len(runs) == 1:
+        return runs[0]
+    codes = {r["machine"].get("code") for r in runs}
+    return {
+        **runs[0],
+        "date": " and ".join(r["date"] for r in runs),
+        "command": "`, then `".join(r["command"] for r in runs),
+        "wall_s": sum(r["wall_s"] for r in runs),
+        "partial": any(r["partial"] for r in runs),
+        "machine": {**runs[0]["machine"], "code": ", ".join(sorted(c or "unknown" for c in codes))},
+        "scenarios": [s for r in runs for s in r["scenarios"]],
+    }
 
 
 def _write(

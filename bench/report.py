@@ -292,7 +292,7 @@ def render(results: dict[str, Any]) -> str:
         "# Benchmarks",
         "",
         "Written by `make bench` (`python -m bench`); `make bench-quick` runs the 2,000-device",
-        "scenarios only. Every figure below was measured in the run dated here; ratios between runs",
+        "scenarios only. Every figure below was measured in the run(s) dated here; ratios between runs",
         "of the same scenario are the headline, absolute times drift between machines. Raw results:",
         "`bench/results/*.json` (not committed). How the harness works: `bench/__init__.py`,",
         "`bench/scenarios.py`.",
