@@ -14,10 +14,13 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
+import pipelines.models
 from pipelines.models import SQL_DIR, _statements, build_models
 from tests.sql.rawdata import create_raw_tables
 
@@ -199,6 +202,27 @@ def fill(path: Path, devices: int) -> dict[str, int]:
         con.close()
 
 
+@contextmanager
+def layer_times() -> Iterator[dict[str, list[float]]]:
+    """Collect [wall s, CPU s] per layer while build_models runs (wraps its per-model step)."""
+    times: dict[str, list[float]] = {}
+    build_model = pipelines.models._build_model
+
+    def timed(con, model, dataset):
+        started, cpu = time.perf_counter(), os.times()
+        build_model(con, model, dataset)
+        after = os.times()
+        spent = times.setdefault(model.layer, [0.0, 0.0])
+        spent[0] += time.perf_counter() - started
+        spent[1] += (after.user - cpu.user) + (after.system - cpu.system)
+
+    pipelines.models._build_model = timed
+    try:
+        yield times
+    finally:
+        pipelines.models._build_model = build_model
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=100_000)
@@ -211,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     for table, rows in counts.items():
         print(f"  esper.{table}: {rows:,} rows")
     started, cpu = time.perf_counter(), os.times()
-    built = build_models(path)
+    with layer_times() as layers:
+        built = build_models(path)
     wall, after = time.perf_counter() - started, os.times()
     cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
     load = os.getloadavg()[0]
@@ -220,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         f"({os.cpu_count()} cores, load average {load:.1f})",
         flush=True,
     )
+    for layer, (layer_wall, layer_cpu) in layers.items():
+        print(f"  {layer}: {layer_wall:.2f} s wall, {layer_cpu:.2f} s CPU")
+    other = wall - sum(layer_wall for layer_wall, _ in layers.values())
+    print(f"  seeds, macros, placeholders and commit: {other:.2f} s wall")
     return 0
 
 
