@@ -441,6 +441,23 @@ class EsperClient:
                 for future in pending:
                     future.cancel()
 
+    def read_ahead(self, items: Iterator[T]) -> Iterator[T]:
+        """Yield from `items` while its next item is already being produced on another thread.
+
+        For a sequential page walk (a cursor list can only be read in order): the next page's
+        request is in flight while the caller converts and loads the current one. At most one
+        item is read ahead; closing this generator lets the item being read finish, then stops.
+        """
+        done = object()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="esper-read-ahead") as pool:
+            future = pool.submit(next, items, done)
+            try:
+                while (item := future.result()) is not done:
+                    future = pool.submit(next, items, done)
+                    yield item
+            finally:
+                future.cancel()
+
     @property
     def server_time(self) -> datetime | None:
         """The API's clock: the `Date` header of the latest response (aware, UTC), or None."""

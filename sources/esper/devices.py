@@ -48,9 +48,10 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     newest: datetime | None = None
     for attempt in (1, 2):
         scan = DescScan("updated_at", since)
-        for page, fresh in scan.pages(
-            iter_cursor_pages(client, endpoint_path("devices", client), limit=limit)
-        ):
+        pages = iter_cursor_pages(client, endpoint_path("devices", client), limit=limit)
+        if since is None:  # a complete scan reads every page: fetch the next while this one loads
+            pages = client.read_ahead(pages)  # (not when incremental: it stops early)
+        for page, fresh in scan.pages(pages):
             if since is not None:
                 items = fresh  # incremental: only what changed since watermark - lag
             elif attempt == 2:

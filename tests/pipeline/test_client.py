@@ -680,6 +680,34 @@ def test_map_propagates_client_errors() -> None:
         list(client.map(lambda i: client.get(f"/v2/devices/{i}/"), range(20)))
 
 
+def test_read_ahead_keeps_order_reads_one_ahead_and_stops_when_closed() -> None:
+    produced: list[int] = []
+
+    def pages() -> Iterator[int]:
+        for i in range(100):
+            produced.append(i)
+            yield i
+
+    client, _ = mock_client(Script(ok()))
+    walk = client.read_ahead(pages())
+    assert [next(walk) for _ in range(3)] == [0, 1, 2]
+    time.sleep(0.05)
+    assert produced == [0, 1, 2, 3]  # the next item is ready, nothing beyond it
+    walk.close()
+    assert produced == [0, 1, 2, 3]
+    assert list(client.read_ahead(pages())) == list(range(100))
+
+
+def test_read_ahead_raises_the_walk_s_error_in_the_caller() -> None:
+    def pages() -> Iterator[int]:
+        yield 1
+        raise EsperAuthError("the API key was refused")
+
+    client, _ = mock_client(Script(ok()))
+    with pytest.raises(EsperAuthError, match="refused"):
+        list(client.read_ahead(pages()))
+
+
 # ----------------------------------------------------------------------------------- stats
 
 
