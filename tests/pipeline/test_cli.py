@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pipelines.runner import EXIT_LOCKED
@@ -84,16 +86,87 @@ def test_the_key_appears_nowhere(sim, wh: Path) -> None:
     assert refused.exit_code == 2 and API_KEY not in (refused.error or "")
 
 
-def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def _hold(warehouse: Path) -> subprocess.Popen[str]:
+    """Another process holding the warehouse open (read-only, as a notebook would) for a minute."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import duckdb, sys, time\n"
-         f"c = duckdb.connect({str(wh)!r}, read_only=True)\nprint('ready', flush=True)\n"
+         f"c = duckdb.connect({str(warehouse)!r}, read_only=True)\nprint('ready', flush=True)\n"
          "time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    return holder
+
+
+class LockAtFirstRequest(httpx.HTTPTransport):
+    """Loopback transport: at the run's first request (the warehouse state is already read),
+    another process opens the warehouse, so the lock is met by the load, after extraction."""
+
+    def __init__(self, warehouse: Path) -> None:
+        super().__init__()
+        self.warehouse = warehouse
+        self.holder: subprocess.Popen[str] | None = None
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.holder is None:
+            self.holder = _hold(self.warehouse)
+        return super().handle_request(request)
+
+    def release(self) -> None:
+        if self.holder is not None:
+            self.holder.kill()
+            self.holder.wait()
+
+
+class ReleaseWhenWaiting(logging.Handler):
+    """Releases the holder once the run logs that it waits for the lock."""
+
+    def __init__(self, transport: LockAtFirstRequest) -> None:
+        super().__init__()
+        self.transport, self.fired = transport, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "locked by another process" in record.getMessage() and not self.fired:
+            self.fired = True
+            self.transport.release()
+
+
+def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    sim.advance(hours=24)
+    transport = LockAtFirstRequest(wh)
+    waiting = ReleaseWhenWaiting(transport)
+    logging.getLogger("esper_warehouse").addHandler(waiting)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        result = load(sim, wh, lock_timeout_s=60, client_options={"transport": transport})
+    finally:
+        logging.getLogger("esper_warehouse").removeHandler(waiting)
+        transport.release()
+    assert waiting.fired  # the load met the lock, waited, and went on once it was released
+    assert result.exit_code == 0, result.error
+    for table in ("device_apps", "command_statuses", "operations"):
+        compare(sim, wh, table)
+
+
+def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    sim.advance(hours=24)
+    transport = LockAtFirstRequest(wh)
+    try:
+        locked = load(sim, wh, lock_timeout_s=1.5, client_options={"transport": transport})
+    finally:
+        transport.release()
+    assert locked.exit_code == EXIT_LOCKED and "held by another process" in locked.error
+    after = load(sim, wh)  # loads the extracted, pending package first, then a new run
+    assert after.exit_code == 0, after.error
+    for table in ("device_apps", "command_statuses", "operations"):
+        compare(sim, wh, table)
+
+
+def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    holder = _hold(wh)
+    try:
         started = time.monotonic()
         result = load(sim, wh, lock_timeout_s=1.5)
         assert result.exit_code == EXIT_LOCKED
