@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterator
@@ -189,7 +190,8 @@ def fill(path: Path, devices: int) -> dict[str, int]:
             con.execute(statement)
         schema_sql = _FILL.format(as_of=AS_OF, n=devices, days=DAYS, apps=APPS_PER_DEVICE)
         catalog = con.execute("select current_database()").fetchone()[0]
-        con.execute(schema_sql.replace("esper.", f'"{catalog}".esper.'))
+        # qualify the raw tables (not the `esper.` inside literals such as 'io.esper.remoteviewer')
+        con.execute(re.sub(r"(?<![\w.'])esper\.", f'"{catalog}".esper.', schema_sql))
         tables = con.execute(
             "select table_name from information_schema.tables where table_schema = 'esper' "
             "order by 1"
