@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from pipelines.models import build_models
+from pipelines.models import SQL_DIR, build_models
 from tests.sql.synthetic import fill
 
 REFERENCE_SPINE = """
@@ -164,3 +164,12 @@ def test_required_apps_agree_with_latest_apps(synthetic):
     for left, right in ((required, from_latest), (from_latest, required)):
         only = synthetic.execute(f"select count(*) from ({left} except all {right})")
         assert only.fetchone()[0] == 0
+
+
+def test_fleet_compliance_never_expands_the_history(synthetic):
+    # fleet_compliance keeps is_as_of_day rows; DuckDB must drop int_device_days' history branch
+    # (the per-day expansion and its heartbeat as-of join), or the mart judges every day again
+    body = (SQL_DIR / "marts" / "fleet_compliance.sql").read_text().strip().rstrip(";")
+    plan = synthetic.execute(f"explain {body}").fetchall()[0][1]
+    assert "UNNEST" not in plan
+    assert "ASOF_JOIN" not in plan
