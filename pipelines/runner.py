@@ -176,6 +176,24 @@ def select(source: Any, names: Sequence[str] | None) -> Any:
     return source.with_resources(*sorted(wanted & available))
 
 
+def insert_only_where_possible(source: Any, pipeline: dlt.Pipeline) -> None:
+    """Device events are inserted when new and never rewritten, where the destination can.
+
+    Events are immutable. dlt's default merge (delete-insert) de-duplicates the whole load with
+    a window over every column: the 2.6 million events of a first 100,000-device load took DuckDB
+    to 3.2 GB and 4.6 s; `insert-only` (a MERGE that inserts the ids not yet stored) took 0.65 GB
+    and 2.7 s. Ids are unique within a run: each device's feed is read once and de-duplicated.
+    Destinations without `insert-only` keep the default.
+    """
+    if "insert-only" not in (pipeline.destination.capabilities().supported_merge_strategies or []):
+        return
+    for resource in source.resources.values():
+        if resource.table_name == "device_events":
+            resource.apply_hints(
+                write_disposition={"disposition": "merge", "strategy": "insert-only"}
+            )
+
+
 def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResult:
     """Load the tenant once: extract, normalize, load, reconcile, record, build the models."""
     started = time.monotonic()
@@ -202,6 +220,7 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         )
         client = ledger.client
         source = select(source, settings.resources)
+        insert_only_where_possible(source, pipeline)
         progress.attach(source)
         result.mode = "full" if ledger.full_scan else "incremental"
         result.as_of = ledger.as_of

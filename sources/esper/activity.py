@@ -204,6 +204,9 @@ def _event_feeds(
             if error.tenant_level:
                 raise
             return None  # the device was removed
+        # One row per event id: an event arriving while the feed is paged shifts the offsets and
+        # repeats an item on the next page (device_events may be loaded insert-only).
+        items = list({item.get("id"): item for item in items}.values())
         return items, count, not scan.stopped
 
     rows: list[dict] = []
