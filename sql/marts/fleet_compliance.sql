@@ -72,21 +72,26 @@ installed as (
 ),
 
 app_reasons as (
+    -- the failing required apps of each device, in package order (sorted as (package, reason)
+    -- pairs: an ordered aggregate sorts per device and costs more)
     select
         checks.device_id as device_id,
-        list(
-            case
-                when installed.device_id is null
-                    then 'required app ' || required_apps.package_name || ' missing'
-                else 'required app ' || required_apps.package_name || ' '
-                    || coalesce(installed.version_name, '(no version)')
-                    || ' below minimum ' || required_apps.min_version
-            end
-            order by required_apps.package_name
-        ) filter (
-            where installed.device_id is null
-                or installed.version_key is null
-                or installed.version_key < required_apps.min_version_key
+        list_transform(
+            list_sort(
+                list(
+                    {
+                        'package_name': required_apps.package_name,
+                        'reason': case
+                            when installed.device_id is null
+                                then 'required app ' || required_apps.package_name || ' missing'
+                            else 'required app ' || required_apps.package_name || ' '
+                                || coalesce(installed.version_name, '(no version)')
+                                || ' below minimum ' || required_apps.min_version
+                        end,
+                    }
+                )
+            ),
+            app -> app.reason
         ) as app_reasons,
     from checks
     inner join required_apps
@@ -95,6 +100,11 @@ app_reasons as (
         on installed.device_id = checks.device_id
         and installed.package_name = required_apps.package_name
     where checks.apps_check = 'fail'
+        and (
+            installed.device_id is null
+            or installed.version_key is null
+            or installed.version_key < required_apps.min_version_key
+        )
     group by checks.device_id
 ),
 
