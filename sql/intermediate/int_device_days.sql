@@ -8,7 +8,7 @@
 --                        is_as_of_day (fleet_compliance) never expands the history: DuckDB drops
 --                        that branch when it pushes the filter down
 --   version_updated_at   the device's version that day: the latest with updated_at <= cutoff_at.
---                        All its attributes live in int_device_versions (join on device_id,
+--                        Its attributes live in int_device_versions (join on device_id,
 --                        updated_at = version_updated_at); the ones the checks read (os_version,
 --                        os_check, security_patch_level, agent_version, agent_check,
 --                        has_security_patch_target, security_patch_deadline, the blueprint ids,

@@ -1,7 +1,9 @@
 -- materialized: table
 -- Every known version of every device: device_history plus the current devices rows (so a device
 -- is known even when its history row is late), one row per device and updated_at; the current
--- row wins a tie (it carries the freshest last_seen).
+-- row wins a tie (it carries the freshest last_seen). Only the columns the spine and the checks
+-- read are kept (a table read by three models; the wide rows cost more to write than they serve):
+-- descriptors such as name, serial, tags live in staging.stg_esper__device_history.
 -- The checks that depend only on the version are judged here, once per version rather than once
 -- per device and day (see int_device_day_checks for the meaning of pass/fail/unknown/not_applicable):
 --   os_check, agent_check      version >= the platform's minimum (compared as versions)
@@ -61,6 +63,34 @@ judged as (
     from deduplicated
     left join targets
         on targets.platform = deduplicated.platform
+),
+
+final as (
+    select
+        -- ids
+        device_id,
+        group_id,
+        assigned_blueprint_id,
+        current_blueprint_id,
+        current_blueprint_version_id,
+
+        -- descriptors
+        platform,
+        os_version,
+        security_patch_level,
+        agent_version,
+        blueprint_upgrade_status,
+
+        -- timestamps
+        updated_at,
+        last_seen_at,
+
+        -- checks judged once per version
+        os_check,
+        agent_check,
+        has_security_patch_target,
+        security_patch_deadline,
+    from judged
 )
 
-select * from judged
+select * from final
