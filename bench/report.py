@@ -368,6 +368,12 @@ def render(results: dict[str, Any]) -> str:
                 f"time): {changed['changed']:,} of {changed['devices']:,} "
                 f"(**{_pct(changed['share'])}**; the nightly target assumes about 2 %)"
             )
+        if changed and changed.get("active") is not None:
+            lines.append(
+                f"- devices with any activity that day (changed, or a command status or "
+                f"operation row moved; the nightly reads each one's event feed): "
+                f"{changed['active']:,} (**{_pct(changed['active_share'])}**)"
+            )
         diff = s.get("checks", {}).get("io_floor_routes_differ")
         if diff and not s["checks"].get("io_floor_routes_comparable", True):
             lines.append(

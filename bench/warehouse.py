@@ -92,7 +92,8 @@ def changed_devices(path: Path) -> dict[str, Any] | None:
     """Devices whose `updated_at` moved after the previous ok run's API time (`as_of`).
 
     Measures how much of the fleet the simulated day changed, which the nightly targets assume
-    to be about 2 %.
+    to be about 2 %, and how much had any activity (a change, a command status or an operation
+    row that moved).
     """
     with contextlib.closing(duckdb.connect(str(path), read_only=True)) as con:
         try:
@@ -109,9 +110,31 @@ def changed_devices(path: Path) -> dict[str, Any] | None:
                 f"select count(*) filter (where updated_at > ?), count(*) from {DATASET}.devices",
                 [as_ofs[-2]],
             ).fetchone()  # type: ignore[misc]
+            # Devices with any activity: changed, or a command status or operation row moved.
+            # The nightly reads the event feed of each of them, so this share drives its requests.
+            (active,) = con.execute(
+                f"""
+                select count(distinct device_id) from (
+                    select id as device_id from {DATASET}.devices where updated_at > $1
+                    union all
+                    select regexp_extract(device, '[0-9a-f-]{{36}}') from {DATASET}.command_statuses
+                    where updated_at > $1
+                    union all
+                    select device_id from {DATASET}.operation_devices where updated_at > $1
+                )
+                """,
+                [as_ofs[-2]],
+            ).fetchone()  # type: ignore[misc]
         except duckdb.Error:
             return None
-    return {"changed": changed, "devices": total, "share": changed / total if total else None}
+    share = (lambda n: n / total if total else None)  # noqa: E731
+    return {
+        "changed": changed,
+        "active": active,
+        "devices": total,
+        "share": share(changed),
+        "active_share": share(active),
+    }
 
 
 def compare(

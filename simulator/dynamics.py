@@ -47,11 +47,13 @@ RELEASES_PER_DAY = 0.35  # new OS/patch targets, app and blueprint versions (any
 CAMPAIGNS_PER_DAY = 0.2  # new campaigns per day while the running ones can use the capacity
 CAMPAIGNS_PER_DAY_IDLE = 4.0  # ... and while they cannot (too few targets left for 3 days)
 MIN_ACTIVITY_FLEET = 150  # device changes and rollouts: rates on at least this many devices
-# Commands and operations: per 1,000 live devices, and at least as many as a 2,000-device fleet
-# gets (a small test fleet still sees commands and operations every day).
-COMMANDS_PER_1000 = 2.0
-OPERATIONS_PER_1000 = 0.75
-MIN_ADMIN_FLEET = 2000
+# Commands and operations: per 1,000 live devices, and at least as many as a 4,000-device fleet
+# gets (a small test fleet still sees a command most days). A command reaches ~45 devices on
+# average (~85 at 100,000 devices, where a store group is larger), so together with the status
+# changes of the days after, they touch ~1.5-3 % of the fleet a day, on top of the ~2 % changed.
+COMMANDS_PER_1000 = 0.25
+OPERATIONS_PER_1000 = 0.1
+MIN_ADMIN_FLEET = 4000
 ENROLL_RATE = 0.001
 REMOVE_RATE = 0.0005
 DARK_RATE = 0.002
@@ -431,7 +433,7 @@ class Engine:
     # -- commands ------------------------------------------------------------------------
 
     def _target_size(self) -> int:
-        """A few to a few hundred devices (at most a fifth of a small fleet)."""
+        """A few to a few hundred devices, at most 2 % of the fleet (5 on a tiny one)."""
         r = self.rng.random()
         if r < 0.5:
             n = self.rng.randint(1, 5)
@@ -439,7 +441,7 @@ class Engine:
             n = self.rng.randint(10, 60)
         else:
             n = self.rng.randint(100, 300)
-        return max(1, min(n, len(self.f.ids) // 5))
+        return max(1, min(n, max(5, len(self.f.ids) // 50)))
 
     def _issue_command(self, ts: int) -> None:
         f, rng = self.f, self.rng

@@ -130,7 +130,7 @@ class RewriteNext(httpx.HTTPTransport):
 
 def test_a_next_link_to_another_origin_is_refused(sim, wh: Path) -> None:
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=RewriteNext())
-    result = run(settings(sim, wh, source_options={"page_size": 50}), client=client)
+    result = run(settings(sim, wh, source_options={"page_size": 10}), client=client)
     client.close()
     assert result.exit_code == EXIT_CONFIG
     assert "evil.example" in result.error and "refusing to follow" in result.error
