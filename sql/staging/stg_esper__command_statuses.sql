@@ -11,8 +11,8 @@ renamed as (
     select
         -- ids
         clean_text(id) as command_status_id,
-        ref_id(clean_text(request)) as command_request_id,
-        ref_id(clean_text(device)) as device_id,
+        ref_id(request) as command_request_id,
+        ref_id(device) as device_id,
 
         -- states
         clean_text(state) as state_raw,

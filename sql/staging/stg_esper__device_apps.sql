@@ -10,7 +10,7 @@ renamed as (
     select
         -- ids
         clean_text(id) as device_app_id,
-        ref_id(clean_text(device_id)) as device_id,
+        ref_id(device_id) as device_id,
         clean_text(app_id) as app_id,
         clean_text(app_version_id) as app_version_id,
 

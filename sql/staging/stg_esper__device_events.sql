@@ -9,8 +9,8 @@ renamed as (
     select
         -- ids
         cast(id as bigint) as event_id,
-        coalesce(clean_text(device_id), ref_id(clean_text(device))) as device_id,
-        ref_id(clean_text(enterprise)) as enterprise_id,
+        coalesce(clean_text(device_id), ref_id(device)) as device_id,
+        ref_id(enterprise) as enterprise_id,
         clean_text(message_id) as message_id,
         clean_text(device_status_id) as device_status_id,
 

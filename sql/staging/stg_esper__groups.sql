@@ -9,9 +9,9 @@ renamed as (
     select
         -- ids
         clean_text(id) as group_id,
-        ref_id(clean_text(parent)) as parent_group_id,
+        ref_id(parent) as parent_group_id,
         clean_text(blueprint) as blueprint_id,
-        ref_id(clean_text(enterprise)) as enterprise_id,
+        ref_id(enterprise) as enterprise_id,
 
         -- descriptors
         clean_text(name) as group_name,

@@ -14,7 +14,7 @@ renamed as (
         -- ids
         clean_text(id) as operation_device_id,
         clean_text(operation_id) as operation_id,
-        ref_id(clean_text(device_id)) as device_id,
+        ref_id(device_id) as device_id,
 
         -- states
         clean_text(state) as state_raw,
