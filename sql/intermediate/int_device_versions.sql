@@ -10,32 +10,34 @@
 --   security_patch_deadline    last day the patch level is young enough (NULL: no target or level)
 with
 
-history as (
-    select
-        *,
-        1 as source_rank,
-    from staging.stg_esper__device_history
-),
-
 current_rows as (
-    select
-        *,
-        0 as source_rank,
+    select *
     from staging.stg_esper__devices
+    where device_id is not null
+        and updated_at is not null
 ),
 
-unioned as (
-    select * from current_rows
-    union all by name
-    select * from history
+history_rows as (
+    select *
+    from staging.stg_esper__device_history
+    where device_id is not null
+        and updated_at is not null
+),
+
+history as (
+    -- the versions the current rows do not already cover: an anti join on the key, cheaper than
+    -- ranking whole rows (device_history is unique on (id, updated_at), its merge key)
+    select history_rows.*
+    from history_rows
+    anti join current_rows
+        on current_rows.device_id = history_rows.device_id
+        and current_rows.updated_at = history_rows.updated_at
 ),
 
 deduplicated as (
-    select * exclude (source_rank)
-    from unioned
-    where device_id is not null
-        and updated_at is not null
-    qualify row_number() over (partition by device_id, updated_at order by source_rank) = 1
+    select * from current_rows
+    union all by name
+    select * from history
 ),
 
 targets as (
