@@ -65,6 +65,7 @@ ranges as (
         versions.current_blueprint_version_id as current_blueprint_version_id,
         versions.blueprint_upgrade_status as blueprint_upgrade_status,
         devices.first_apps_reported_at as first_apps_reported_at,
+        devices.last_heartbeat_at as as_of_heartbeat_at,
     from intermediate.int_device_ranges as device_ranges
     inner join device_numbers
         on device_numbers.device_id = device_ranges.device_id
@@ -134,7 +135,7 @@ history_heartbeats as (
 
 history_picked as (
     select
-        ranges.* exclude (from_day, to_day, range_number, device_number),
+        ranges.* exclude (from_day, to_day, range_number, device_number, as_of_heartbeat_at),
         history_heartbeats.day as day,
         false as is_as_of_day,
         history_heartbeats.cutoff_at as cutoff_at,
@@ -144,28 +145,16 @@ history_picked as (
         on ranges.range_number = history_heartbeats.range_number
 ),
 
-latest_heartbeats as (
-    select
-        heartbeats.device_id as device_id,
-        max(heartbeats.seen_at) as heartbeat_at,
-    from heartbeats
-    cross join as_of
-    where heartbeats.seen_at <= as_of.as_of
-    group by heartbeats.device_id
-),
-
 as_of_picked as (
-    -- the as_of day, cut off at as_of: the latest heartbeat <= as_of
+    -- the as_of day, cut off at as_of: the latest heartbeat <= as_of (int_devices_current)
     select
-        ranges.* exclude (from_day, to_day, range_number, device_number),
+        ranges.* exclude (from_day, to_day, range_number, device_number, as_of_heartbeat_at),
         as_of.as_of_date as day,
         true as is_as_of_day,
         as_of.as_of as cutoff_at,
-        latest_heartbeats.heartbeat_at as heartbeat_at,
+        ranges.as_of_heartbeat_at as heartbeat_at,
     from ranges
     cross join as_of
-    left join latest_heartbeats
-        on latest_heartbeats.device_id = ranges.device_id
     where ranges.from_day <= as_of.as_of_date
         and ranges.to_day >= as_of.as_of_date
 ),

@@ -1,17 +1,24 @@
 -- Last seen per device: the latest of its heartbeat observations and its own `last_seen` field
 -- (Apple, Windows, Linux; Android reports last-seen only through heartbeats). NULL = never seen.
+-- Heartbeats count up to as_of (int_as_of), like every other model: the warehouse as of as_of.
 with
 
 devices as (
     select * from staging.stg_esper__devices
 ),
 
+as_of as (
+    select * from intermediate.int_as_of
+),
+
 heartbeats as (
     select
-        device_id,
-        max(seen_at) as last_heartbeat_at,
-    from staging.stg_esper__heartbeats
-    group by device_id
+        heartbeats.device_id as device_id,
+        max(heartbeats.seen_at) as last_heartbeat_at,
+    from staging.stg_esper__heartbeats as heartbeats
+    cross join as_of
+    where heartbeats.seen_at <= as_of.as_of
+    group by heartbeats.device_id
 ),
 
 final as (

@@ -7,6 +7,8 @@
 -- last_activity_at: the latest of last seen and updated_at; a removed device leaves the daily
 --   spine after the day of its last activity (the API keeps no removal date).
 -- first_apps_reported_at: when the device first reported its app inventory (NULL = never).
+-- last_heartbeat_at: its latest heartbeat <= as_of (int_device_last_seen); the as_of day of
+--   int_device_days reads it from here instead of scanning the heartbeats again.
 with
 
 devices as (
@@ -76,6 +78,7 @@ final as (
         devices.created_at as created_at,
         devices.updated_at as updated_at,
         last_seen.last_seen_at as last_seen_at,
+        last_seen.last_heartbeat_at as last_heartbeat_at,
         greatest(last_seen.last_seen_at, devices.updated_at) as last_activity_at,
         census_scan.census_at as census_at,
         app_reports.first_apps_reported_at as first_apps_reported_at,
