@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 \
 		|| $(PYTHON) -m pip install --quiet uv
-	$(UV) sync --frozen --all-extras
+	$(UV) sync --frozen --all-extras --compile-bytecode
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -208,6 +208,7 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
     progress = Progress(sys.stderr.isatty())
     own_client = client is None
     client_options = {"client": client} if client is not None else {}
+    held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
     try:
         log.info("run %s: warehouse %s, dataset %s", run_id, settings.warehouse, settings.dataset)
         pipeline = make_pipeline(settings)
@@ -235,7 +236,13 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         pipeline.normalize()
         result.rows = _row_counts(pipeline)
         log.info("load: started")
-        with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s, "the load")
+        held = _hold_warehouse(settings)
+        with_lock_wait(
+            lambda: pipeline.load(credentials=held),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the load",
+        )
         log.info("load: done")
         with_lock_wait(
             lambda: retire_missing_apps(pipeline, ledger),
@@ -268,11 +275,31 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
             if own_client:
                 client.close()
     result.seconds = time.monotonic() - started
-    if pipeline is not None and result.exit_code != EXIT_LOCKED:
-        _record(pipeline, settings, result, started_at)
+    try:
+        if pipeline is not None and result.exit_code != EXIT_LOCKED:
+            _record(pipeline, settings, result, started_at)
+    finally:
+        if held is not None:
+            held.close()
     if result.exit_code == EXIT_OK and settings.build_models:
         _build_models(settings, result)
     return result
+
+
+def _hold_warehouse(settings: RunSettings) -> Any:
+    """DuckDB: one connection, opened once the file is free, for the load and what follows.
+
+    dlt otherwise opens and closes the file for every load job and every query after it (16
+    times in a small nightly, ~45 ms each). Other destinations: None (dlt's own credentials).
+    """
+    if settings.destination != "duckdb":
+        return None
+    import duckdb
+
+    path = str(settings.warehouse.resolve())
+    return with_lock_wait(
+        lambda: duckdb.connect(path), settings.warehouse, settings.lock_timeout_s, "the load"
+    )
 
 
 def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
