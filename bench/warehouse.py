@@ -127,7 +127,7 @@ def changed_devices(path: Path) -> dict[str, Any] | None:
             ).fetchone()  # type: ignore[misc]
         except duckdb.Error:
             return None
-    share = (lambda n: n / total if total else None)  # noqa: E731
+    share = lambda n: n / total if total else None  # noqa: E731
     return {
         "changed": changed,
         "active": active,
