@@ -36,6 +36,13 @@ def _lock_timeout_default() -> float:
     return float(value) if value is not None else 300.0
 
 
+def _load_memory_limit_default() -> str:
+    import dlt
+
+    value = dlt.config.get("esper_warehouse.load_memory_limit")
+    return str(value) if value is not None else "512MB"
+
+
 def _add_warehouse_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warehouse",
@@ -133,6 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         lock_timeout_s=args.lock_timeout
         if args.lock_timeout is not None
         else _lock_timeout_default(),
+        load_memory_limit=_load_memory_limit_default(),
         build_models=not args.no_models,
     )
     result = run(settings)

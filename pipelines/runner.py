@@ -71,6 +71,8 @@ class RunSettings:
     resources: Sequence[str] | None = None
     full: bool = False
     lock_timeout_s: float = 300.0
+    # DuckDB's memory for the load and the bookkeeping after it (it spills to disk beyond it)
+    load_memory_limit: str = "512MB"
     build_models: bool = True
     source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
 
@@ -291,6 +293,8 @@ def _hold_warehouse(settings: RunSettings) -> Any:
 
     dlt otherwise opens and closes the file for every load job and every query after it (16
     times in a small nightly, ~45 ms each). Other destinations: None (dlt's own credentials).
+    The connection keeps DuckDB's buffers for the whole load, so it gets a memory limit: without
+    one a 100,000-device first load reached 1.9 GB in the load alone, with 512 MB 0.9 GB.
     """
     if settings.destination != "duckdb":
         return None
@@ -298,7 +302,10 @@ def _hold_warehouse(settings: RunSettings) -> Any:
 
     path = str(settings.warehouse.resolve())
     return with_lock_wait(
-        lambda: duckdb.connect(path), settings.warehouse, settings.lock_timeout_s, "the load"
+        lambda: duckdb.connect(path, config={"memory_limit": settings.load_memory_limit}),
+        settings.warehouse,
+        settings.lock_timeout_s,
+        "the load",
     )
 
 
