@@ -12,9 +12,10 @@
 --                        updated_at = version_updated_at); the ones the checks read (os_version,
 --                        os_check, security_patch_level, agent_version, agent_check,
 --                        has_security_patch_target, security_patch_deadline, the blueprint ids,
---                        blueprint_upgrade_status) are carried here, joined once per range
+--                        blueprint_upgrade_status) are carried here (int_device_ranges joins
+--                        them once per range)
 --   first_apps_reported_at  when the device first reported its app inventory (NULL = never),
---                        from int_devices_current, also joined once per range
+--                        from int_devices_current (also through int_device_ranges)
 --   platform, group_id   of that version (kept here: every consumer groups by them)
 --   last_seen_at         the latest heartbeat <= cutoff_at and the version's own last_seen (when
 --                        <= cutoff_at)
@@ -30,50 +31,20 @@ as_of as (
 ),
 
 device_numbers as (
-    -- a number per device: the as-of join below sorts on it, cheaper than on the id text
-    select
+    -- the number of each device (int_device_ranges): the as-of join below sorts on it
+    select distinct
         device_id,
-        cast(row_number() over (order by device_id) as integer) as device_number,
-    from intermediate.int_device_spans
-),
-
-versions as (
-    select * from intermediate.int_device_versions
-),
-
-devices as (
-    select * from intermediate.int_devices_current
+        device_number,
+    from intermediate.int_device_ranges
 ),
 
 ranges as (
-    -- each range with the attributes of its version that the checks read (joined once per
-    -- range, not once per day), numbered so the days below can carry only the number
+    -- each range with the attributes of its version that the checks read (int_device_ranges
+    -- joined them once per range); the days below carry only its number
     select
-        device_ranges.*,
-        row_number() over (order by device_ranges.device_id, device_ranges.from_day)
-            as range_number,
-        device_numbers.device_number as device_number,
-        versions.os_version as os_version,
-        versions.os_check as os_check,
-        versions.security_patch_level as security_patch_level,
-        versions.agent_version as agent_version,
-        versions.agent_check as agent_check,
-        versions.has_security_patch_target as has_security_patch_target,
-        versions.security_patch_deadline as security_patch_deadline,
-        versions.assigned_blueprint_id as assigned_blueprint_id,
-        versions.current_blueprint_id as current_blueprint_id,
-        versions.current_blueprint_version_id as current_blueprint_version_id,
-        versions.blueprint_upgrade_status as blueprint_upgrade_status,
-        devices.first_apps_reported_at as first_apps_reported_at,
-        devices.last_heartbeat_at as as_of_heartbeat_at,
-    from intermediate.int_device_ranges as device_ranges
-    inner join device_numbers
-        on device_numbers.device_id = device_ranges.device_id
-    inner join versions
-        on versions.device_id = device_ranges.device_id
-        and versions.updated_at = device_ranges.version_updated_at
-    left join devices
-        on devices.device_id = device_ranges.device_id
+        * exclude (last_heartbeat_at),
+        last_heartbeat_at as as_of_heartbeat_at,
+    from intermediate.int_device_ranges
 ),
 
 history as (

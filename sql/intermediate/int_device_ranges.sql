@@ -13,6 +13,12 @@
 --                        required apps of the platform (seeds) installed at the end of each of
 --                        those days (valid_from <= cutoff < valid_to, cutoff as in
 --                        int_device_days), and how many of them at or above their min_version
+--   range_number, device_number  numbers (1..n) for the ranges and the devices: int_device_days
+--                        expands the ranges to days carrying only these (cheaper to sort and join
+--                        than the id text), and joins the range's attributes back after
+--   os_version .. blueprint_upgrade_status  the version's attributes that the checks read
+--                        (int_device_versions), and first_apps_reported_at and last_heartbeat_at
+--                        (int_devices_current): joined here once, not in each reader
 -- Ranges rather than days: a version or an install holds for weeks, so the joins and the
 -- required-app counts are computed once per range (~1 row per device), not once per day.
 with
@@ -179,6 +185,36 @@ ranges as (
         and app_segment_counts.platform = span_ranges.platform
         and app_segment_counts.from_day <= span_ranges.to_day
         and app_segment_counts.to_day >= span_ranges.from_day
+),
+
+devices as (
+    select * from intermediate.int_devices_current
+),
+
+final as (
+    select
+        ranges.*,
+        row_number() over (order by ranges.device_id, ranges.from_day) as range_number,
+        cast(dense_rank() over (order by ranges.device_id) as integer) as device_number,
+        versions.os_version as os_version,
+        versions.os_check as os_check,
+        versions.security_patch_level as security_patch_level,
+        versions.agent_version as agent_version,
+        versions.agent_check as agent_check,
+        versions.has_security_patch_target as has_security_patch_target,
+        versions.security_patch_deadline as security_patch_deadline,
+        versions.assigned_blueprint_id as assigned_blueprint_id,
+        versions.current_blueprint_id as current_blueprint_id,
+        versions.current_blueprint_version_id as current_blueprint_version_id,
+        versions.blueprint_upgrade_status as blueprint_upgrade_status,
+        devices.first_apps_reported_at as first_apps_reported_at,
+        devices.last_heartbeat_at as last_heartbeat_at,
+    from ranges
+    inner join versions
+        on versions.device_id = ranges.device_id
+        and versions.updated_at = ranges.version_updated_at
+    left join devices
+        on devices.device_id = ranges.device_id
 )
 
-select * from ranges
+select * from final
