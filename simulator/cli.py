@@ -39,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}")
         return 2
     stop = threading.Event()
+    # Ctrl-C and SIGTERM only set the event: a KeyboardInterrupt raised at a random point (while
+    # the server is still starting, or inside a print) could leave the process hanging on exit.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     with sim:
         print(f"Esper API simulator serving {args.devices} devices at {sim.base_url}", flush=True)
         print(

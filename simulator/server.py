@@ -38,6 +38,7 @@ class BackgroundServer:
             backlog=2048,
             date_header=False,  # the app sends the simulated Date
             server_header=False,
+            timeout_graceful_shutdown=2,  # a client's idle keep-alive never holds up a stop
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
