@@ -301,12 +301,21 @@ def _hold_warehouse(settings: RunSettings) -> Any:
     import duckdb
 
     path = str(settings.warehouse.resolve())
-    return with_lock_wait(
-        lambda: duckdb.connect(path, config={"memory_limit": settings.load_memory_limit}),
-        settings.warehouse,
-        settings.lock_timeout_s,
-        "the load",
-    )
+    try:
+        return with_lock_wait(
+            lambda: duckdb.connect(path, config={"memory_limit": settings.load_memory_limit}),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the load",
+        )
+    except duckdb.Error as error:
+        if "memory" not in str(error).lower():
+            raise
+        raise EsperConfigError(
+            f"load_memory_limit {settings.load_memory_limit!r} is not a memory size DuckDB "
+            "accepts (e.g. 512MB or 2GB; ESPER_WAREHOUSE__LOAD_MEMORY_LIMIT); nothing was "
+            "loaded, the extracted data is kept pending for the next run"
+        ) from None
 
 
 def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:

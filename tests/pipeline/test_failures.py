@@ -218,3 +218,14 @@ def test_command_pages_out_of_order_are_read_whole_not_stopped_early(sim, wh: Pa
     compare(sim, wh, "command_statuses")
     pages = -(-len(sim.truth("command_requests")) // 40)
     assert sim.stats()["routes"]["GET /commands/v0/commands/"] == pages  # every page was read
+
+
+def test_a_bad_load_memory_limit_is_a_config_error_and_loses_nothing(sim, wh: Path) -> None:
+    bad = load(sim, wh, load_memory_limit="lots")
+    assert bad.exit_code == EXIT_CONFIG
+    assert "load_memory_limit 'lots' is not a memory size" in (bad.error or "")
+    # a small limit still loads (DuckDB spills), and the pending package of the bad run comes first
+    good = load(sim, wh, load_memory_limit="64MB")
+    assert good.exit_code == 0, good.error
+    compare(sim, wh, "devices")
+    compare(sim, wh, "command_statuses")
