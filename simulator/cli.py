@@ -49,10 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  enterprise id {sim.enterprise_id}; control routes under {sim.base_url[:-4]}/_sim/"
         )
         print("  Ctrl-C to stop", flush=True)
-        try:
-            while not stop.wait(0.5):
-                pass
-        except KeyboardInterrupt:
+        while not stop.wait(0.5):
             pass
     print("stopped", flush=True)
     return 0
