@@ -20,6 +20,7 @@ from typing import Any
 
 import dlt
 import orjson
+from dlt.common.schema.utils import has_table_seen_data
 
 from sources.esper import RunLedger, esper
 from sources.esper.client import (
@@ -199,6 +200,37 @@ def insert_only_where_possible(source: Any, pipeline: dlt.Pipeline) -> None:
             )
 
 
+def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
+    """A merge table's first load is an append: there is nothing in it to merge with yet.
+
+    dlt's merge copies the load into a staging table, deletes the matching rows and inserts them
+    again, and the staging copy stays in the warehouse. Into an empty table that is twice the
+    writes for nothing: a 20,000-device first load (four tables) spent 1.2 s in the load and
+    0.7 s closing the file; appending, 0.6 s and 0.4 s. It relies on every merge resource
+    yielding each key at most once per run (the reads de-duplicate by key; see `scan.read_all`,
+    `devices`, `activity._desc_list`, the event feeds). scd2 tables (`device_apps`) keep their
+    merge: it writes their validity columns. From the next run on, every table merges.
+
+    Returns:
+        The tables that will be appended.
+    """
+    schema = pipeline.default_schema if pipeline.default_schema_name else None
+    appended = []
+    for resource in source.selected_resources.values():
+        disposition = resource.write_disposition
+        if isinstance(disposition, dict):
+            if disposition.get("strategy") == "scd2":
+                continue
+            disposition = disposition.get("disposition")
+        if disposition != "merge":
+            continue
+        table = schema.tables.get(resource.table_name) if schema else None
+        if table is None or not has_table_seen_data(table):
+            resource.apply_hints(write_disposition="append")
+            appended.append(resource.table_name)
+    return appended
+
+
 def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResult:
     """Load the tenant once: extract, normalize, load, reconcile, record, build the models."""
     started = time.monotonic()
@@ -227,6 +259,8 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         client = ledger.client
         source = select(source, settings.resources)
         insert_only_where_possible(source, pipeline)
+        if first := append_on_first_load(source, pipeline):
+            log.info("first load of %s: appended, not merged", ", ".join(sorted(first)))
         progress.attach(source)
         result.mode = "full" if ledger.full_scan else "incremental"
         result.as_of = ledger.as_of

@@ -23,7 +23,16 @@ from .common import (
 )
 from .ledger import RunLedger
 from .pagination import iter_pages
-from .scan import DescScan, batches, fan_out, parse_time, read_all, read_all_or_gone, url_id
+from .scan import (
+    DescScan,
+    batches,
+    fan_out,
+    first_seen,
+    parse_time,
+    read_all,
+    read_all_or_gone,
+    url_id,
+)
 from .settings import (
     ENDPOINTS,
     TERMINAL_COMMAND_STATES,
@@ -47,17 +56,16 @@ def _desc_list(
     since = read_from(table, opts.lag, ledger)
     scan = DescScan(cursor, since)
     key = ENDPOINTS[table].key
-    seen: list[dict] = []
+    seen: set[tuple[Any, ...]] = set()
     count = 0
     pages = iter_pages(client, endpoint_path(table, client), params, limit=page_limit(table, opts))
     for page, fresh in scan.pages(pages):
         count = max(count, page.count or 0)
-        seen.extend({k: i.get(k) for k in key} for i in page.items)
-        items = page.items if since is None else fresh
+        items = first_seen(fresh, seen, key)  # a complete read keeps every item as fresh
         if items:
             yield page_table(table, items), items
     if since is None:  # a complete read of the whole list: reconcile it with its count
-        ledger.add_scan(table, count, seen, key)
+        ledger.add_scan(table, count, (dict(zip(key, k, strict=True)) for k in seen), key)
     advance_cursor(table, scan.newest)
 
 

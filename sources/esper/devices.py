@@ -25,7 +25,7 @@ from .common import (
 )
 from .ledger import RunLedger
 from .pagination import iter_cursor_pages
-from .scan import DescScan, fan_out, iso, read_all, read_all_or_gone
+from .scan import DescScan, fan_out, first_seen, iso, read_all, read_all_or_gone
 from .settings import (
     V2_DEVICE_APPS_PATH,
 )
@@ -44,23 +44,17 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     """
     limit = page_limit("devices", opts)
     since = read_from("devices", opts.lag, ledger)
-    seen: set[str] = set()
+    seen: set[tuple[Any, ...]] = set()
     newest: datetime | None = None
     for attempt in (1, 2):
         scan = DescScan("updated_at", since)
         pages = iter_cursor_pages(client, endpoint_path("devices", client), limit=limit)
         if since is None:  # a complete scan reads every page: fetch the next while this one loads
             pages = client.read_ahead(pages)  # (not when incremental: it stops early)
-        for page, fresh in scan.pages(pages):
-            if since is not None:
-                items = fresh  # incremental: only what changed since watermark - lag
-            elif attempt == 2:
-                items = [i for i in page.items if i.get("id") not in seen]
-            else:
-                items = page.items
-            for item in fresh:
+        for _page, fresh in scan.pages(pages):
+            items = first_seen(fresh, seen, ("id",))  # a full scan keeps every item as fresh
+            for item in items:
                 ledger.changed_devices[item["id"]] = apps_route(item)
-            seen.update(i["id"] for i in page.items)
             if items:
                 yield page_table("devices", items)
         newest = max(filter(None, (newest, scan.newest)), default=None)
@@ -72,7 +66,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
             break
         log.info("devices: %d read for a count of %d, reading the list again", len(seen), count)
     if since is None:
-        ledger.add_scan("devices", 0, ({"id": i} for i in seen), ("id",))
+        ledger.add_scan("devices", 0, ({"id": i} for (i,) in seen), ("id",))
     advance_cursor("devices", newest)
     cursor_state()["devices_full_scan_at" if since is None else "devices_incremental_at"] = iso(
         ledger.as_of or datetime.now().astimezone()

@@ -107,6 +107,24 @@ def read_all_or_gone(
         return None
 
 
+def first_seen(
+    items: Iterable[dict], seen: set[tuple[Any, ...]], key: tuple[str, ...]
+) -> list[dict]:
+    """The items whose key is not in `seen` yet, which are added to it: each key once per run.
+
+    Offset and cursor pages are moving windows: a change while a list is paged can serve an item
+    on two pages. A table's first load appends (`pipelines.runner.append_on_first_load`), so a
+    read that yields page by page keeps each key once itself.
+    """
+    kept = []
+    for item in items:
+        value = tuple(item.get(k) for k in key)
+        if value not in seen:
+            seen.add(value)
+            kept.append(item)
+    return kept
+
+
 @dataclass
 class DescScan:
     """Early stop on a list served newest first, only while the order really is newest first.
