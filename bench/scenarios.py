@@ -84,7 +84,7 @@ def pipeline_command(*args: str) -> list[str]:
     script = Path(sys.executable).parent / "esper-warehouse"
     if script.exists():
         return [str(script), *args]
-    return [PYTHON, "-c", "import sys; from pipelines.cli import main; sys.exit(main())", *args]
+    return [PYTHON, "-c", "from pipelines.cli import entry; entry()", *args]
 
 
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO esper_warehouse: (.*)$")

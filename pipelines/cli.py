@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 unexpected error, 2 auth or configuration error, 3 API failu
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -162,5 +163,19 @@ def _dispatch(command: str, rest: list[str]) -> int:
     return int(report.main(rest) or 0)
 
 
+def entry() -> None:
+    """The `esper-warehouse` command: `main`, then a quick interpreter exit.
+
+    Every object still alive is frozen out of the cyclic garbage collector first: the collection
+    Python runs at shutdown otherwise walks the ~800 modules dlt and its dependencies import, 0.17
+    to 0.25 s of every command (measured: `python -c "import dlt"` exits in 0.57 s, 0.41 s with
+    `gc.freeze()`). Nothing is left to clean up by then: the run closed the warehouse, its files
+    and its HTTP client, and atexit handlers (log flushing) still run.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()
