@@ -105,8 +105,19 @@ def blueprints(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 def blueprint_versions(
     page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:
-    """Every version of every blueprint."""
-    yield from _versions("blueprint_versions", page.column("id").to_pylist(), client, ledger, opts)
+    """Every version of every blueprint whose record changed since the last run.
+
+    A blueprint record is its latest version (`version_id`, `version_number`, `updated_at`), so
+    a new version changes it: on an incremental run only blueprints whose (`version_id`,
+    `updated_at`) differ from the last run's have their version list read again. A full scan
+    (weekly by default) reads every list.
+    """
+    state = cursor_state()
+    heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
+    known = {} if ledger.full_scan else state.get("blueprint_heads", {})
+    changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
+    yield from _versions("blueprint_versions", changed, client, ledger, opts)
+    state["blueprint_heads"] = {**known, **heads}
 
 
 @dlt.resource(
@@ -184,6 +195,15 @@ def application_versions(
         yield table
     state["application_ids"] = sorted(ledger.application_ids)
     advance_cursor("application_versions", newest)
+
+
+def _heads(page: pa.Table) -> list[str | None]:
+    """Each blueprint's head, its current version id and `updated_at` (None: neither is served)."""
+    versions = _col_arrow(page, "version_id") or [None] * page.num_rows
+    updated = _col_arrow(page, "updated_at") or [None] * page.num_rows
+    return [
+        f"{v} {u.isoformat()}" if v and u else None for v, u in zip(versions, updated, strict=True)
+    ]
 
 
 def _col(items: list[dict], name: str) -> list[Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -12,9 +14,12 @@ import pytest
 from pipelines.runner import run
 from pipelines.status import status
 from sources.esper.client import EsperClient
+from sources.esper.scan import iso
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 from .helpers import TABLES, compare, load, rows, settings
+
+HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
@@ -172,3 +177,24 @@ def test_selected_resources_only(sim, wh: Path) -> None:
     }
     con.close()
     assert "devices" not in tables
+
+
+def test_nightly_rereads_the_versions_of_changed_blueprints_only(sim, wh: Path) -> None:
+    assert load(sim, wh).exit_code == 0
+    sim.advance(hours=1)
+    world = sim.world
+    with world.lock:  # an admin publishes a new version of one blueprint
+        world.fleet.add_blueprint_version(0, world.now, random.Random(1))
+    sim.reset_stats()
+    nightly = load(sim, wh)
+    assert nightly.exit_code == 0, nightly.error
+    compare(sim, wh, "blueprints")
+    compare(sim, wh, "blueprint_versions")  # the new version is there
+    reads = sim.stats()["routes"].get("GET /v2/blueprints/{id}/versions/", 0)
+    changed = {
+        b["id"] for b in sim.truth("blueprints") if b["updated_at"] > iso(nightly.as_of - HOUR)
+    }
+    assert reads == len(changed) < len(sim.truth("blueprints"))
+    weekly = load(sim, wh, full=True)  # a full scan reads every list again
+    assert weekly.exit_code == 0, weekly.error
+    compare(sim, wh, "blueprint_versions")
