@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--skip",
         default="",
         help="steps to leave out, comma-separated: generic (the generic alternative and the "
-        "4-table runs of this pipeline), io, duckdb, models, or a step name",
+        "4-table runs of this pipeline), io, duckdb, dlt, models, or a step name",
     )
     parser.add_argument(
         "--render",
@@ -73,6 +73,7 @@ def _skips(text: str) -> frozenset[str]:
             "compare_nightly",
         },
         "io": {"io_floor"},
+        "dlt": {"dlt_floor"},
         "duckdb": {"duckdb_floor"},
     }
     out: set[str] = set()

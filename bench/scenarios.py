@@ -8,10 +8,11 @@ Order of the runs (the simulated fleet only moves at step 6, so steps 1-5 see th
    into a second empty warehouse;
 5. the generic `rest_api` alternative, full load into its own empty warehouse; its four tables
    compared with step 4's (same keys, same `updated_at`);
-6. `advance(24h)`;
-7. this pipeline, nightly load (all resources); 8. the same, four resources;
-9. the generic alternative, nightly load; rows compared again;
-10. the SQL models on step 1's warehouse.
+6. the dlt floor: a default dlt pipeline loading one row into a new DuckDB file (`bench/dltfloor.py`);
+7. `advance(24h)`;
+8. this pipeline, nightly load (all resources); 9. the same, four resources;
+10. the generic alternative, nightly load; rows compared again;
+11. the SQL models on step 1's warehouse.
 """
 
 from __future__ import annotations
@@ -319,6 +320,17 @@ class Scenario:
         inner = orjson.loads(out.read_bytes())
         self._record(label, m, rows=inner["rows"], rows_per_table=inner["row_counts"], inner=inner)
 
+    def dlt_floor(self) -> None:
+        command = [
+            PYTHON,
+            "-m",
+            "bench.dltfloor",
+            f"--warehouse={self.work / 'dlt_floor.duckdb'}",
+            f"--pipelines-dir={self.work / 'dlt_floor' / 'pipelines'}",
+        ]
+        m = self._measure("dlt_floor", command, {})
+        self._record("dlt_floor", m, rows=1)
+
     def compare(self, label: str) -> None:
         self.result["checks"][label] = wh.compare(self.ours4, self.theirs, GENERIC_TABLES)
 
@@ -362,6 +374,7 @@ class Scenario:
                     ),
                     ("generic_full", lambda: self.generic("generic_full")),
                     ("compare_full", lambda: self.compare("rows_after_full")),
+                    ("dlt_floor", self.dlt_floor),
                     ("advance", self.advance),
                     ("pipeline_nightly", lambda: self.pipeline_run("pipeline_nightly")),
                     (

@@ -15,7 +15,14 @@ from bench.report import COLUMNS, RUN_ROWS
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = 50
-EXPECTED_RUNS = ("pipeline_full", "io_floor", "duckdb_floor", "pipeline_nightly", "models")
+EXPECTED_RUNS = (
+    "pipeline_full",
+    "io_floor",
+    "duckdb_floor",
+    "dlt_floor",
+    "pipeline_nightly",
+    "models",
+)
 SKIPPED_RUNS = (
     "pipeline_full_4",
     "generic_full",
