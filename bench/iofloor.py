@@ -184,7 +184,7 @@ class Floor:
 
     def commands(self) -> None:
         requests = self.offset_list("/commands/v0/commands/")
-        ids = [str(r["id"]) for r in requests]
+        ids = sorted(str(r["id"]) for r in requests)  # batched like the pipeline: sorted ids
         size = self.plan.status_batch
         batches = [",".join(ids[i : i + size]) for i in range(0, len(ids), size)]
         with ThreadPoolExecutor(min(len(batches), self.concurrency) or 1) as side:
