@@ -41,7 +41,7 @@ OS_VERSIONS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("22.04", "5.15.0-112"), ("24.04", "6.8.0-41")),
 )
 
-# Android security patch levels (software_info.security_path_level), oldest first: the 5th of each
+# Android security patch levels (software_info.security_patch_level on the detail and legacy routes), oldest first: the 5th of each
 # of the ten months before the simulated start, so their age is realistic whatever the start date.
 N_PATCH_LEVELS = 10
 

@@ -35,13 +35,33 @@ def legacy_list(req: Req, items: list[Any], build: Callable[[Any], Any], limit_d
 
 
 def content_list(
-    req: Req, items: list[Any], build: Callable[[Any], Any], prev_key: str, default: int = 20
+    req: Req,
+    items: list[Any],
+    build: Callable[[Any], Any],
+    prev_key: str,
+    default: int = 20,
+    *,
+    null_when_empty: bool = False,
 ) -> dict[str, Any]:
-    """v0/v2 list content ``{count, next, prev|previous, results}``."""
+    """v0/v2 list content ``{count, next, prev|previous, results}``.
+
+    ``null_when_empty``: the v2 services answer an empty list with ``results: null`` (live
+    evidence, live-observations.md section 2: ``/v2/devices/{id}/device-apps/`` with count 0).
+    """
     offset, limit = req.page(default)
     nxt, prev = page_links(req, offset, limit, len(items))
     results = [build(x) for x in items[offset : offset + limit]]
+    if not results and null_when_empty:
+        return {"count": len(items), "next": nxt, prev_key: prev, "results": None}
     return {"count": len(items), "next": nxt, prev_key: prev, "results": results}
+
+
+def v2_list(
+    req: Req, items: list[Any], build: Callable[[Any], Any], default: int = 20
+) -> dict[str, Any]:
+    """The v2 list envelope as recorded live: ``{content: {count, next, prev, results}}``, no
+    code or message, ``results: null`` when empty (live-observations.md sections 1-2)."""
+    return {"content": content_list(req, items, build, "prev", default, null_when_empty=True)}
 
 
 def ok(content: Any) -> dict[str, Any]:
@@ -203,13 +223,30 @@ def devices_list(w: World, req: Req) -> tuple[int, Body]:
     order = w.device_order(ordering)
     if pred is not None:
         order = [i for i in order if pred(i)]
-    return 200, {"content": content_list(req, order, w.wire.device, "prev", default=10)}
+    return 200, v2_list(req, order, w.wire.device, default=10)
 
 
 def device_detail(w: World, req: Req) -> tuple[int, Body]:
-    """GET /v2/devices/{id}."""
+    """GET /v2/devices/{id}: ``{content}`` with no code or message (live route 12)."""
     check_uuid(req.params["id"], "id")
-    return 200, ok(w.wire.device(_device(w, req.params["id"])))
+    return 200, {"content": w.wire.device_detail(_device(w, req.params["id"]))}
+
+
+def legacy_devices(w: World, req: Req) -> tuple[int, Body]:
+    """GET /enterprise/{eid}/device/ (legacy envelope; live route 14), created order.
+
+    Filters of the subset served here: ``state``, ``serial``, ``is_gms`` (as on /v2/devices/).
+    """
+    order = w.device_order("created_at")
+    pred = _device_filter(w, req)
+    if pred is not None:
+        order = [i for i in order if pred(i)]
+    return 200, legacy_list(req, order, w.wire.device_legacy)
+
+
+def legacy_device_detail(w: World, req: Req) -> tuple[int, Body]:
+    """GET /enterprise/{eid}/device/{id}/ (bare object; live route 11)."""
+    return 200, w.wire.device_legacy(_device(w, req.params["id"]))
 
 
 def heartbeat(w: World, req: Req) -> tuple[int, Body]:
@@ -338,7 +375,7 @@ def tenant_apps(w: World, req: Req) -> tuple[int, Body]:
     if req.query.get("app_name"):
         s = req.query["app_name"].lower()
         items = [k for k in items if s in f.tenant_apps[k].name.lower()]
-    return 200, {"content": content_list(req, items, w.wire.tenant_app, "prev")}
+    return 200, v2_list(req, items, w.wire.tenant_app)
 
 
 def tenant_app_detail(w: World, req: Req) -> tuple[int, Body]:
@@ -430,8 +467,7 @@ def device_apps_v2(w: World, req: Req) -> tuple[int, Body]:
         if app_type not in _V2_APP_TYPES:
             raise ApiError(400, f"app_type: must be one of {', '.join(_V2_APP_TYPES)}")
         entries = [e for e in entries if f.tenant_apps[e[0]].kind == app_type]
-    content = content_list(req, entries, lambda e: w.wire.device_app_v2(i, e), "prev")
-    return 200, {"content": content}
+    return 200, v2_list(req, entries, lambda e: w.wire.device_app_v2(i, e))
 
 
 def device_apps_by_version(w: World, req: Req) -> tuple[int, Body]:
@@ -450,8 +486,7 @@ def device_apps_by_version(w: World, req: Req) -> tuple[int, Body]:
             for i in w.device_order("created_at"):
                 if f.platform(i) in (C.APPLE, C.WINDOWS):
                     pairs.extend((i, e) for e in f.apps[i] if e[0] == k and e[1] == v)
-    content = content_list(req, pairs, lambda p: w.wire.device_app_v2(*p), "prev")
-    return 200, {"content": content}
+    return 200, v2_list(req, pairs, lambda p: w.wire.device_app_v2(*p))
 
 
 # -- commands --------------------------------------------------------------------------
@@ -480,7 +515,7 @@ def commands_list(w: World, req: Req) -> tuple[int, Body]:
         if sched not in ("IMMEDIATE", "WINDOW", "RECURRING"):
             raise ApiError(400, "schedule: must be IMMEDIATE, WINDOW or RECURRING")
         items = [r for r in items if f.commands[r].schedule == sched]
-    return 200, ok(content_list(req, items, w.wire.command, "previous"))
+    return 200, ok(content_list(req, items, w.wire.command, "prev"))  # live: prev
 
 
 def command_detail(w: World, req: Req) -> tuple[int, Body]:
@@ -525,7 +560,7 @@ def statuses_list(w: World, req: Req) -> tuple[int, Body]:
         k = C.COMMAND_STATES.index(state)
         items = [s for s in items if f.statuses[s].state == k]
     items.sort(key=lambda s: (f.statuses[s].created, f.statuses[s].id))
-    return 200, ok(content_list(req, items, w.wire.command_status, "previous"))
+    return 200, ok(content_list(req, items, w.wire.command_status, "prev"))  # live: prev
 
 
 def status_detail(w: World, req: Req) -> tuple[int, Body]:
@@ -644,6 +679,8 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v2/tenant-apps/{id}/versions", V2, tenant_app_versions),
     ("GET", "/v2/devices/{id}/device-apps/", V2, device_apps_v2),
     ("GET", "/v2/device-apps", V2, device_apps_by_version),
+    ("GET", "/enterprise/{eid}/device/", LEGACY, legacy_devices),
+    ("GET", "/enterprise/{eid}/device/{id}/", LEGACY, legacy_device_detail),
     ("GET", "/enterprise/{eid}/devicegroup/", LEGACY, devicegroups),
     ("GET", "/enterprise/{eid}/application/", LEGACY, applications),
     ("GET", "/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions),

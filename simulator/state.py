@@ -172,7 +172,9 @@ class World:
             return getattr(self, f"_truth_{table}")()
 
     def _truth_devices(self) -> list[Record]:
-        return [self.wire.device(i) for i in self.device_order("updated_desc")]
+        # The detail record: everything the API holds about a device, patch level included
+        # (list items lack it; the warehouse gets it from the legacy list, another route).
+        return [self.wire.device_detail(i) for i in self.device_order("updated_desc")]
 
     def _truth_heartbeats(self) -> list[Record]:
         f = self.fleet

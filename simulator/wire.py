@@ -85,12 +85,15 @@ class Wire:
         }
         if plat == C.ANDROID:
             rec["hardware_info"] = hw
+            # List items carry no patch level and no build number (live route 15); the detail
+            # adds them (`device_detail`, live route 12).
             rec["software_info"] = {
                 "os_version": osv,
-                "os_build_number": build,
-                "security_path_level": f.patch_levels[f.patch[i]],
                 "esper_agent_info": agent,
+                "foundation_info": None,
             }
+            if f.last_seen[i] >= 0:  # live: Android v2 list items carry last_seen too
+                rec["last_seen"] = iso(f.last_seen[i])
             rec["network_info"] = {
                 "imei1": f"35{int(serial[2:], 16) % 10**13:013d}",
                 "wifi_mac_address": _mac(serial),
@@ -152,6 +155,102 @@ class Wire:
         rec["created_at"] = iso(f.created[i])
         rec["updated_at"] = iso(f.updated[i])
         return rec
+
+    def device_detail(self, i: int) -> Record:
+        """The /v2/devices/{id} record: the list item plus what only the detail carries.
+
+        Live route 12: ``software_info`` of an Android device adds ``security_patch_level`` (the
+        subset's ``security_path_level`` is a typo), ``os_build_number`` and a
+        ``foundation_info`` whose version numbers are ints.
+        """
+        rec = self.device(i)
+        f = self.f
+        if C.OS_PLATFORM[f.os[i]] == C.ANDROID:
+            _, build = C.OS_VERSIONS[f.os[i]][f.osv[i]]
+            rec["software_info"] = {
+                **rec["software_info"],
+                "os_build_number": build,
+                "security_patch_level": f.patch_levels[f.patch[i]],
+                "foundation_info": {
+                    "build_flavor": "user",
+                    "build_number": 100 + f.osv[i],
+                    "foundation_device_model_id": derived_id("model", f.model[i]),
+                    "major_version": 1,
+                    "minor_version": f.osv[i],
+                    "project_name": "foundation",
+                    "variant": "default",
+                },
+            }
+        return rec
+
+    def device_legacy(self, i: int) -> Record:
+        """The legacy /enterprise/{eid}/device/ record (live routes 11 and 14).
+
+        camelCase sub-objects: ``softwareInfo.securityPatchLevel``, ``androidBuildNumber``,
+        ``androidVersion``; ``hardwareInfo.serialNumber``; ``state`` and ``status`` ints;
+        ``groups`` a list of group links (no ``group_id``); ``tags`` null; no ``last_seen``.
+        Non-Android devices carry no Android build fields (null).
+        """
+        f = self.f
+        os_ = f.os[i]
+        plat = C.OS_PLATFORM[os_]
+        m = C.MODELS[f.model[i]]
+        osv, build = C.OS_VERSIONS[os_][f.osv[i]]
+        android = plat == C.ANDROID
+        b_cur = f.bp_current[i]
+        return {
+            "id": f.ids[i],
+            "url": self.device_url(i),
+            "device_name": f.name[i],
+            "alias_name": f.alias[i],
+            "enterprise": self.enterprise_url(),
+            "esper_client": "shoonyadpc" if android else "esper-apple",
+            "state": f.state[i],
+            "status": f.state[i],
+            "groups": [self.group_url(f.group[i])],
+            "tags": None,
+            "api_level": 30 + f.osv[i] if android else 0,
+            "device_type": "dpc" if android else "apple",
+            "is_active": f.state[i] == C.STATE_ACTIVE,
+            "is_gms": bool(f.is_gms[i]) if android else False,
+            "assigned_blueprint_id": f.blueprints[f.bp_assigned[i]].id,
+            "current_blueprint_id": f.blueprints[b_cur].id,
+            "current_blueprint_version_id": self._bp_version_id(f.bp_ver[i]),
+            "current_blueprint_version_number": None,
+            "blueprint_upgrade_status": C.UPGRADE_STATUSES[f.bp_status[i]],
+            "hardwareInfo": {
+                "brand": m.brand,
+                "model": m.model,
+                "manufacturer": m.manufacturer,
+                "hardware": m.hardware,
+                "serialNumber": f.serial[i],
+                "deviceBasebandVersion": "unknown",
+            },
+            "softwareInfo": {
+                "androidVersion": osv if android else None,
+                "androidBuildNumber": build if android else None,
+                "securityPatchLevel": f.patch_levels[f.patch[i]] if android else None,
+                "foundationInfo": {
+                    "buildNumber": 100 + f.osv[i],
+                    "majorVersion": 1,
+                    "minorVersion": f.osv[i],
+                    "projectName": "foundation",
+                    "variant": "default",
+                    "buildFlavor": "user",
+                    "esperOtaManagerVersionCode": 1,
+                    "esperOtaManagerVersionName": "1.0",
+                },
+            },
+            "provisioned_on": iso(f.provisioned[i]),
+            "created_on": iso(f.created[i]),
+            "updated_on": iso(f.updated[i]),
+            "policy": None,
+            "policy_name": None,
+            "user": None,
+            "template_name": None,
+            "current_command": None,
+            "kiosk_app_name": None,
+        }
 
     def heartbeat(self, i: int) -> Record:
         """The last-seen record of device ``i`` (status 1 for an active device)."""

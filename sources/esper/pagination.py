@@ -3,7 +3,8 @@
 The API has three list shapes (see ``../shared/spec/README.md``, "Wire facts"):
 
 * legacy and v1 (Django REST style): ``{count, next, previous, results}``;
-* v0/v2 services: ``{code?, message?, content: {count, next, previous | prev, results}}``;
+* v0/v2 services: ``{code?, message?, content: {count, next, previous | prev, results}}``; an
+  empty v2 list says ``results: null`` (``docs/spec/live-observations.md`` section 2);
 * ``/v2/devices/`` cursor mode: ``{content: {results, next_cursor, prev_cursor, has_more,
   has_prev}}``.
 
@@ -76,6 +77,8 @@ def parse_page(body: Any, *, where: str | None = None) -> Page:
     if "results" not in envelope:
         raise bad(f"no 'results' (keys: {sorted(envelope)[:10]})")
     items = envelope["results"]
+    if items is None and not envelope.get("next") and not envelope.get("count"):
+        items = []  # the v2 services answer an empty list with `results: null` (live, section 2)
     if not isinstance(items, list):
         raise bad(f"'results' is {type(items).__name__}, not a list")
     if not all(isinstance(item, dict) for item in items):

@@ -22,7 +22,7 @@ _DEVICE = (
     *cols("location_stats memory_stats cpu_stats blueprint_info battery_stats policy", JSON),
     *cols("enrolment_info tokens windows_config app_mode_meta", JSON),
     *flat("hardware_info__brand hardware_info__model hardware_info__manufacturer"),
-    *flat("software_info__security_path_level software_info__os_build_number"),
+    *flat("software_info__security_patch_level software_info__os_build_number"),
     *flat("software_info__esper_agent_info__version_name"),
     *flat("blueprint_info__assigned_blueprint_id blueprint_info__current_blueprint_id"),
     *flat("blueprint_info__current_blueprint_version_id blueprint_info__blueprint_upgrade_status"),

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The API clamps every list to 1000 items per page (the event feed's default is 250).
+# `/v2/devices/` allows 1000 items per page (the spec's maximum; 142,632 devices walked at 1000
+# in the live smoke test). Every other list is read 250 at a time: the page size Esper's own
+# support tool settled on after trying 1000 (live-shapes.json `client_practice.page_size`).
 MAX_PAGE_SIZE = 1000
+PAGE_SIZE = 250
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class Endpoint:
     key: tuple[str, ...]
     cursor: str | None
     strategy: str
-    page_size: int = MAX_PAGE_SIZE
+    page_size: int = PAGE_SIZE
 
 
 ENDPOINTS: dict[str, Endpoint] = {
@@ -30,11 +33,13 @@ ENDPOINTS: dict[str, Endpoint] = {
     for e in (
         Endpoint("devices", "/v2/devices/", ("id",), "updated_at",
                  "cursor pages, updated_at DESC: stop at watermark - lag; full scan on the first "
-                 "run, with --full, or when the full-scan interval has passed"),
+                 "run, with --full, or when the full-scan interval has passed; Android patch "
+                 "level and build number joined from the legacy device list", MAX_PAGE_SIZE),
         Endpoint("device_history", "/v2/devices/", ("id", "updated_at"), "updated_at",
-                 "every device version the devices scan sees, merged on (id, updated_at)"),
+                 "every device version the devices scan sees, merged on (id, updated_at)",
+                 MAX_PAGE_SIZE),
         Endpoint("device_census", "/v2/devices/", ("id",), None,
-                 "replaced by each complete scan: the devices present in it"),
+                 "replaced by each complete scan: the devices present in it", MAX_PAGE_SIZE),
         Endpoint("heartbeats", "/v2/heartbeat/", ("device_id", "timestamp"), "timestamp",
                  "window last_seen_gt = watermark - lag, last_seen_lt = the API's now"),
         Endpoint("groups", "/enterprise/{eid}/devicegroup/", ("id",), None, "replace each run"),
@@ -66,6 +71,10 @@ ENDPOINTS: dict[str, Endpoint] = {
 }  # fmt: skip
 
 V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"
+# The legacy device list: the only list that carries Android patch levels and build numbers
+# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
+# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
+LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
 DATA_TAP_PATH = "/data-tap/v0/queries"
 
 # Command statuses and operations that can no longer change.

@@ -10,7 +10,7 @@
 --   platform                     ANDROID, APPLE, WINDOWS or LINUX
 --   os, os_version               operating system and its version, as reported
 --   security_patch_level         Android security patch level (date; the API field is misspelt
---                                security_path_level); NULL when not reported
+--                                security_patch_level, read from the legacy device list); NULL when not reported
 --   security_patch_age_days      days from security_patch_level to the as_of day
 --   agent_version                Esper agent version (software_info.esper_agent_info.version_name)
 --   group_id, group_name, group_path   the device's group now (path as the API gives it)

@@ -23,10 +23,10 @@ renamed as (
         clean_text(os_version) as os_version,
         version_key(clean_text(os_version)) as os_version_key,
         clean_text(software_info__os_build_number) as os_build_number,
-        clean_text(software_info__security_path_level) as security_patch_level_raw,
+        clean_text(software_info__security_patch_level) as security_patch_level_raw,
         coalesce(
-            try_cast(clean_text(software_info__security_path_level) as date),
-            try_cast(clean_text(software_info__security_path_level) || '-01' as date)
+            try_cast(clean_text(software_info__security_patch_level) as date),
+            try_cast(clean_text(software_info__security_patch_level) || '-01' as date)
         ) as security_patch_level,
         clean_text(software_info__esper_agent_info__version_name) as agent_version,
         version_key(clean_text(software_info__esper_agent_info__version_name)) as agent_version_key,

@@ -259,7 +259,7 @@ def expected_devices(loaded: Loaded) -> dict[str, Expected]:
         if min_os is not None and os_current is None:
             unknown.append("os")
 
-        patch_level = software.get("security_path_level")  # the API's spelling
+        patch_level = software.get("security_patch_level")  # the detail route (live route 12)
         max_age = target.get("max_security_patch_age_days")
         patch_current = None
         if max_age is not None and patch_level is None:
