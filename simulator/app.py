@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from simulator.faults import Faults
+from simulator.faults import Faults, apply_drift
 from simulator.http import LEGACY, ApiError, Req, error_body
 from simulator.routes import ROUTES, Handler
 from simulator.state import TRUTH_TABLES, World
@@ -166,6 +166,8 @@ class SimApp:
             await send({"type": "http.response.start", "status": 200, "headers": []})
             raise DroppedConnection(api_path)
         status, payload = self._handle(scope, query, params, body, family, handler)
+        if status == 200 and decision.drift:
+            payload = apply_drift(payload, decision.drift)
         if status == 200 and decision.insert:
             with self.world.lock:
                 self.world.engine.enroll_now(decision.insert)

@@ -3,7 +3,9 @@
 A fault is a dict ``{"kind", "route" (glob on the path after /api; default all), "probability"
 (default 1.0), "times" (max firings; None = unlimited), ...kind arguments}``. Kinds:
 ``latency`` (ms, jitter_ms), ``rate_limit`` (rps, burst, retry_after), ``status`` (status),
-``drop``, ``malformed``, ``slow`` (seconds), ``insert_during_paging`` (count).
+``drop``, ``malformed``, ``slow`` (seconds), ``insert_during_paging`` (count), ``drift``
+(variant: ``rename`` field -> to, ``null_list`` field (default ``results``), ``envelope``): a
+200 answer changes shape, as a real API may after an upgrade (see `apply_drift`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 KINDS = frozenset(
-    {"latency", "rate_limit", "status", "drop", "malformed", "slow", "insert_during_paging"}
+    {
+        "latency",
+        "rate_limit",
+        "status",
+        "drop",
+        "malformed",
+        "slow",
+        "insert_during_paging",
+        "drift",
+    }
 )
+DRIFT_VARIANTS = frozenset({"rename", "null_list", "envelope"})
 
 
 @dataclass(slots=True)
@@ -66,6 +80,8 @@ def parse(spec: dict[str, Any]) -> Fault:
         raise ValueError("status faults need an error status (>= 400)")
     if kind == "rate_limit" and float(spec.get("rps", 0)) <= 0:
         raise ValueError("rate_limit needs rps > 0")
+    if kind == "drift":
+        _check_drift(spec)
     fault = Fault(kind, route, probability, times, spec)
     if kind == "rate_limit":
         fault.tokens = float(spec.get("burst") or spec["rps"])
@@ -82,6 +98,7 @@ class Decision:
     drop: bool = False
     malformed: bool = False
     insert: int = 0
+    drift: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Faults:
@@ -179,3 +196,77 @@ class Faults:
             d.malformed = True
         elif f.kind == "insert_during_paging":
             d.insert += int(a.get("count", 1))
+        elif f.kind == "drift":
+            d.drift.append(a)
+
+
+# -- drift: a 200 answer whose shape changed ----------------------------------------------------
+
+
+def _check_drift(spec: dict[str, Any]) -> None:
+    variant = spec.get("variant")
+    if variant not in DRIFT_VARIANTS:
+        raise ValueError(f"drift needs a variant: {', '.join(sorted(DRIFT_VARIANTS))}")
+    if variant == "rename" and not (
+        isinstance(spec.get("field"), str) and isinstance(spec.get("to"), str)
+    ):
+        raise ValueError("a rename drift needs 'field' (dotted path) and 'to' (new key)")
+
+
+def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
+    """The answer ``payload`` with every drift of the request applied, in order (a copy).
+
+    * ``rename``: in every record (list item, or the one object of an item route), the key at
+      the dotted path ``field`` becomes ``to`` (``updated_at`` -> ``updatedAt``).
+    * ``null_list``: ``results`` becomes null, whatever the count (``field`` names another
+      record field to null instead, e.g. ``tags``).
+    * ``envelope``: the content envelope becomes the legacy one (``{count, next, previous,
+      results}``), and a ``{content: {...}}`` item becomes the bare object.
+    """
+    payload = orjson.loads(orjson.dumps(payload))  # handlers may hand out the world's own dicts
+    for spec in drifts:
+        variant = spec["variant"]
+        if variant == "envelope":
+            payload = _legacy_envelope(payload)
+        elif variant == "null_list" and spec.get("field", "results") == "results":
+            envelope = _envelope_of(payload)
+            if isinstance(envelope, dict) and "results" in envelope:
+                envelope["results"] = None
+        else:
+            *parents, leaf = str(spec.get("field")).split(".")
+            for record in _records(payload):
+                node: Any = record
+                for name in parents:
+                    node = node.get(name) if isinstance(node, dict) else None
+                if isinstance(node, dict) and leaf in node:
+                    if variant == "rename":
+                        node[spec["to"]] = node.pop(leaf)
+                    else:
+                        node[leaf] = None
+    return payload
+
+
+def _envelope_of(payload: Any) -> Any:
+    content = payload.get("content") if isinstance(payload, dict) else None
+    return content if isinstance(content, dict) else payload
+
+
+def _records(payload: Any) -> list[dict[str, Any]]:
+    envelope = _envelope_of(payload)
+    if isinstance(envelope, dict) and "results" in envelope:
+        return [r for r in envelope["results"] or [] if isinstance(r, dict)]
+    return [envelope] if isinstance(envelope, dict) else []
+
+
+def _legacy_envelope(payload: Any) -> Any:
+    content = payload.get("content") if isinstance(payload, dict) else None
+    if not isinstance(content, dict):
+        return payload
+    if "results" not in content:
+        return content
+    return {
+        "count": content.get("count"),
+        "next": content.get("next"),
+        "previous": content.get("prev", content.get("previous")),
+        "results": content["results"],
+    }
