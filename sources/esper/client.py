@@ -306,6 +306,7 @@ class EsperClient:
         self.base_url = _normalise_base_url(base_url)
         base = httpx.URL(self.base_url)
         self._origin = _origin(base)
+        self._rewrites_logged: set[tuple[str, str]] = set()
         self._base_path = base.path.rstrip("/")
         self.enterprise_id = enterprise_id
 
@@ -759,10 +760,7 @@ class EsperClient:
                 if not (url.scheme or url.host):  # "v2/devices/": a path after all
                     url = httpx.URL(f"{self.base_url}/{path_or_url}")
                 elif _origin(url) != self._origin or url.userinfo:
-                    raise EsperConfigError(
-                        f"refusing to follow a link to {_origin_text(url)}: only "
-                        f"{self._origin_text()} is trusted with the API key"
-                    )
+                    url = self._onto_configured_origin(url)
         except httpx.InvalidURL as exc:
             raise EsperConfigError(f"not a usable path or URL ({exc})") from None
         segments = url.path.split("/")
@@ -773,6 +771,37 @@ class EsperClient:
                 f"{self._base_path or '/'!r} of {self._origin_text()}"
             )
         return url
+
+    def _onto_configured_origin(self, url: httpx.URL) -> httpx.URL:
+        """A link off the configured origin, moved onto it when it names the same service.
+
+        Esper's own support tool rewrites `next` links that say `http://`, or name another
+        `*.esper.cloud` host, onto the configured host (live-observations.md section 12). Here:
+        the same host with another scheme or port, or a host of the same service (both
+        `*.esper.cloud`, or both loopback), keeps its path and query and moves onto the configured
+        origin, so the key still goes nowhere else. Anything else is refused before sending.
+
+        Raises:
+            EsperConfigError: A link to another service, or one with credentials in it.
+        """
+        scheme, host, port = self._origin
+        link_host = url.host.lower()
+        if url.userinfo or not (link_host == host or _same_service(link_host, host)):
+            raise EsperConfigError(
+                f"refusing to follow a link to {_origin_text(url)}: only "
+                f"{self._origin_text()} is trusted with the API key"
+            )
+        moved = url.copy_with(scheme=scheme, host=host, port=port)
+        key = (_origin_text(url), self._template(url.path))
+        if key not in self._rewrites_logged:
+            self._rewrites_logged.add(key)
+            log.info(
+                "a link for %s named %s: followed on the configured %s instead",
+                key[1],
+                key[0],
+                self._origin_text(),
+            )
+        return moved
 
     def _template(self, path: str) -> str:
         """The route template of a path: relative to the base path, ids replaced by ``{id}``."""
@@ -889,6 +918,13 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _same_service(link_host: str, configured_host: str) -> bool:
+    """Two API hosts of one service: both `*.esper.cloud` (tenants' API hosts), or both loopback."""
+    if link_host.endswith(".esper.cloud") and configured_host.endswith(".esper.cloud"):
+        return True
+    return _is_loopback(link_host) and _is_loopback(configured_host)
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:

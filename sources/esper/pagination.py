@@ -77,7 +77,7 @@ def parse_page(body: Any, *, where: str | None = None) -> Page:
     if "results" not in envelope:
         raise bad(f"no 'results' (keys: {sorted(envelope)[:10]})")
     items = envelope["results"]
-    if items is None and not envelope.get("next") and not envelope.get("count"):
+    if items is None and envelope.get("count") == 0 and not envelope.get("next"):
         items = []  # the v2 services answer an empty list with `results: null` (live, section 2)
     if not isinstance(items, list):
         raise bad(f"'results' is {type(items).__name__}, not a list")

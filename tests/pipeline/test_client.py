@@ -605,9 +605,8 @@ def test_redirect_not_followed() -> None:
     "link",
     [
         "https://evil.example.com/api/v2/devices/?offset=20",
-        "https://acme-api.esper.cloud:8443/api/v2/devices/?offset=20",
-        "http://acme-api.esper.cloud/api/v2/devices/?offset=20",
         "https://acme-api.esper.cloud.evil.example/api/v2/devices/",
+        "https://esper.cloud.evil.example/api/v2/devices/",
         "https://user@acme-api.esper.cloud/api/v2/devices/",
         "//evil.example.com/api/v2/devices/",
         "https://acme-api.esper.cloud/other/v2/devices/",
@@ -633,15 +632,38 @@ def test_same_origin_absolute_link_followed() -> None:
     assert "GET /v2/devices/" in client.stats()
 
 
+@pytest.mark.parametrize(
+    "link",
+    [
+        "http://acme-api.esper.cloud/api/v2/devices/?limit=20&offset=20",  # http:// (live §12)
+        "https://acme-api.esper.cloud:8443/api/v2/devices/?limit=20&offset=20",
+        "https://develop-api.esper.cloud/api/v2/devices/?limit=20&offset=20",  # another host
+        "http://other-tenant-api.esper.cloud/api/v2/devices/?limit=20&offset=20",
+    ],
+)
+def test_links_of_the_same_service_are_followed_on_the_configured_origin(
+    link: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Esper's own tool rewrites such `next` links onto the configured host (live §12)."""
+    script = Script(ok())
+    client, _ = mock_client(script)
+    with caplog.at_level(logging.INFO, logger="esper_warehouse.client"):
+        client.get(link)
+    sent = script.requests[0].url
+    assert (sent.scheme, sent.host, sent.port) == ("https", "acme-api.esper.cloud", None)
+    assert sent.path == "/api/v2/devices/" and sent.params["offset"] == "20"
+    assert "followed on the configured https://acme-api.esper.cloud" in caplog.text
+
+
 def test_next_link_to_another_loopback_server_never_reaches_it(serve: Any) -> None:
-    ours = serve(sequence(Reply()))
+    """Two loopback servers are one service here: the link is followed on ours, never theirs."""
+    ours = serve(sequence(Reply(), Reply()))
     other = serve(sequence(Reply()))
     with loopback_client(ours) as client:
-        with pytest.raises(EsperConfigError, match="refusing to follow"):
-            client.get(other.url + "/api/v2/devices/?offset=20&limit=20")
+        client.get(other.url + "/api/v2/devices/?offset=20&limit=20")
         client.get(ours.url + "/api/v2/devices/?offset=20&limit=20")
     assert other.requests == []
-    assert len(ours.requests) == 1
+    assert len(ours.requests) == 2
 
 
 # ------------------------------------------------------------------------------------- map

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+import duckdb
 import httpx
 import orjson
 import pytest
@@ -113,6 +114,10 @@ def test_items_inserted_during_offset_paging_are_not_missed(sim) -> None:
 class RewriteNext(httpx.HTTPTransport):
     """Loopback transport that points the command list's `next` link at another host."""
 
+    def __init__(self, old: str = "127.0.0.1", new: str = "evil.example") -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert request.url.host == "127.0.0.1", f"a request left loopback: {request.url.host}"
         response = super().handle_request(request)
@@ -122,7 +127,7 @@ class RewriteNext(httpx.HTTPTransport):
         body = orjson.loads(response.content)
         envelope = body.get("content", body)
         if envelope.get("next"):
-            envelope["next"] = envelope["next"].replace("127.0.0.1", "evil.example")
+            envelope["next"] = envelope["next"].replace(self.old, self.new)
         headers = {k: v for k, v in response.headers.items()
                    if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
         return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
@@ -134,6 +139,24 @@ def test_a_next_link_to_another_origin_is_refused(sim, wh: Path) -> None:
     client.close()
     assert result.exit_code == EXIT_CONFIG
     assert "evil.example" in result.error and "refusing to follow" in result.error
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("http://", "https://"), ("127.0.0.1", "localhost")],
+    ids=["another-scheme", "another-host-of-the-service"],
+)
+def test_next_links_of_the_same_service_are_followed_on_the_configured_origin(
+    sim, wh: Path, old: str, new: str
+) -> None:
+    """Live §12: `next` links saying http://, or another host of the service, are rewritten."""
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=RewriteNext(old, new))
+    result = run(settings(sim, wh, source_options={"page_size": 10}), client=client)
+    client.close()
+    assert result.exit_code == 0, result.error
+    with duckdb.connect(str(wh), read_only=True) as con:
+        loaded = {r[0] for r in con.sql("select id from esper.command_requests").fetchall()}
+    assert loaded == {c["id"] for c in sim.truth("command_requests")}
 
 
 def test_wrong_enterprise_id_is_a_clear_config_error(sim, wh: Path) -> None:

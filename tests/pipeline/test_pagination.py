@@ -22,6 +22,7 @@ from sources.esper.pagination import (
     iter_pages_parallel,
     parse_page,
 )
+from tests.live_shapes import route, routes, synthesize
 
 BASE = "https://acme-api.esper.cloud/api"
 KEY = "sk-test-0123456789"
@@ -171,6 +172,35 @@ def test_parse_reads_the_shape_that_came_back_not_the_one_asked_for() -> None:
     )
 
 
+def _is_list(observed: dict) -> bool:
+    return "results" in observed.get("content", observed)
+
+
+def test_an_empty_v2_list_is_results_null() -> None:
+    """Live §2: `/v2/devices/{id}/device-apps/` answered an empty list with `results: null`."""
+    body = synthesize(route("GET", "/v2/devices/{deviceId}/device-apps/")["observed"])
+    body["content"]["count"] = 0
+    page = parse_page(body, where="/v2/devices/x/device-apps/")
+    assert (page.items, page.count, page.next_url, page.has_more) == ([], 0, None, False)
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [r for r in routes() if isinstance(r["observed"], dict) and _is_list(r["observed"])],
+    ids=lambda r: f"{r['n']}:{r['path']}",
+)
+def test_every_live_list_shape_parses(recorded: dict) -> None:
+    """Each list the live API answered (synthesised from its type map) is read as a page."""
+    body = synthesize(recorded["observed"])
+    envelope = body.get("content", body)
+    if "count" in envelope and recorded["count"] is not None:
+        envelope["count"] = recorded["count"]  # the recorded total (0 for the empty v2 list)
+    page = parse_page(body, where=recorded["path"])
+    expected = envelope["results"] if envelope["results"] is not None else []
+    assert page.items == expected
+    assert page.has_more == bool(envelope.get("next"))
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
@@ -180,6 +210,7 @@ def test_parse_reads_the_shape_that_came_back_not_the_one_asked_for() -> None:
         ({"code": 200, "content": "oops"}, "'content' is str"),
         ({"count": 1, "results": {"id": 1}}, "not a list"),
         ({"content": {"results": None}}, "not a list"),
+        ({"content": {"count": 5, "next": None, "prev": None, "results": None}}, "not a list"),
         ({"results": [1, 2]}, "other than objects"),
         ({"count": "many", "results": []}, "'count'"),
         ({"next": 5, "results": []}, "'next'"),
