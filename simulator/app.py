@@ -136,7 +136,8 @@ class SimApp:
         found = self._match(method, api_path)
         if found is None and not api_path.endswith("/"):
             found = self._match(method, api_path + "/")
-        if found is None and api_path.endswith("/"):
+        if found is None and api_path.endswith("/") and not api_path.startswith("/data-tap/"):
+            # The Query API's status path has no trailing slash (live-observations.md section 15)
             found = self._match(method, api_path[:-1])
         if found is None:
             family = LEGACY if api_path.startswith("/enterprise/") else "v2"

@@ -1,14 +1,17 @@
 """Data Tap: SQL queries over the simulator's daily snapshot tables, run for real in DuckDB.
 
-The wire shape is NOT public; this module is the one place holding the assumption
-(spec/README.md, "Not in any public source"):
+The shape follows Esper's Query API documentation (docs/spec/live-observations.md section 15,
+``live-shapes.json`` ``docs_only``; no live sample exists):
 
 - ``POST /data-tap/v0/queries`` with ``{query (required), is_download, row_limit, latest_data}``
-  answers 201 ``{"content": {"id", "status": "PENDING", "query", "created_at"}}``.
-- ``GET /data-tap/v0/queries/{id}`` answers ``{"content": {...}}``: PENDING on the first poll,
-  RUNNING on the second, then SUCCEEDED with the Reports preview shape
-  (``schema{column_count, columns[{name, position, type_name, type_text}]}``, ``data_array``,
-  ``truncated``) or FAILED with ``message``.
+  answers 201 ``{"content": {id, tenant_id, user_id, query, created_at, updated_at, is_download,
+  row_limit, latest_data, status: "PENDING", result: null}}``.
+- ``GET /data-tap/v0/queries/{id}`` (no trailing slash) answers ``{"content": {..., status,
+  result, error_message}}``: PENDING on the first poll, RUNNING on the second, then SUCCEEDED
+  with ``result: {schema: {column_count, columns[{name, position, type_name, type_text}]},
+  data_array: [[str, ...]], truncated}`` (cells as strings, as in the documented sample), or
+  FAILED with ``result: null`` and the reason in ``error_message``. A job polled again after it
+  finished answers CLOSED (its result is gone).
 - Errors use the Reports family body ``{status, error, message}``.
 
 Tables (one row per entity per ``report_date``, captured at each simulated midnight for the
@@ -53,6 +56,10 @@ create table device_stats (report_date date, device_id varchar, battery_level in
 """
 
 
+# A finished job answers its result this many polls at most, then CLOSED (the result expired).
+CLOSED_AFTER_POLLS = 6
+
+
 @dataclass(slots=True)
 class Job:
     """A submitted query and what its polls reveal."""
@@ -65,6 +72,8 @@ class Job:
     rows: list[list[Any]] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
+    row_limit: int = 0
+    latest: bool = False
 
 
 def _type(t: duckdb.typing.DuckDBPyType) -> tuple[str, str]:
@@ -258,7 +267,7 @@ class DataTap:
     def submit(self, query: str, row_limit: int, latest: bool) -> Job:
         """Run ``query`` now (the job reveals its outcome over the next polls)."""
         w = self.world
-        job = Job(new_id(w.engine.rng), query, w.now)
+        job = Job(new_id(w.engine.rng), query, w.now, row_limit=row_limit, latest=latest)
         if latest:
             today = w.now - w.now % DAY
             self.pending.append((today, self._tables(w.now, today)))
@@ -287,19 +296,41 @@ class DataTap:
     def view(self, job: Job) -> dict[str, Any]:
         """The job as the next poll sees it (PENDING, RUNNING, then the outcome)."""
         job.polls += 1
-        base: dict[str, Any] = {"id": job.id, "query": job.query, "created_at": iso(job.created)}
+        base = self.record(job)
         if job.polls == 1:
-            return {**base, "status": "PENDING"}
+            return base
         if job.polls == 2:
             return {**base, "status": "RUNNING"}
         if job.error is not None:
-            return {**base, "status": "FAILED", "message": job.error}
+            return {**base, "status": "FAILED", "error_message": job.error}
+        if job.polls > CLOSED_AFTER_POLLS:
+            return {**base, "status": "CLOSED"}
         return {
             **base,
             "status": "SUCCEEDED",
-            "schema": {"column_count": len(job.columns), "columns": job.columns},
-            "data_array": job.rows,
-            "truncated": job.truncated,
+            "result": {
+                "schema": {"column_count": len(job.columns), "columns": job.columns},
+                "data_array": [[None if v is None else str(v) for v in r] for r in job.rows],
+                "truncated": job.truncated,
+            },
+        }
+
+    def record(self, job: Job) -> dict[str, Any]:
+        """The job's documented fields, status PENDING, no result yet."""
+        w = self.world
+        return {
+            "id": job.id,
+            "tenant_id": w.fleet.tenant_id,
+            "user_id": w.fleet.users[0],
+            "query": job.query,
+            "created_at": iso(job.created),
+            "updated_at": iso(job.created),
+            "is_download": False,
+            "row_limit": job.row_limit,
+            "latest_data": job.latest,
+            "status": "PENDING",
+            "result": None,
+            "error_message": None,
         }
 
 
@@ -324,13 +355,7 @@ def create(w: World, req: Req) -> tuple[int, Any]:
         raise ApiError(400, "row_limit: a positive integer is required")
     latest = bool(body.get("latest_data", False))
     job = w.datatap.submit(body["query"], min(row_limit, MAX_ROW_LIMIT), latest)
-    content = {
-        "id": job.id,
-        "status": "PENDING",
-        "query": job.query,
-        "created_at": iso(job.created),
-    }
-    return 201, {"content": content}
+    return 201, {"content": w.datatap.record(job)}
 
 
 def get(w: World, req: Req) -> tuple[int, Any]:

@@ -1,11 +1,12 @@
 """Data Tap queries: named SQL from configuration, each loaded into its own `data_tap__<name>` table.
 
-The Data Tap wire format is not public. What is assumed (docs/contracts.md, spec README) lives in
-this module only: `POST /data-tap/v0/queries {query, is_download, row_limit, latest_data}` answers
-`{content: {id, ...}}`; `GET /data-tap/v0/queries/{id}` answers `{content: {status, schema:
-{columns: [{name, position, type_name}]}, data_array, truncated}}` with status PENDING, RUNNING,
-SUCCEEDED, FAILED or CANCELED. Waiting for a job is polling, not an HTTP retry: the client still
-owns every request's retries; this module owns how long to wait for the job.
+The shape is Esper's Query API documentation (docs/spec/live-observations.md section 15; no live
+sample exists), held in this module only: `POST /data-tap/v0/queries {query, is_download,
+row_limit, latest_data}` answers `{content: {id, status, ...}}`; `GET /data-tap/v0/queries/{id}`
+(no trailing slash) answers `{content: {status, result, error_message}}` with `result` null or
+`{schema: {columns: [{name, position, type_name}]}, data_array, truncated}` and status PENDING,
+RUNNING, SUCCEEDED, FAILED, CANCELED or CLOSED. Waiting for a job is polling, not an HTTP retry:
+the client still owns every request's retries; this module owns how long to wait for the job.
 """
 
 from __future__ import annotations
@@ -107,14 +108,21 @@ def run_query(
         while True:
             status = str(job.get("status") or "PENDING").upper()
             if status == "SUCCEEDED":
-                if job.get("truncated"):
+                result = job.get("result")
+                if not isinstance(result, dict):
+                    raise DataTapError(f"Data Tap query {name!r} SUCCEEDED with no result")
+                if result.get("truncated"):
+                    rows = len(result.get("data_array") or [])
                     raise DataTapError(
-                        f"Data Tap query {name!r} returned a truncated result (row limit "
-                        f"{row_limit}); narrow the query or raise data_tap_row_limit"
+                        f"Data Tap query {name!r} returned a truncated result ({rows} rows at "
+                        f"row limit {row_limit}): nothing was loaded; narrow the query or raise "
+                        "data_tap_row_limit"
                     )
                 return job
             if status in _FAILED:
-                reason = job.get("error") or job.get("message") or "no reason given"
+                reason = job.get("error_message") or "the API gave no reason"
+                if status == "CLOSED":
+                    reason = f"the job was closed before its result was read ({reason})"
                 raise DataTapError(f"Data Tap query {name!r} ended {status}: {reason}")
             now = clock()
             if now - started > deadline_s:
@@ -127,14 +135,14 @@ def run_query(
                 break
             sleep(delay)
             delay = min(delay * 2, 10.0)
-            job = _content(client.get(f"{DATA_TAP_PATH}/{job_id}/"))
+            job = _content(client.get(f"{DATA_TAP_PATH}/{job_id}"))
 
 
 def result_to_arrow(name: str, job: Mapping[str, Any]) -> pa.Table:
     """The result rows typed from the result's own schema (through polars)."""
     import polars as pl  # here, not at the top: see _TYPES
 
-    result = job.get("result") if isinstance(job.get("result"), dict) else job
+    result = job["result"]
     columns = sorted(
         (result.get("schema") or {}).get("columns") or [], key=lambda c: c.get("position", 0)
     )

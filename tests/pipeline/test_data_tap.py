@@ -36,7 +36,8 @@ def test_a_query_lands_in_its_own_typed_table(sim, wh: Path) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"data_tap_queries": {"bad": "select nope from nowhere"}}, "ended FAILED"),
+        # the API's own reason (`content.error_message`) is quoted: DuckDB names the table
+        ({"data_tap_queries": {"bad": "select nope from nowhere"}}, "ended FAILED: "),
         ({"data_tap_queries": {"bad": QUERY}, "data_tap_row_limit": 5}, "truncated"),
     ],
 )
@@ -44,3 +45,30 @@ def test_a_failed_or_truncated_query_fails_the_run_clearly(sim, wh: Path, option
     result = load(sim, wh, resources=["data_tap__bad"], source_options=options)
     assert result.exit_code == EXIT_API
     assert message in result.error and "'bad'" in result.error
+    if "FAILED" in message:
+        assert "nowhere" in result.error
+
+
+class _Jobs:
+    """A stand-in for the client: the documented answers of a job, one per poll."""
+
+    def __init__(self, *polls: dict) -> None:
+        self.polls, self.paths = list(polls), []
+
+    def post(self, path: str, json: dict) -> dict:
+        return {"content": {"id": "job-1", "status": "PENDING", "result": None}}
+
+    def get(self, path: str, params: dict | None = None) -> dict:
+        self.paths.append(path)
+        return {"content": {"id": "job-1", **self.polls.pop(0)}}
+
+
+def test_a_closed_job_fails_clearly_and_the_status_path_has_no_trailing_slash():
+    from sources.esper.datatap import DataTapError, run_query
+
+    jobs = _Jobs({"status": "RUNNING", "result": None}, {"status": "CLOSED", "result": None})
+    with pytest.raises(DataTapError, match="ended CLOSED: the job was closed"):
+        run_query(
+            jobs, "q", "select 1", deadline_s=60, stuck_s=30, row_limit=10, sleep=lambda s: None
+        )
+    assert jobs.paths == ["/data-tap/v0/queries/job-1"] * 2

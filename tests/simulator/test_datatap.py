@@ -1,8 +1,16 @@
-"""Data Tap: real SQL over the daily snapshots, typed results, failures and truncation."""
+"""Data Tap: real SQL over the daily snapshots, typed results, failures and truncation.
+
+The shape is Esper's Query API documentation (live-shapes.json `docs_only`; no live sample).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+
+from tests.live_shapes import document, shape_of
+
+DOCUMENTED = document()["docs_only"][0]["routes"]
+STATUS_SHAPE = next(r for r in DOCUMENTED if r["method"] == "GET")["response_shape"]["content"]
 
 
 def _run(client, body: dict) -> dict:
@@ -16,6 +24,7 @@ def _run(client, body: dict) -> dict:
         statuses.append(content["status"])
         if content["status"] in ("SUCCEEDED", "FAILED"):
             assert statuses[:2] == ["PENDING", "RUNNING"]
+            assert set(content) == set(STATUS_SHAPE), "the documented keys, no others"
             return content
         assert len(statuses) < 5
 
@@ -29,20 +38,22 @@ def test_query_returns_typed_rows(client, shared_sim):
         group by platform order by platform
     """
     content = _run(client, {"query": sql, "latest_data": True})
-    cols = content["schema"]["columns"]
+    result = content["result"]
+    cols = result["schema"]["columns"]
     assert [(c["name"], c["position"], c["type_name"]) for c in cols] == [
         ("platform", 0, "STRING"),
         ("devices", 1, "LONG"),
         ("avg_battery", 2, "DOUBLE"),
         ("day", 3, "DATE"),
     ]
-    assert content["schema"]["column_count"] == 4
+    assert result["schema"]["column_count"] == 4
     truth = Counter(d["platform"] for d in shared_sim.truth("devices"))
-    got = {row[0]: row[1] for row in content["data_array"]}
+    got = {row[0]: int(row[1]) for row in result["data_array"]}
     assert got == dict(truth)
-    assert all(isinstance(r[2], float) for r in content["data_array"])
-    assert {r[3] for r in content["data_array"]} == {shared_sim.now.date().isoformat()}
-    assert content["truncated"] is False
+    assert shape_of(result["data_array"]) == [["str"]], "cells are strings, as documented"
+    assert {r[3] for r in result["data_array"]} == {shared_sim.now.date().isoformat()}
+    assert result["truncated"] is False
+    assert content["error_message"] is None
 
 
 def test_snapshots_are_daily_and_joinable(client):
@@ -56,21 +67,33 @@ def test_snapshots_are_daily_and_joinable(client):
             "group by 1 order by 1"
         },
     )
-    days = [r[0] for r in content["data_array"]]
+    days = [r[0] for r in content["result"]["data_array"]]
     assert len(days) >= 7 and days == sorted(days)
 
 
 def test_bad_sql_fails_with_a_message(client):
     content = _run(client, {"query": "select nope from devices"})
     assert content["status"] == "FAILED"
-    assert "nope" in content["message"]
+    assert "nope" in content["error_message"] and content["result"] is None
     content = _run(client, {"query": "drop table devices"})
     assert content["status"] == "FAILED"
 
 
 def test_row_limit_sets_truncated(client):
     content = _run(client, {"query": "select device_id from devices", "row_limit": 5})
-    assert len(content["data_array"]) == 5 and content["truncated"] is True
+    result = content["result"]
+    assert len(result["data_array"]) == 5 and result["truncated"] is True
+
+
+def test_a_finished_job_closes_and_the_status_path_has_no_trailing_slash(client):
+    created = client.post("/data-tap/v0/queries", json={"query": "select 1 as one"})
+    job = created.json()["content"]["id"]
+    assert client.get(f"/data-tap/v0/queries/{job}/").status_code == 404
+    statuses = [client.get(f"/data-tap/v0/queries/{job}").json()["content"]["status"]]
+    while statuses[-1] != "CLOSED":
+        statuses.append(client.get(f"/data-tap/v0/queries/{job}").json()["content"]["status"])
+        assert len(statuses) < 12
+    assert statuses[:3] == ["PENDING", "RUNNING", "SUCCEEDED"]
 
 
 def test_bad_request_and_auth(client, shared_sim):
