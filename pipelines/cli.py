@@ -1,4 +1,4 @@
-"""`esper-warehouse`: run | status | demo | simulate | models | report.
+"""`esper-warehouse`: run | status | doctor | demo | simulate | models | report.
 
 Exit codes: 0 ok, 1 unexpected error, 2 auth or configuration error, 3 API failure,
 4 reconciliation shortfall, 5 warehouse locked.
@@ -97,6 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--days", type=int, default=14)
     demo.add_argument("--seed", type=int, default=7)
 
+    doctor = sub.add_parser(
+        "doctor",
+        help="read-only probe of the tenant's answers against what the source expects "
+        "(exit 3: a shape that would break a run)",
+        parents=[verbose],
+    )
+    doctor.add_argument("--json", type=Path, help="also write the report as JSON to this file")
+    doctor.add_argument(
+        "--data-tap",
+        nargs="?",
+        const="select 1 as one",
+        metavar="SQL",
+        help="also submit one Data Tap query (default: select 1 as one) and read its status",
+    )
+
     for name, text in (
         ("simulate", "run the Esper API simulator (simulator.cli)"),
         ("models", "build the SQL models (pipelines.models)"),
@@ -124,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .demo import demo
 
         return demo(args.warehouse, devices=args.devices, days=args.days, seed=args.seed)
+    if args.command == "doctor":
+        from .doctor import main as doctor
+
+        return doctor(json_path=args.json, data_tap_sql=args.data_tap)
     return 1
 
 
