@@ -226,6 +226,31 @@ def spec_reference(method: str, path: str) -> Node | None:
     return None
 
 
+@dataclass
+class Reference:
+    """What a route's answer is compared with, and where that came from."""
+
+    root: Node | None
+    record: Node | None
+    basis: str  # "live", "docs", "spec" or "none"
+
+
+def reference(method: str, template: str, *, cursor: bool = False) -> Reference:
+    """The live recording of a route, else its documented shape, else the OpenAPI subset's;
+    records fall back to the spec's where the live sample had none (an empty list).
+
+    The ``/v2/devices/`` cursor mode has no live recording (the evidence pages by offset): its
+    envelope is the spec's, its records the live ones.
+    """
+    live = None if cursor else live_reference(method, template)
+    docs = docs_reference(method, template)
+    spec = spec_reference(method, template)
+    root = live or docs or spec
+    basis = "live" if live else "docs" if docs else "spec" if spec else "none"
+    records = live or docs or (live_reference(method, template) if cursor else None)
+    return Reference(root, record_node(records) or record_node(spec), basis)
+
+
 def families(root: Node | Mapping[str, Any] | None) -> set[str]:
     """Envelope families of a reference node or of an answer."""
     if root is None:
@@ -465,6 +490,7 @@ class _Stop(Exception):
 def _used_paths() -> set[str]:
     paths = {e.path for e in settings.ENDPOINTS.values()}
     paths |= {v for k, v in vars(settings).items() if k.endswith("_PATH") and isinstance(v, str)}
+    paths.add(settings.DATA_TAP_PATH + "/{id}")  # the job's status (sources/esper/datatap.py)
     return {_norm(p) for p in paths}
 
 
@@ -508,18 +534,9 @@ class Doctor:
         if "{id}" in template and not parent:
             self.skipped.append(f"{method} {route}: no id to probe it with (its list was empty)")
             return None
-        live = None if cursor else live_reference(method, template)
-        spec = spec_reference(method, template)
-        docs = docs_reference(method, template)
-        root = live or docs or spec
-        basis = "live" if live else "docs" if docs else "spec" if spec else "none"
-        record = record_node(live or docs) or record_node(spec)
-        used = _norm(template) in self.used
-        report = RouteReport(name, method, route, used, basis)
-        report.expected_envelope = sorted(families(root))
+        ref = reference(method, template, cursor=cursor)
+        report, compare = _start(name, method, template, table, ref, cursor, self.used)
         self.reports.append(report)
-        label = f"{method} {route}" + (" (cursor mode)" if cursor else "")
-        compare = _Compare(label, used, read_paths(table, record))
         path = template.format(eid=self.client.enterprise_id, id=parent)
         before = self.client.totals()
         started = time.monotonic()
@@ -540,7 +557,7 @@ class Doctor:
             report.throttled = after.throttled - before.throttled
             report.findings = compare.findings
         if answer is not None:
-            self._check(answer, root, record, report, compare)
+            _check_answer(answer, ref, report, compare)
             report.findings = compare.findings
         return answer
 
@@ -569,70 +586,99 @@ class Doctor:
         )
         compare.add(True, "route", (), problem)
 
-    def _check(
-        self,
-        answer: Any,
-        root: Node | None,
-        record: Node | None,
-        report: RouteReport,
-        compare: _Compare,
-    ) -> None:
-        report.shape = shape_of(answer)
-        found = families(answer)
-        report.envelope = next(iter(found), None)
-        if not isinstance(answer, dict):
-            compare.add(True, "envelope", (), f"is {json_type(answer)}, expected an object")
-            return
-        envelope = answer
-        if "results" not in answer and isinstance(answer.get("content"), dict):
-            envelope = answer["content"]
-        report.envelope_keys = {safe_key(k): json_type(v) for k, v in envelope.items()}
-        if isinstance(envelope.get("count"), int):
-            report.count = envelope["count"]
-        is_list = "results" in envelope
-        expected = set(report.expected_envelope)
-        if expected and not found & expected:
-            compare.add(
-                True,
-                "envelope",
-                (),
-                f"is {report.envelope}, expected {' or '.join(sorted(expected))}",
-            )
-        elif root is not None and is_list:
-            self._check_envelope(envelope, _envelope_node(root), compare)
-        if is_list:
-            results = envelope.get("results")
-            report.items = len(results) if isinstance(results, list) else None
-            if results is None and any(envelope.get(k) for k in ("count", "next", "has_more")):
-                compare.add(True, "envelope", ("results",), "is null on a list that has items")
-            try:
-                parse_page(answer)
-            except EsperResponseError:
-                if not any(f.severity == BREAK for f in compare.findings):
-                    compare.add(True, "envelope", (), "rejected by the source's page reader")
-            records = [r for r in results or [] if isinstance(r, dict)]
-            where = "items"
-        else:
-            records = [envelope] if report.envelope in ("content-object", "bare-object") else []
-            where = "record"
-        if record is None:
-            return
-        for item in records:
-            compare.value(item, record, (), where)
 
-    def _check_envelope(self, envelope: dict, node: Node, compare: _Compare) -> None:
-        if node.keys is None:
-            return
-        for key in sorted(node.required - set(envelope)):
-            compare.add(key in ENVELOPE_READS, "envelope", (key,), "missing key")
-        for key, value in envelope.items():
-            child = node.keys.get(key)
-            if child is None:
-                compare.add(False, "envelope", (key,), "extra key")
-            elif key in _LINKS and value is None:
-                continue  # a first or last page (live-observations.md, section 3)
-            elif key != "results":  # the records are compared item by item
-                compare.value(value, child, (key,), "envelope")
+def _start(
+    name: str,
+    method: str,
+    template: str,
+    table: str | None,
+    ref: Reference,
+    cursor: bool,
+    used_paths: set[str],
+) -> tuple[RouteReport, _Compare]:
+    used = _norm(template) in used_paths
+    report = RouteReport(name, method, template, used, ref.basis)
+    report.expected_envelope = sorted(families(ref.root))
+    label = f"{method} {template}" + (" (cursor mode)" if cursor else "")
+    return report, _Compare(label, used, read_paths(table, ref.record))
+
+
+def check(
+    answer: Any, template: str, table: str | None, *, method: str = "GET", cursor: bool = False
+) -> RouteReport:
+    """Compare one parsed answer with the reference of its route, without any request.
+
+    Args:
+        answer: The parsed JSON body.
+        template: The route, e.g. ``"/v2/devices/"`` or ``"/enterprise/{eid}/device/{id}/app/"``.
+        table: The raw table the route feeds (for the fields the source reads), if any.
+    """
+    ref = reference(method, template, cursor=cursor)
+    report, compare = _start(template, method, template, table, ref, cursor, _used_paths())
+    _check_answer(answer, ref, report, compare)
+    report.findings = compare.findings
+    return report
+
+
+def _check_answer(answer: Any, ref: Reference, report: RouteReport, compare: _Compare) -> None:
+    root, record = ref.root, ref.record
+    report.shape = shape_of(answer)
+    found = families(answer)
+    report.envelope = next(iter(found), None)
+    if not isinstance(answer, dict):
+        compare.add(True, "envelope", (), f"is {json_type(answer)}, expected an object")
+        return
+    envelope = answer
+    if "results" not in answer and isinstance(answer.get("content"), dict):
+        envelope = answer["content"]
+    report.envelope_keys = {safe_key(k): json_type(v) for k, v in envelope.items()}
+    if isinstance(envelope.get("count"), int):
+        report.count = envelope["count"]
+    is_list = "results" in envelope
+    expected = set(report.expected_envelope)
+    if expected and not found & expected:
+        compare.add(
+            True,
+            "envelope",
+            (),
+            f"is {report.envelope}, expected {' or '.join(sorted(expected))}",
+        )
+    elif root is not None and is_list:
+        _check_envelope(envelope, _envelope_node(root), compare)
+    if is_list:
+        results = envelope.get("results")
+        report.items = len(results) if isinstance(results, list) else None
+        if results is None and any(envelope.get(k) for k in ("count", "next", "has_more")):
+            compare.add(True, "envelope", ("results",), "is null on a list that has items")
+        try:
+            parse_page(answer)
+        except EsperResponseError:
+            if not any(f.severity == BREAK for f in compare.findings):
+                compare.add(True, "envelope", (), "rejected by the source's page reader")
+        records = [r for r in results or [] if isinstance(r, dict)]
+        where = "items"
+    else:
+        records = [envelope] if report.envelope in ("content-object", "bare-object") else []
+        where = "record"
+    if record is None:
+        return
+    for item in records:
+        compare.value(item, record, (), where)
+
+
+def _check_envelope(envelope: dict, node: Node, compare: _Compare) -> None:
+    if node.keys is None:
+        return
+    for key in sorted(node.required - set(envelope)):
+        compare.add(key in ENVELOPE_READS, "envelope", (key,), "missing key")
+    for key, value in envelope.items():
+        child = node.keys.get(key)
+        if child is None:
+            compare.add(False, "envelope", (key,), "extra key")
+        elif key in _LINKS and value is None:
+            continue  # a first or last page (live-observations.md, section 3)
+        elif key != "results":  # the records are compared item by item
+            compare.value(value, child, (key,), "envelope")
 
 
 # ------------------------------------------------------------------------------- the sequence
