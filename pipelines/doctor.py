@@ -364,7 +364,11 @@ def _camel(name: str) -> str:
 
 
 def _has(node: Node | None, path: tuple[str, ...]) -> bool:
+    """Whether the reference has ``path``; below an object whose keys it does not show (a
+    container collapsed at depth 5, an empty sample) it may, so it counts."""
     for key in path:
+        if node is not None and "object" in node.types and node.keys is None:
+            return True
         if node is None or node.keys is None or key not in node.keys:
             return False
         node = node.keys[key]
@@ -934,10 +938,11 @@ def run(
     *,
     json_path: Path | None = None,
     data_tap_sql: str | None = None,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
     """The `doctor` command: probe, print the report, write the JSON; the exit code."""
+    out, err = out or sys.stdout, err or sys.stderr
     missing = [
         name
         for name, value in (

@@ -1,0 +1,206 @@
+"""`esper-warehouse doctor` against the simulator: clean, drifted, throttled, refused.
+
+The probe is bounded (the simulator's own request count), names the route and field of a drift,
+and its output (stdout, stderr, JSON) holds no value the API served, nor the key.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines import doctor
+from pipelines.cli import main as cli_main
+from sources.esper import settings
+from tests import live_shapes
+from tests.conftest import API_KEY, ENTERPRISE_ID
+
+# raw table -> fields whose values identify a record or a person (none may reach the report)
+IDENTIFYING = {
+    "devices": ("id", "name", "serial", "alias", "udid", "global_device_id", "tenant_id"),
+    "groups": ("id", "name", "path"),
+    "blueprints": ("id", "name", "version_id"),
+    "tenant_apps": ("id", "package_name"),
+    "applications": ("id", "application_name", "package_name"),
+    "command_requests": ("id",),
+    "operations": ("id",),
+}
+
+
+def _run(sim: Any, **kwargs: Any) -> tuple[int, str, str, dict]:
+    out, err = io.StringIO(), io.StringIO()
+    json_path = kwargs.pop("json_path", None)
+    code = doctor.run(
+        sim.base_url,
+        kwargs.pop("api_key", API_KEY),
+        kwargs.pop("enterprise_id", ENTERPRISE_ID),
+        out=out,
+        err=err,
+        json_path=json_path,
+        **kwargs,
+    )
+    report = json.loads(json_path.read_text()) if json_path and json_path.exists() else {}
+    return code, out.getvalue(), err.getvalue(), report
+
+
+def _identifying_values(sim: Any) -> set[str]:
+    values: set[str] = {API_KEY, ENTERPRISE_ID, sim.base_url}
+    for table, names in IDENTIFYING.items():
+        for record in sim.truth(table):
+            for name in names:
+                value = record.get(name)
+                if isinstance(value, str | int) and len(str(value)) >= 6:
+                    values.add(str(value))
+    return values
+
+
+def test_doctor_is_clean_bounded_and_leaks_no_value(
+    sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Through the command line, Data Tap included: exit 0, every route the source reads is
+    probed, at most 40 requests reach the API, and no id, name, serial, URL or key is printed."""
+    monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
+    monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
+    monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
+    json_path = tmp_path / "doctor.json"
+
+    code = cli_main(["doctor", "--json", str(json_path), "--data-tap"])
+
+    captured = capsys.readouterr()
+    report = json.loads(json_path.read_text())
+    breaks = [f for r in report["routes"] for f in r["findings"] if f["severity"] == "break"]
+    assert (code, report["verdict"], breaks) == (0, "ok", [])
+    assert "nothing found that would break a run (exit 0)" in captured.out
+    stats = sim.stats()
+    assert stats["total"] <= doctor.MAX_REQUESTS
+    assert report["requests"] == stats["total"]
+    probed = {(r["method"], r["route"]) for r in report["routes"] if r["status"] == 200}
+    read_by_source = {e.path for e in settings.ENDPOINTS.values()} | {settings.V2_DEVICE_APPS_PATH}
+    assert {("GET", p) for p in read_by_source} <= probed
+    assert ("POST", settings.DATA_TAP_PATH) in {(r["method"], r["route"]) for r in report["routes"]}
+
+    text = captured.out + captured.err + json_path.read_text()
+    leaked = sorted(v for v in _identifying_values(sim) if v in text)
+    assert leaked == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (
+            {
+                "variant": "rename",
+                "route": "/v2/devices/",
+                "field": "updated_at",
+                "to": "updatedAt",
+            },
+            "GET /v2/devices/ items: missing key updated_at",
+        ),
+        (
+            {
+                "variant": "rename",
+                "route": "/enterprise/*/device/",
+                "field": "softwareInfo.securityPatchLevel",
+                "to": "patchLevel",
+            },
+            "GET /enterprise/{eid}/device/ items: missing key softwareInfo.securityPatchLevel",
+        ),
+        (
+            {"variant": "null_list", "route": "/v2/devices/"},
+            "GET /v2/devices/ envelope: results is null on a list that has items",
+        ),
+        (
+            {"variant": "envelope", "route": "/v2/tenant-apps"},
+            "GET /v2/tenant-apps envelope: is legacy-list, expected content-list",
+        ),
+    ],
+    ids=["rename", "rename-nested", "null_list", "envelope"],
+)
+def test_a_drift_names_route_and_field_and_exits_3(
+    sim: Any, tmp_path: Path, fault: dict, expected: str
+) -> None:
+    sim.set_faults([{"kind": "drift", **fault}])
+    json_path = tmp_path / "doctor.json"
+
+    code, out, _, report = _run(sim, json_path=json_path)
+
+    assert code == doctor.EXIT_DRIFT == 3
+    assert "Would break a run:" in out and f"\n  {expected}\n" in out
+    assert report["verdict"] == "drift"
+    texts = {
+        doctor.Finding(**f).text()
+        for r in report["routes"]
+        for f in r["findings"]
+        if f["severity"] == "break"
+    }
+    assert expected in texts
+
+
+def test_429_is_honoured(sim: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Two 429s with Retry-After: 1 s; the probe waits them out and still finishes clean."""
+    sim.set_faults([{"kind": "rate_limit", "rps": 1, "burst": 1, "times": 2}])
+    caplog.set_level(logging.WARNING)
+
+    code, out, err, _ = _run(sim)
+
+    stats = sim.stats()
+    assert code == 0
+    assert stats["statuses"].get("429") == 2
+    assert "2 throttled (429)" in out
+    seconds = float(out.split(" s\n", 1)[0].rsplit(", ", 1)[1])
+    assert seconds >= 1.9  # two Retry-After: 1 waits
+    assert stats["total"] <= doctor.MAX_REQUESTS
+    assert API_KEY not in out + err + caplog.text
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"api_key": "wrong-key-0123456789"}, "the API key was refused (HTTP 401)"),
+        (
+            {"enterprise_id": "00000000-0000-4000-8000-000000000000"},
+            "answered 404: the enterprise id or the base URL is probably wrong",
+        ),
+    ],
+    ids=["key", "enterprise"],
+)
+def test_a_refused_key_or_wrong_tenant_stops_with_exit_2(
+    sim: Any, options: dict, says: str
+) -> None:
+    code, out, err, _ = _run(sim, **options)
+
+    assert code == doctor.EXIT_CONFIG == 2
+    assert says in out
+    assert sim.stats()["total"] <= 2
+    for value in (*options.values(), API_KEY):
+        assert value not in out + err
+
+
+def test_the_live_answers_themselves_are_clean_and_a_type_change_breaks() -> None:
+    """The recorded live shapes of the routes the source reads pass; an object turned list on
+    the path of a field the source reads is named as such."""
+    for template, table in (
+        ("/v2/devices/", "devices"),
+        ("/enterprise/{enterprise_id}/device/", "devices"),
+        ("/commands/v0/commands/", "command_requests"),
+        ("/commands/v0/status/", "command_statuses"),
+        ("/v2/devices/{deviceId}/device-apps/", "device_apps"),
+    ):
+        recorded = live_shapes.route("GET", template)
+        answer = live_shapes.synthesize(recorded["observed"])
+        envelope = answer.get("content", answer)
+        envelope["count"] = recorded["count"]  # the recorded count (0 where results is null)
+        report = doctor.check(answer, template, table)
+        assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == []
+
+    answer = live_shapes.synthesize(live_shapes.route("GET", "/v2/devices/")["observed"])
+    answer["content"]["results"][0]["software_info"] = []
+    report = doctor.check(answer, "/v2/devices/", "devices")
+    assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == [
+        "GET /v2/devices/ items: software_info is list, expected object"
+    ]
