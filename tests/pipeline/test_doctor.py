@@ -204,3 +204,10 @@ def test_the_live_answers_themselves_are_clean_and_a_type_change_breaks() -> Non
     assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == [
         "GET /v2/devices/ items: software_info is list, expected object"
     ]
+
+
+def test_a_drift_fault_without_a_known_variant_is_refused(sim: Any) -> None:
+    with pytest.raises(ValueError, match="drift needs a variant"):
+        sim.set_faults([{"kind": "drift", "variant": "shuffle"}])
+    with pytest.raises(ValueError, match="needs 'field'"):
+        sim.set_faults([{"kind": "drift", "variant": "rename", "field": "id"}])
