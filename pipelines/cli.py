@@ -83,6 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(ESPER_WAREHOUSE__LOCK_TIMEOUT_S, default 300)",
     )
     run.add_argument("--no-models", action="store_true", help="skip building the SQL models")
+    tenants = run.add_mutually_exclusive_group()
+    tenants.add_argument(
+        "--tenant", action="append", help="a tenant of the tenants file (repeatable)"
+    )
+    tenants.add_argument(
+        "--all-tenants", action="store_true", help="every tenant, then the fleet file"
+    )
+    run.add_argument(
+        "--tenants-file", type=Path, help="default: tenants.toml (pipelines/tenants.py)"
+    )
 
     status = sub.add_parser(
         "status", help="last runs, table freshness, reconciliation", parents=[verbose]
@@ -163,6 +173,10 @@ def _run(args: argparse.Namespace) -> int:
         load_memory_limit=_load_memory_limit_default(),
         build_models=not args.no_models,
     )
+    if args.tenant or args.all_tenants:
+        from .tenants import main as run_tenants
+
+        return run_tenants(settings, args.tenant, args.tenants_file)
     result = run(settings)
     print(summary(result), file=sys.stdout)
     return result.exit_code

@@ -76,6 +76,7 @@ class RunSettings:
     load_memory_limit: str = "512MB"
     build_models: bool = True
     source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
+    pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/tenants.py)
 
 
 @dataclass
@@ -126,7 +127,7 @@ def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
     if settings.destination == "duckdb":
         destination = dlt.destinations.duckdb(str(warehouse))
     return dlt.pipeline(
-        pipeline_name=PIPELINE_NAME,
+        pipeline_name=settings.pipeline_name,
         destination=destination,
         dataset_name=settings.dataset,
         pipelines_dir=str(working_dir(warehouse)),
