@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 3: a shape that would break a run)",
         parents=[verbose],
     )
-    doctor.add_argument("--json", type=Path, help="also write the report as JSON to this file")
+    doctor.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the report as JSON to this file"
+    )
     doctor.add_argument(
         "--data-tap",
         nargs="?",
