@@ -30,8 +30,8 @@ LOCK_WAIT_SECONDS = 20.0
 
 ALL = "All"
 
-VERDICTS = ["compliant", "non_compliant", "unverified"]
-VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1"]
+VERDICTS = ["compliant", "non_compliant", "unverified", "out_of_service"]
+VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1", "#5b616b"]
 BUCKETS = ["online", "active", "stale", "offline", "missing", "never_seen"]
 BUCKET_COLORS = ["#1a7f37", "#7cc47f", "#f2c94c", "#f08c3a", "#c0392b", "#6b6b6b"]
 OUTCOMES = ["success", "failure", "timeout", "pending"]

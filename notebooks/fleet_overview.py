@@ -179,7 +179,7 @@ def _(alt, common, devices, pl):
             tooltip=["platform", "verdict", "devices"],
         )
         .transform_calculate(
-            verdict_order="indexof(['compliant', 'non_compliant', 'unverified'], datum.verdict)"
+            verdict_order="indexof(['compliant', 'non_compliant', 'unverified', 'out_of_service'], datum.verdict)"
         )
         .properties(width=560, height=alt.Step(34))
     )
@@ -242,7 +242,7 @@ def _(alt, common, mo, params, where):
             tooltip=["day:T", "verdict", "devices"],
         )
         .transform_calculate(
-            verdict_order="indexof(['compliant', 'non_compliant', 'unverified'], datum.verdict)"
+            verdict_order="indexof(['compliant', 'non_compliant', 'unverified', 'out_of_service'], datum.verdict)"
         )
         .properties(width=560, height=200)
     )

@@ -7,9 +7,10 @@ The runner is deliberately small and boring:
    in the raw dataset (`esper` by default), creates it empty with the contract's columns
    (docs/contracts.md section 3). Existing raw tables are never touched. So every model builds on
    an empty warehouse, before the first load; dlt later adds its own columns to a placeholder.
-3. Creates the macros in `sql/macros/*.sql` (version comparison, id from URL, casts).
-4. Loads every `sql/seeds/*.csv` as a table `seeds.<file stem>` (all columns VARCHAR; the
-   `stg_seeds__*` views type them). Lines starting with `#` are comments.
+3. Loads every `sql/vocabulary/*.csv` (state vocabularies, also read by the loader) and every
+   `sql/seeds/*.csv` (the admin's targets) as a table `seeds.<file stem>` (all columns VARCHAR;
+   the `stg_seeds__*` views type the targets). Lines starting with `#` are comments.
+4. Creates the macros in `sql/macros/*.sql` (version comparison, id from URL, casts, states).
 5. Builds `staging`, then `intermediate`, then `marts`. Each `sql/<layer>/<name>.sql` holds one
    `select` and becomes `<layer>.<name>`: a view, or a table when the file contains the line
    `-- materialized: table`. Within a layer, a model that names `<layer>.<other>` is built after
@@ -171,6 +172,25 @@ def _load_seeds(con: duckdb.DuckDBPyConnection, seeds: Path) -> list[str]:
     return built
 
 
+def create_macros(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> None:
+    """The macros of `sql/macros/*.sql` (the vocabulary tables must exist: some macros read them).
+
+    Raises ModelError naming the file.
+    """
+    for path in sorted((sql_dir / "macros").glob("*.sql")):
+        for statement in _statements(path.read_text()):
+            try:
+                con.execute(statement)
+            except duckdb.Error as exc:
+                raise ModelError(path, str(exc)) from exc
+
+
+def load_vocabulary(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> list[str]:
+    """`sql/vocabulary/*.csv` as `seeds.<stem>` tables (the schema is created if missing)."""
+    con.execute("create schema if not exists seeds")
+    return _load_seeds(con, sql_dir / "vocabulary")
+
+
 def _build_model(con: duckdb.DuckDBPyConnection, model: Model, dataset: str) -> None:
     body = model.sql.strip().rstrip(";")
     if model.layer == "staging":
@@ -209,13 +229,11 @@ def build_models(
             for schema in SCHEMAS:
                 con.execute(f"create schema if not exists {schema}")
             _create_raw_placeholders(con, sql_dir, dataset)
-            for path in sorted((sql_dir / "macros").glob("*.sql")):
-                for statement in _statements(path.read_text()):
-                    try:
-                        con.execute(statement)
-                    except duckdb.Error as exc:
-                        raise ModelError(path, str(exc)) from exc
-            built = _load_seeds(con, seeds)
+            # State vocabularies (sql/vocabulary/, also read by the loader) and the admin's
+            # targets, before the macros that read them.
+            built = load_vocabulary(con, sql_dir)
+            built += _load_seeds(con, seeds)
+            create_macros(con, sql_dir)
             for model in plan:
                 try:
                     _build_model(con, model, dataset)

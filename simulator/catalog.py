@@ -104,8 +104,10 @@ MODELS_BY_OS: tuple[tuple[int, ...], ...] = tuple(
 
 TAGS = ("kiosk", "warehouse", "retail", "pilot", "loaner", "vip", "outdoor", "night-shift")
 
-# Device states (integers as served). Apple, Windows and Linux only know a subset.
-STATE_ACTIVE, STATE_DISABLED, STATE_PROVISIONING, STATE_WIPE = 1, 20, 70, 80
+# Device states (integers as served; DeviceStateEnum of the spec). Apple, Windows and Linux
+# only know a subset (0, 1, 20, 70, 80, 90, 100, 200): 60 (offline) is Android's.
+STATE_ACTIVE, STATE_DISABLED, STATE_OFFLINE = 1, 20, 60
+STATE_WIPE, STATE_ONBOARDING, STATE_ONBOARDING_FAILED = 70, 80, 90
 
 UPGRADE_STATUSES = (
     "UPGRADED",

@@ -252,7 +252,7 @@ class Fleet:
         self.serial.append(serial)
         self.name.append(f"ESR-{serial[-8:]}")
         self.alias.append(f"{C.OS_NAMES[os_]}-{i:06d}" if rng.random() < 0.6 else "")
-        self.state.append(C.STATE_DISABLED if rng.random() < 0.03 else C.STATE_ACTIVE)
+        self.state.append(_initial_state(rng.random(), plat))
         leaves = self.leaf_groups
         g = rng.choice(leaves) if rng.random() < 0.92 else rng.randrange(len(self.groups))
         self.group.append(g)
@@ -439,3 +439,19 @@ class Fleet:
         app.updated = max(app.updated, ts)
         self.version += 1
         return n - 1
+
+
+def _initial_state(r: float, plat: int) -> int:
+    """A device's state at generation from one uniform draw: mostly online, a few percent
+    disabled, some being wiped or onboarding, Android devices sometimes offline (60)."""
+    if r < 0.03:
+        return C.STATE_DISABLED
+    if r < 0.036:
+        return C.STATE_WIPE
+    if r < 0.045:
+        return C.STATE_ONBOARDING
+    if r < 0.048:
+        return C.STATE_ONBOARDING_FAILED
+    if r < 0.07 and plat == C.ANDROID:
+        return C.STATE_OFFLINE
+    return C.STATE_ACTIVE

@@ -506,17 +506,19 @@ class Wire:
                 "window_end_time": "23:59",
                 "days": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"],
             }
+        # Live route 27: `groups`, `schedule_args`, `reason` and `alias` are null when unset.
         return {
             "id": req.id,
             "command_type": "GROUP" if req.group >= 0 else "DEVICE",
             "devices": [] if req.group >= 0 else [f.ids[d] for d in req.devices],
-            "groups": [f.groups[req.group].id] if req.group >= 0 else [],
+            "groups": [f.groups[req.group].id] if req.group >= 0 else None,
             "device_type": "all",
             "command": name,
             "command_args": dict(args),
             "schedule": req.schedule,
-            "schedule_args": sched_args,
-            "reason": "",
+            "schedule_args": sched_args or None,
+            "reason": None,
+            "alias": None,
             "created_by": req.created_by,
             "created_at": iso(req.created),
         }

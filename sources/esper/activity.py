@@ -33,11 +33,8 @@ from .scan import (
     read_all_or_gone,
     url_id,
 )
-from .settings import (
-    ENDPOINTS,
-    TERMINAL_COMMAND_STATES,
-    TERMINAL_OPERATION_STATES,
-)
+from .settings import ENDPOINTS
+from .vocabulary import is_terminal
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -94,7 +91,7 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     """Statuses of requests new in this run or still open, `request=` batches fetched together.
 
     The open request ids are kept in dlt state; a request leaves it once all its statuses are
-    terminal (Success, Failure, TimeOut, Cancelled).
+    terminal (sql/vocabulary/work_states.csv: Success, Failure, TimeOut, Cancelled).
     """
     state = cursor_state()
     requests = set(state.get("open_requests", [])) | ledger.new_requests
@@ -115,7 +112,7 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     for _batch, read in fan_out(client, batches(sorted(requests), opts.status_batch_size), fetch):
         ledger.add_scan("command_statuses", read.count, read.items, key)
         for item in read.items:
-            (closed if item.get("state") in TERMINAL_COMMAND_STATES else open_requests).add(
+            (closed if is_terminal("command", item.get("state")) else open_requests).add(
                 item.get("request")
             )
             if active_since is None or (parse_time(item.get("updated_at")) or active_since) >= (
@@ -176,7 +173,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
             rows = []
     if rows:
         yield page_table("operation_devices", rows)
-    still_open = {o for o, s in changed.items() if s not in TERMINAL_OPERATION_STATES}
+    still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
     state["open_operations"] = sorted((previously_open - set(changed) - gone) | still_open)
     advance_cursor("operation_devices_as_of", ledger.as_of)
 

@@ -77,13 +77,8 @@ V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"
 LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
 DATA_TAP_PATH = "/data-tap/v0/queries"
 
-# Command statuses and operations that can no longer change.
-TERMINAL_COMMAND_STATES = frozenset(
-    {"Command Success", "Command Failure", "Command TimeOut", "Command Cancelled"}
-)
-TERMINAL_OPERATION_STATES = frozenset(
-    {"SUCCESS", "FAILURE", "COMPLETED", "CANCELLED", "TIMEOUT", "SUCCEEDED", "FAILED"}
-)
+# Which command and operation states are terminal: sql/vocabulary/work_states.csv, read through
+# `vocabulary.is_terminal` (the SQL models read the same file).
 
 # Defaults of the source's settings (`SOURCES__ESPER__<NAME>` or `[sources.esper]` in config.toml).
 LAG_HOURS = 2.0

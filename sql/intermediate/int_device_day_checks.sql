@@ -22,9 +22,11 @@
 --   agent_check      Esper agent version >= platform min_agent_version
 -- last_seen_bucket: never_seen, or online/active/stale/offline/missing by the hours from
 --   last_seen_at to cutoff_at and the thresholds of seeds.last_seen_buckets.
--- verdict: unverified when the bucket does not count as seen (never_seen, offline, missing by
---   default) -- whatever the checks say; else non_compliant when any check fails; else unverified
---   when any check is unknown; else compliant.
+-- verdict: out_of_service when the device's state does not count (disabled, provisioning, being
+--   wiped or onboarding: is_in_service, sql/vocabulary/device_states.csv), whatever the checks
+--   say; else unverified when the bucket does not count as seen (never_seen, offline, missing by
+--   default); else non_compliant when any check fails; else unverified when any check is
+--   unknown; else compliant.
 with
 
 as_of as (
@@ -51,6 +53,7 @@ device_days as (
         current_blueprint_id,
         current_blueprint_version_id,
         blueprint_upgrade_status,
+        is_in_service,
         version_updated_at,
         last_seen_at,
         installed_required_app_count,
@@ -189,6 +192,7 @@ judged as (
         checked.*,
         coalesce(buckets.is_counted_as_seen, false) as is_seen_recently,
         case
+            when not is_in_service then 'out_of_service'
             when not coalesce(buckets.is_counted_as_seen, false) then 'unverified'
             when 'fail' in (os_check, patch_check, blueprint_check, apps_check, agent_check)
                 then 'non_compliant'

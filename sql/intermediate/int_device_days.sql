@@ -167,6 +167,7 @@ final as (
         picked.current_blueprint_id as current_blueprint_id,
         picked.current_blueprint_version_id as current_blueprint_version_id,
         picked.blueprint_upgrade_status as blueprint_upgrade_status,
+        picked.is_in_service as is_in_service,
 
         -- when the device first reported its app inventory (int_devices_current; NULL = never)
         picked.first_apps_reported_at as first_apps_reported_at,

@@ -207,6 +207,7 @@ final as (
         versions.current_blueprint_id as current_blueprint_id,
         versions.current_blueprint_version_id as current_blueprint_version_id,
         versions.blueprint_upgrade_status as blueprint_upgrade_status,
+        versions.is_in_service as is_in_service,
         devices.first_apps_reported_at as first_apps_reported_at,
         devices.last_heartbeat_at as last_heartbeat_at,
     from ranges

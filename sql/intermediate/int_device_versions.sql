@@ -8,6 +8,8 @@
 -- per device and day (see int_device_day_checks for the meaning of pass/fail/unknown/not_applicable):
 --   os_check, agent_check      version >= the platform's minimum (compared as versions)
 --   security_patch_deadline    last day the patch level is young enough (NULL: no target or level)
+--   is_in_service              the device's state counts in compliance (sql/vocabulary/
+--                              device_states.csv: not disabled, provisioning, wiped or onboarding)
 with
 
 current_rows as (
@@ -44,6 +46,13 @@ targets as (
     select * from staging.stg_seeds__platform_targets
 ),
 
+device_states as (
+    select
+        cast(code as integer) as device_state,
+        lower(trim(is_in_service)) = 'true' as is_in_service,
+    from seeds.device_states
+),
+
 judged as (
     select
         deduplicated.*,
@@ -62,9 +71,13 @@ judged as (
         targets.max_security_patch_age_days is not null as has_security_patch_target,
         deduplicated.security_patch_level + targets.max_security_patch_age_days
             as security_patch_deadline,
+        -- a state the vocabulary does not know counts as in service (never hidden)
+        coalesce(device_states.is_in_service, true) as is_in_service,
     from deduplicated
     left join targets
         on targets.platform = deduplicated.platform
+    left join device_states
+        on device_states.device_state = deduplicated.device_state
 ),
 
 final as (
@@ -82,6 +95,7 @@ final as (
         security_patch_level,
         agent_version,
         blueprint_upgrade_status,
+        device_state,
 
         -- timestamps
         updated_at,
@@ -92,6 +106,7 @@ final as (
         agent_check,
         has_security_patch_target,
         security_patch_deadline,
+        is_in_service,
     from judged
 )
 

@@ -36,6 +36,13 @@ last_seen as (
     select * from intermediate.int_device_last_seen
 ),
 
+device_states as (
+    select
+        cast(code as integer) as device_state,
+        name as device_state_name,
+    from seeds.device_states
+),
+
 app_reports as (
     select
         device_id,
@@ -65,6 +72,8 @@ final as (
         devices.hardware_manufacturer as hardware_manufacturer,
         devices.hardware_model as hardware_model,
         devices.blueprint_upgrade_status as blueprint_upgrade_status,
+        devices.device_state as device_state,
+        device_states.device_state_name as device_state_name,
         groups.group_name as group_name,
         groups.group_path as group_path,
         assigned_blueprints.blueprint_name as assigned_blueprint_name,
@@ -89,6 +98,8 @@ final as (
         on census.device_id = devices.device_id
     left join groups
         on groups.group_id = devices.group_id
+    left join device_states
+        on device_states.device_state = devices.device_state
     left join blueprints as assigned_blueprints
         on assigned_blueprints.blueprint_id = devices.assigned_blueprint_id
     left join last_seen

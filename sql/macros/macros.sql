@@ -55,7 +55,27 @@ create or replace macro utc_date(ts) as
 create or replace macro utc_day_end(d) as
     make_timestamptz((cast(d - date '1970-01-01' as bigint) + 1) * 86400000000 - 1);
 
--- A tidy state (see the staging models of commands and operations) that can no longer change:
--- the terminal states of DESIGN.md, the same for command statuses, operations and their devices.
-create or replace macro is_terminal_state(state) as
-    state in ('success', 'failure', 'timeout', 'cancelled');
+-- state_key(text): an API state as sql/vocabulary/work_states.csv spells it ('Command In
+-- Progress' -> 'IN_PROGRESS', 'OPERATION_SUCCESS' -> 'SUCCESS'); sources/esper/vocabulary.py
+-- does the same in Python.
+create or replace macro state_key(raw_state) as
+    regexp_replace(
+        regexp_replace(upper(trim(raw_state)), '^(COMMAND\s+|OPERATION_)', ''), '\s+', '_', 'g'
+    );
+
+-- tidy_state(kind, text): the tidy state of an API state (kind: command, operation,
+-- operation_device), 'unknown' when the vocabulary does not know it.
+create or replace macro tidy_state(state_kind, raw_state) as
+    coalesce(
+        (
+            select vocabulary.state
+            from seeds.work_states as vocabulary
+            where vocabulary.kind = state_kind
+                and vocabulary.api_state = state_key(raw_state)
+        ),
+        'unknown'
+    );
+
+-- A tidy state that can no longer change (seeds.work_states.is_terminal, the loader's list too).
+create or replace macro is_terminal_state(tidy) as
+    tidy in (select state from seeds.work_states where is_terminal = 'true');

@@ -36,9 +36,14 @@
 --       Each check column: true = passes, false = fails, NULL = not evaluated: either no target
 --       for the platform (empty seed cell; no blueprint at all) or the device has not reported the
 --       value (then a reason says "... not reported").
---   verdict                      unverified if not seen recently (whatever the checks say);
---                                else non_compliant if any check is false; else unverified if a
---                                required value was not reported; else compliant
+--   device_state                 the API's integer state (1 online, 60 offline, 20 disabled, 70
+--                                wipe in progress, 80 onboarding, ...: sql/vocabulary/device_states.csv)
+--   is_in_service                the state counts in compliance; false = disabled, provisioning,
+--                                being wiped or onboarding
+--   verdict                      out_of_service if the state does not count (never in a compliance
+--                                denominator); else unverified if not seen recently (whatever the
+--                                checks say); else non_compliant if any check is false; else
+--                                unverified if a required value was not reported; else compliant
 --   reasons                      list of plain-language reasons for any verdict other than
 --                                compliant (empty list for a compliant device)
 with
@@ -141,9 +146,17 @@ joined as (
             as is_blueprint_in_sync,
         case checks.apps_check when 'pass' then true when 'fail' then false end as has_required_apps,
         case checks.agent_check when 'pass' then true when 'fail' then false end as is_agent_current,
+        devices.device_state as device_state,
+        checks.is_in_service as is_in_service,
         checks.verdict as verdict,
         list_concat(
             [
+                case
+                    when not checks.is_in_service
+                        then 'device state ' || coalesce(devices.device_state_name, 'unknown')
+                            || ' (' || coalesce(cast(devices.device_state as varchar), '?')
+                            || '): not in service, not counted'
+                end,
                 case
                     when checks.last_seen_bucket = 'never_seen' then 'never seen'
                     when not checks.is_seen_recently

@@ -8,13 +8,17 @@
 --   group_id                     the group the device was in at the end of the day
 --   group_path                   that group's path now (NULL if the group no longer exists)
 --   platform                     ANDROID, APPLE, WINDOWS or LINUX
---   devices                      devices in the fleet that day (enrolled, not yet removed)
+--   devices                      devices in service in the fleet that day (enrolled, not yet
+--                                removed, state counted: see out_of_service_devices)
 --   compliant_devices            verdict compliant at the end of the day
 --   non_compliant_devices        verdict non_compliant
 --   unverified_devices           verdict unverified (not seen recently, or a value not reported)
---   compliance_rate              compliant_devices / devices (unverified count against it)
+--   out_of_service_devices       devices disabled, provisioning, being wiped or onboarding that
+--                                day (sql/vocabulary/device_states.csv): shown apart, in no rate
+--   compliance_rate              compliant_devices / devices (unverified count against it); NULL
+--                                when no device is in service
 --   verified_compliance_rate     compliant_devices / (compliant + non_compliant); NULL when none
---   os_outdated_devices          devices failing the OS check that day (any verdict)
+--   os_outdated_devices          devices in service failing the OS check that day (any verdict)
 --   patch_outdated_devices       failing the security-patch age check
 --   blueprint_drift_devices      failing the blueprint check
 --   missing_required_apps_devices  failing the required-apps check
@@ -35,16 +39,23 @@ daily as (
         checks.day as day,
         checks.group_id as group_id,
         checks.platform as platform,
-        count(*) as devices,
+        count(*) filter (where checks.is_in_service) as devices,
         count(*) filter (where checks.verdict = 'compliant') as compliant_devices,
         count(*) filter (where checks.verdict = 'non_compliant') as non_compliant_devices,
         count(*) filter (where checks.verdict = 'unverified') as unverified_devices,
-        count(*) filter (where checks.os_check = 'fail') as os_outdated_devices,
-        count(*) filter (where checks.patch_check = 'fail') as patch_outdated_devices,
-        count(*) filter (where checks.blueprint_check = 'fail') as blueprint_drift_devices,
-        count(*) filter (where checks.apps_check = 'fail') as missing_required_apps_devices,
-        count(*) filter (where checks.agent_check = 'fail') as agent_outdated_devices,
-        count(*) filter (where not checks.is_seen_recently) as not_seen_recently_devices,
+        count(*) filter (where not checks.is_in_service) as out_of_service_devices,
+        count(*) filter (where checks.is_in_service and checks.os_check = 'fail')
+            as os_outdated_devices,
+        count(*) filter (where checks.is_in_service and checks.patch_check = 'fail')
+            as patch_outdated_devices,
+        count(*) filter (where checks.is_in_service and checks.blueprint_check = 'fail')
+            as blueprint_drift_devices,
+        count(*) filter (where checks.is_in_service and checks.apps_check = 'fail')
+            as missing_required_apps_devices,
+        count(*) filter (where checks.is_in_service and checks.agent_check = 'fail')
+            as agent_outdated_devices,
+        count(*) filter (where checks.is_in_service and not checks.is_seen_recently)
+            as not_seen_recently_devices,
     from checks
     group by checks.day, checks.group_id, checks.platform
 ),
@@ -59,8 +70,9 @@ final as (
         daily.compliant_devices as compliant_devices,
         daily.non_compliant_devices as non_compliant_devices,
         daily.unverified_devices as unverified_devices,
-        daily.compliant_devices / daily.devices as compliance_rate,
-        daily.compliant_devices
+        daily.out_of_service_devices as out_of_service_devices,
+        cast(daily.compliant_devices as double) / nullif(daily.devices, 0) as compliance_rate,
+        cast(daily.compliant_devices as double)
             / nullif(daily.compliant_devices + daily.non_compliant_devices, 0)
             as verified_compliance_rate,
         daily.os_outdated_devices as os_outdated_devices,

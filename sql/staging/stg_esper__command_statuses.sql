@@ -1,6 +1,7 @@
 -- Per-device statuses of command requests. `state` is tidied from the API's spaced strings
--- ('Command In Progress' -> in_progress, 'Command TimeOut' -> timeout); a value outside the
--- known nine becomes 'unknown' (the API's text stays in state_raw).
+-- ('Command In Progress' -> in_progress, 'Command TimeOut' -> timeout) by the vocabulary in
+-- sql/vocabulary/work_states.csv; a value it does not know becomes 'unknown' (the API's text
+-- stays in state_raw).
 with
 
 source as (
@@ -16,18 +17,7 @@ renamed as (
 
         -- states
         clean_text(state) as state_raw,
-        case replace(lower(regexp_replace(clean_text(state), '^[Cc]ommand\s+', '')), ' ', '_')
-            when 'queued' then 'queued'
-            when 'initiated' then 'initiated'
-            when 'acknowledged' then 'acknowledged'
-            when 'in_progress' then 'in_progress'
-            when 'success' then 'success'
-            when 'failure' then 'failure'
-            when 'timeout' then 'timeout'
-            when 'scheduled' then 'scheduled'
-            when 'cancelled' then 'cancelled'
-            else 'unknown'
-        end as state,
+        tidy_state('command', clean_text(state)) as state,
         clean_text(reason) as reason,
 
         -- timestamps

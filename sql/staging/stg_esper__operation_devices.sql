@@ -1,4 +1,4 @@
--- Per-device parts of operations. `state` is tidied to the command enum:
+-- Per-device parts of operations. `state` is tidied to the command enum (sql/vocabulary/work_states.csv):
 -- CREATED, QUEUED -> queued; INITIATED -> initiated; PROCESSING, IN_PROGRESS,
 -- CANCELLATION_REQUESTED -> in_progress; SUCCEDED (API spelling), SUCCEEDED, SUCCESS -> success;
 -- FAILED, FAILURE -> failure; TIMEOUT, TIMED_OUT -> timeout; SCHEDULED -> scheduled;
@@ -18,25 +18,7 @@ renamed as (
 
         -- states
         clean_text(state) as state_raw,
-        case upper(replace(clean_text(state), ' ', '_'))
-            when 'CREATED' then 'queued'
-            when 'QUEUED' then 'queued'
-            when 'INITIATED' then 'initiated'
-            when 'PROCESSING' then 'in_progress'
-            when 'IN_PROGRESS' then 'in_progress'
-            when 'CANCELLATION_REQUESTED' then 'in_progress'
-            when 'SUCCEDED' then 'success'
-            when 'SUCCEEDED' then 'success'
-            when 'SUCCESS' then 'success'
-            when 'FAILED' then 'failure'
-            when 'FAILURE' then 'failure'
-            when 'TIMEOUT' then 'timeout'
-            when 'TIMED_OUT' then 'timeout'
-            when 'SCHEDULED' then 'scheduled'
-            when 'CANCELLED' then 'cancelled'
-            when 'CANCELED' then 'cancelled'
-            else 'unknown'
-        end as state,
+        tidy_state('operation_device', clean_text(state)) as state,
         clean_text(reason) as reason,
         as_json(device_operation_activity) as device_operation_activity,
 

@@ -1,8 +1,7 @@
--- Operations (GET /v0/operations/). `state` is tidied to the command enum:
--- CREATED -> queued; RESOLVING, RESOLVED, DISPATCHING, DISPATCHED -> initiated;
--- PROCESSING -> in_progress; COMPLETED, SUCCESS -> success; FAILED, FAILURE -> failure;
--- TIMEOUT -> timeout; SCHEDULED -> scheduled; CANCELLED -> cancelled (with or without the
--- OPERATION_ prefix of the integer table); anything else -> 'unknown' (API text in state_raw).
+-- Operations (GET /v0/operations/). `state` is tidied to the command enum by the vocabulary in
+-- sql/vocabulary/work_states.csv (CREATED -> queued; RESOLVING ... DISPATCHED -> initiated;
+-- COMPLETED, SUCCESS, SUCCEEDED -> success; CANCELLED, CANCELED -> cancelled; ..., with or
+-- without the OPERATION_ prefix); anything else -> 'unknown' (API text in state_raw).
 with
 
 source as (
@@ -24,23 +23,7 @@ renamed as (
 
         -- states
         clean_text(state) as state_raw,
-        case regexp_replace(upper(replace(clean_text(state), ' ', '_')), '^OPERATION_', '')
-            when 'CREATED' then 'queued'
-            when 'RESOLVING' then 'initiated'
-            when 'RESOLVED' then 'initiated'
-            when 'DISPATCHING' then 'initiated'
-            when 'DISPATCHED' then 'initiated'
-            when 'PROCESSING' then 'in_progress'
-            when 'COMPLETED' then 'success'
-            when 'SUCCESS' then 'success'
-            when 'FAILED' then 'failure'
-            when 'FAILURE' then 'failure'
-            when 'TIMEOUT' then 'timeout'
-            when 'SCHEDULED' then 'scheduled'
-            when 'CANCELLED' then 'cancelled'
-            when 'CANCELED' then 'cancelled'
-            else 'unknown'
-        end as state,
+        tidy_state('operation', clean_text(state)) as state,
 
         -- numerics (the API's own per-device tally, kept to cross-check the recount)
         cast(

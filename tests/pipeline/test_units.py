@@ -70,17 +70,25 @@ def test_early_stop_only_while_order_is_descending() -> None:
 
 
 def test_data_tap_result_is_typed_from_its_schema() -> None:
-    job = {
+    job = {  # the documented status answer: the result nested under `result` (live §15)
         "status": "SUCCEEDED",
-        "schema": {
-            "columns": [
-                {"name": "n", "position": 1, "type_name": "INT"},
-                {"name": "device_id", "position": 0, "type_name": "STRING"},
-                {"name": "at", "position": 2, "type_name": "TIMESTAMP"},
-                {"name": "ok", "position": 3, "type_name": "BOOLEAN"},
-            ]
+        "error_message": None,
+        "result": {
+            "schema": {
+                "column_count": 4,
+                "columns": [
+                    {"name": "n", "position": 1, "type_name": "INT"},
+                    {"name": "device_id", "position": 0, "type_name": "STRING"},
+                    {"name": "at", "position": 2, "type_name": "TIMESTAMP"},
+                    {"name": "ok", "position": 3, "type_name": "BOOLEAN"},
+                ],
+            },
+            "data_array": [
+                ["d1", "3", "2026-10-01T00:00:00Z", "true"],
+                ["d2", None, None, "false"],
+            ],
+            "truncated": False,
         },
-        "data_array": [["d1", "3", "2026-10-01T00:00:00Z", "true"], ["d2", None, None, "false"]],
     }
     table = result_to_arrow("q", job)
     assert table.column_names == ["device_id", "n", "at", "ok"]
@@ -104,7 +112,14 @@ class _FakeTap:
 
     def get(self, path: str, params: dict | None = None) -> dict:
         state = self.states.pop(0) if self.states else "RUNNING"
-        return {"content": {"status": state, "message": "boom", "truncated": state == "TRUNC"}}
+        result = {"schema": {"columns": []}, "data_array": [], "truncated": state == "TRUNC"}
+        return {
+            "content": {
+                "status": "SUCCEEDED" if state == "TRUNC" else state,
+                "error_message": "boom" if state == "FAILED" else None,
+                "result": result if state in ("SUCCEEDED", "TRUNC") else None,
+            }
+        }
 
 
 def test_data_tap_polling_resubmits_stuck_jobs_and_fails_clearly() -> None:

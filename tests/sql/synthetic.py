@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 import pipelines.models
-from pipelines.models import SQL_DIR, _statements, build_models
+from pipelines.models import build_models, create_macros, load_vocabulary
 from tests.sql.rawdata import create_raw_tables
 
 AS_OF = "2026-10-31 12:00:00+00"
@@ -186,8 +186,8 @@ def fill(path: Path, devices: int) -> dict[str, int]:
     try:
         create_raw_tables(con)
         # version_key is needed while generating; the runner recreates it identically
-        for statement in _statements((SQL_DIR / "macros" / "macros.sql").read_text()):
-            con.execute(statement)
+        load_vocabulary(con)
+        create_macros(con)
         schema_sql = _FILL.format(as_of=AS_OF, n=devices, days=DAYS, apps=APPS_PER_DEVICE)
         catalog = con.execute("select current_database()").fetchone()[0]
         # qualify the raw tables (not the `esper.` inside literals such as 'io.esper.remoteviewer')

@@ -307,7 +307,9 @@ def expected_devices(loaded: Loaded) -> dict[str, Expected]:
         hours = None if last is None else (now - last).total_seconds() / 3600
         bucket, counts_as_seen = seeds.bucket(hours)
         checks = (os_current, patch_current, blueprint_in_sync, has_required, agent_current)
-        if not counts_as_seen:
+        if dev.get("state") in OUT_OF_SERVICE_STATES:
+            verdict = "out_of_service"
+        elif not counts_as_seen:
             verdict = "unverified"
         elif False in checks:
             verdict = "non_compliant"
@@ -456,13 +458,14 @@ def test_verdicts_per_group_and_platform(loaded: Loaded, expected: dict) -> None
     for e in expected.values():
         want[(e.group_id, e.platform, e.verdict)] += 1
     rows = loaded.query(
-        "select group_id, platform, compliant_devices, non_compliant_devices, unverified_devices "
+        "select group_id, platform, compliant_devices, non_compliant_devices, unverified_devices, "
+        "out_of_service_devices "
         "from marts.fleet_compliance_daily "
         "where day = (select as_of_date from intermediate.int_as_of)"
     )
     got: Counter = Counter()
     for r in rows:
-        for verdict in ("compliant", "non_compliant", "unverified"):
+        for verdict in ("compliant", "non_compliant", "unverified", "out_of_service"):
             if r[f"{verdict}_devices"]:
                 got[(r["group_id"], r["platform"], verdict)] += r[f"{verdict}_devices"]
     assert_agree("fleet_compliance_daily (as_of day)", dict(want), dict(got))
@@ -500,6 +503,9 @@ STATES = (
     "cancelled",
 )
 TERMINAL = ("success", "failure", "timeout", "cancelled")
+# The spec's DeviceStateEnum read independently of sql/vocabulary: disabled, provisioning (30-50),
+# factory reset / wipe in progress, onboarding in progress, onboarding failed.
+OUT_OF_SERVICE_STATES = {20, 30, 40, 50, 70, 80, 90}
 
 
 def latest_per_device(

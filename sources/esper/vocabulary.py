@@ -1,0 +1,61 @@
+"""State vocabularies, read from their one home: `sql/vocabulary/*.csv`.
+
+The loader needs to know which command and operation states are terminal (it stops re-reading
+them); the SQL models need the same answer (rollout progress, time to completion). Both read
+`sql/vocabulary/work_states.csv`: here through `tidy_state` / `is_terminal`, in SQL through the
+table `seeds.work_states` that the model build loads from the same file.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import cache
+from pathlib import Path
+
+VOCABULARY_DIR = Path(__file__).resolve().parents[2] / "sql" / "vocabulary"
+
+_PREFIX = re.compile(r"^(COMMAND\s+|OPERATION_)")
+
+
+def state_key(api_state: object) -> str:
+    """The API's text as the vocabulary spells it: `Command In Progress` -> `IN_PROGRESS`.
+
+    The SQL macro `state_key` in `sql/macros/macros.sql` does the same.
+    """
+    text = _PREFIX.sub("", str(api_state or "").strip().upper())
+    return re.sub(r"\s+", "_", text)
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    with (VOCABULARY_DIR / name).open(newline="") as handle:
+        lines = [line for line in handle if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+@cache
+def work_states() -> dict[tuple[str, str], tuple[str, bool]]:
+    """(kind, api_state) -> (tidy state, is_terminal), for command, operation, operation_device."""
+    return {
+        (row["kind"], row["api_state"]): (row["state"], row["is_terminal"] == "true")
+        for row in _rows("work_states.csv")
+    }
+
+
+@cache
+def device_states() -> dict[int, tuple[str, bool]]:
+    """Device `state` code -> (name, is_in_service)."""
+    return {
+        int(row["code"]): (row["name"], row["is_in_service"] == "true")
+        for row in _rows("device_states.csv")
+    }
+
+
+def tidy_state(kind: str, api_state: object) -> str:
+    """The tidy state of an API state text (`unknown` when the vocabulary does not know it)."""
+    return work_states().get((kind, state_key(api_state)), ("unknown", False))[0]
+
+
+def is_terminal(kind: str, api_state: object) -> bool:
+    """Whether a command status, operation or operation device can no longer change."""
+    return work_states().get((kind, state_key(api_state)), ("unknown", False))[1]

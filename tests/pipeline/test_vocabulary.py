@@ -1,0 +1,80 @@
+"""One vocabulary of states for the loader and the models (sql/vocabulary/*.csv).
+
+The loader decides which command requests and operations it re-reads (`is_terminal`); the models
+decide what counts as finished (`is_terminal_state`). Both read the same files; these tests fail
+if either side stops doing so or reads them differently.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from pipelines.models import create_macros, load_vocabulary
+from simulator import catalog as C
+from sources.esper.vocabulary import device_states, is_terminal, tidy_state, work_states
+
+# The API's own texts, as the simulator serves them and as the spec spells them.
+API_TEXTS = {
+    "command": [*C.COMMAND_STATES, "Command TimeOut", "Command Cancelled", "Something New"],
+    "operation": [
+        *C.OPERATION_STATES,
+        "OPERATION_SUCCESS",
+        "SUCCEEDED",
+        "CANCELED",
+        "CANCELLED",
+        "TIMEOUT",
+        "operation_processing",
+    ],
+    "operation_device": [*C.OP_DEVICE_STATES, "SUCCEEDED", "CANCELLATION_REQUESTED", "TIMED_OUT"],
+}
+CASES = [(kind, text) for kind, texts in API_TEXTS.items() for text in texts]
+
+
+@pytest.fixture(scope="module")
+def con() -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect()
+    load_vocabulary(connection)
+    create_macros(connection)
+    return connection
+
+
+@pytest.mark.parametrize(("kind", "text"), CASES, ids=[f"{k}:{t}" for k, t in CASES])
+def test_python_and_sql_tidy_and_judge_a_state_alike(con, kind: str, text: str) -> None:
+    state, terminal = con.execute(
+        "select tidy_state(?, ?), is_terminal_state(tidy_state(?, ?))", [kind, text, kind, text]
+    ).fetchone()
+    assert (state, terminal) == (tidy_state(kind, text), is_terminal(kind, text))
+
+
+def test_the_terminal_states_are_the_four_of_the_design() -> None:
+    terminal = {state for state, final in work_states().values() if final}
+    assert terminal == {"success", "failure", "timeout", "cancelled"}
+    # every row of one tidy state agrees on whether it is final
+    finals: dict[str, set[bool]] = {}
+    for state, final in work_states().values():
+        finals.setdefault(state, set()).add(final)
+    assert all(len(v) == 1 for v in finals.values()), finals
+
+
+def test_the_spec_s_typos_and_spellings_are_terminal() -> None:
+    """SUCCEEDED was terminal only in Python and CANCELED only in SQL (issue 12, item 5)."""
+    for kind, text in [
+        ("operation", "SUCCEEDED"),
+        ("operation", "CANCELED"),
+        ("operation_device", "SUCCEDED"),
+        ("command", "Command TimeOut"),
+    ]:
+        assert is_terminal(kind, text), (kind, text)
+    assert not is_terminal("operation", "PROCESSING")
+
+
+def test_device_states_follow_the_spec_enum() -> None:
+    """Every code of the spec's DeviceStateEnum; wipe (70) and onboarding (80) are out of service."""
+    assert set(device_states()) == {0, 1, 20, *range(30, 201, 10)}
+    in_service = {code for code, (_, counted) in device_states().items() if counted}
+    assert {1, 60} <= in_service
+    assert not in_service & {20, 30, 40, 50, 70, 80, 90}
+    assert device_states()[70][0] == "wipe_in_progress"
+    assert device_states()[80][0] == "onboarding_in_progress"
+    assert (C.STATE_WIPE, C.STATE_ONBOARDING) == (70, 80)
