@@ -1,4 +1,4 @@
-"""`esper-warehouse`: run | status | doctor | demo | simulate | models | report.
+"""`esper-warehouse`: run | status | doctor | demo | simulate | models | report | publish.
 
 Exit codes: 0 ok, 1 unexpected error, 2 auth or configuration error, 3 API failure,
 4 reconciliation shortfall, 5 warehouse locked.
@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("simulate", "run the Esper API simulator (simulator.cli)"),
         ("models", "build the SQL models (pipelines.models)"),
         ("report", "write the report (pipelines.report)"),
+        ("publish", "publish the marts to Postgres (pipelines.publish)"),
     ):
         p = sub.add_parser(name, help=text, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Sub-commands owned by other modules get their arguments untouched.
-    if argv and argv[0] in ("simulate", "models", "report"):
+    if argv and argv[0] in ("simulate", "models", "report", "publish"):
         return _dispatch(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
@@ -193,6 +194,10 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from pipelines import models  # type: ignore[attr-defined]
 
         return int(models.main(rest) or 0)
+    if command == "publish":
+        from pipelines import publish
+
+        return int(publish.main(rest) or 0)
     from pipelines import report  # type: ignore[attr-defined]
 
     return int(report.main(rest) or 0)

@@ -1,0 +1,320 @@
+"""A central Postgres warehouse: pull the raw tables into DuckDB, build the models, publish the marts.
+
+The models are DuckDB SQL (ASOF joins, `* exclude`, macros, structs): they are built in DuckDB
+whatever the central warehouse is. With Postgres:
+
+1. `esper-warehouse run --destination postgres` loads the raw tables into Postgres with dlt
+   (credentials: dlt's `DESTINATION__POSTGRES__CREDENTIALS` or `secrets.toml`);
+2. `esper-warehouse publish --pull --warehouse compute.duckdb` copies the raw tables of the
+   dataset (`COPY ... TO STDOUT`, typed from Postgres' catalog) into a DuckDB compute file,
+   builds the models there, and
+3. publishes every mart into the Postgres schema `marts` (one table per mart, list and struct
+   columns as `jsonb`), in one transaction: readers see the old marts or the new ones, and a
+   second publish of the same data gives the same rows.
+
+Without `--pull` the marts of an existing DuckDB warehouse (a nightly `run`) are published.
+No DuckDB extension is needed (DuckDB's `postgres` extension downloads from DuckDB's own server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+log = logging.getLogger("esper_warehouse")
+
+CREDENTIALS = "destination.postgres.credentials"
+SCALARS = {
+    "BOOLEAN": "boolean",
+    "TINYINT": "smallint",
+    "SMALLINT": "smallint",
+    "INTEGER": "integer",
+    "BIGINT": "bigint",
+    "UTINYINT": "integer",
+    "USMALLINT": "integer",
+    "UINTEGER": "bigint",
+    "UBIGINT": "numeric",
+    "HUGEINT": "numeric",
+    "FLOAT": "real",
+    "DOUBLE": "double precision",
+    "VARCHAR": "text",
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    "INTERVAL": "interval",
+    "UUID": "uuid",
+    "JSON": "jsonb",
+    "BLOB": "bytea",
+}
+FROM_POSTGRES = {
+    "boolean": "BOOLEAN",
+    "smallint": "SMALLINT",
+    "integer": "INTEGER",
+    "bigint": "BIGINT",
+    "real": "FLOAT",
+    "double precision": "DOUBLE",
+    "text": "VARCHAR",
+    "character varying": "VARCHAR",
+    "date": "DATE",
+    "time without time zone": "TIME",
+    "timestamp without time zone": "TIMESTAMP",
+    "timestamp with time zone": "TIMESTAMPTZ",
+    "interval": "INTERVAL",
+    "uuid": "UUID",
+    "json": "JSON",
+    "jsonb": "JSON",
+}
+IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class PublishError(RuntimeError):
+    """Publishing failed; the message never holds the credentials."""
+
+
+def dsn(credentials: str | Mapping[str, Any] | None = None) -> str:
+    """A libpq connection string from `credentials`, else from dlt's postgres credentials."""
+    if credentials is None:
+        import dlt
+
+        credentials = dlt.secrets.get(CREDENTIALS)
+    if not credentials:
+        raise PublishError(
+            "no Postgres credentials: set DESTINATION__POSTGRES__CREDENTIALS "
+            "(postgresql://user:password@host:5432/database) or [destination.postgres] "
+            "credentials in .dlt/secrets.toml"
+        )
+    if isinstance(credentials, str):
+        return credentials
+    from dlt.destinations.impl.postgres.configuration import PostgresCredentials
+
+    parsed = PostgresCredentials()
+    for key, value in dict(credentials).items():
+        setattr(parsed, key, value)
+    return str(parsed.to_native_representation())
+
+
+def connect(credentials: str | Mapping[str, Any] | None = None) -> Any:
+    """A psycopg2 connection (the driver dlt's postgres destination installs), UTC session."""
+    import psycopg2
+
+    try:
+        con = psycopg2.connect(dsn(credentials))
+    except psycopg2.Error as error:
+        # libpq's message names host and port, never the password
+        raise PublishError(f"cannot connect to Postgres: {str(error).strip()}") from None
+    with con.cursor() as cur:
+        cur.execute("set time zone 'UTC'")
+    return con
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def postgres_type(duckdb_type: str) -> tuple[str, bool]:
+    """The Postgres column type of a DuckDB type, and whether the value goes as JSON.
+
+    Lists, structs and maps become `jsonb` (Postgres has no unnamed composite types).
+    """
+    kind = duckdb_type.upper()
+    if kind.endswith("]") or kind.startswith(("STRUCT", "MAP", "UNION")):
+        return "jsonb", True
+    if kind.startswith("DECIMAL"):
+        return kind.replace("DECIMAL", "numeric"), False
+    if kind.startswith("TIMESTAMP") and "TIME ZONE" not in kind:
+        return ("timestamptz" if kind == "TIMESTAMPTZ" else "timestamp"), False
+    if kind == "TIMESTAMPTZ":
+        return "timestamptz", False
+    if kind in SCALARS:
+        return SCALARS[kind], kind == "JSON"
+    if kind.startswith("ENUM"):
+        return "text", False
+    raise PublishError(f"no Postgres type for DuckDB type {duckdb_type}")
+
+
+def _duckdb_type(data_type: str, precision: int | None, scale: int | None) -> str:
+    if data_type == "numeric":
+        return f"DECIMAL({precision},{scale})" if precision else "DOUBLE"
+    if data_type == "ARRAY" or data_type == "USER-DEFINED":
+        return "VARCHAR"
+    return FROM_POSTGRES.get(data_type, "VARCHAR")
+
+
+def pull(pg: Any, dataset: str, compute: Path, *, schema: str = "esper") -> dict[str, int]:
+    """Copy every table of the Postgres schema `dataset` into `compute` as `<schema>.<table>`.
+
+    Each table goes through `COPY ... TO STDOUT (FORMAT csv)` into DuckDB's CSV reader with the
+    column types read from Postgres' catalog; the tables are replaced in one DuckDB transaction.
+
+    Returns:
+        Rows per table.
+    """
+    with pg.cursor() as cur:
+        cur.execute(
+            "select table_name, column_name, data_type, numeric_precision, numeric_scale "
+            "from information_schema.columns where table_schema = %s "
+            "order by table_name, ordinal_position",
+            [dataset],
+        )
+        columns: dict[str, list[tuple[str, str]]] = {}
+        for table, column, data_type, precision, scale in cur.fetchall():
+            columns.setdefault(table, []).append(
+                (column, _duckdb_type(data_type, precision, scale))
+            )
+    if not columns:
+        raise PublishError(f"Postgres has no tables in schema {dataset!r}: load it first")
+    counts: dict[str, int] = {}
+    con = duckdb.connect(str(compute))
+    try:
+        con.execute("begin transaction")
+        con.execute(f"create schema if not exists {_quote(schema)}")
+        with tempfile.TemporaryDirectory(prefix="esper-pull-") as tmp:
+            for table, cols in columns.items():
+                path = Path(tmp) / f"{table}.csv"
+                names = ", ".join(_quote(c) for c, _ in cols)
+                with pg.cursor() as cur, open(path, "w", encoding="utf-8") as out:
+                    cur.copy_expert(
+                        f"copy (select {names} from {_quote(dataset)}.{_quote(table)}) "
+                        "to stdout (format csv, header true)",
+                        out,
+                    )
+                types = "{" + ", ".join(f"'{c}': '{t}'" for c, t in cols) + "}"
+                con.execute(
+                    f"create or replace table {_quote(schema)}.{_quote(table)} as "
+                    f"select * from read_csv(?, header = true, columns = {types}, "
+                    "delim = ',', quote = '\"', escape = '\"', allow_quoted_nulls = false)",
+                    [str(path)],
+                )
+                row = con.execute(f"select count(*) from {_quote(schema)}.{_quote(table)}")
+                counts[table] = int(row.fetchone()[0])  # type: ignore[index]
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    finally:
+        con.close()
+    return counts
+
+
+def publish(warehouse: Path, pg: Any, *, schema: str = "marts") -> dict[str, int]:
+    """Replace the Postgres schema `schema`'s tables with every mart of the DuckDB `warehouse`.
+
+    One Postgres transaction: drop and create each mart's table (types from DuckDB's, lists and
+    structs as `jsonb`), `COPY` its rows in as CSV. Marts no longer built are dropped.
+
+    Returns:
+        Rows per published table.
+    """
+    if not IDENTIFIER.match(schema):
+        raise PublishError(f"schema {schema!r}: use a lowercase identifier")
+    con = duckdb.connect(str(warehouse), read_only=True)
+    counts: dict[str, int] = {}
+    try:
+        marts = [
+            row[0]
+            for row in con.execute(
+                "select table_name from information_schema.tables where table_catalog = "
+                "current_database() and table_schema = 'marts' order by table_name"
+            ).fetchall()
+        ]
+        if not marts:
+            raise PublishError(f"{warehouse} has no marts: build the models first")
+        with pg, pg.cursor() as cur:
+            cur.execute(f"create schema if not exists {_quote(schema)}")
+            cur.execute(
+                "select table_name from information_schema.tables where table_schema = %s",
+                [schema],
+            )
+            for (stale,) in cur.fetchall():
+                if stale not in marts:
+                    cur.execute(f"drop table {_quote(schema)}.{_quote(stale)}")
+            for mart in marts:
+                described = con.execute(f"describe marts.{_quote(mart)}").fetchall()
+                definitions, selected = [], []
+                for column, kind, *_ in described:
+                    pg_type, as_json = postgres_type(kind)
+                    definitions.append(f"{_quote(column)} {pg_type}")
+                    selected.append(
+                        f"to_json({_quote(column)}) as {_quote(column)}"
+                        if as_json
+                        else _quote(column)
+                    )
+                target = f"{_quote(schema)}.{_quote(mart)}"
+                cur.execute(f"drop table if exists {target}")
+                cur.execute(f"create table {target} ({', '.join(definitions)})")
+                with tempfile.TemporaryDirectory(prefix="esper-publish-") as tmp:
+                    path = Path(tmp) / f"{mart}.csv"
+                    con.execute(
+                        f"copy (select {', '.join(selected)} from marts.{_quote(mart)}) "
+                        f"to '{path}' (header true, delimiter ',', quote '\"', escape '\"')"
+                    )
+                    with open(path, encoding="utf-8") as handle:
+                        cur.copy_expert(
+                            f"copy {target} from stdin (format csv, header true)", handle
+                        )
+                cur.execute(f"select count(*) from {target}")
+                counts[mart] = int(cur.fetchone()[0])
+    finally:
+        con.close()
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres."""
+    parser = argparse.ArgumentParser(
+        prog="esper-warehouse publish",
+        description="Publish the marts to Postgres (schema marts); with --pull, first copy the "
+        "raw tables loaded by `run --destination postgres` into a DuckDB compute file and build "
+        "the models there. Credentials: DESTINATION__POSTGRES__CREDENTIALS.",
+    )
+    parser.add_argument(
+        "--warehouse",
+        type=Path,
+        default=Path("esper_warehouse.duckdb"),
+        help="DuckDB file: the warehouse to publish, or the compute file with --pull",
+    )
+    parser.add_argument("--pull", action="store_true", help="copy the raw tables from Postgres")
+    parser.add_argument("--dataset", default="esper", help="Postgres schema of the raw tables")
+    parser.add_argument("--schema", default="marts", help="Postgres schema of the marts")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        pg = connect()
+        try:
+            if args.pull:
+                from pipelines import models
+
+                pulled = pull(pg, args.dataset, args.warehouse)
+                print(f"pulled {len(pulled)} raw tables ({sum(pulled.values()):,} rows)")
+                built = models.build_models(args.warehouse)
+                print(f"built {len(built)} models")
+            counts = publish(args.warehouse, pg, schema=args.schema)
+        finally:
+            pg.close()
+    except (PublishError, duckdb.Error) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, PublishError) else 1
+    except Exception as error:  # the driver's errors: type and message, never the DSN
+        print(f"error: {type(error).__name__}: {str(error).strip()}", file=sys.stderr)
+        return 1
+    buffer = io.StringIO()
+    for mart, rows in counts.items():
+        print(f"  {args.schema}.{mart:<28} {rows:>10,}", file=buffer)
+    print(buffer.getvalue(), end="")
+    print(f"published {len(counts)} marts in {time.perf_counter() - started:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
