@@ -1,0 +1,175 @@
+"""Dagster definitions (the `dagster` extra; the core never imports this module).
+
+One asset per raw table (`esper/<table>`) and one per mart (`marts/<name>`), partitioned by
+tenant (the static partitions are the names in `tenants.toml`). The marts' lineage comes from the
+model SQL: each mart depends on the raw tables (and marts) its staging and intermediate models
+read, followed through their `from`/`join` references.
+
+Each partition calls the project's own runner (`pipelines.tenants.run_tenant`: extract, load,
+reconcile, the run ledger, all under the tenant's lock), not `@dlt_assets` (which calls the
+source at definition time, i.e. the API, and drops pending packages before each run; see
+docs/decisions.md). The load step runs in the pool `esper_api`; the models step builds the
+tenant's DuckDB file. A nightly schedule asks for one run per tenant; `orchestration/dagster.yaml`
+limits runs to one per tenant (`dagster/partition` tag) and the API pool.
+
+    ESPER_WAREHOUSE__TENANTS_FILE=tenants.toml dagster dev -m pipelines.dagster_defs
+"""
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+from dagster import AssetExecutionContext, ScheduleEvaluationContext
+
+from . import models
+from .runner import EXIT_OK, RunSettings
+from .tenants import Tenant, Tenants, load_tenants, run_tenant, tenant_lock
+
+API_POOL = "esper_api"
+NIGHTLY_CRON = "0 2 * * *"  # 02:00 UTC
+REFERENCE = re.compile(r"\b(esper|seeds|staging|intermediate|marts)\.(\w+)\b")
+
+
+def raw_tables(sql_dir: Path = models.SQL_DIR) -> list[str]:
+    """The raw tables of the contract (`sql/raw_schema.sql`), without the run bookkeeping."""
+    names = models.CREATE_TABLE.findall((sql_dir / "raw_schema.sql").read_text())
+    return [name for name in names if not name.startswith("_")]
+
+
+def _references(sql: str) -> set[tuple[str, str]]:
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    return set(REFERENCE.findall(code))
+
+
+def mart_lineage(sql_dir: Path = models.SQL_DIR) -> dict[str, set[dg.AssetKey]]:
+    """Each mart's upstream assets: raw tables and marts, through staging and intermediate.
+
+    Raises:
+        ValueError: a model names a relation that no file defines (a typo would lose lineage).
+    """
+    layers = {
+        layer: {m.name: m for m in models.load_models(sql_dir, layer)} for layer in models.LAYERS
+    }
+    raw = set(models.CREATE_TABLE.findall((sql_dir / "raw_schema.sql").read_text()))
+
+    def upstream(layer: str, name: str, seen: set[tuple[str, str]]) -> set[dg.AssetKey]:
+        keys: set[dg.AssetKey] = set()
+        for ref_layer, ref in _references(layers[layer][name].sql):
+            if (ref_layer, ref) in seen or ref_layer == "seeds":
+                continue
+            seen.add((ref_layer, ref))
+            if ref_layer == "esper":
+                if ref not in raw:
+                    raise ValueError(f"{layer}.{name} reads esper.{ref}, not in raw_schema.sql")
+                if not ref.startswith("_"):
+                    keys.add(dg.AssetKey(["esper", ref]))
+            elif ref not in layers[ref_layer]:
+                raise ValueError(f"{layer}.{name} reads {ref_layer}.{ref}: no such model")
+            elif ref_layer == "marts":
+                keys.add(dg.AssetKey(["marts", ref]))
+            else:
+                keys |= upstream(ref_layer, ref, seen)
+        return keys
+
+    return {name: upstream("marts", name, set()) for name in layers["marts"]}
+
+
+def _tenant(tenants: Tenants, context: AssetExecutionContext) -> Tenant:
+    return tenants.tenants[context.partition_key]
+
+
+def build_definitions(
+    tenants_path: Path | None = None, *, base: RunSettings | None = None
+) -> dg.Definitions:
+    """The definitions for the tenants of `tenants_path` (default: see `tenants.tenants_file`).
+
+    Reads only local files: no request is made until a partition runs.
+
+    Args:
+        tenants_path: the tenants file.
+        base: the run options every tenant starts from (tests shorten the lock timeout).
+    """
+    tenants = load_tenants(tenants_path)
+    base = base or RunSettings()
+    partitions = dg.StaticPartitionsDefinition(list(tenants.tenants))
+    raw_specs = [
+        dg.AssetSpec(["esper", table], group_name="raw", kinds={"duckdb"}) for table in raw_tables()
+    ]
+    lineage = mart_lineage()
+    mart_specs = [
+        dg.AssetSpec(
+            ["marts", name], deps=sorted(deps, key=str), group_name="marts", kinds={"duckdb"}
+        )
+        for name, deps in lineage.items()
+    ]
+
+    @dg.multi_asset(
+        name="esper_load",
+        specs=raw_specs,
+        partitions_def=partitions,
+        pool=API_POOL,
+        description="The project's runner for one tenant: extract, load, reconcile, record.",
+    )
+    def esper_load(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+        tenant = _tenant(tenants, context)
+        settings = RunSettings(**{**base.__dict__, "build_models": False})
+        result = run_tenant(tenant, settings)
+        context.log.info(
+            f"tenant {tenant.name}: {result.status} (exit {result.exit_code}), "
+            f"{sum(result.rows.values())} rows, {result.requests} requests, {result.seconds:.1f} s"
+        )
+        if result.exit_code != EXIT_OK:
+            raise dg.Failure(
+                description=f"tenant {tenant.name}: {result.error}",
+                metadata={"exit_code": result.exit_code, "run_id": result.run_id},
+            )
+        for spec in raw_specs:
+            table = spec.key.path[-1]
+            yield dg.MaterializeResult(
+                asset_key=spec.key,
+                metadata={"rows_loaded": result.rows.get(table, 0), "run_id": result.run_id},
+            )
+
+    @dg.multi_asset(
+        name="esper_models",
+        specs=mart_specs,
+        partitions_def=partitions,
+        description="Build the SQL models (seeds, staging, intermediate, marts) in the tenant's file.",
+    )
+    def esper_models(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+        import duckdb
+
+        tenant = _tenant(tenants, context)
+        with tenant_lock(tenant, base.lock_timeout_s):
+            built = models.build_models(tenant.warehouse, dataset=base.dataset)
+            context.log.info(f"tenant {tenant.name}: {len(built)} relations built")
+            with duckdb.connect(str(tenant.warehouse), read_only=True) as con:
+                for spec in mart_specs:
+                    name = spec.key.path[-1]
+                    rows = con.execute(f"select count(*) from marts.{name}").fetchone()
+                    yield dg.MaterializeResult(
+                        asset_key=spec.key, metadata={"rows": int(rows[0]) if rows else 0}
+                    )
+
+    job = dg.define_asset_job(
+        "esper_nightly",
+        selection=dg.AssetSelection.assets(esper_load, esper_models),
+    )
+
+    @dg.schedule(job=job, cron_schedule=NIGHTLY_CRON, execution_timezone="UTC")
+    def esper_nightly_schedule(context: ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
+        night = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        for name in tenants.tenants:
+            yield dg.RunRequest(run_key=f"{name}-{night}", partition_key=name)
+
+    return dg.Definitions(
+        assets=[esper_load, esper_models], jobs=[job], schedules=[esper_nightly_schedule]
+    )
+
+
+def __getattr__(name: str) -> dg.Definitions:
+    """`defs`, built when Dagster asks for it (`dagster dev -m pipelines.dagster_defs`)."""
+    if name == "defs":
+        return build_definitions()
+    raise AttributeError(name)

@@ -1,0 +1,175 @@
+"""Dagster (the `dagster` extra): definitions offline, two tenants materialised, the webserver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+dg = pytest.importorskip("dagster")  # installed by `make install` (all extras)
+
+from pipelines.dagster_defs import API_POOL, build_definitions  # noqa: E402
+from pipelines.runner import RunSettings  # noqa: E402
+from tests.scale.conftest import write_tenants  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MARTS = {"app_rollout", "app_rollout_current", "command_rollout", "fleet_compliance",
+         "fleet_compliance_daily", "operation_rollout", "stale_devices"}  # fmt: skip
+
+
+def _offline_tenants(tmp_path: Path) -> Path:
+    class Unreachable:
+        base_url = "http://127.0.0.1:9/api"
+
+    return write_tenants(tmp_path / "tenants.toml", {"north": Unreachable(), "south": Unreachable()},
+                         tmp_path / "w")  # fmt: skip
+
+
+def test_definitions_load_without_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _offline_tenants(tmp_path)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the definitions opened a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    defs = build_definitions(path)
+    graph = defs.resolve_asset_graph()
+    keys = {"/".join(k.path) for k in graph.get_all_asset_keys()}
+    assert {f"marts/{m}" for m in MARTS} <= keys
+    assert {"esper/devices", "esper/device_events", "esper/command_statuses"} <= keys
+    assert not any(k.startswith("esper/_") for k in keys)  # the run ledger is not an asset
+    assert len(keys) == 17 + len(MARTS)
+
+    # lineage from the model SQL, through staging and intermediate
+    parents = {k: {"/".join(p.path) for p in graph.get(dg.AssetKey(k.split("/"))).parent_keys}
+               for k in ("marts/stale_devices", "marts/command_rollout", "marts/fleet_compliance")}  # fmt: skip
+    assert "marts/fleet_compliance" in parents["marts/stale_devices"]
+    assert {"esper/command_requests", "esper/command_statuses"} <= parents["marts/command_rollout"]
+    assert "esper/devices" in parents["marts/fleet_compliance"]
+    assert "esper/command_requests" not in parents["marts/fleet_compliance"]
+
+    node = graph.get(dg.AssetKey(["esper", "devices"]))
+    assert node.partitions_def.get_partition_keys() == ["north", "south"]
+    load_op = defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])).op
+    assert load_op.pool == API_POOL
+
+    # the nightly schedule asks for one run per tenant
+    schedule = defs.resolve_schedule_def("esper_nightly_schedule")
+    assert schedule.cron_schedule == "0 2 * * *"
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime(2026, 11, 23, 2, tzinfo=UTC),
+        repository_def=defs.get_repository_def(),
+    )
+    requests = list(schedule.evaluate_tick(context).run_requests or [])
+    assert sorted(r.partition_key for r in requests) == ["north", "south"]
+    assert len({r.run_key for r in requests}) == 2
+
+
+def test_the_instance_settings_limit_one_run_per_tenant_and_the_api_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "dagster.yaml").write_text((ROOT / "orchestration" / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with dg.DagsterInstance.get() as instance:
+        config = instance.get_concurrency_config()
+    assert config.run_queue_config.tag_concurrency_limits == [
+        {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    ]
+    assert config.pool_config.default_pool_limit == 2
+
+
+def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
+    tenant_sims: dict[str, object], tmp_path: Path
+) -> None:
+    warehouses = tmp_path / "w"
+    defs = build_definitions(
+        write_tenants(tmp_path / "tenants.toml", tenant_sims, warehouses),
+        base=RunSettings(lock_timeout_s=5.0),
+    )
+    assets = [defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])),
+              defs.resolve_assets_def(dg.AssetKey(["marts", "fleet_compliance"]))]  # fmt: skip
+    with dg.DagsterInstance.ephemeral() as instance:
+        for tenant in ("alpha", "beta"):
+            result = dg.materialize(assets, partition_key=tenant, instance=instance)
+            assert result.success
+            rows = {
+                "/".join(m.asset_key.path): m.metadata
+                for m in result.asset_materializations_for_node("esper_models")
+            }
+            assert set(rows) == {f"marts/{m}" for m in MARTS}
+            devices = len(tenant_sims[tenant].truth("devices"))  # type: ignore[attr-defined]
+            with duckdb.connect(str(warehouses / f"{tenant}.duckdb"), read_only=True) as con:
+                assert con.sql("select count(*) from esper.devices").fetchone()[0] == devices
+                current = con.sql("select count(*) from marts.fleet_compliance").fetchone()[0]
+            assert rows["marts/fleet_compliance"]["rows"].value == current > 0
+            loaded = {
+                "/".join(m.asset_key.path): m.metadata["rows_loaded"].value
+                for m in result.asset_materializations_for_node("esper_load")
+            }
+            assert loaded["esper/devices"] == devices
+        failed = dg.materialize(
+            assets, partition_key="gamma", instance=instance, raise_on_error=False
+        )
+    assert not failed.success
+    failure = next(e for e in failed.all_events if e.is_step_failure)
+    assert "EsperAuthError" in str(failure.event_specific_data.error)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_webserver_starts_on_loopback_and_lists_the_assets(tmp_path: Path) -> None:
+    port = _free_port()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
+           "ESPER_WAREHOUSE__TENANTS_FILE": str(_offline_tenants(tmp_path))}  # fmt: skip
+    webserver = Path(sys.executable).parent / "dagster-webserver"
+    proc = subprocess.Popen(
+        [str(webserver), "-m", "pipelines.dagster_defs", "-a", "defs",
+         "-h", "127.0.0.1", "-p", str(port)],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    query = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
+    deadline = time.monotonic() + 60
+    nodes = None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/graphql", data=query,
+                    headers={"Content-Type": "application/json"},
+                )  # fmt: skip
+                with urllib.request.urlopen(request, timeout=5) as answer:
+                    nodes = json.load(answer)["data"]["assetNodes"]
+                if nodes:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            output = proc.communicate(timeout=15)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output = proc.communicate()[0]
+    assert nodes, f"no asset listed within 60 s; webserver said:\n{output[-3000:]}"
+    keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
+    assert {f"marts/{m}" for m in MARTS} | {"esper/devices"} <= keys
+    assert proc.returncode is not None
