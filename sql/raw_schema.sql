@@ -142,6 +142,9 @@ create table esper.applications (
     application_name varchar,
     package_name varchar,
     is_active boolean,
+    is_hidden boolean,
+    latest_version__id varchar,
+    latest_version__version_code varchar,
     created_on timestamptz,
     updated_on timestamptz
 );
@@ -152,9 +155,12 @@ create table esper.application_versions (
     version_code varchar,
     build_number varchar,
     release_name varchar,
+    approval_status varchar,
+    installed_count bigint,
     is_enabled boolean,
     created_on timestamptz,
-    updated_on timestamptz
+    updated_on timestamptz,
+    release_date timestamptz
 );
 
 create table esper.device_apps (
@@ -168,6 +174,8 @@ create table esper.device_apps (
     app_id varchar,
     app_version_id varchar,
     app_type varchar,
+    bundle_id varchar,
+    apple_app_version varchar,
     state varchar,
     is_active boolean,
     created_on timestamptz,
@@ -188,6 +196,7 @@ create table esper.command_requests (
     device_type varchar,
     schedule varchar,
     reason varchar,
+    alias varchar,
     created_by varchar,
     created_at timestamptz
 );

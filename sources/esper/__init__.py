@@ -106,6 +106,7 @@ def esper(
     else:
         page_events, last_events = [], [device_events(**run)]
     blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
+    application_list = applications(**run)
     return (
         device_list,
         device_list | device_history,
@@ -118,8 +119,8 @@ def esper(
         blueprint_list | blueprint_versions(**run),
         tenant_app_list,
         tenant_app_list | tenant_app_versions(**run),
-        applications(**run),
-        application_versions(**run),
+        application_list,
+        application_list | application_versions(**run),
         command_requests(**run),
         command_statuses(**run),
         operations(**run),

@@ -20,7 +20,7 @@ _DEVICE = (
     *cols("dep_profile_push_time dep_profile_assign_time", TS),
     *cols("tags hardware_info software_info network_info memory_info network_stats", JSON),
     *cols("location_stats memory_stats cpu_stats blueprint_info battery_stats policy", JSON),
-    *cols("enrolment_info tokens windows_config app_mode_meta", JSON),
+    *cols("enrolment_info tokens windows_config app_mode_meta foundation_info", JSON),
     *flat("hardware_info__brand hardware_info__model hardware_info__manufacturer"),
     *flat("software_info__security_patch_level software_info__os_build_number"),
     *flat("software_info__esper_agent_info__version_name"),
@@ -37,8 +37,12 @@ _BLUEPRINT = (
     *cols("created_at updated_at", TS),
 )
 
+# Apple apps (v2 device-apps, live §9): `bundle_id` and `apple_app_version` are their package and
+# version (VPP and ESPER_IOS apps are in no tenant app list); staging reads them as such.
 _DEVICE_APP = (
     *cols("id package_name app_name version_code version_name app_id app_version_id app_type"),
+    *cols("bundle_id apple_app_version platform"),
+    Col("device_families", JSON),
     *cols("state product_id device"),
     *cols("is_active whitelisted is_data_clearable is_uninstallable is_kiosk_app", BOOL),
     *cols("is_esper_controlled auto_update", BOOL),
@@ -86,12 +90,14 @@ SCHEMAS: dict[str, TableSchema] = {
             ),
         ),
         TableSchema(
-            "applications",
+            "applications",  # v1 items (live route 2); legacy-only fields stay declared, null
             (
                 *cols("id application_name package_name developer category compatibility"),
                 *cols("content_rating enterprise"),
                 *cols("is_active is_hidden", BOOL),
-                Col("versions", JSON),
+                *cols("versions latest_version", JSON),
+                *flat("latest_version__id latest_version__version_code"),
+                *flat("latest_version__build_number latest_version__release_name"),
                 *cols("created_on updated_on", TS),
             ),
         ),
@@ -100,15 +106,17 @@ SCHEMAS: dict[str, TableSchema] = {
             (
                 *cols("id application_id version_code build_number hash_string min_sdk_version"),
                 *cols("target_sdk_version download_url icon_url release_name release_comments"),
+                *cols("application enterprise approval_status app_icon app_file"),
+                *cols("installed_count size_in_mb", INT),
                 *cols("is_enabled is_g_play is_default", BOOL),
-                *cols("created_on updated_on", TS),
+                *cols("created_on updated_on release_date", TS),
             ),
         ),
         TableSchema("device_apps", (Col("device_id"), Col("route"), *_DEVICE_APP)),
         TableSchema(
             "command_requests",
             (
-                *cols("id enterprise command_type command device_type schedule reason"),
+                *cols("id enterprise command_type command device_type schedule reason alias"),
                 *cols("created_by issued_by"),
                 *cols("command_args devices groups schedule_args status", JSON),
                 *cols("created_at created_on updated_at", TS),

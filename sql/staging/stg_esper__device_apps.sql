@@ -1,4 +1,5 @@
 -- Apps installed on devices, one row per app per device per validity range (dlt scd2).
+-- Android rows come from the legacy route, Apple and Windows rows from the v2 route.
 -- valid_to NULL = installed now; set = gone from (or changed in) a later complete list.
 with
 
@@ -16,9 +17,12 @@ renamed as (
 
         -- descriptors
         lower(clean_text(route)) as route,
-        clean_text(package_name) as package_name,
+        -- Apple apps (v2 route, live §9) name their package `bundle_id` and their version
+        -- `apple_app_version`; VPP and ESPER_IOS apps are in no tenant app list, so these are the
+        -- only package and version they have.
+        coalesce(clean_text(package_name), clean_text(bundle_id)) as package_name,
         clean_text(app_name) as app_name,
-        clean_text(version_name) as version_name,
+        coalesce(clean_text(version_name), clean_text(apple_app_version)) as version_name,
         clean_text(version_code) as version_code,
         clean_text(app_type) as app_type,
         clean_text(state) as app_state,

@@ -60,6 +60,20 @@ def app(device_id: str, package: str, version: str, valid_from: str, valid_to: s
     }
 
 
+def apple_store_app(device_id: str, bundle_id: str, version: str, valid_from: str) -> dict:
+    """An App Store (VPP) app as the v2 device-apps route serves it (live §9): the package and
+    version are only in `bundle_id` and `apple_app_version`; no tenant app knows it."""
+    return {
+        **app(device_id, bundle_id, version, valid_from),
+        "route": "v2",
+        "package_name": None,
+        "version_name": None,
+        "bundle_id": bundle_id,
+        "apple_app_version": version,
+        "app_type": "VPP",
+    }
+
+
 def good_apps(device_id: str) -> list[dict]:
     return [
         app(device_id, "io.esper.remoteviewer", "3.1", "2026-09-20T00:00:00+00:00"),
@@ -140,10 +154,7 @@ def compliance() -> dict[str, list[dict]]:
         app("a-no-chrome", "io.esper.remoteviewer", "3.1", "2026-09-20T00:00:00+00:00"),
         app("a-old-chrome", "io.esper.remoteviewer", "3.0.1", "2026-09-20T00:00:00+00:00"),
         app("a-old-chrome", "com.android.chrome", "119.0.6045", "2026-09-20T00:00:00+00:00"),
-        {
-            **app("i-ok", "com.microsoft.Outlook", "4.2405.0", "2026-09-20T00:00:00+00:00"),
-            "route": "v2",
-        },
+        apple_store_app("i-ok", "com.microsoft.Outlook", "4.2405.0", "2026-09-20T00:00:00+00:00"),
     ]
     return {
         "_esper_runs": runs("2026-10-01T06:00:00+00:00"),
@@ -218,7 +229,8 @@ def rollout() -> dict[str, list[dict]]:
 
     r1 14.9 throughout; r2 14.9 -> 14.10 at 10-25 10:00Z; r3 14.10 from 10-22, rolled back to 14.9
     at 10-27 00:00Z; r4 never reports apps; r5 reports 14.10 at 10-25 23:30 UTC-5 (10-26 UTC).
-    i1 (APPLE) has Outlook: it must not enter Android denominators.
+    i1 (APPLE) has Outlook from the App Store (VPP: bundle_id, apple_app_version): it counts in the
+    APPLE rollout and must not enter Android denominators.
     """
     pkg = "io.esper.remoteviewer"
     devices = [android(f"r{n}") for n in range(1, 6)]
@@ -238,10 +250,7 @@ def rollout() -> dict[str, list[dict]]:
         app("r3", pkg, "14.10", "2026-10-22T00:00:00+00:00", "2026-10-27T00:00:00+00:00"),
         app("r3", pkg, "14.9", "2026-10-27T00:00:00+00:00"),
         app("r5", pkg, "14.10", "2026-10-25T23:30:00-05:00"),
-        {
-            **app("i1", "com.microsoft.Outlook", "4.2405.0", "2026-10-18T00:00:00+00:00"),
-            "route": "v2",
-        },
+        apple_store_app("i1", "com.microsoft.Outlook", "4.2405.0", "2026-10-18T00:00:00+00:00"),
     ]
     return {
         "_esper_runs": runs(ROLLOUT_START),

@@ -133,7 +133,7 @@ select
     case when platform = 'ANDROID' then 'legacy' else 'v2' end,
     package_name, 'App ' || a, null,
     cast(100 + a as varchar) || '.' || cast(case when was_updated then 2 else 1 end as varchar) || '.0',
-    null, null, null, 'installed', true, null, null, null, null,
+    null, null, null, null, null, 'installed', true, null, null, null, null,
     case when was_updated then changed_at else timestamptz '2026-09-01 00:00:00+00' end,
     null
 from gen_apps;
@@ -142,7 +142,7 @@ select
     device_id || ':' || package_name || ':old', device_id,
     case when platform = 'ANDROID' then 'legacy' else 'v2' end,
     package_name, 'App ' || a, null, cast(100 + a as varchar) || '.1.0',
-    null, null, null, 'installed', true, null, null, null, null,
+    null, null, null, null, null, 'installed', true, null, null, null, null,
     timestamptz '2026-09-01 00:00:00+00', changed_at
 from gen_apps where was_updated;
 
@@ -153,7 +153,8 @@ from range({days} + 1) as r(d);
 
 -- commands: 10 a day, ~100 target devices each
 insert into esper.command_requests
-select 'req-' || r, 'DEVICE', 'REBOOT', '{{}}', '[]', '[]', 'all', 'IMMEDIATE', null, 'admin',
+select 'req-' || r, 'DEVICE', 'REBOOT', '{{}}', '[]', '[]', 'all', 'IMMEDIATE', null, null,
+       'admin',
        timestamptz '{as_of}' - to_seconds(cast(hash(r, 'c') % ({days} * 86400) as bigint))
 from range(10 * {days}) as t(r);
 insert into esper.command_statuses
