@@ -83,9 +83,13 @@ def android_software(client: EsperClient, opts: Options) -> dict[str, dict[str, 
     """
     limit = min(opts.page_size or PAGE_SIZE, PAGE_SIZE)
     path = LEGACY_DEVICES_PATH.format(eid=client.enterprise_id)
-    read = read_all(client, path, limit=limit, parallel=True)
+    return legacy_software(read_all(client, path, limit=limit, parallel=True).items)
+
+
+def legacy_software(items: list[dict]) -> dict[str, dict[str, Any]]:
+    """Device id -> `{security_patch_level, os_build_number}` from legacy device list items."""
     found: dict[str, dict[str, Any]] = {}
-    for item in read.items:
+    for item in items:
         info = item.get("softwareInfo") or {}
         if not isinstance(info, dict) or not item.get("id"):
             continue

@@ -9,9 +9,11 @@ import pytest
 
 from sources.esper.arrow import to_arrow
 from sources.esper.datatap import DataTapError, result_to_arrow, run_query, table_name
+from sources.esper.devices import legacy_software, with_software
 from sources.esper.pagination import Page
 from sources.esper.scan import DescScan
 from sources.esper.schemas import SCHEMAS
+from tests.live_shapes import document, route, synthesize
 
 
 def test_device_page_has_declared_types_flattened_fields_and_extras() -> None:
@@ -133,3 +135,95 @@ def test_data_tap_polling_resubmits_stuck_jobs_and_fails_clearly() -> None:
     with pytest.raises(DataTapError, match="FAILED: boom"):
         run_query(failed, "q", "select 1", deadline_s=100, stuck_s=30, row_limit=10,  # type: ignore[arg-type]
                   sleep=lambda s: None)  # fmt: skip
+
+
+# ------------------------------------------------------------- live shapes -> rows -> Arrow
+# Items synthesized from the live evidence (docs/spec/live-shapes.json), not from the simulator:
+# each resource's row conversion must accept what the real API served, nulls included.
+
+_WHEN = "2026-10-01T08:00:00Z"
+
+
+def _live_items(method: str, path: str) -> list[dict]:
+    body = synthesize(route(method, path)["observed"])
+    page = body.get("content", body)
+    return page["results"] or []
+
+
+def _timed(items: list[dict], table: str) -> list[dict]:
+    """The synthesized strings of declared timestamp fields made real times (the live sample
+    string is a placeholder, not a time)."""
+    stamps = {c.name for c in SCHEMAS[table].columns if c.type == "timestamp"}
+    return [
+        {k: (_WHEN if k in stamps and v is not None else v) for k, v in i.items()} for i in items
+    ]
+
+
+def test_live_device_list_items_get_patch_level_and_build_from_the_legacy_list() -> None:
+    items = _timed(_live_items("GET", "/v2/devices/"), "devices")
+    assert "security_patch_level" not in items[0]["software_info"]  # live route 15
+    legacy = _live_items("GET", "/enterprise/{enterprise_id}/device/")
+    legacy[0]["id"] = items[0]["id"]
+    legacy[0]["softwareInfo"]["securityPatchLevel"] = "2026-09-05"
+    legacy[0]["softwareInfo"]["androidBuildNumber"] = "UP1A.231005.007"
+    software = legacy_software(legacy)
+    for item in items:
+        with_software(item, software)
+    table = to_arrow(items, SCHEMAS["devices"])
+    row = table.slice(0, 1).to_pylist()[0]
+    assert row["software_info__security_patch_level"] == "2026-09-05"
+    assert row["software_info__os_build_number"] == "UP1A.231005.007"
+    assert row["group_id"] is None  # live: null on Android v2 devices
+    assert row["last_seen"] == datetime(2026, 10, 1, 8, tzinfo=UTC)
+    assert table.schema.field("state").type == pa.int64()
+    assert table.schema.field("foundation_info").type == pa.string()  # null on v2, JSON if not
+
+
+def test_live_command_list_items_with_null_lists_convert() -> None:
+    items = _timed(_live_items("GET", "/commands/v0/commands/"), "command_requests")
+    table = to_arrow(items, SCHEMAS["command_requests"])
+    assert table.num_rows == 2
+    for name in ("groups", "schedule_args", "reason", "alias"):
+        assert table.column(name).null_count == 2, name
+    assert table.schema.field("groups").type == pa.string()  # JSON text, typed although null
+    statuses = _timed(_live_items("GET", "/commands/v0/status/"), "command_statuses")
+    assert to_arrow(statuses, SCHEMAS["command_statuses"]).column("reason").null_count == 1
+
+
+def test_live_v1_applications_and_version_lists_convert() -> None:
+    apps = to_arrow(_live_items("GET", "/v1/enterprise/{enterprise_id}/application/"),
+                    SCHEMAS["applications"])  # fmt: skip
+    row = apps.to_pylist()[0]
+    assert row["latest_version__id"] == "live-sample"  # the head application_versions compares
+    assert row["latest_version__version_code"] == "live-sample"
+    assert row["updated_on"] is None and row["is_active"] is None  # v1 items have neither
+    path = "/v1/enterprise/{enterprise_id}/application/{application_id}/version/"
+    versions = to_arrow(_timed(_live_items("GET", path), "application_versions"),
+                        SCHEMAS["application_versions"])  # fmt: skip
+    assert versions.schema.field("installed_count").type == pa.int64()
+    assert versions.schema.field("release_date").type == pa.timestamp("us", tz="UTC")
+    assert versions.column("release_name").null_count == 1
+
+
+def test_live_device_apps_android_and_apple_convert() -> None:
+    android = _timed(
+        _live_items("GET", "/enterprise/{enterprise_id}/device/{device_id}/app/"), "device_apps"
+    )
+    assert _live_items("GET", "/v2/devices/{deviceId}/device-apps/") == []  # results: null
+    practice = document()["client_practice"]
+    fields = practice["fields_read"]["apple_app"]
+    vpp = {name: "live-sample" for name in fields}
+    vpp.update(bundle_id="com.microsoft.Outlook", apple_app_version="4.2405.0",
+               app_type=practice["fields_read"]["apple_app_types"][0], device_families=None,
+               id="da-1", device_id="dev-i", app_id=None, app_version_id=None)  # fmt: skip
+    rows = [{**i, "device_id": "dev-a", "route": "legacy"} for i in android]
+    rows.append({**vpp, "route": "v2"})
+    table = to_arrow(rows, SCHEMAS["device_apps"], row_hash=True)
+    apple = table.to_pylist()[-1]
+    assert (apple["bundle_id"], apple["apple_app_version"], apple["app_type"]) == (
+        "com.microsoft.Outlook",
+        "4.2405.0",
+        "VPP",
+    )
+    assert apple["package_name"] is None and apple["device_families"] is None
+    assert table.column("bundle_id").null_count == len(android)
