@@ -452,6 +452,26 @@ def test_reasons_match_verdicts(compliance: dict, expected: dict) -> None:
     assert not bad, f"reasons disagree with the truth's verdict, e.g. {bad[:SHOWN]}"
 
 
+def test_patch_reasons_quote_the_patch_level_of_the_legacy_list(
+    loaded: Loaded, compliance: dict, expected: dict
+) -> None:
+    """/v2/devices/ list items carry no patch level (live route 15): every Android patch check
+    and reason rests on the level the legacy device list served, which the truth's detail record
+    holds too. Without the legacy join every check would be unknown."""
+    patch = {
+        d["id"]: (d.get("software_info") or {}).get("security_patch_level")
+        for d in loaded.truth["devices"]
+    }
+    old = [d for d, e in expected.items() if e.is_security_patch_current is False]
+    assert old, "the fleet must hold devices with an old patch for this test to mean something"
+    assert any(e.is_security_patch_current for e in expected.values())
+    for device_id in old:
+        reasons = [r for r in compliance[device_id]["reasons"] if r.startswith("security patch")]
+        assert len(reasons) == 1 and reasons[0].startswith(
+            f"security patch {patch[device_id][:10]} is "
+        ), (device_id, compliance[device_id]["reasons"])
+
+
 def test_verdicts_per_group_and_platform(loaded: Loaded, expected: dict) -> None:
     """The as_of day of fleet_compliance_daily counts the truth's verdicts per group and platform."""
     want: Counter = Counter()
