@@ -145,7 +145,16 @@ final as (
         picked.platform as platform,
         picked.group_id as group_id,
         picked.version_updated_at as version_updated_at,
-        greatest(
+        -- either may be NULL: the later of those present, written out (greatest is NULL on some
+        -- engines when one argument is)
+        coalesce(
+            greatest(
+                picked.heartbeat_at,
+                case
+                    when picked.version_last_seen_at <= picked.cutoff_at
+                        then picked.version_last_seen_at
+                end
+            ),
             picked.heartbeat_at,
             case
                 when picked.version_last_seen_at <= picked.cutoff_at

@@ -26,7 +26,12 @@ final as (
         devices.device_id as device_id,
         heartbeats.last_heartbeat_at as last_heartbeat_at,
         devices.last_seen_at as device_last_seen_at,
-        greatest(heartbeats.last_heartbeat_at, devices.last_seen_at) as last_seen_at,
+        -- either may be NULL: the later of those present (explicit, as greatest is NULL on
+        -- some engines when one argument is)
+        greatest(
+            coalesce(heartbeats.last_heartbeat_at, devices.last_seen_at),
+            coalesce(devices.last_seen_at, heartbeats.last_heartbeat_at)
+        ) as last_seen_at,
     from devices
     left join heartbeats
         on heartbeats.device_id = devices.device_id

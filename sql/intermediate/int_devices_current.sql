@@ -88,7 +88,8 @@ final as (
         devices.updated_at as updated_at,
         last_seen.last_seen_at as last_seen_at,
         last_seen.last_heartbeat_at as last_heartbeat_at,
-        greatest(last_seen.last_seen_at, devices.updated_at) as last_activity_at,
+        greatest(coalesce(last_seen.last_seen_at, devices.updated_at), devices.updated_at)
+            as last_activity_at,
         census_scan.census_at as census_at,
         app_reports.first_apps_reported_at as first_apps_reported_at,
 

@@ -122,10 +122,10 @@ final as (
         coalesce(per_rollout.unknown_state_devices, 0) as unknown_state_devices,
         coalesce(per_rollout.terminal_devices, 0) as terminal_devices,
         coalesce(per_rollout.target_devices - per_rollout.terminal_devices, 0) as pending_devices,
-        per_rollout.success_devices / nullif(per_rollout.target_devices, 0) as success_rate,
-        per_rollout.failure_devices / nullif(per_rollout.target_devices, 0) as failure_rate,
-        per_rollout.timeout_devices / nullif(per_rollout.target_devices, 0) as timeout_rate,
-        per_rollout.terminal_devices / nullif(per_rollout.target_devices, 0) as completion_rate,
+        cast(per_rollout.success_devices as double) / nullif(per_rollout.target_devices, 0) as success_rate,
+        cast(per_rollout.failure_devices as double) / nullif(per_rollout.target_devices, 0) as failure_rate,
+        cast(per_rollout.timeout_devices as double) / nullif(per_rollout.target_devices, 0) as timeout_rate,
+        cast(per_rollout.terminal_devices as double) / nullif(per_rollout.target_devices, 0) as completion_rate,
         coalesce(
             per_rollout.target_devices > 0
                 and per_rollout.terminal_devices = per_rollout.target_devices,

@@ -206,7 +206,7 @@ final as (
         daily.version_key as version_key,
         cast(daily.devices_on_version as bigint) as devices_on_version,
         coalesce(reporting.reporting_devices, 0) as reporting_devices,
-        cast(daily.devices_on_version as bigint) / nullif(reporting.reporting_devices, 0)
+        cast(daily.devices_on_version as double) / nullif(reporting.reporting_devices, 0)
             as share_of_reporting,
         coalesce(reporting.fleet_devices - reporting.reporting_devices, 0) as not_reporting_devices,
         coalesce(reporting.fleet_devices, 0) as fleet_devices,

@@ -125,9 +125,10 @@ final as (
             as devices_on_older,
         coalesce(reporting.reporting_devices, 0) as reporting_devices,
         coalesce(reporting.not_reporting_devices, 0) as not_reporting_devices,
-        cast(coalesce(version_lists.devices_on_latest, 0) as bigint)
+        cast(coalesce(version_lists.devices_on_latest, 0) as double)
             / nullif(reporting.reporting_devices, 0) as share_on_latest,
-        per_app.devices_with_app / nullif(reporting.reporting_devices, 0) as share_with_app,
+        cast(per_app.devices_with_app as double) / nullif(reporting.reporting_devices, 0)
+            as share_with_app,
         version_lists.version_count as version_count,
         version_lists.versions as versions,
         required_status.required_min_version as required_min_version,
