@@ -246,7 +246,7 @@ def legacy_devices(w: World, req: Req) -> tuple[int, Body]:
 
 def legacy_device_detail(w: World, req: Req) -> tuple[int, Body]:
     """GET /enterprise/{eid}/device/{id}/ (bare object; live route 11)."""
-    return 200, w.wire.device_legacy(_device(w, req.params["id"]))
+    return 200, {**w.wire.device_legacy(_device(w, req.params["id"])), "foundation_config": None}
 
 
 def heartbeat(w: World, req: Req) -> tuple[int, Body]:
@@ -651,6 +651,14 @@ def eventfeed(w: World, req: Req) -> tuple[int, Body]:
     return 200, legacy_list(req, events, lambda ev: w.wire.event(i, ev), limit_default=250)
 
 
+# -- reports ---------------------------------------------------------------------------
+
+
+def status_metrics(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v2/enterprise/{eid}/report/status-metrics: a bare object (live route 23)."""
+    return 200, w.wire.status_metrics()
+
+
 # -- data tap --------------------------------------------------------------------------
 
 
@@ -694,6 +702,7 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/v0/operations/", V2, operations_list),
     ("GET", "/v0/operations/{id}/", V2, operation_detail),
     ("GET", "/v0/operations/{id}/devices/", V2, operation_devices),
+    ("GET", "/v2/enterprise/{eid}/report/status-metrics", V2, status_metrics),
     ("POST", "/data-tap/v0/queries", REPORTS, datatap_create),
     ("GET", "/data-tap/v0/queries/{id}", REPORTS, datatap_get),
 )

@@ -15,6 +15,16 @@ from simulator.timeutil import iso
 
 Record = dict[str, Any]
 
+# Status metrics (``Wire.status_metrics``): the simulator's definitions of the live counters.
+_DAY, _TVOS = 86_400, C.OS_NAMES.index("tvOS")  # tvOS devices report no battery
+LOW_BATTERY = 15  # percent
+LAST_SEEN_PERIODS = (3_600, 86_400, 7 * 86_400)  # first, second, third period (seconds)
+UNDER_PROVISIONING = frozenset({30, 40, 50, 80})
+_METRIC_COUNTERS = (
+    "high_risk", "low_battery", "low_risk", "medium_risk", "recently_added", "secure",
+    "total_devices_under_risk", "under_provisioning", "unprovisioned_devices", "unspecified",
+)  # fmt: skip
+
 _OS_WIRE = ("Android", "iOS", "iPadOS", "tvOS", "Windows", "Linux")
 
 
@@ -91,6 +101,10 @@ class Wire:
                 "os_version": osv,
                 "esper_agent_info": agent,
                 "foundation_info": None,
+                "eea_version": "",
+                "is_csdk_active": False,
+                "is_knox_active": False,
+                "is_supervisor_plugin_active": False,
             }
             if f.last_seen[i] >= 0:  # live: Android v2 list items carry last_seen too
                 rec["last_seen"] = iso(f.last_seen[i])
@@ -102,13 +116,32 @@ class Wire:
             rec["memory_info"] = {
                 "total_ram": "4096",
                 "total_internal_storage": "65536",
+                "internal_storage_binary_prefix": False,
                 "units": "MB",
             }
             rec["blueprint_info"] = bp_info
             rec["battery_stats"] = {"battery_level": f.battery[i]}
             rec["is_gms"] = f.is_gms[i]
             rec["dpc_version"] = agent_name
-            rec["eea_version"] = None
+            rec["eea_version"] = ""
+            # The rest of the live Android item (route 15): telemetry objects, MQTT, drift.
+            rec["active_plugins"] = ["esper-agent"]
+            rec["app_mode_meta"] = {"is_kiosk": f.osv[i] % 2 == 0}
+            rec["drift_state"] = 1 if f.bp_assigned[i] != f.bp_current[i] else 0
+            rec["drift_severity"] = rec["drift_state"]
+            rec["fcm_id"] = derived_id("fcm", serial)
+            rec["global_device_id"] = derived_id("global", serial)
+            rec["location_stats"] = {}
+            rec["memory_stats"] = {}
+            rec["mqtt_topic"] = f"devices/{f.ids[i]}"
+            rec["network_stats"] = {
+                "cellular_network_info": {},
+                "current_active_connection": "WIFI",
+                "ip_address": [],
+                "wifi_network_info": {},
+            }
+            rec["security_state"] = None
+            rec["policy"] = {}
             rec["managed_by"] = "BLUEPRINT"
             rec["provisioned_with"] = "BLUEPRINT"
             rec["template_name"] = None
@@ -167,8 +200,16 @@ class Wire:
         f = self.f
         if C.OS_PLATFORM[f.os[i]] == C.ANDROID:
             _, build = C.OS_VERSIONS[f.os[i]][f.osv[i]]
+            rec["hardware_info"] = {**rec["hardware_info"], "device_baseband_version": "unknown"}
+            rec["network_info"] = {**rec["network_info"], "iccid1": ""}
+            rec["network_stats"] = {
+                **rec["network_stats"],
+                "cellular_network_info": dict.fromkeys(_CELLULAR_KEYS),
+            }
             rec["software_info"] = {
                 **rec["software_info"],
+                "bootloader_version": "unknown",
+                "device_kernel_version": "5.10",
                 "os_build_number": build,
                 "security_patch_level": f.patch_levels[f.patch[i]],
                 "foundation_info": {
@@ -230,6 +271,17 @@ class Wire:
                 "androidVersion": osv if android else None,
                 "androidBuildNumber": build if android else None,
                 "securityPatchLevel": f.patch_levels[f.patch[i]] if android else None,
+                "androidBuildTime": 1_700_000_000 + f.osv[i],
+                "airwaveInfo": None,
+                "bootloaderVersion": "unknown",
+                "deviceKernelVersion": "5.10",
+                "eeaVersion": "",
+                "isCSDKActive": False,
+                "isEdgeboxActive": False,
+                "isKnoxActive": False,
+                "isSupervisorPluginActive": False,
+                "isZebraEMDKActive": False,
+                "supportedAbi": "arm64-v8a",
                 "foundationInfo": {
                     "buildNumber": 100 + f.osv[i],
                     "majorVersion": 1,
@@ -242,8 +294,50 @@ class Wire:
                 },
             },
             "provisioned_on": iso(f.provisioned[i]),
+            "provisioned_with": "BLUEPRINT",
             "created_on": iso(f.created[i]),
             "updated_on": iso(f.updated[i]),
+            # the rest of the live legacy record (routes 11, 14), mostly settings and telemetry
+            "audioConstraints": None,
+            "current_app_mode": 0,
+            "displays": {
+                "density": 2.0,
+                "displayId": 0,
+                "height": 1920,
+                "name": "Built-in Screen",
+                "refreshRate": 60,
+                "width": 1080,
+            },
+            "dpcInfo": None,
+            "emm_device": None,
+            "fcm_id": derived_id("fcm", f.serial[i]),
+            "has_seamlessInfo": False,
+            "initialtemplate": "",
+            "iot_mqtt_base_topic": "",
+            "is_esper_managed": True,
+            "lockdown_state": 0,
+            "managed_by": "BLUEPRINT",
+            "memoryInfo": {
+                "internalStorageBinaryPrefix": False,
+                "totalInternalStorage": "65536",
+                "totalRam": "4096",
+            },
+            "mqtt_id": derived_id("mqtt", f.serial[i]),
+            "networkInfo": {
+                "ethernetMacAddress": None,
+                "iccid1": "",
+                "iccid2": None,
+                "imei1": None,
+                "imei2": None,
+                "phoneNumber1": "",
+                "phoneNumber2": None,
+                "wifiMacAddress": _mac(f.serial[i]),
+            },
+            "suid": derived_id("suid", f.serial[i]),
+            "timezone_string": "UTC",
+            "use_iot_mqtt": False,
+            "use_mqtt": True,
+            "wifi_access_points": [],
             "policy": None,
             "policy_name": None,
             "user": None,
@@ -400,6 +494,7 @@ class Wire:
             "updated_on": iso(a.updated),
             "is_active": True,
             "is_hidden": False,
+            "auto_update_app": a.kind == "PLAYSTORE",
             "enterprise": self.enterprise_url(),
         }
 
@@ -469,6 +564,8 @@ class Wire:
             "is_kiosk_app": False,
             "is_esper_controlled": a.kind != "PLAYSTORE",
             "device": did,
+            "identityHash": None,  # live route 16: null in every sampled item
+            "installer_package": None,
         }
 
     def device_app_v2(self, i: int, entry: tuple[int, int, int, int]) -> Record:
@@ -635,6 +732,62 @@ class Wire:
         if kind == C.EV_STATE:
             return f"Device state changed to {a}"
         return "Device settings changed"
+
+    # -- reports -------------------------------------------------------------------------
+
+    def status_metrics(self) -> Record:
+        """GET /v2/enterprise/{eid}/report/status-metrics: a bare object of fleet counters.
+
+        Live route 23 gives the shape (ints, plus ``last_seen`` with three periods), not the
+        definitions; the simulator's, over the devices the API serves (not removed), are:
+        ``recently_added`` provisioned in the last 7 days; ``low_battery`` battery below 15 %
+        (of the devices that report a battery: not tvOS); ``last_seen`` periods: seen within the
+        last hour, 24 hours, 7 days (each includes the shorter ones); ``under_provisioning``
+        states 30, 40, 50 and 80; ``unprovisioned_devices`` never seen since enrolment; risk by
+        Android patch age (months behind the newest patch level): ``secure`` 0-1, ``low_risk``
+        2-3, ``medium_risk`` 4-5, ``high_risk`` 6 or more, ``total_devices_under_risk`` the
+        three risks, ``unspecified`` devices without a patch level (not Android).
+        """
+        f, now = self.f, self.f.now
+        newest = len(f.patch_levels) - 1
+        n: Record = dict.fromkeys(_METRIC_COUNTERS, 0)
+        periods = [0, 0, 0]
+        for i in f.live():
+            if now - 7 * _DAY <= f.provisioned[i] <= now:
+                n["recently_added"] += 1
+            if f.os[i] != _TVOS and f.battery[i] < LOW_BATTERY:
+                n["low_battery"] += 1
+            seen = f.last_seen[i]
+            if seen < 0:
+                n["unprovisioned_devices"] += 1
+            else:
+                for k, window in enumerate(LAST_SEEN_PERIODS):
+                    periods[k] += now - window <= seen
+            if f.state[i] in UNDER_PROVISIONING:
+                n["under_provisioning"] += 1
+            if f.patch[i] < 0:
+                n["unspecified"] += 1
+                continue
+            behind = newest - f.patch[i]
+            risk = "secure" if behind < 2 else "low_risk" if behind < 4 else "medium_risk"
+            n["high_risk" if behind >= 6 else risk] += 1
+        n["total_devices_under_risk"] = n["low_risk"] + n["medium_risk"] + n["high_risk"]
+        names = ("first_period", "second_period", "third_period")
+        n["last_seen"] = dict(zip(names, periods, strict=True))
+        return n
+
+
+# Live route 12: a device without a SIM reports every cellular field null.
+_CELLULAR_KEYS = (
+    "mobileIPv4",
+    "mobileIPv6",
+    "mobileNetworkStatus",
+    "networkOperator",
+    "networkType",
+    "numberOfSim",
+    "signalStrength",
+    "simOperator",
+)
 
 
 @functools.lru_cache(maxsize=200_000)

@@ -12,8 +12,17 @@ literal reading rejects what the API really sends are patched here, each one nam
 4. Error statuses a path does not document (e.g. 400 on ``/commands/v0/status/``) are checked
    against the route family's error schema (legacy ``ErrorResponse``, v0/v2 ``Error_*``,
    Reports ``ReportsErrorResponse``).
-5. Data Tap is not in the subset: its bodies are checked against the Reports shapes it is
-   modelled on (``CreateReportResponse``, ``GetReportResponsePreview``).
+5. Data Tap is not in the subset: its bodies are checked against its documented shapes
+   (live-shapes.json ``docs_only``; ``tests/simulator/test_datatap.py``), not here.
+6. Where the live evidence (docs/spec/live-observations.md, the highest authority) contradicts the
+   subset, the live shape wins: foundation version numbers are ints and
+   ``internal_storage_binary_prefix`` a bool (section 4); ``foundation_info``, ``group_id``,
+   ``mqtt_topic`` may be null (section 4); a device command's ``groups``, ``schedule_args``,
+   ``reason``, ``alias`` are null when unset (section 5); an empty v2 list is ``results: null``
+   (section 2); the commands routes say ``prev`` (section 1); the patch level is spelt
+   ``security_patch_level`` (section 4; the subset's ``security_path_level`` is a typo); the
+   legacy device record's ``policy``, ``user``, ``tags``, ``template_name``... are null (routes
+   11, 14).
 """
 
 from __future__ import annotations
@@ -77,7 +86,59 @@ def spec() -> dict[str, Any]:
         "string",
         "null",
     ]
+    _live_wins(doc)
     return doc
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _live_wins(doc: dict[str, Any]) -> None:
+    """Quirk 6: the live evidence over the subset, fact by fact (see the module docstring)."""
+    schemas = doc["components"]["schemas"]
+    for name in ("major_version", "minor_version", "build_number"):
+        schemas["FoundationInfo"]["properties"][name]["type"] = "integer"
+    schemas["MemoryInfo"]["properties"]["internal_storage_binary_prefix"]["type"] = "boolean"
+    software = schemas["SoftwareInfo"]["properties"]
+    software["security_patch_level"] = software.pop("security_path_level")
+    software["foundation_info"] = _nullable(software["foundation_info"])
+    for device in ("AndroidDeviceV2", "AppleDeviceV2", "LinuxDeviceV2", "WindowsDeviceV2"):
+        props = schemas[device]["properties"]
+        for name in ("group_id", "mqtt_topic"):
+            if name in props:
+                props[name] = _nullable(props[name])
+    # the legacy device record (live routes 11, 14): these were null on the live tenant
+    legacy = schemas["DeviceInfo"]["properties"]
+    for name in (
+        "policy",
+        "policy_name",
+        "current_command",
+        "user",
+        "tags",
+        "template_name",
+        "audioConstraints",
+        "kiosk_app_name",
+        "emm_device",
+    ):
+        if name in legacy:
+            legacy[name] = _nullable(legacy[name])
+    for command in ("CommandRequest", "V0CommandRequest"):
+        props = schemas.get(command, {}).get("properties", {})
+        for name in ("groups", "schedule_args", "reason", "alias"):
+            if name in props:
+                props[name] = _nullable(props[name])
+    for path, item in doc["paths"].items():
+        get = item.get("get", {})
+        body = (
+            get.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {})
+        )
+        content = body.get("schema", {}).get("properties", {}).get("content", {})
+        props = content.get("properties", {})
+        if path.startswith("/v2/") and isinstance(props.get("results"), dict):
+            props["results"] = _nullable(props["results"])
+        if path.startswith("/commands/v0/") and "previous" in props:
+            props["prev"] = props.pop("previous")
 
 
 @functools.cache

@@ -70,6 +70,13 @@ LISTS = [
         {},
         lambda b: b["count"],
     ),
+    (
+        "/enterprise/{enterprise_id}/device/",
+        "legacy",
+        f"/enterprise/{EID}/device/",
+        {},
+        lambda b: b["count"],
+    ),
     ("/v2/blueprints/", "v2", "/v2/blueprints/", {}, lambda b: b["content"]["count"]),
     ("/v2/tenant-apps", "v2", "/v2/tenant-apps", {}, lambda b: b["content"]["count"]),
     (
@@ -152,6 +159,11 @@ def test_detail_routes_validate(client, ids):
         (
             "/enterprise/{enterprise_id}/application/{application_id}/version/",
             f"/enterprise/{EID}/application/{ids['application']}/version/",
+            "legacy",
+        ),
+        (
+            "/enterprise/{enterprise_id}/device/{device_id}/",
+            f"/enterprise/{EID}/device/{ids['Android']}/",
             "legacy",
         ),
         ("/commands/v0/commands/{id}/", f"/commands/v0/commands/{ids['command']}/", "v2"),

@@ -1,0 +1,206 @@
+"""The simulator answers like the live Esper API, route by route (docs/spec/live-shapes.json).
+
+For every live route the product calls, the simulator's answer must be shape-compatible with
+what the real API answered: every key the live answer had is there, with the same JSON type or
+null (a null in the live sample matches any value: a sample of three rows is no proof of
+"always null"). Keys the simulator adds beyond the live answer must be listed in `EXTRA_KEYS`
+with the reason they exist; an unlisted extra key fails. This is the test that fails if someone
+reverts a live fact: `previous` back on a v2 list, `results: []` for an empty v2 list, a patch
+level on `/v2/devices/` list items, the spec's `security_path_level`, non-null `groups` on a
+device command, and so on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from simulator import Simulator
+from tests.conftest import ENTERPRISE_ID
+from tests.live_shapes import route, shape_of
+
+EID = ENTERPRISE_ID
+
+# (live path template, simulator URL builder) for each live route the product calls.
+# The live samples describe one Android device, so the device routes are asked about one.
+ROUTES: dict[str, Any] = {
+    "/v2/devices/": lambda ids: "/v2/devices/?limit=3&offset=0&platform=ANDROID",
+    "/v2/devices/{id}": lambda ids: f"/v2/devices/{ids['android']}",
+    "/enterprise/{enterprise_id}/device/": lambda ids: (
+        f"/enterprise/{EID}/device/?limit=3&offset=0&serial={ids['android_serial']}"
+    ),
+    "/enterprise/{enterprise_id}/device/{device_id}/": lambda ids: (
+        f"/enterprise/{EID}/device/{ids['android']}/"
+    ),
+    "/enterprise/{enterprise_id}/device/{device_id}/app/": lambda ids: (
+        f"/enterprise/{EID}/device/{ids['android']}/app/?limit=3&offset=0"
+    ),
+    # Live: the same Android device on the v2 route, an empty list.
+    "/v2/devices/{deviceId}/device-apps/": lambda ids: (
+        f"/v2/devices/{ids['android']}/device-apps/?limit=3&offset=0"
+    ),
+    "/v2/tenant-apps": lambda ids: "/v2/tenant-apps?limit=3&offset=0",
+    "/enterprise/{enterprise_id}/application/": lambda ids: (
+        f"/enterprise/{EID}/application/?limit=3&offset=0"
+    ),
+    "/enterprise/{enterprise_id}/device/{device_id}/download/eventfeed/": lambda ids: (
+        f"/enterprise/{EID}/device/{ids['android']}/download/eventfeed/?limit=3&offset=0"
+    ),
+    "/commands/v0/commands/": lambda ids: (
+        f"/commands/v0/commands/?devices={ids['commanded']}&limit=3&offset=0"
+    ),
+    "/commands/v0/status/": lambda ids: (
+        f"/commands/v0/status/?request={ids['request']}&limit=3&offset=0"
+    ),
+}
+
+# Keys the simulator serves beyond the live sample, each with its reason. A path is the key's
+# place in the answer (`[]` = any list item).
+EXTRA_KEYS: dict[str, dict[str, str]] = {
+    "/v2/devices/": {
+        "content.results[].created_by": "spec AndroidDeviceV2 (created_by/updated_by)",
+        "content.results[].updated_by": "spec AndroidDeviceV2 (created_by/updated_by)",
+        "content.results[].hardware_info.hardware": "live detail (route 12) has it",
+        "content.results[].network_info.network_type": "spec NetworkInfo",
+        "content.results[].memory_info.units": "spec MemoryInfo",
+    },
+    "/v2/devices/{id}": {
+        "content.created_by": "spec AndroidDeviceV2",
+        "content.updated_by": "spec AndroidDeviceV2",
+        "content.battery_stats.battery_level": "live list items (route 15) carry it",
+        "content.network_info.network_type": "spec NetworkInfo",
+        "content.memory_info.units": "spec MemoryInfo",
+        "content.template_name": "live list items (route 15) carry it",
+        "content.policy": "live list items (route 15) carry it",
+        "content.network_stats.current_active_connection": "live list items (route 15) carry it",
+        "content.network_stats.ip_address": "live list items (route 15) carry it",
+    },
+    "/enterprise/{enterprise_id}/device/": {},
+    "/enterprise/{enterprise_id}/device/{device_id}/": {},
+    "/enterprise/{enterprise_id}/device/{device_id}/app/": {},
+    "/v2/devices/{deviceId}/device-apps/": {},
+    "/v2/tenant-apps": {},
+    "/enterprise/{enterprise_id}/application/": {},
+    "/enterprise/{enterprise_id}/device/{device_id}/download/eventfeed/": {},
+    "/commands/v0/commands/": {},
+    "/commands/v0/status/": {},
+}
+
+
+@pytest.fixture(scope="module")
+def ids(shared_sim: Simulator) -> dict[str, str]:
+    devices = shared_sim.truth("devices")
+    android = next(d for d in devices if d["platform"] == "ANDROID" and d.get("state") == 1)
+    statuses = shared_sim.truth("command_statuses")
+    requests = {c["id"]: c for c in shared_sim.truth("command_requests")}
+    device_command = next(c for c in requests.values() if c["command_type"] == "DEVICE")
+    return {
+        "android": android["id"],
+        "android_serial": android["serial"],
+        "commanded": device_command["devices"][0],
+        "request": statuses[0]["request"],
+    }
+
+
+# Objects whose keys vary record by record (live route 27: "command_args keys vary"): compared as
+# objects, not key by key.
+FREE_FORM = (".command_args",)
+
+
+def _shape_problems(live: Any, sim: Any, where: str, extras: list[str]) -> list[str]:
+    """Where `sim` (a shape) fails `live` (a shape); extra sim keys are appended to `extras`."""
+    if where.endswith(FREE_FORM):
+        return [] if isinstance(sim, dict) or sim == "NoneType" else [f"{where}: not an object"]
+    if live == "NoneType" or sim == "NoneType":
+        return []  # null either side: compatible (the sample is small)
+    if live in ("dict", "list"):  # a container collapsed by the recorder (five levels deep)
+        ok = isinstance(sim, dict) if live == "dict" else isinstance(sim, list)
+        return [] if ok else [f"{where}: {sim!r}, expected {live}"]
+    if isinstance(live, str):
+        return [] if sim == live else [f"{where}: {sim!r}, expected {live}"]
+    if isinstance(live, dict):
+        if not isinstance(sim, dict):
+            return [f"{where}: {type(sim).__name__ if not isinstance(sim, str) else sim}, "
+                    "expected an object"]  # fmt: skip
+        if not live:
+            return []  # an empty object was recorded: nothing to compare
+        problems = [f"{where}.{k}: missing" for k in live if k not in sim]
+        extras.extend(f"{where}.{k}" for k in sim if k not in live)
+        for k in live:
+            if k in sim:
+                problems += _shape_problems(live[k], sim[k], f"{where}.{k}", extras)
+        return problems
+    if isinstance(live, list):
+        if not isinstance(sim, list):
+            return [f"{where}: {sim!r}, expected a list"]
+        if not live or not sim:
+            return []
+        problems = []
+        merged = _required_union(live)
+        for item in sim:
+            problems += _shape_problems(merged, item, f"{where}[]", extras)
+        return sorted(set(problems))
+    raise AssertionError(f"unexpected shape node at {where}: {live!r}")
+
+
+def _required_union(variants: list[Any]) -> Any:
+    """The live list item variants as one shape: keys in every variant, types from the first."""
+    if not all(isinstance(v, dict) for v in variants):
+        return variants[0]
+    keys = set.intersection(*(set(v) for v in variants))
+    return {k: variants[0][k] for k in variants[0] if k in keys}
+
+
+@pytest.mark.parametrize("path", list(ROUTES))
+def test_the_simulator_answers_like_the_live_api(
+    client: httpx.Client, ids: dict[str, str], path: str
+) -> None:
+    recorded = route("GET", path)
+    answer = client.get(ROUTES[path](ids))
+    assert answer.status_code == recorded["status"], answer.text[:300]
+    extras: list[str] = []
+    problems = _shape_problems(recorded["observed"], shape_of(answer.json()), "", extras)
+    assert not problems, f"{path} differs from the live answer (route {recorded['n']}): {problems}"
+    allowed = EXTRA_KEYS[path]
+    unlisted = sorted({e.lstrip(".") for e in extras} - set(allowed))
+    assert not unlisted, f"{path}: keys the live answer lacks, not justified: {unlisted}"
+
+
+def test_an_empty_v2_list_is_results_null(client: httpx.Client, ids: dict[str, str]) -> None:
+    """Live §2: count 0, next and prev null, results null (not [])."""
+    body = client.get(f"/v2/devices/{ids['android']}/device-apps/").json()
+    assert body == {"content": {"count": 0, "next": None, "prev": None, "results": None}}
+
+
+def test_device_list_items_carry_no_patch_level_and_the_detail_does(
+    client: httpx.Client, ids: dict[str, str]
+) -> None:
+    """Live §4: the patch level is on the detail and the legacy routes, never on list items."""
+    items = client.get("/v2/devices/?limit=50&platform=ANDROID").json()["content"]["results"]
+    assert items and all(
+        "security_patch_level" not in i["software_info"]
+        and "os_build_number" not in i["software_info"]
+        and "security_path_level" not in i["software_info"]
+        for i in items
+    )
+    detail = client.get(f"/v2/devices/{ids['android']}").json()["content"]["software_info"]
+    legacy = client.get(f"/enterprise/{EID}/device/{ids['android']}/").json()["softwareInfo"]
+    assert detail["security_patch_level"] == legacy["securityPatchLevel"]
+    assert detail["os_build_number"] == legacy["androidBuildNumber"]
+
+
+def test_unset_command_fields_are_null(client: httpx.Client, ids: dict[str, str]) -> None:
+    """Live route 27: a device command has `groups`, `reason`, `schedule_args`, `alias` null, and
+    the list says `prev` inside `{code, message, content}`."""
+    body = client.get(f"/commands/v0/commands/?devices={ids['commanded']}").json()
+    assert set(body) == {"code", "message", "content"}
+    assert set(body["content"]) == {"count", "next", "prev", "results"}
+    device_commands = [c for c in body["content"]["results"] if c["command_type"] == "DEVICE"]
+    assert device_commands
+    for command in device_commands:
+        assert command["groups"] is None and command["reason"] is None
+        assert command["alias"] is None
+        if command["schedule"] == "IMMEDIATE":
+            assert command["schedule_args"] is None
