@@ -28,6 +28,7 @@ TRUTH_TABLES = (
     "operations",
     "operation_devices",
     "device_events",
+    "status_metrics",
 )
 
 # Sort keys for the /v2/devices/ ``ordering`` parameter (field -> key of device index).
@@ -251,3 +252,6 @@ class World:
                 rec["device_id"] = f.ids[i]
                 out.append(rec)
         return out
+
+    def _truth_status_metrics(self) -> list[Record]:
+        return [self.wire.status_metrics()]  # one object: the counters as of now

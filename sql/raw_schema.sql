@@ -246,6 +246,24 @@ create table esper.device_events (
     enterprise varchar
 );
 
+create table esper.status_metrics (
+    snapshot_date varchar,
+    as_of timestamptz,
+    recently_added bigint,
+    low_battery bigint,
+    under_provisioning bigint,
+    unprovisioned_devices bigint,
+    secure bigint,
+    low_risk bigint,
+    medium_risk bigint,
+    high_risk bigint,
+    total_devices_under_risk bigint,
+    unspecified bigint,
+    last_seen__first_period bigint,
+    last_seen__second_period bigint,
+    last_seen__third_period bigint
+);
+
 create table esper._esper_runs (
     run_id varchar,
     started_at timestamptz,

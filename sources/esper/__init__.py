@@ -28,6 +28,7 @@ from .resources import (
     blueprint_versions,
     blueprints,
     groups,
+    status_metrics,
     tenant_app_versions,
     tenant_apps,
 )
@@ -115,6 +116,7 @@ def esper(
         *page_events,
         heartbeats(**run),
         groups(**run),
+        status_metrics(**run),
         blueprint_list,
         blueprint_list | blueprint_versions(**run),
         tenant_app_list,

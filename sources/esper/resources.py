@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from datetime import UTC
 from typing import Any
 
 import dlt
 import pyarrow as pa
 
-from .client import EsperClient
+from .client import EsperClient, EsperResponseError
 from .common import (
     Options,
     cursor_state,
@@ -174,6 +175,34 @@ def application_versions(
     ledger.application_ids.update(heads)
     yield from _versions("application_versions", changed, client, ledger, opts, "application_id")
     state["application_heads"] = heads  # the list is read whole: apps missing from it are gone
+
+
+# -------------------------------------------------------------------------------- reports
+
+
+@dlt.resource(
+    name="status_metrics",
+    primary_key=ENDPOINTS["status_metrics"].key,
+    write_disposition="merge",
+    columns=hints("status_metrics"),
+)
+def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """The tenant's status counters as of this run: one row per day of the API's clock.
+
+    The route answers one bare object of counters (live route 23), no list. The row is keyed by
+    the UTC date of the run's API time (`ledger.as_of`), so a second run the same day replaces
+    that day's row and the next day's run adds one: a daily snapshot.
+    """
+    path = endpoint_path("status_metrics", client)
+    body = client.get(path)
+    if not isinstance(body, dict):
+        raise EsperResponseError(
+            f"{path}: expected an object of counters, got {type(body).__name__}"
+        )
+    assert ledger.as_of is not None  # set by open_run, before any resource runs
+    as_of = ledger.as_of.astimezone(UTC)
+    row = {**body, "snapshot_date": as_of.date().isoformat(), "as_of": as_of.isoformat()}
+    yield page_table("status_metrics", [row])
 
 
 def _heads(page: pa.Table) -> list[str | None]:

@@ -156,5 +156,18 @@ SCHEMAS: dict[str, TableSchema] = {
                 Col("created_on", TS),
             ),
         ),
+        TableSchema(
+            "status_metrics",  # a bare object of counters (live route 23) + the snapshot's day
+            (
+                Col("snapshot_date"),  # ISO date (UTC) of the API's clock: the key
+                Col("as_of", TS),  # the API's time of the request
+                *cols("recently_added low_battery under_provisioning unprovisioned_devices", INT),
+                *cols("secure low_risk medium_risk high_risk total_devices_under_risk", INT),
+                Col("unspecified", INT),
+                Col("last_seen", JSON),
+                *flat("last_seen__first_period last_seen__second_period", INT),
+                *flat("last_seen__third_period", INT),
+            ),
+        ),
     )
 }

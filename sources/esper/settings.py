@@ -68,6 +68,9 @@ ENDPOINTS: dict[str, Endpoint] = {
         Endpoint("device_events", "/enterprise/{eid}/device/{id}/download/eventfeed/", ("id",),
                  "created_on", "devices with activity in this run; newest first, stop at the "
                  "previous run's API time - lag"),
+        Endpoint("status_metrics", "/v2/enterprise/{eid}/report/status-metrics",
+                 ("snapshot_date",), None, "one request per run: the tenant's counters, one row "
+                 "per day of the API's clock, merged on the day (a re-run replaces it)"),
     )
 }  # fmt: skip
 
