@@ -269,6 +269,18 @@ def test_datatap_bodies_validate(client):
     assert set(missing.json()) == {"status", "error", "message"}
 
 
+def test_status_metrics_is_the_live_bare_object(client, shared_sim):
+    """Not in the OpenAPI subset: the live answer (route 23) is the reference, type for type."""
+    from tests.live_shapes import route, shape_of
+
+    resp = client.get(f"/v2/enterprise/{EID}/report/status-metrics")
+    assert resp.status_code == 200, resp.text
+    recorded = route("GET", "/v2/enterprise/{enterprise_id}/report/status-metrics")
+    assert shape_of(resp.json()) == recorded["observed"]
+    assert resp.json() == shared_sim.truth("status_metrics")[0]
+    assert client.get(f"/v2/enterprise/{UNKNOWN}/report/status-metrics").status_code == 404
+
+
 def test_every_route_is_exercised(shared_sim):
     """Guard: the conformance tests above reached every API route the simulator serves."""
     from simulator.routes import ROUTES

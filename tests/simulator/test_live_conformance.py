@@ -54,6 +54,9 @@ ROUTES: dict[str, Any] = {
     "/commands/v0/status/": lambda ids: (
         f"/commands/v0/status/?request={ids['request']}&limit=3&offset=0"
     ),
+    "/v2/enterprise/{enterprise_id}/report/status-metrics": lambda ids: (
+        f"/v2/enterprise/{EID}/report/status-metrics"
+    ),
 }
 
 # Keys the simulator serves beyond the live sample, each with its reason. A path is the key's
@@ -86,6 +89,7 @@ EXTRA_KEYS: dict[str, dict[str, str]] = {
     "/enterprise/{enterprise_id}/device/{device_id}/download/eventfeed/": {},
     "/commands/v0/commands/": {},
     "/commands/v0/status/": {},
+    "/v2/enterprise/{enterprise_id}/report/status-metrics": {},
 }
 
 
