@@ -761,7 +761,7 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
     d.probe("heartbeats", e["heartbeats"].path, "heartbeats", window)
     d.probe("device_events", e["device_events"].path, "device_events", page,
             parent=device_id)  # fmt: skip
-    d.probe("status metrics", "/v2/enterprise/{eid}/report/status-metrics", None)
+    d.probe("status_metrics", e["status_metrics"].path, "status_metrics")
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)
 
