@@ -208,6 +208,18 @@ class Fleet:
         """Platform code (catalog.ANDROID ...) of device ``i``."""
         return C.OS_PLATFORM[self.os[i]]
 
+    def installed_on(self, k: int, v: int) -> list[int]:
+        """Live Android devices with version ``v`` of legacy app ``k`` installed (created order)."""
+        return [
+            i
+            for i in self.live()
+            if self.platform(i) == C.ANDROID and any(e[0] == k and e[1] == v for e in self.apps[i])
+        ]
+
+    def installed_count(self, k: int, v: int) -> int:
+        """How many live devices have version ``v`` of legacy app ``k`` installed."""
+        return len(self.installed_on(k, v))
+
     def live(self) -> list[int]:
         """Indexes of the devices the API serves (not removed)."""
         removed = self.removed

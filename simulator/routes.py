@@ -443,6 +443,50 @@ def application_versions(w: World, req: Req) -> tuple[int, Body]:
     return 200, legacy_list(req, items, lambda v: w.wire.application_version(k, v))
 
 
+def _application(w: World, app_id: str) -> int:
+    apps = w.fleet.legacy_apps
+    k = next((n for n, a in enumerate(apps) if a.id == app_id.lower()), None)
+    if k is None:
+        raise ApiError(404, "detail: Not found.")
+    return k
+
+
+def applications_v1(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v1/enterprise/{eid}/application/: the whole Android catalogue (live route 2)."""
+    apps = w.fleet.legacy_apps
+    items = list(range(len(apps)))
+    if req.query.get("package_name"):
+        items = [k for k in items if req.query["package_name"] in apps[k].package]
+    return 200, legacy_list(req, items, w.wire.application_v1)
+
+
+def application_versions_v1(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v1/enterprise/{eid}/application/{id}/version/ (live route 6)."""
+    k = _application(w, req.params["id"])
+    items = list(range(len(w.fleet.legacy_apps[k].versions)))
+    return 200, legacy_list(req, items, lambda v: w.wire.application_version_v1(k, v))
+
+
+def install_devices(w: World, req: Req) -> tuple[int, Body]:
+    """GET .../application/{id}/version/{vid}/installdevices (live routes 9, 10; equal bodies)."""
+    k = _application(w, req.params["id"])
+    vers = w.fleet.legacy_apps[k].versions
+    v = next((n for n, ver in enumerate(vers) if ver.id == req.params["vid"].lower()), None)
+    if v is None:
+        raise ApiError(404, "detail: Not found.")
+    f = w.fleet
+
+    def build(i: int) -> dict[str, Any]:
+        return {
+            "id": f.ids[i],
+            "device_name": f.name[i],
+            "alias_name": f.alias[i] or None,
+            "group_name": f.groups[f.group[i]].name if f.group[i] >= 0 else None,
+        }
+
+    return 200, legacy_list(req, f.installed_on(k, v), build)
+
+
 def device_apps_legacy(w: World, req: Req) -> tuple[int, Body]:
     """GET /enterprise/{eid}/device/{id}/app/ (Android installed apps)."""
     i = _device(w, req.params["id"])
@@ -692,6 +736,20 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/enterprise/{eid}/devicegroup/", LEGACY, devicegroups),
     ("GET", "/enterprise/{eid}/application/", LEGACY, applications),
     ("GET", "/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions),
+    ("GET", "/v1/enterprise/{eid}/application/", LEGACY, applications_v1),
+    ("GET", "/v1/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions_v1),
+    (
+        "GET",
+        "/enterprise/{eid}/application/{id}/version/{vid}/installdevices",
+        LEGACY,
+        install_devices,
+    ),
+    (
+        "GET",
+        "/v1/enterprise/{eid}/application/{id}/version/{vid}/installdevices",
+        LEGACY,
+        install_devices,
+    ),
     ("GET", "/enterprise/{eid}/device/{id}/app/", LEGACY, device_apps_legacy),
     ("GET", "/enterprise/{eid}/device/{id}/download/eventfeed/", LEGACY, eventfeed),
     ("GET", "/commands/v0/commands/", V2, commands_list),

@@ -498,6 +498,52 @@ class Wire:
             "enterprise": self.enterprise_url(),
         }
 
+    def application_v1(self, k: int) -> Record:
+        """The v1 catalogue item of Android app ``k`` (live route 2): ``latest_version``, no list."""
+        a = self.f.legacy_apps[k]
+        ver = a.versions[-1]
+        return {
+            "id": a.id,
+            "application_name": a.name,
+            "package_name": a.package,
+            "enterprise": self.enterprise_url(),
+            "is_hidden": False,
+            "latest_version": {
+                "id": ver.id,
+                "version_code": ver.code,
+                "build_number": ver.code,
+                "hash_string": derived_id("hash", ver.id).replace("-", ""),
+                "icon_url": f"https://cdn.example/icons/{a.package}.png",
+                "min_sdk_version": "26",
+                "release_name": None,
+                "target_sdk_version": None,
+            },
+        }
+
+    def application_version_v1(self, k: int, v: int) -> Record:
+        """A v1 version record of Android app ``k`` (live route 6): ints for counts and sizes."""
+        a = self.f.legacy_apps[k]
+        ver = a.versions[v]
+        return {
+            "id": ver.id,
+            "application": a.id,
+            "enterprise": self.enterprise_url(),
+            "version_code": ver.code,
+            "build_number": ver.code,
+            "min_sdk_version": "26",
+            "release_name": None,
+            "release_comments": None,
+            "release_date": iso(ver.created),
+            "created_on": iso(ver.created),
+            "app_file": None,
+            "app_icon": f"https://cdn.example/icons/{a.package}.png",
+            "approval_status": "APPROVED",
+            "installed_count": self.f.installed_count(k, v),
+            "is_default": v == len(a.versions) - 1,
+            "is_g_play": a.kind == "PLAYSTORE",
+            "size_in_mb": 12 + ver.number,
+        }
+
     def _application_version_short(self, a: App, v: int) -> Record:
         ver = a.versions[v]
         return {

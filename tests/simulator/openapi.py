@@ -12,8 +12,9 @@ literal reading rejects what the API really sends are patched here, each one nam
 4. Error statuses a path does not document (e.g. 400 on ``/commands/v0/status/``) are checked
    against the route family's error schema (legacy ``ErrorResponse``, v0/v2 ``Error_*``,
    Reports ``ReportsErrorResponse``).
-5. Data Tap is not in the subset: its bodies are checked against its documented shapes
-   (live-shapes.json ``docs_only``; ``tests/simulator/test_datatap.py``), not here.
+5. Data Tap is not in the subset: its bodies are checked loosely against the Reports shapes
+   (``CreateReportResponse``, ``GetReportResponsePreview``) here, and key for key against the
+   documented Query API shape in ``tests/simulator/test_datatap.py``.
 6. Where the live evidence (docs/spec/live-observations.md, the highest authority) contradicts the
    subset, the live shape wins: foundation version numbers are ints and
    ``internal_storage_binary_prefix`` a bool (section 4); ``foundation_info``, ``group_id``,

@@ -281,6 +281,42 @@ def test_status_metrics_is_the_live_bare_object(client, shared_sim):
     assert client.get(f"/v2/enterprise/{UNKNOWN}/report/status-metrics").status_code == 404
 
 
+def test_v1_application_routes_are_the_live_shapes(client, shared_sim):
+    """Not in the OpenAPI subset: the live answers (routes 2, 6, 9, 10) are the reference."""
+    from tests.live_shapes import route, shape_of, shape_problems
+
+    app = shared_sim.truth("applications")[0]
+    version = app["versions"][-1]["id"]
+    cases = [
+        ("/v1/enterprise/{enterprise_id}/application/", f"/v1/enterprise/{EID}/application/"),
+        (
+            "/v1/enterprise/{enterprise_id}/application/{application_id}/version/",
+            f"/v1/enterprise/{EID}/application/{app['id']}/version/",
+        ),
+        (
+            "/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/installdevices",
+            f"/enterprise/{EID}/application/{app['id']}/version/{version}/installdevices",
+        ),
+        (
+            "/v1/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/installdevices",
+            f"/v1/enterprise/{EID}/application/{app['id']}/version/{version}/installdevices",
+        ),
+    ]
+    bodies = []
+    for template, url in cases:
+        resp = client.get(url, params={"limit": 3})
+        assert resp.status_code == 200, resp.text
+        extras: list[str] = []
+        assert not shape_problems(
+            route("GET", template)["observed"], shape_of(resp.json()), "", extras
+        )
+        assert not extras, (template, extras)
+        bodies.append(resp.json())
+    same = [{k: v for k, v in b.items() if k != "next"} for b in bodies[2:]]
+    assert same[0] == same[1], "legacy and v1 installdevices list the same devices (live)"
+    assert bodies[0]["count"] == len(shared_sim.truth("applications"))
+
+
 def test_every_route_is_exercised(shared_sim):
     """Guard: the conformance tests above reached every API route the simulator serves."""
     from simulator.routes import ROUTES

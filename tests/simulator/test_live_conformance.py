@@ -19,7 +19,7 @@ import pytest
 
 from simulator import Simulator
 from tests.conftest import ENTERPRISE_ID
-from tests.live_shapes import route, shape_of
+from tests.live_shapes import route, shape_of, shape_problems
 
 EID = ENTERPRISE_ID
 
@@ -108,55 +108,6 @@ def ids(shared_sim: Simulator) -> dict[str, str]:
     }
 
 
-# Objects whose keys vary record by record (live route 27: "command_args keys vary"): compared as
-# objects, not key by key.
-FREE_FORM = (".command_args",)
-
-
-def _shape_problems(live: Any, sim: Any, where: str, extras: list[str]) -> list[str]:
-    """Where `sim` (a shape) fails `live` (a shape); extra sim keys are appended to `extras`."""
-    if where.endswith(FREE_FORM):
-        return [] if isinstance(sim, dict) or sim == "NoneType" else [f"{where}: not an object"]
-    if live == "NoneType" or sim == "NoneType":
-        return []  # null either side: compatible (the sample is small)
-    if live in ("dict", "list"):  # a container collapsed by the recorder (five levels deep)
-        ok = isinstance(sim, dict) if live == "dict" else isinstance(sim, list)
-        return [] if ok else [f"{where}: {sim!r}, expected {live}"]
-    if isinstance(live, str):
-        return [] if sim == live else [f"{where}: {sim!r}, expected {live}"]
-    if isinstance(live, dict):
-        if not isinstance(sim, dict):
-            return [f"{where}: {type(sim).__name__ if not isinstance(sim, str) else sim}, "
-                    "expected an object"]  # fmt: skip
-        if not live:
-            return []  # an empty object was recorded: nothing to compare
-        problems = [f"{where}.{k}: missing" for k in live if k not in sim]
-        extras.extend(f"{where}.{k}" for k in sim if k not in live)
-        for k in live:
-            if k in sim:
-                problems += _shape_problems(live[k], sim[k], f"{where}.{k}", extras)
-        return problems
-    if isinstance(live, list):
-        if not isinstance(sim, list):
-            return [f"{where}: {sim!r}, expected a list"]
-        if not live or not sim:
-            return []
-        problems = []
-        merged = _required_union(live)
-        for item in sim:
-            problems += _shape_problems(merged, item, f"{where}[]", extras)
-        return sorted(set(problems))
-    raise AssertionError(f"unexpected shape node at {where}: {live!r}")
-
-
-def _required_union(variants: list[Any]) -> Any:
-    """The live list item variants as one shape: keys in every variant, types from the first."""
-    if not all(isinstance(v, dict) for v in variants):
-        return variants[0]
-    keys = set.intersection(*(set(v) for v in variants))
-    return {k: variants[0][k] for k in variants[0] if k in keys}
-
-
 @pytest.mark.parametrize("path", list(ROUTES))
 def test_the_simulator_answers_like_the_live_api(
     client: httpx.Client, ids: dict[str, str], path: str
@@ -165,7 +116,7 @@ def test_the_simulator_answers_like_the_live_api(
     answer = client.get(ROUTES[path](ids))
     assert answer.status_code == recorded["status"], answer.text[:300]
     extras: list[str] = []
-    problems = _shape_problems(recorded["observed"], shape_of(answer.json()), "", extras)
+    problems = shape_problems(recorded["observed"], shape_of(answer.json()), "", extras)
     assert not problems, f"{path} differs from the live answer (route {recorded['n']}): {problems}"
     allowed = EXTRA_KEYS[path]
     unlisted = sorted({e.lstrip(".") for e in extras} - set(allowed))
