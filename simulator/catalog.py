@@ -136,6 +136,19 @@ ANDROID_APPS: tuple[tuple[str, str, str, str, int], ...] = (
 )
 ANDROID_BASE_APPS = (0, 1, 2)  # installed on every Android device
 
+# Apple apps that are in no tenant app list (live §9-10): an App Store (VPP) app on every other
+# iPhone/iPad, in one of its versions, and Esper's own iOS app (ESPER_IOS) on every Apple device,
+# at the device's agent version. (app_name, bundle_id, app_type, versions)
+APPLE_STORE_APPS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("Esper", "io.esper.ios.agent", "ESPER_IOS", ()),
+    (
+        "Microsoft Outlook",
+        "com.microsoft.Office.Outlook",
+        "VPP",
+        ("4.2401.0", "4.2402.1", "4.2403.0"),
+    ),
+)
+
 # Tenant apps (Apple/Windows): (app_name, package_name, platform, n_versions)
 TENANT_APPS: tuple[tuple[str, str, int, int], ...] = (
     ("Store Companion", "com.acme.storecompanion", APPLE, 5),

@@ -504,14 +504,13 @@ _V2_APP_TYPES = ("VPP", "TENANT_IOS", "ESPER_IOS", "WEBCLIP", "ESPER_WINDOWS", "
 def device_apps_v2(w: World, req: Req) -> tuple[int, Body]:
     """GET /v2/devices/{id}/device-apps/ (Apple and Windows installed apps)."""
     i = _device(w, req.params["id"])
-    f = w.fleet
-    entries = f.apps[i] if f.platform(i) in (C.APPLE, C.WINDOWS) else []
+    records = w.installed(i) if w.fleet.platform(i) in (C.APPLE, C.WINDOWS) else []
     app_type = req.query.get("app_type")
     if app_type:
         if app_type not in _V2_APP_TYPES:
             raise ApiError(400, f"app_type: must be one of {', '.join(_V2_APP_TYPES)}")
-        entries = [e for e in entries if f.tenant_apps[e[0]].kind == app_type]
-    return 200, v2_list(req, entries, lambda e: w.wire.device_app_v2(i, e))
+        records = [r for r in records if r["app_type"] == app_type]
+    return 200, v2_list(req, records, lambda r: r)
 
 
 def device_apps_by_version(w: World, req: Req) -> tuple[int, Body]:

@@ -153,7 +153,8 @@ class World:
         if plat == C.ANDROID:
             return [self.wire.device_app_legacy(i, e) for e in f.apps[i]]
         if plat in (C.APPLE, C.WINDOWS):
-            return [self.wire.device_app_v2(i, e) for e in f.apps[i]]
+            tenant = [self.wire.device_app_v2(i, e) for e in f.apps[i]]
+            return tenant + self.wire.device_store_apps(i)
         return []
 
     def events_newest_first(self, i: int) -> list[tuple[int, int, int, int, int]]:

@@ -619,7 +619,7 @@ class Wire:
         k, v, created, updated = entry
         a = self.f.tenant_apps[k]
         did = self.f.ids[i]
-        return {
+        rec: Record = {
             "id": derived_id(did, "app", k),
             "device_id": did,
             "app_id": a.id,
@@ -629,6 +629,53 @@ class Wire:
             "created_at": iso(created),
             "updated_at": iso(updated),
             "tenant_id": self.f.tenant_id,
+        }
+        if a.platform == C.APPLE:  # what Esper's own tool reads of Apple apps (live §9)
+            rec.update(self._apple_app(a.name, a.package, a.versions[v].name))
+        return rec
+
+    def device_store_apps(self, i: int) -> list[Record]:
+        """Apple apps in no tenant app list (VPP, ESPER_IOS): `bundle_id`, `apple_app_version`.
+
+        Derived from the device (no random draw): Esper's app at the agent version on every
+        Apple device; the VPP app on every other iPhone/iPad, its version following the OS.
+        """
+        f = self.f
+        if C.OS_PLATFORM[f.os[i]] != C.APPLE:
+            return []
+        did = f.ids[i]
+        out = []
+        for n, (name, bundle, kind, versions) in enumerate(C.APPLE_STORE_APPS):
+            if kind == "ESPER_IOS":
+                version = C.AGENTS[C.APPLE][f.agent[i]][0]
+            elif f.os[i] != 3 and i % 2 == 0:  # not on Apple TV
+                version = versions[min(f.osv[i], len(versions) - 1)]
+            else:
+                continue
+            out.append(
+                {
+                    "id": derived_id(did, "store-app", n),
+                    "device_id": did,
+                    "app_id": None,
+                    "app_type": kind,
+                    "app_version_id": None,
+                    "base64_app_config": "",
+                    "created_at": iso(f.provisioned[i]),
+                    "updated_at": iso(f.provisioned[i]),
+                    "tenant_id": f.tenant_id,
+                    **self._apple_app(name, bundle, version),
+                }
+            )
+        return out
+
+    @staticmethod
+    def _apple_app(name: str, bundle: str, version: str) -> Record:
+        return {
+            "app_name": name,
+            "bundle_id": bundle,
+            "apple_app_version": version,
+            "platform": "APPLE",
+            "device_families": ["IPHONE", "IPAD"],
         }
 
     # -- commands and operations ---------------------------------------------------------

@@ -19,7 +19,13 @@ import pytest
 
 from simulator import Simulator
 from tests.conftest import ENTERPRISE_ID
-from tests.live_shapes import route, shape_of, shape_problems
+from tests.live_shapes import document, route, shape_of, shape_problems
+
+
+def route_practice(name: str) -> list[str]:
+    """The fields Esper's own client reads (live-shapes.json `client_practice.fields_read`)."""
+    return document()["client_practice"]["fields_read"][name]
+
 
 EID = ENTERPRISE_ID
 
@@ -159,3 +165,29 @@ def test_unset_command_fields_are_null(client: httpx.Client, ids: dict[str, str]
         assert command["alias"] is None
         if command["schedule"] == "IMMEDIATE":
             assert command["schedule_args"] is None
+
+
+def test_apple_devices_list_store_apps_missing_from_tenant_apps(
+    client: httpx.Client, shared_sim: Simulator
+) -> None:
+    """Live §9-10: App Store (VPP) and Esper (ESPER_IOS) apps are on Apple devices but in no
+    tenant app list; Esper's own tool reads them by `bundle_id` and `apple_app_version`."""
+    fields = route_practice("apple_app")
+    tenant_packages = {
+        a["package_name"]
+        for a in client.get("/v2/tenant-apps?limit=1000").json()["content"]["results"]
+    }
+    apple = [d for d in shared_sim.truth("devices") if d["platform"] == "APPLE"]
+    seen_types: set[str] = set()
+    for device in apple:
+        body = client.get(f"/v2/devices/{device['id']}/device-apps/?limit=250").json()
+        for item in body["content"]["results"] or []:
+            assert set(fields) <= set(item), item
+            assert isinstance(item["bundle_id"], str) and isinstance(item["apple_app_version"], str)
+            if item["app_type"] in ("VPP", "ESPER_IOS"):
+                seen_types.add(item["app_type"])
+                assert item["bundle_id"] not in tenant_packages
+                assert item["app_id"] is None
+    assert seen_types == {"VPP", "ESPER_IOS"}
+    truth = shared_sim.truth("device_apps")
+    assert {r["app_type"] for r in truth} >= {"VPP", "ESPER_IOS"}, "the truth holds them too"
