@@ -23,7 +23,8 @@ literal reading rejects what the API really sends are patched here, each one nam
    (section 2); the commands routes say ``prev`` (section 1); the patch level is spelt
    ``security_patch_level`` (section 4; the subset's ``security_path_level`` is a typo); the
    legacy device record's ``policy``, ``user``, ``tags``, ``template_name``... are null (routes
-   11, 14).
+   11, 14); Apple device apps include App Store apps (``VPP``) with no app or version id
+   (section 9).
 """
 
 from __future__ import annotations
@@ -124,6 +125,11 @@ def _live_wins(doc: dict[str, Any]) -> None:
     ):
         if name in legacy:
             legacy[name] = _nullable(legacy[name])
+    # Apple apps outside the tenant list (live §9): App Store (VPP) apps, no app/version id
+    apps = schemas["DeviceAppsResponse"]["properties"]
+    apps["app_type"]["enum"] = [*apps["app_type"]["enum"], "VPP"]
+    for name in ("app_id", "app_version_id"):
+        apps[name] = _nullable(apps[name])
     for command in ("CommandRequest", "V0CommandRequest"):
         props = schemas.get(command, {}).get("properties", {})
         for name in ("groups", "schedule_args", "reason", "alias"):
