@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import dlt
@@ -35,8 +36,14 @@ from .scan import (
 )
 from .settings import ENDPOINTS
 from .vocabulary import is_terminal
+from .watermarks import FeedScan, event_marks
 
 log = logging.getLogger("esper_warehouse.source")
+
+# Cursors taken from the data: the newest `updated_at` read (the `*_as_of` names before them held
+# the API's clock, which can run ahead of the data; a new name starts each one afresh).
+STATUSES_SEEN = "command_statuses_updated_at"
+OPERATION_DEVICES_SEEN = "operation_devices_updated_at"
 
 # --------------------------------------------------------------- commands and operations
 
@@ -95,7 +102,10 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     """
     state = cursor_state()
     requests = set(state.get("open_requests", [])) | ledger.new_requests
-    active_since = read_from("command_statuses_as_of", opts.lag, ledger)
+    # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
+    # API's clock, which may run ahead of its data) minus the lag.
+    active_since = read_from(STATUSES_SEEN, opts.lag, ledger)
+    newest: datetime | None = None
     limit, key = page_limit("command_statuses", opts), ("id",)
 
     def fetch(batch: list[str]) -> Any:
@@ -115,14 +125,14 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
             (closed if is_terminal("command", item.get("state")) else open_requests).add(
                 item.get("request")
             )
-            if active_since is None or (parse_time(item.get("updated_at")) or active_since) >= (
-                active_since
-            ):
+            ts = parse_time(item.get("updated_at"))
+            newest = max(filter(None, (newest, ts)), default=None)
+            if active_since is None or ts is None or ts >= active_since:
                 ledger.mark_active([url_id(item.get("device"))])
         if read.items:
             yield page_table("command_statuses", read.items)
     state["open_requests"] = sorted(r for r in open_requests if r)
-    advance_cursor("command_statuses_as_of", ledger.as_of)
+    advance_cursor(STATUSES_SEEN, newest)
 
 
 @dlt.resource(
@@ -148,7 +158,8 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
     state = cursor_state()
     previously_open = set(state.get("open_operations", []))
     changed = ledger.changed_operations
-    active_since = read_from("operation_devices_as_of", opts.lag, ledger)
+    active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger)  # data, as for statuses
+    newest: datetime | None = None
     key, limit = ("id",), page_limit("operation_devices", opts)
 
     def fetch(operation_id: str) -> Any:
@@ -165,6 +176,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
         ledger.add_scan("operation_devices", read.count, read.items, key)
         for item in read.items:
             ts = parse_time(item.get("updated_at"))
+            newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
                 ledger.mark_active([item.get("device_id")])
         rows.extend(read.items)
@@ -175,7 +187,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
         yield page_table("operation_devices", rows)
     still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
     state["open_operations"] = sorted((previously_open - set(changed) - gone) | still_open)
-    advance_cursor("operation_devices_as_of", ledger.as_of)
+    advance_cursor(OPERATION_DEVICES_SEEN, newest)
 
 
 # ------------------------------------------------------------------------------ device events
@@ -189,30 +201,29 @@ def _event_feeds(
     *,
     bulk: bool = False,
 ) -> Iterator[pa.Table]:
-    """The event feeds of `device_ids`, fetched concurrently, newest first, stop at the last run.
+    """The event feeds of `device_ids`, fetched concurrently, newest first.
 
+    A full scan reads every feed to its end. An incremental run stops each feed at the device's
+    watermark in the warehouse (`watermarks.FeedScan`: the feed's count and the event ids, never
+    a clock), so events uploaded days after their `created_on` are found too.
     Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`).
     """
-    since = read_from("device_events_as_of", opts.lag, ledger)
+    marks = None if ledger.full_scan else event_marks()
     limit = page_limit("device_events", opts)
 
     def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
-        scan = DescScan("created_on", since)
-        items: list[dict] = []
-        count = 0
+        scan = FeedScan(marks.get(device_id) if marks else None)
         try:
             path = endpoint_path("device_events", client, device_id)
-            for page, fresh in scan.pages(iter_pages(client, path, limit=limit)):
-                count = max(count, page.count or 0)
-                items.extend(page.items if not scan.stopped else fresh)
+            for _page in scan.pages(iter_pages(client, path, limit=limit)):
+                pass
         except EsperNotFoundError as error:
             if error.tenant_level:
                 raise
             return None  # the device was removed
-        # One row per event id: an event arriving while the feed is paged shifts the offsets and
-        # repeats an item on the next page (device_events may be loaded insert-only).
-        items = list({item.get("id"): item for item in items}.values())
-        return items, count, not scan.stopped
+        # One row per event id (`FeedScan` keys them): an event arriving while the feed is paged
+        # shifts the offsets and repeats an item on the next page (events load insert-only).
+        return scan.result(), scan.count, not scan.stopped
 
     rows: list[dict] = []
     for device_id, result in fan_out(client, device_ids, fetch, bulk=bulk):
@@ -249,7 +260,6 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     """
     targets = sorted(set(ledger.changed_devices) | ledger.active_devices)
     yield from _event_feeds(client, ledger, opts, targets)
-    advance_cursor("device_events_as_of", ledger.as_of)
 
 
 @dlt.transformer(**_EVENTS_HINTS, parallelized=True)
@@ -265,5 +275,3 @@ def device_events_of_page(
     in the (complete) device list because they were removed: their feeds would answer 404.
     """
     yield from _event_feeds(client, ledger, opts, page.column("id").to_pylist(), bulk=True)
-    # The same value from every page; dlt commits state only with a completely extracted run.
-    advance_cursor("device_events_as_of", ledger.as_of)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import dlt
@@ -25,7 +25,7 @@ from .common import (
 )
 from .ledger import RunLedger
 from .pagination import iter_cursor_pages
-from .scan import DescScan, fan_out, first_seen, iso, read_all, read_all_or_gone
+from .scan import DescScan, fan_out, first_seen, iso, parse_time, read_all, read_all_or_gone
 from .settings import LEGACY_DEVICES_PATH, PAGE_SIZE, V2_DEVICE_APPS_PATH
 
 log = logging.getLogger("esper_warehouse.source")
@@ -178,6 +178,11 @@ def device_apps(
         yield page_table("device_apps", rows, row_hash=True)
 
 
+# The newest heartbeat `timestamp` read (the name before it, `heartbeats`, held the API's clock).
+HEARTBEATS_SEEN = "heartbeats_timestamp"
+HEARTBEAT_AHEAD = timedelta(days=30)  # the window's end past the API's `Date`
+
+
 @dlt.resource(
     name="heartbeats",
     primary_key=("device_id", "timestamp"),
@@ -185,11 +190,17 @@ def device_apps(
     columns=hints("heartbeats"),
 )
 def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Last-seen observations in the window (watermark - lag, the API's now)."""
+    """Last-seen observations from the newest one loaded (minus the lag) onwards.
+
+    The window starts at the newest `timestamp` the last run read, not at its clock: a server
+    whose `Date` runs ahead of its data would otherwise skip the observations in between. Its
+    end (required by the route) lies `HEARTBEAT_AHEAD` past the API's `Date`, so a `Date` that
+    runs behind the data cuts nothing off either.
+    """
     now = ledger.as_of
     assert now is not None
-    start = read_from("heartbeats", opts.lag, ledger) or now - opts.heartbeat_start
-    params = {"last_seen_gt": iso(start), "last_seen_lt": iso(now)}
+    start = read_from(HEARTBEATS_SEEN, opts.lag, ledger) or now - opts.heartbeat_start
+    params = {"last_seen_gt": iso(start), "last_seen_lt": iso(max(now, start) + HEARTBEAT_AHEAD)}
     key = ("device_id", "timestamp")
     read = read_all(
         client,
@@ -202,4 +213,5 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     ledger.add_scan("heartbeats", read.count, read.items, key)
     if read.items:
         yield page_table("heartbeats", read.items)
-    advance_cursor("heartbeats", now)
+    seen = (parse_time(item.get("timestamp")) for item in read.items)
+    advance_cursor(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))
