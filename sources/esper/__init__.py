@@ -49,6 +49,7 @@ def esper(
     max_concurrency: int = s.MAX_CONCURRENCY,
     max_retries: int = s.MAX_RETRIES,
     request_timeout: float = s.REQUEST_TIMEOUT_S,
+    max_retry_wait_s: float = s.MAX_RETRY_WAIT_S,
     data_tap_queries: dict[str, str] | None = None,
     data_tap_deadline_s: float = s.DATA_TAP_DEADLINE_S,
     data_tap_stuck_s: float = s.DATA_TAP_STUCK_S,
@@ -75,6 +76,7 @@ def esper(
         enterprise_id,
         timeout=request_timeout,
         max_retries=max_retries,
+        max_retry_wait=max_retry_wait_s,
         initial_concurrency=initial_concurrency,
         max_concurrency=max_concurrency,
     )

@@ -41,6 +41,7 @@ from email.utils import parsedate_to_datetime
 from itertools import islice
 from typing import Any, TypeVar
 
+import httpcore
 import httpx
 import orjson
 
@@ -50,6 +51,7 @@ __all__ = [
     "EsperClient",
     "EsperConfigError",
     "EsperError",
+    "EsperInterrupted",
     "EsperNotFoundError",
     "EsperResponseError",
     "RouteStats",
@@ -68,6 +70,8 @@ _UUID_RE = re.compile(
 _LONG_HEX_RE = re.compile(r"^[0-9a-fA-F]{16,}$")
 _CONNECTIONS_PER_POOL = 8  # connections per httpx pool; see EsperClient.__init__
 _HEADER_SAFE_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
+# A blocked socket read wakes this often to notice `EsperClient.stop()` (see `_GuardedStream`).
+_STOP_POLL_S = 0.25
 
 
 # --------------------------------------------------------------------------------------- errors
@@ -121,6 +125,16 @@ class EsperResponseError(EsperError):
 
 class EsperConfigError(EsperError):
     """Bad settings: base URL, key, limits, or a link that leaves the configured origin."""
+
+
+class EsperInterrupted(KeyboardInterrupt):
+    """The client was stopped (`EsperClient.stop()`, `close()`, or Ctrl-C during `map`).
+
+    A `KeyboardInterrupt`, not an `EsperError`: an interruption is not an API failure, is never
+    retried, and passes through every ``except Exception`` on its way to the run, which reports
+    it as interrupted. Requests in flight when the client stops end with it within about
+    `_STOP_POLL_S` seconds; no request is sent after it.
+    """
 
 
 # ---------------------------------------------------------------------------------------- stats
@@ -239,6 +253,148 @@ class _AdaptiveLimiter:
             (self._urgent if self._urgent_waiting else self._bulk).notify(free)
 
 
+# ----------------------------------------------------------------------- deadline and stop guard
+
+
+class _Guard:
+    """The total deadline of the calling thread's attempt, and the client's stop flag.
+
+    httpx applies its timeouts to each socket operation: a server that trickles its answer one
+    byte at a time never trips a read timeout, so a 470-byte answer at one byte every 2 s took
+    ~940 s under a 60 s `request_timeout`. Every socket operation of the client goes through
+    `_GuardedStream`, which asks this guard how long it may block: never past the attempt's
+    deadline (connect, TLS, headers and body together), and never more than `_STOP_POLL_S` at a
+    time for reads, so a stopped client's threads notice within a fraction of a second.
+    """
+
+    def __init__(self, stopped: threading.Event) -> None:
+        self.stopped = stopped
+        self._local = threading.local()
+
+    def begin(self, seconds: float) -> None:
+        """Start the calling thread's attempt: it must be over within `seconds`."""
+        self._local.deadline = time.monotonic() + seconds
+        self._local.total = seconds
+
+    def end(self) -> None:
+        """End the calling thread's attempt (its connections stay open for the next one)."""
+        self._local.deadline = None
+
+    def bound(self, until: float | None, timeout_error: type[Exception]) -> float:
+        """Seconds an operation may still block: by `until` (monotonic) and by the deadline.
+
+        Raises:
+            httpcore.ReadError: The client was stopped.
+            timeout_error: One of the two limits has passed.
+        """
+        if self.stopped.is_set():
+            raise httpcore.ReadError("the client was stopped")
+        deadline = getattr(self._local, "deadline", None)
+        limits = [t for t in (until, deadline) if t is not None]
+        if not limits:
+            return math.inf
+        left = min(limits) - time.monotonic()
+        if left <= 0:
+            if deadline is not None and deadline <= min(limits):
+                raise timeout_error(f"no complete answer within {self._local.total:g} s")
+            raise timeout_error("timed out")
+        return left
+
+
+class _GuardedStream(httpcore.NetworkStream):
+    """A socket stream whose every operation is bounded by the `_Guard` (see there)."""
+
+    def __init__(self, stream: httpcore.NetworkStream, guard: _Guard) -> None:
+        self._stream = stream
+        self._guard = guard
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        until = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = self._guard.bound(until, httpcore.ReadTimeout)
+            try:
+                # A socket read that times out loses nothing (plain or TLS): try again.
+                return self._stream.read(max_bytes, min(left, _STOP_POLL_S))
+            except httpcore.ReadTimeout:
+                continue  # `bound` raises once a limit has passed
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        wait = self._bounded(timeout, httpcore.ConnectTimeout)
+        return _GuardedStream(
+            self._stream.start_tls(ssl_context, server_hostname, wait), self._guard
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+    def _bounded(self, timeout: float | None, error: type[Exception]) -> float | None:
+        until = None if timeout is None else time.monotonic() + timeout
+        left = self._guard.bound(until, error)
+        return None if left == math.inf else left
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    """httpcore's own socket backend, with every stream it opens wrapped in `_GuardedStream`."""
+
+    def __init__(self, guard: _Guard) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._guard = guard
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        until = None if timeout is None else time.monotonic() + timeout
+        left = self._guard.bound(until, httpcore.ConnectTimeout)
+        stream = self._inner.connect_tcp(
+            host, port, None if left == math.inf else left, local_address, socket_options
+        )
+        return _GuardedStream(stream, self._guard)
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:  # pragma: no cover - the client speaks TCP only
+        return _GuardedStream(
+            self._inner.connect_unix_socket(path, timeout, socket_options), self._guard
+        )
+
+    def sleep(self, seconds: float) -> None:  # pragma: no cover - unused by HTTP/1.1
+        self._inner.sleep(seconds)
+
+
+def _guarded_transport(guard: _Guard, tls: Any, limits: httpx.Limits) -> httpx.HTTPTransport:
+    """httpx's transport, its socket operations bounded by `guard`.
+
+    httpx does not take a network backend; its connection pool (`httpcore.ConnectionPool`) does,
+    so the backend is set on the pool it built. Checked here, so that an httpx upgrade that moves
+    it fails at construction (and in the tests), not silently.
+    """
+    transport = httpx.HTTPTransport(verify=tls, limits=limits)
+    pool = getattr(transport, "_pool", None)
+    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
+        raise RuntimeError("httpx/httpcore changed: cannot bound requests by a total deadline")
+    pool._network_backend = _GuardedBackend(guard)
+    return transport
+
+
 @dataclass
 class _Retry:
     """A failed attempt that may be repeated."""
@@ -246,6 +402,7 @@ class _Retry:
     reason: str  # for logs and the final error: "HTTP 503", "timeout (ReadTimeout)", ...
     status: int | None
     wait: float | None = None  # a server-imposed wait (Retry-After); None: use backoff
+    retry_after: str | None = None  # the Retry-After header as the server wrote it
     malformed: bool = False
 
 
@@ -276,10 +433,15 @@ class EsperClient:
             connections, bodies that are not JSON).
         backoff_base: First backoff cap in seconds; the cap doubles per retry (full jitter).
         backoff_max: Largest backoff cap in seconds.
-        transport: An httpx transport to use instead of the network (tests).
-        sleep: How to wait between retries (tests inject a recorder).
+        transport: An httpx transport to use instead of the network (tests). Without one, every
+            attempt (connect, TLS, headers and body) is bounded by `timeout` in total.
+        sleep: How to wait between retries (tests inject a recorder). By default a wait that
+            `stop()` ends at once.
         rng: Source of jitter (tests inject a seeded one).
-        retry_after_max: Largest `Retry-After` honoured, in seconds.
+        max_retry_wait: Seconds one request may spend waiting between its attempts, in total
+            (`Retry-After`, backoff, a cooldown another request's 429 imposed). When the API asks
+            for a longer wait than is left, the request fails at once, quoting the API's value.
+        clock: Monotonic seconds for the waits (tests inject one that `sleep` advances).
 
     Raises:
         EsperConfigError: A bad base URL, a missing or unusable key, or inconsistent limits.
@@ -299,9 +461,10 @@ class EsperClient:
         backoff_base: float = 0.5,
         backoff_max: float = 60.0,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         rng: random.Random | None = None,
-        retry_after_max: float = 300.0,
+        max_retry_wait: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = _normalise_base_url(base_url)
         base = httpx.URL(self.base_url)
@@ -317,12 +480,18 @@ class EsperClient:
             )
         if max_retries < 0 or timeout <= 0 or backoff_base < 0 or backoff_max < 0:
             raise EsperConfigError("timeout must be > 0; max_retries and backoff must be >= 0")
+        if not max_retry_wait >= 0:  # NaN too
+            raise EsperConfigError(f"max_retry_wait must be >= 0 seconds, not {max_retry_wait}")
         self._max_concurrency = max_concurrency
         self._max_retries = max_retries
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
-        self._retry_after_max = retry_after_max
-        self._sleep = sleep
+        self._max_retry_wait = max_retry_wait
+        self._timeout = timeout
+        self._stopped = threading.Event()
+        self._guard = _Guard(self._stopped)
+        self._sleep = sleep if sleep is not None else self._stopped.wait
+        self._clock = clock
         self._rng = rng or random.Random()
         self._limiter = _AdaptiveLimiter(
             min(max(initial_concurrency, min_concurrency), max_concurrency),
@@ -349,17 +518,16 @@ class EsperClient:
         pools = math.ceil(max_concurrency / _CONNECTIONS_PER_POOL)
         # one TLS context for every pool: building one loads the CA bundle (~20 ms each)
         tls = httpx.create_ssl_context()
+        limits = httpx.Limits(
+            max_connections=max_concurrency,
+            max_keepalive_connections=min(max_concurrency, 2 * _CONNECTIONS_PER_POOL),
+        )
         self._pools = [
             httpx.Client(
                 headers=headers,
                 timeout=httpx.Timeout(timeout),
-                limits=httpx.Limits(
-                    max_connections=max_concurrency,
-                    max_keepalive_connections=min(max_concurrency, 2 * _CONNECTIONS_PER_POOL),
-                ),
                 follow_redirects=False,
-                verify=tls,
-                transport=transport,
+                transport=transport or _guarded_transport(self._guard, tls, limits),
             )
             for _ in range(pools)
         ]
@@ -441,6 +609,9 @@ class EsperClient:
                         raise error
                     submit(1)  # before yielding: the pool keeps working while the caller does
                     yield future.result()
+            except KeyboardInterrupt:
+                self.stop()  # Ctrl-C: the workers' requests end now instead of being retried
+                raise
             finally:
                 for future in pending:
                     future.cancel()
@@ -459,6 +630,9 @@ class EsperClient:
                 while (item := future.result()) is not done:
                     future = pool.submit(next, items, done)
                     yield item
+            except KeyboardInterrupt:
+                self.stop()
+                raise
             finally:
                 future.cancel()
 
@@ -485,8 +659,23 @@ class EsperClient:
             total.add(route_stats)
         return total
 
+    def stop(self) -> None:
+        """Stop every request of this client, now and for good (Ctrl-C, a signal handler).
+
+        Safe to call from any thread or a signal handler. Requests in flight end within about
+        `_STOP_POLL_S` seconds, waits between retries end at once, and every request (new, in
+        flight or waiting) raises `EsperInterrupted` instead of being retried.
+        """
+        self._stopped.set()
+
+    @property
+    def stopped(self) -> bool:
+        """True once `stop()` or `close()` was called."""
+        return self._stopped.is_set()
+
     def close(self) -> None:
-        """Close the connection pools."""
+        """Stop the client (see `stop`) and close the connection pools."""
+        self._stopped.set()
         for pool in self._pools:
             pool.close()
 
@@ -516,7 +705,9 @@ class EsperClient:
         url = self._resolve(path_or_url)
         route = f"{method} {self._template(url.path)}"
         retries = 0
+        waited = 0.0  # seconds this request spent waiting, bounded by max_retry_wait
         while True:
+            waited += self._wait_cooldown(self._max_retry_wait - waited)
             outcome = self._attempt(method, url, route, params, body)
             if not isinstance(outcome, _Retry):
                 return outcome.value
@@ -524,7 +715,9 @@ class EsperClient:
                 self._give_up(route, outcome, attempts=retries + 1)
             retries += 1
             self._count(route, retries=1)
-            self._wait_before_retry(route, outcome, retries)
+            waited += self._wait_before_retry(
+                route, outcome, retries, self._max_retry_wait - waited
+            )
 
     def _attempt(
         self,
@@ -542,12 +735,15 @@ class EsperClient:
         Raises:
             EsperError: For answers that are never retried (401/403, 404, other 4xx, 3xx).
         """
-        self._wait_cooldown()
+        self._check_stopped(route)
         epoch = self._limiter.acquire(urgent=not getattr(self._thread, "bulk", False))
         started = time.monotonic()
         limiter_outcome = "neutral"
-        stats = RouteStats(requests=1)
+        stats = RouteStats()
         try:
+            self._check_stopped(route)
+            stats.requests = 1
+            self._guard.begin(self._timeout)
             try:
                 response = self._http_for_thread().request(
                     method,
@@ -556,17 +752,23 @@ class EsperClient:
                     content=body,
                     headers={"Content-Type": "application/json"} if body is not None else None,
                 )
-            except httpx.TimeoutException as exc:
-                failure: httpx.HTTPError | None = exc
-                reason = f"timeout ({type(exc).__name__})"
-            except httpx.TransportError as exc:
-                failure = exc
-                reason = f"connection failed ({type(exc).__name__}: {exc})"
-            except httpx.DecodingError as exc:
-                failure = exc
-                reason = f"undecodable body ({exc})"
+            except Exception as exc:
+                # A stopped client's requests fail in all sorts of ways (a closed pool, a read
+                # cut short): none of them is worth a retry or a warning.
+                self._check_stopped(route)
+                if isinstance(exc, httpx.TimeoutException):
+                    reason = f"timeout ({type(exc).__name__}: {exc})"
+                elif isinstance(exc, httpx.TransportError):
+                    reason = f"connection failed ({type(exc).__name__}: {exc})"
+                elif isinstance(exc, httpx.DecodingError):
+                    reason = f"undecodable body ({exc})"
+                else:
+                    raise
+                failure: Exception | None = exc
             else:
                 failure = None
+            finally:
+                self._guard.end()
             if failure is not None:
                 stats.errors = 1
                 return _Retry(
@@ -586,6 +788,7 @@ class EsperClient:
                     reason="HTTP 429 (throttled)",
                     status=429,
                     wait=self._retry_after(response),
+                    retry_after=response.headers.get("retry-after", "").strip() or None,
                 )
             if status in RETRYABLE_STATUSES:
                 stats.errors = 1
@@ -612,7 +815,13 @@ class EsperClient:
         finally:
             stats.seconds = time.monotonic() - started
             self._limiter.release(epoch, limiter_outcome)
-            self._count(route, **vars(stats))
+            if stats.requests:
+                self._count(route, **vars(stats))
+
+    def _check_stopped(self, route: str) -> None:
+        """Raise `EsperInterrupted` once the client is stopped."""
+        if self._stopped.is_set():
+            raise EsperInterrupted(f"{route}: not sent, the client was stopped") from None
 
     def _mark_bulk(self) -> None:
         """Requests from this thread (a bulk `map` worker) yield limiter slots to the others."""
@@ -672,24 +881,48 @@ class EsperClient:
             raise EsperResponseError(text, status=last.status, route=route)
         raise EsperAPIError(text, status=last.status, route=route)
 
-    def _wait_before_retry(self, route: str, failure: _Retry, retry: int) -> None:
-        """Log the retry and wait: a shared cooldown for Retry-After, else jittered backoff."""
+    def _wait_before_retry(self, route: str, failure: _Retry, retry: int, budget: float) -> float:
+        """Log the retry and wait: a shared cooldown for Retry-After, else jittered backoff.
+
+        Args:
+            budget: Seconds this request may still wait (what is left of `max_retry_wait`).
+
+        Returns:
+            The seconds waited here (a Retry-After wait happens in `_wait_cooldown`: 0).
+
+        Raises:
+            EsperAPIError: The API asked (Retry-After) for a longer wait than `budget`.
+        """
         if failure.wait is not None:
+            asked = _seconds_text(failure.wait)
+            header = failure.retry_after or ""
+            quoted = "Retry-After" if header == asked else f"Retry-After: {header}"
+            if failure.wait > budget:
+                text = (
+                    f"{route}: the API asked to wait {asked} s ({quoted}) before retrying, more "
+                    f"than the {_seconds_text(max(budget, 0.0))} s left of the "
+                    f"{_seconds_text(self._max_retry_wait)} s a request may wait "
+                    "(max_retry_wait_s); the tenant is probably over its API quota: try again "
+                    "later"
+                )
+                log.error("%s", text)
+                raise EsperAPIError(text, status=failure.status, route=route)
             # The server said when to come back: hold every request of this client until then.
             with self._lock:
-                self._cooldown_until = max(self._cooldown_until, time.monotonic() + failure.wait)
+                self._cooldown_until = max(self._cooldown_until, self._clock() + failure.wait)
             log.warning(
-                "%s: %s; retry %d/%d after Retry-After %.1f s (concurrency %d)",
+                "%s: %s; the API asked to wait %s s (%s): retry %d/%d then (concurrency %d)",
                 route,
                 failure.reason,
+                asked,
+                quoted,
                 retry,
                 self._max_retries,
-                failure.wait,
                 self.concurrency,
             )
-            return  # _wait_cooldown() sleeps before the next attempt
+            return 0.0  # _wait_cooldown() sleeps before the next attempt
         cap = min(self._backoff_max, self._backoff_base * 2 ** (retry - 1))
-        delay = self._rng.uniform(0, cap)
+        delay = min(self._rng.uniform(0, cap), max(budget, 0.0))
         log.warning(
             "%s: %s; retry %d/%d in %.2f s (concurrency %d)",
             route,
@@ -700,13 +933,17 @@ class EsperClient:
             self.concurrency,
         )
         self._sleep(delay)
+        return delay
 
-    def _wait_cooldown(self) -> None:
-        """Sleep until the shared Retry-After cooldown, if one is running."""
+    def _wait_cooldown(self, budget: float) -> float:
+        """Sleep until the shared Retry-After cooldown, at most `budget` s; the seconds slept."""
         with self._lock:
-            remaining = self._cooldown_until - time.monotonic()
-        if remaining > 0:
-            self._sleep(remaining)
+            remaining = self._cooldown_until - self._clock()
+        wait = min(remaining, max(budget, 0.0))
+        if wait <= 0:
+            return 0.0
+        self._sleep(wait)
+        return wait
 
     def _retry_after(self, response: httpx.Response) -> float | None:
         """Seconds to wait from a `Retry-After` header, or None when absent or unreadable.
@@ -728,7 +965,9 @@ class EsperClient:
             if target.tzinfo is None:
                 target = target.replace(tzinfo=UTC)
             seconds = (target - now).total_seconds()
-        return min(max(seconds, 0.0), self._retry_after_max)
+        if math.isnan(seconds):
+            return None
+        return max(seconds, 0.0)
 
     def _note_date(self, response: httpx.Response) -> None:
         """Remember the server's clock from the `Date` header."""
@@ -946,6 +1185,11 @@ def _location_origin(location: str) -> str:
     except httpx.InvalidURL:
         return "an unreadable location"
     return _origin_text(target) if target.is_absolute_url else "a relative location"
+
+
+def _seconds_text(seconds: float) -> str:
+    """Seconds as a person writes them: ``86400``, ``1.5``."""
+    return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:.1f}"
 
 
 def _looks_like_id(segment: str) -> bool:

@@ -91,7 +91,10 @@ STATUS_BATCH_SIZE = 100
 INITIAL_CONCURRENCY = 20
 MAX_CONCURRENCY = 64
 MAX_RETRIES = 8
-REQUEST_TIMEOUT_S = 60.0
+REQUEST_TIMEOUT_S = 60.0  # a whole attempt: connect, headers and body
+# Seconds one request may wait between its attempts in total (Retry-After, backoff); a longer
+# Retry-After fails the request at once, quoting it (docs/decisions.md, "Bounded requests").
+MAX_RETRY_WAIT_S = 300.0
 HEARTBEAT_START_DAYS = 365.0
 DATA_TAP_DEADLINE_S = 900.0
 DATA_TAP_STUCK_S = 300.0
