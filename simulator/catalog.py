@@ -135,6 +135,10 @@ ANDROID_APPS: tuple[tuple[str, str, str, str, int], ...] = (
     ("Remote Viewer", "io.esper.remoteviewer", "Tools", "PRELOADED", 3),
 )
 ANDROID_BASE_APPS = (0, 1, 2)  # installed on every Android device
+# Apps the legacy application routes do not know (live §11: the legacy list counted 424 apps,
+# v1 752; legacy item routes answered 404 for ids v1 served): here, the Play Store apps added
+# through managed Google Play. The v1 routes and installdevices serve every app.
+LEGACY_UNLISTED_KINDS = frozenset({"PLAYSTORE"})
 
 # Apple apps that are in no tenant app list (live §9-10): an App Store (VPP) app on every other
 # iPhone/iPad, in one of its versions, and Esper's own iOS app (ESPER_IOS) on every Apple device,

@@ -401,10 +401,37 @@ def _time_window(req: Req, items: list[int], stamp: Callable[[int], int], prefix
     return items
 
 
-def applications(w: World, req: Req) -> tuple[int, Body]:
-    """GET /enterprise/{eid}/application/ (legacy)."""
+NOT_FOUND = "detail: Not found."  # the legacy/v1 404 text (live §11)
+
+
+def _legacy_listed(w: World, k: int) -> bool:
+    """Whether the legacy application routes know app ``k`` (live §11: they miss some)."""
+    return w.fleet.legacy_apps[k].kind not in C.LEGACY_UNLISTED_KINDS
+
+
+def _application(w: World, app_id: str, *, legacy: bool = False) -> int:
+    """Index of the Android application ``app_id``; 404 when unknown (to the legacy routes
+    when ``legacy``)."""
     apps = w.fleet.legacy_apps
-    items = list(range(len(apps)))
+    k = next((n for n, a in enumerate(apps) if a.id == app_id.lower()), None)
+    if k is None or (legacy and not _legacy_listed(w, k)):
+        raise ApiError(404, NOT_FOUND)
+    return k
+
+
+def _app_version(w: World, k: int, version_id: str) -> int:
+    vers = w.fleet.legacy_apps[k].versions
+    v = next((n for n, ver in enumerate(vers) if ver.id == version_id.lower()), None)
+    if v is None:
+        raise ApiError(404, NOT_FOUND)
+    return v
+
+
+def applications(w: World, req: Req) -> tuple[int, Body]:
+    """GET /enterprise/{eid}/application/ (legacy; live route 1): misses the apps of
+    ``catalog.LEGACY_UNLISTED_KINDS``, as the live list missed 328 of 752."""
+    apps = w.fleet.legacy_apps
+    items = [k for k in range(len(apps)) if _legacy_listed(w, k)]
     items = _time_window(req, items, lambda k: apps[k].updated, "updated_on")
     items = _time_window(req, items, lambda k: apps[k].created, "created_on")
     if req.query.get("package_name"):
@@ -420,14 +447,20 @@ def applications(w: World, req: Req) -> tuple[int, Body]:
     return 200, legacy_list(req, items, w.wire.application)
 
 
+def application_detail(w: World, req: Req) -> tuple[int, Body]:
+    """GET /enterprise/{eid}/application/{id}/ (legacy; 404 for the apps it misses, route 3)."""
+    return 200, w.wire.application(_application(w, req.params["id"], legacy=True))
+
+
 def application_versions(w: World, req: Req) -> tuple[int, Body]:
-    """GET /enterprise/{eid}/application/{id}/version/ (legacy)."""
-    apps = w.fleet.legacy_apps
-    k = next((n for n, a in enumerate(apps) if a.id == req.params["id"].lower()), None)
-    if k is None:
-        raise ApiError(404, f"Application {req.params['id']} not found")
-    vers = apps[k].versions
-    items = list(range(len(vers)))
+    """GET /enterprise/{eid}/application/{id}/version/ (legacy; live route 5).
+
+    For an app the legacy routes miss, the live answer was an empty list (count 0, ``results:
+    []``) while v1 listed its version; an unknown id is a 404.
+    """
+    k = _application(w, req.params["id"])
+    vers = w.fleet.legacy_apps[k].versions
+    items = list(range(len(vers))) if _legacy_listed(w, k) else []
     items = _time_window(req, items, lambda v: vers[v].updated, "updated_on")
     items = _time_window(req, items, lambda v: vers[v].created, "created_on")
     if req.query.get("version_code"):
@@ -443,12 +476,11 @@ def application_versions(w: World, req: Req) -> tuple[int, Body]:
     return 200, legacy_list(req, items, lambda v: w.wire.application_version(k, v))
 
 
-def _application(w: World, app_id: str) -> int:
-    apps = w.fleet.legacy_apps
-    k = next((n for n, a in enumerate(apps) if a.id == app_id.lower()), None)
-    if k is None:
-        raise ApiError(404, "detail: Not found.")
-    return k
+def application_version_detail(w: World, req: Req) -> tuple[int, Body]:
+    """GET /enterprise/{eid}/application/{id}/version/{vid}/ (legacy; 404 for the apps it
+    misses, live route 7)."""
+    k = _application(w, req.params["id"], legacy=True)
+    return 200, w.wire.application_version(k, _app_version(w, k, req.params["vid"]))
 
 
 def applications_v1(w: World, req: Req) -> tuple[int, Body]:
@@ -458,6 +490,17 @@ def applications_v1(w: World, req: Req) -> tuple[int, Body]:
     if req.query.get("package_name"):
         items = [k for k in items if req.query["package_name"] in apps[k].package]
     return 200, legacy_list(req, items, w.wire.application_v1)
+
+
+def application_detail_v1(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v1/enterprise/{eid}/application/{id}/: the v1 list item (live route 4)."""
+    return 200, w.wire.application_v1(_application(w, req.params["id"]))
+
+
+def application_version_detail_v1(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v1/enterprise/{eid}/application/{id}/version/{vid}/: the v1 list item (route 8)."""
+    k = _application(w, req.params["id"])
+    return 200, w.wire.application_version_v1(k, _app_version(w, k, req.params["vid"]))
 
 
 def application_versions_v1(w: World, req: Req) -> tuple[int, Body]:
@@ -470,10 +513,7 @@ def application_versions_v1(w: World, req: Req) -> tuple[int, Body]:
 def install_devices(w: World, req: Req) -> tuple[int, Body]:
     """GET .../application/{id}/version/{vid}/installdevices (live routes 9, 10; equal bodies)."""
     k = _application(w, req.params["id"])
-    vers = w.fleet.legacy_apps[k].versions
-    v = next((n for n, ver in enumerate(vers) if ver.id == req.params["vid"].lower()), None)
-    if v is None:
-        raise ApiError(404, "detail: Not found.")
+    v = _app_version(w, k, req.params["vid"])
     f = w.fleet
 
     def build(i: int) -> dict[str, Any]:
@@ -734,9 +774,23 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("GET", "/enterprise/{eid}/device/{id}/", LEGACY, legacy_device_detail),
     ("GET", "/enterprise/{eid}/devicegroup/", LEGACY, devicegroups),
     ("GET", "/enterprise/{eid}/application/", LEGACY, applications),
+    ("GET", "/enterprise/{eid}/application/{id}/", LEGACY, application_detail),
     ("GET", "/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions),
+    (
+        "GET",
+        "/enterprise/{eid}/application/{id}/version/{vid}/",
+        LEGACY,
+        application_version_detail,
+    ),
     ("GET", "/v1/enterprise/{eid}/application/", LEGACY, applications_v1),
+    ("GET", "/v1/enterprise/{eid}/application/{id}/", LEGACY, application_detail_v1),
     ("GET", "/v1/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions_v1),
+    (
+        "GET",
+        "/v1/enterprise/{eid}/application/{id}/version/{vid}/",
+        LEGACY,
+        application_version_detail_v1,
+    ),
     (
         "GET",
         "/enterprise/{eid}/application/{id}/version/{vid}/installdevices",

@@ -218,6 +218,8 @@ def installed_apps(truth: dict[str, list[dict]]) -> dict[str, dict[str, str | No
     for rec in truth["device_apps"]:
         if rec["route"] == "legacy":
             package, name, code = rec["package_name"], rec.get("version_name"), rec["version_code"]
+        elif rec.get("app_id") is None:  # an App Store (VPP) or Esper app: named by bundle (§9)
+            package, name, code = rec["bundle_id"], rec["apple_app_version"], None
         else:
             ver = versions[rec["app_version_id"]]
             package, name, code = packages[rec["app_id"]], ver["version_name"], ver["version_code"]
