@@ -39,7 +39,8 @@ class ApiError(Exception):
 def error_body(family: str, status: int, message: str) -> dict[str, Any]:
     """The error body of a route family (legacy, v0/v2/commands, Reports/Data Tap)."""
     if family == LEGACY:
-        return {"errors": [message], "message": message, "status": status}
+        # live §11: `"message": "detail: Not found. "`, each error followed by a space
+        return {"errors": [message], "message": f"{message} ", "status": status}
     if family == REPORTS:
         return {"status": status, "error": REASONS.get(status, "Error"), "message": message}
     return {"code": status, "message": message, "content": {}}

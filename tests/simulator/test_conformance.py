@@ -315,6 +315,20 @@ def test_v1_application_routes_are_the_live_shapes(client, shared_sim):
     same = [{k: v for k, v in b.items() if k != "next"} for b in bodies[2:]]
     assert same[0] == same[1], "legacy and v1 installdevices list the same devices (live)"
     assert bodies[0]["count"] == len(shared_sim.truth("applications"))
+    # Item routes (live routes 3, 4, 7, 8): the v1 item is the v1 list item; the legacy item
+    # routes answer for the apps the legacy list knows (the rest: tests/simulator/
+    # test_live_conformance.py).
+    v1_item = client.get(f"/v1/enterprise/{EID}/application/{app['id']}/").json()
+    assert v1_item == next(a for a in bodies[0]["results"] if a["id"] == app["id"])
+    v1_version = client.get(f"/v1/enterprise/{EID}/application/{app['id']}/version/{version}/")
+    all_versions = client.get(
+        f"/v1/enterprise/{EID}/application/{app['id']}/version/", params={"limit": 1000}
+    ).json()["results"]
+    assert v1_version.json() in all_versions
+    legacy = client.get(f"/enterprise/{EID}/application/{app['id']}/")
+    assert legacy.status_code == 200 and legacy.json()["versions"][-1]["id"] == version
+    legacy_version = client.get(f"/enterprise/{EID}/application/{app['id']}/version/{version}/")
+    assert legacy_version.status_code == 200 and legacy_version.json()["id"] == version
 
 
 def test_every_route_is_exercised(shared_sim):

@@ -51,6 +51,37 @@ ROUTES: dict[str, Any] = {
     "/enterprise/{enterprise_id}/application/": lambda ids: (
         f"/enterprise/{EID}/application/?limit=3&offset=0"
     ),
+    "/v1/enterprise/{enterprise_id}/application/": lambda ids: (
+        f"/v1/enterprise/{EID}/application/?limit=3&offset=0"
+    ),
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/": lambda ids: (
+        f"/v1/enterprise/{EID}/application/{ids['app_unlisted']}/"
+    ),
+    # Live: an app the legacy routes miss has an empty legacy version list (results []).
+    "/enterprise/{enterprise_id}/application/{application_id}/version/": lambda ids: (
+        f"/enterprise/{EID}/application/{ids['app_unlisted']}/version/?limit=3&offset=0"
+    ),
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/version/": lambda ids: (
+        f"/v1/enterprise/{EID}/application/{ids['app_unlisted']}/version/?limit=3&offset=0"
+    ),
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/": (
+        lambda ids: (
+            f"/v1/enterprise/{EID}/application/{ids['app_unlisted']}/version/"
+            f"{ids['app_unlisted_version']}/"
+        )
+    ),
+    "/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/installdevices": (
+        lambda ids: (
+            f"/enterprise/{EID}/application/{ids['app_unlisted']}/version/"
+            f"{ids['app_unlisted_version']}/installdevices?limit=3&offset=0"
+        )
+    ),
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/installdevices": (
+        lambda ids: (
+            f"/v1/enterprise/{EID}/application/{ids['app_unlisted']}/version/"
+            f"{ids['app_unlisted_version']}/installdevices?limit=3&offset=0"
+        )
+    ),
     "/enterprise/{enterprise_id}/device/{device_id}/download/eventfeed/": lambda ids: (
         f"/enterprise/{EID}/device/{ids['android']}/download/eventfeed/?limit=3&offset=0"
     ),
@@ -92,6 +123,13 @@ EXTRA_KEYS: dict[str, dict[str, str]] = {
     "/v2/devices/{deviceId}/device-apps/": {},
     "/v2/tenant-apps": {},
     "/enterprise/{enterprise_id}/application/": {},
+    "/v1/enterprise/{enterprise_id}/application/": {},
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/": {},
+    "/enterprise/{enterprise_id}/application/{application_id}/version/": {},
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/version/": {},
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/": {},
+    "/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/installdevices": {},
+    "/v1/enterprise/{enterprise_id}/application/{application_id}/version/{version_id}/installdevices": {},
     "/enterprise/{enterprise_id}/device/{device_id}/download/eventfeed/": {},
     "/commands/v0/commands/": {},
     "/commands/v0/status/": {},
@@ -100,13 +138,19 @@ EXTRA_KEYS: dict[str, dict[str, str]] = {
 
 
 @pytest.fixture(scope="module")
-def ids(shared_sim: Simulator) -> dict[str, str]:
+def ids(shared_sim: Simulator, client: httpx.Client) -> dict[str, str]:
     devices = shared_sim.truth("devices")
     android = next(d for d in devices if d["platform"] == "ANDROID" and d.get("state") == 1)
     statuses = shared_sim.truth("command_statuses")
     requests = {c["id"]: c for c in shared_sim.truth("command_requests")}
     device_command = next(c for c in requests.values() if c["command_type"] == "DEVICE")
+    # an app the legacy list misses (live §11), found by comparing the two lists
+    legacy = client.get(f"/enterprise/{EID}/application/?limit=1000").json()["results"]
+    listed = {a["id"] for a in legacy}
+    unlisted = next(a for a in shared_sim.truth("applications") if a["id"] not in listed)
     return {
+        "app_unlisted": unlisted["id"],
+        "app_unlisted_version": unlisted["versions"][-1]["id"],
         "android": android["id"],
         "android_serial": android["serial"],
         "commanded": device_command["devices"][0],
@@ -191,3 +235,23 @@ def test_apple_devices_list_store_apps_missing_from_tenant_apps(
     assert seen_types == {"VPP", "ESPER_IOS"}
     truth = shared_sim.truth("device_apps")
     assert {r["app_type"] for r in truth} >= {"VPP", "ESPER_IOS"}, "the truth holds them too"
+
+
+def test_the_legacy_application_routes_miss_apps_v1_serves(
+    client: httpx.Client, ids: dict[str, str]
+) -> None:
+    """Live §11: the legacy list counted fewer apps than v1 (424 vs 752); its item routes
+    answered 404 with the live body (note the trailing space) for an id v1 served; the legacy
+    version list of that app was empty (`results: []`, route 5)."""
+    legacy = client.get(f"/enterprise/{EID}/application/?limit=1000").json()
+    v1 = client.get(f"/v1/enterprise/{EID}/application/?limit=1000").json()
+    assert 0 < legacy["count"] < v1["count"]
+    assert {a["id"] for a in legacy["results"]} < {a["id"] for a in v1["results"]}
+    assert ids["app_unlisted"] not in {a["id"] for a in legacy["results"]}
+    not_found = {"errors": ["detail: Not found."], "message": "detail: Not found. ", "status": 404}
+    base = f"/enterprise/{EID}/application/{ids['app_unlisted']}/"
+    for url in (base, f"{base}version/{ids['app_unlisted_version']}/"):
+        answer = client.get(url)
+        assert (answer.status_code, answer.json()) == (404, not_found), url
+    versions = client.get(f"{base}version/").json()
+    assert versions == {"count": 0, "next": None, "previous": None, "results": []}
