@@ -108,6 +108,8 @@ TAGS = ("kiosk", "warehouse", "retail", "pilot", "loaner", "vip", "outdoor", "ni
 # only know a subset (0, 1, 20, 70, 80, 90, 100, 200): 60 (offline) is Android's.
 STATE_ACTIVE, STATE_DISABLED, STATE_OFFLINE = 1, 20, 60
 STATE_WIPE, STATE_ONBOARDING, STATE_ONBOARDING_FAILED = 70, 80, 90
+STATE_ONBOARDED, STATE_REGISTERED = 100, 200
+STATES_PROVISIONING = (30, 40, 50)  # Android only: provisioning begun, Google Play, policies
 
 UPGRADE_STATUSES = (
     "UPGRADED",

@@ -454,8 +454,13 @@ class Fleet:
 
 
 def _initial_state(r: float, plat: int) -> int:
-    """A device's state at generation from one uniform draw: mostly online, a few percent
-    disabled, some being wiped or onboarding, Android devices sometimes offline (60)."""
+    """A device's state at generation from one uniform draw (DeviceStateEnum of the spec).
+
+    Mostly online (1); 3 % disabled (20); under 1 % each being wiped (70), onboarding (80) or
+    failed onboarding (90); about 0.3 % each onboarded (100) and registered (200), the states a
+    device passes on its way in; Android devices also still provisioning (30, 40, 50: 0.3 %)
+    and offline (60: about 2 %). Apple, Windows and Linux only use their subset of the codes.
+    """
     if r < 0.03:
         return C.STATE_DISABLED
     if r < 0.036:
@@ -464,6 +469,14 @@ def _initial_state(r: float, plat: int) -> int:
         return C.STATE_ONBOARDING
     if r < 0.048:
         return C.STATE_ONBOARDING_FAILED
-    if r < 0.07 and plat == C.ANDROID:
+    if r < 0.051:
+        return C.STATE_ONBOARDED
+    if r < 0.054:
+        return C.STATE_REGISTERED
+    if plat != C.ANDROID:
+        return C.STATE_ACTIVE
+    if r < 0.057:
+        return C.STATES_PROVISIONING[int((r - 0.054) / 0.001) % 3]
+    if r < 0.077:
         return C.STATE_OFFLINE
     return C.STATE_ACTIVE
