@@ -30,9 +30,11 @@ RECONCILIATION = {
     "expected": "bigint",
     "loaded": "bigint",
     "missing": "bigint",
+    "duplicates": "bigint",
     "checked_at": "timestamp with time zone",
     "ok": "boolean",
 }
+ADDED = {"_esper_reconciliation": ("duplicates",)}  # columns added after the first release
 
 
 def write(
@@ -49,6 +51,10 @@ def write(
             name = client.make_qualified_table_name(table)
             ddl = ", ".join(f"{c} {t.replace('json', json_type)}" for c, t in columns.items())
             client.execute_sql(f"create table if not exists {name} ({ddl})")
+            for column in ADDED.get(table, ()):  # warehouses made before the column existed
+                client.execute_sql(
+                    f"alter table {name} add column if not exists {column} {columns[column]}"
+                )
             marks = ", ".join(["%s"] * len(columns))
             for row in rows:
                 client.execute_sql(

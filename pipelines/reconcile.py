@@ -2,7 +2,9 @@
 
 For each table the source read completely (`RunLedger.scans`), `expected` is the sum of the
 counts the API reported, `loaded` the number of keys read in this run that are present in the
-warehouse after the load, and `missing = expected - loaded`. Any `missing > 0` fails the run.
+warehouse after the load, `missing = expected - loaded`, and `duplicates` the rows the table holds
+beyond one per key (what the table holds, not what was read). Any `missing > 0` or
+`duplicates > 0` fails the run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ FETCH_ROWS = 100_000  # warehouse keys are read and fingerprinted this many at a
 
 
 def _stored(client: Any, sql: str, key: tuple[str, ...]) -> pa.Array:
-    """Fingerprints of the keys a warehouse table holds (empty if it was never created)."""
+    """Fingerprints of the keys a warehouse table holds, one per row (empty if never created)."""
     stored = array("q")
     try:
         with client.execute_query(sql) as cursor:
@@ -38,7 +40,7 @@ def _stored(client: Any, sql: str, key: tuple[str, ...]) -> pa.Array:
 
 
 def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[dict[str, Any]]:
-    """One row per completely read table: expected, loaded, missing, ok."""
+    """One row per completely read table: expected, loaded, missing, duplicates, ok."""
     rows: list[dict[str, Any]] = []
     if not ledger.scans:
         return rows
@@ -49,8 +51,10 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
             where = f" where {CURRENT_ROWS[table]}" if table in CURRENT_ROWS else ""
             sql = f"select {', '.join(key)} from {client.make_qualified_table_name(table)}{where}"
             read = pa.array(scan.keys, pa.int64()).unique()
-            loaded = pc.sum(pc.is_in(read, value_set=_stored(client, sql, key))).as_py() or 0
+            stored = _stored(client, sql, key)
+            loaded = pc.sum(pc.is_in(read, value_set=stored)).as_py() or 0
             missing = max(scan.expected - loaded, 0)
+            duplicates = len(stored) - len(stored.unique())
             rows.append(
                 {
                     "run_id": run_id,
@@ -58,10 +62,18 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
                     "expected": scan.expected,
                     "loaded": loaded,
                     "missing": missing,
+                    "duplicates": duplicates,
                     "checked_at": checked_at,
-                    "ok": missing == 0,
+                    "ok": missing == 0 and duplicates == 0,
                 }
             )
+            if duplicates:
+                log.error(
+                    "reconciliation: %s holds %d row(s) beyond one per key %s",
+                    table,
+                    duplicates,
+                    "(" + ", ".join(key) + ")",
+                )
             if missing:
                 log.error(
                     "reconciliation: %s expected %d (the API's count), loaded %d: %d missing",
@@ -99,3 +111,46 @@ def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
         if census:
             census_table = client.make_qualified_table_name("device_census")
             client.execute_sql(f"{current} not in (select id from {census_table})", ledger.as_of)
+
+
+# How each destination names a row's physical position (a table has no unique column to tell
+# two copies of one row apart: their `_dlt_id` is the same too).
+ROW_ID = {"duckdb": "rowid", "motherduck": "rowid", "postgres": "ctid"}
+
+
+def remove_duplicate_keys(pipeline: dlt.Pipeline, tables: list[str]) -> dict[str, int]:
+    """Keep one row per key in tables a load appended into, after that load was interrupted.
+
+    A load job that DuckDB committed but dlt had not yet marked done is run again when its
+    package is resumed; for an appended table that inserts its rows twice (merge and
+    `insert-only` jobs are idempotent). The row of the newest load is kept.
+
+    Returns:
+        Rows removed per table (only tables that had any).
+    """
+    row_id = ROW_ID.get(pipeline.destination.destination_name)
+    removed: dict[str, int] = {}
+    if row_id is None:
+        log.warning("cannot remove duplicate rows on %s", pipeline.destination.destination_name)
+        return removed
+    with pipeline.sql_client() as client:
+        for table in tables:
+            key = ", ".join(ENDPOINTS[table].key)
+            name = client.make_qualified_table_name(table)
+            try:
+                client.execute_sql(f"select 1 from {name} limit 1")
+            except Exception:  # never created: nothing appended into it
+                continue
+            ranked = (
+                f"select {row_id} as row_id, row_number() over (partition by {key} "
+                f"order by _dlt_load_id desc) as copy from {name}"
+            )
+            before = client.execute_sql(f"select count(*) from {name}")[0][0]
+            client.execute_sql(
+                f"delete from {name} where {row_id} in (select row_id from ({ranked}) as r "
+                "where copy > 1)"
+            )
+            after = client.execute_sql(f"select count(*) from {name}")[0][0]
+            if before != after:
+                removed[table] = before - after
+    return removed

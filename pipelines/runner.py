@@ -30,10 +30,11 @@ from sources.esper.client import (
     EsperError,
     EsperNotFoundError,
 )
+from sources.esper.settings import ENDPOINTS
 
 from . import bookkeeping
 from .progress import Progress
-from .reconcile import reconcile, retire_missing_apps
+from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
 from .warehouse import WarehouseLocked, is_lock_error, wait_for_file, with_lock_wait, working_dir
 
 log = logging.getLogger("esper_warehouse")
@@ -232,6 +233,33 @@ def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
     return appended
 
 
+def _appended_marker(settings: RunSettings) -> Path:
+    """Where a run notes the tables it appends into, until its load has completed."""
+    return working_dir(settings.warehouse.resolve()) / f"{settings.pipeline_name}.appended.json"
+
+
+def _read_appended(marker: Path) -> list[str]:
+    try:
+        return sorted(orjson.loads(marker.read_bytes()))
+    except FileNotFoundError:
+        return []
+    except orjson.JSONDecodeError:  # written by a run killed mid-write: check every table
+        return sorted(t for t, e in ENDPOINTS.items() if t != "device_apps")
+
+
+def _note_appended(marker: Path, tables: Sequence[str]) -> None:
+    """Record (atomically) that a load appends into `tables`, before anything is extracted.
+
+    An append is not idempotent: a job DuckDB committed but dlt had not marked done when the run
+    was killed is run again by the next run, which then inserts its rows twice. The next run
+    finds this note and keeps one row per key in those tables (`remove_duplicate_keys`).
+    """
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    partial = marker.with_suffix(".tmp")
+    partial.write_bytes(orjson.dumps(sorted({*_read_appended(marker), *tables})))
+    partial.replace(marker)
+
+
 def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResult:
     """Load the tenant once: extract, normalize, load, reconcile, record, build the models."""
     started = time.monotonic()
@@ -247,6 +275,8 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
     try:
         log.info("run %s: warehouse %s, dataset %s", run_id, settings.warehouse, settings.dataset)
         pipeline = make_pipeline(settings)
+        marker = _appended_marker(settings)
+        interrupted_appends = _read_appended(marker)  # an earlier run's load did not complete
         wait_for_file(settings.warehouse, settings.lock_timeout_s)
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
@@ -262,6 +292,7 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         insert_only_where_possible(source, pipeline)
         if first := append_on_first_load(source, pipeline):
             log.info("first load of %s: appended, not merged", ", ".join(sorted(first)))
+            _note_appended(marker, first)
         progress.attach(source)
         result.mode = "full" if ledger.full_scan else "incremental"
         result.as_of = ledger.as_of
@@ -277,11 +308,20 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         held = _hold_warehouse(settings)
         pipeline.load(credentials=held)
         log.info("load: done")
+        if interrupted_appends:
+            removed = remove_duplicate_keys(pipeline, interrupted_appends)
+            for table, count in sorted(removed.items()):
+                log.warning(
+                    "load: %s held %d row(s) twice after an interrupted load; kept one per key",
+                    table,
+                    count,
+                )
+        marker.unlink(missing_ok=True)  # every appended load is complete and checked
         retire_missing_apps(pipeline, ledger)
         result.reconciliation = reconcile(pipeline, ledger, run_id)
         short = [r for r in result.reconciliation if not r["ok"]]
         if short:
-            names = ", ".join(f"{r['table_name']} ({r['missing']} missing)" for r in short)
+            names = ", ".join(f"{r['table_name']} ({_shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
             result.status, result.exit_code = "reconciliation_failed", EXIT_RECONCILIATION
         else:
@@ -312,6 +352,13 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
     if result.exit_code == EXIT_OK and settings.build_models:
         _build_models(settings, result)
     return result
+
+
+def _shortfall(row: dict[str, Any]) -> str:
+    """What a reconciliation row found wrong: missing keys, keys stored more than once."""
+    parts = [f"{row['missing']} missing"] if row["missing"] else []
+    parts += [f"{row['duplicates']} duplicate keys"] if row.get("duplicates") else []
+    return ", ".join(parts)
 
 
 def _hold_warehouse(settings: RunSettings) -> Any:
@@ -429,7 +476,7 @@ def summary(result: RunResult) -> str:
         for r in short:
             lines.append(
                 f"  SHORT {r['table_name']}: expected {r['expected']}, loaded {r['loaded']}, "
-                f"missing {r['missing']}"
+                f"missing {r['missing']}, duplicate keys {r.get('duplicates', 0)}"
             )
     if result.models:
         lines.append(f"models built: {len(result.models)}")
