@@ -722,7 +722,7 @@ class Wire:
             "request": f.commands[st.request].id,
             "device": f.ids[st.device],
             "state": C.COMMAND_STATES[st.state],
-            "reason": st.reason,
+            "reason": st.reason or None,  # live route 29: null when there is none
             "created_at": iso(st.created),
             "updated_at": iso(st.updated),
         }

@@ -24,7 +24,7 @@ literal reading rejects what the API really sends are patched here, each one nam
    ``security_patch_level`` (section 4; the subset's ``security_path_level`` is a typo); the
    legacy device record's ``policy``, ``user``, ``tags``, ``template_name``... are null (routes
    11, 14); Apple device apps include App Store apps (``VPP``) with no app or version id
-   (section 9).
+   (section 9); a command status without a reason says ``reason: null`` (route 29).
 """
 
 from __future__ import annotations
@@ -135,6 +135,9 @@ def _live_wins(doc: dict[str, Any]) -> None:
         for name in ("groups", "schedule_args", "reason", "alias"):
             if name in props:
                 props[name] = _nullable(props[name])
+    # command status items (live route 29): `reason` null when there is none
+    status = schemas["CommandStatus"]["properties"]
+    status["reason"] = _nullable(status["reason"])
     for path, item in doc["paths"].items():
         get = item.get("get", {})
         body = (

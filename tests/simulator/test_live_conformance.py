@@ -255,3 +255,13 @@ def test_the_legacy_application_routes_miss_apps_v1_serves(
         assert (answer.status_code, answer.json()) == (404, not_found), url
     versions = client.get(f"{base}version/").json()
     assert versions == {"count": 0, "next": None, "previous": None, "results": []}
+
+
+def test_a_status_without_a_reason_says_null(client: httpx.Client, shared_sim: Simulator) -> None:
+    """Live route 29: `reason` null in status items (a failure still says why)."""
+    statuses = shared_sim.truth("command_statuses")
+    assert any(s["reason"] is None for s in statuses)
+    assert all(s["reason"] is None for s in statuses if s["state"] == "Command Success")
+    assert all(s["reason"] for s in statuses if s["state"] == "Command Failure")
+    served = client.get(f"/commands/v0/status/?request={statuses[0]['request']}").json()
+    assert all(s["reason"] is None or s["reason"] for s in served["content"]["results"])
