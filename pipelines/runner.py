@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +36,14 @@ from sources.esper.settings import ENDPOINTS
 from . import bookkeeping
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
-from .warehouse import WarehouseLocked, is_lock_error, wait_for_file, with_lock_wait, working_dir
+from .warehouse import (
+    WarehouseLocked,
+    is_lock_error,
+    run_lock,
+    wait_for_file,
+    with_lock_wait,
+    working_dir,
+)
 
 log = logging.getLogger("esper_warehouse")
 
@@ -261,7 +269,24 @@ def _note_appended(marker: Path, tables: Sequence[str]) -> None:
 
 
 def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResult:
-    """Load the tenant once: extract, normalize, load, reconcile, record, build the models."""
+    """Load the tenant once: extract, normalize, load, reconcile, record, build the models.
+
+    One run at a time per warehouse: a second run waits for the first (`run_lock`) up to
+    `lock_timeout_s`, then ends with exit 5 naming the other run's pid, having done nothing.
+    """
+    started = time.monotonic()
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(run_lock(settings.warehouse, settings.lock_timeout_s))
+        except WarehouseLocked as error:
+            log.error("run not started: %s", error)
+            result = RunResult("-", EXIT_LOCKED, "failed", error=f"WarehouseLocked: {error}")
+            result.seconds = time.monotonic() - started
+            return result
+        return _run_locked(settings, client)
+
+
+def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     started = time.monotonic()
     started_at = datetime.now(UTC)
     run_id = uuid.uuid4().hex[:16]

@@ -7,11 +7,14 @@ naming the cause; it never touches a file it could not lock, so nothing is corru
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 log = logging.getLogger("esper_warehouse")
 
@@ -88,3 +91,74 @@ def wait_for_file(warehouse: Path, timeout_s: float) -> None:
         duckdb.connect(str(warehouse)).close()
 
     with_lock_wait(probe, warehouse, timeout_s)
+
+
+def run_lock_path(warehouse: Path) -> Path:
+    """The lock file of a warehouse's runs, beside dlt's working directory."""
+    folder = working_dir(warehouse.resolve())
+    return folder.with_name(folder.name + ".lock")
+
+
+@contextmanager
+def run_lock(
+    warehouse: Path,
+    timeout_s: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[None]:
+    """One run at a time per warehouse: an exclusive lock on its dlt working directory.
+
+    DuckDB's own lock guards the file only while it is written; two runs would still extract,
+    normalize and load packages in one dlt working directory at once (and fail with
+    `LoadPackageNotFound`). The lock spans the whole run; the process holding it writes its pid
+    into the file so the one waiting can name it. The operating system releases it when the
+    holder exits, even when killed.
+
+    Raises:
+        WarehouseLocked: another run held it for `timeout_s` seconds (its pid in the message).
+    """
+    path = run_lock_path(warehouse)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        deadline = clock() + timeout_s
+        announced = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _holder(handle)
+                if clock() >= deadline:
+                    raise WarehouseLocked(
+                        f"another run ({holder}) is in progress on {warehouse} and did not end "
+                        f"within {timeout_s:.0f} s (lock_timeout_s); this run loaded nothing. "
+                        f"Run again once it has finished (its lock: {path})"
+                    ) from None
+                if not announced:
+                    log.warning(
+                        "another run (%s) is in progress on %s; waiting up to %.0f s",
+                        holder,
+                        warehouse,
+                        timeout_s,
+                    )
+                    announced = True
+                sleep(min(0.2, max(deadline - clock(), 0.01)))
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _holder(handle: IO[str]) -> str:
+    """`pid N` of the process holding a run lock, as it wrote it (or `pid unknown`)."""
+    handle.seek(0)
+    pid = handle.read().strip()
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"

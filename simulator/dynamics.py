@@ -86,6 +86,7 @@ class Engine:
         self.releases: dict[tuple[str, int, int], tuple[int, list[int]]] = {}
         self.rollout_carry = 0.0  # fractional deliveries carried from one tick to the next
         self.on_midnight: Callable[[int], None] | None = None
+        self.after_run: Callable[[int, int], None] | None = None  # (from, to): faults.py
         self._members: dict[int, set[int]] = {}  # leaf group -> device indexes (lazy)
         self._members_upto = 0  # devices [0, _members_upto) are in _members
 
@@ -94,6 +95,7 @@ class Engine:
     def run_until(self, target: int) -> None:
         """Advance the fleet's clock to ``target`` (epoch seconds)."""
         f = self.f
+        start = f.now
         while f.now < target:
             t0 = f.now
             t1 = min(target, (t0 // HOUR + 1) * HOUR)
@@ -104,6 +106,8 @@ class Engine:
                 if self.on_midnight is not None:
                     self.on_midnight(t1)
         self.check_in(f.now)
+        if self.after_run is not None and f.now > start:
+            self.after_run(start, f.now)
 
     def _tick(self, t0: int, t1: int) -> None:
         dt = (t1 - t0) / DAY
