@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from simulator.faults import Faults, apply_drift, swap_page_edges
+from simulator.faults import Faults, apply_drift, rewrite_next
 from simulator.http import LEGACY, ApiError, Req, error_body
 from simulator.routes import ROUTES, Handler
 from simulator.state import TRUTH_TABLES, World
@@ -55,8 +55,6 @@ class SimApp:
         self.routes: list[tuple[str, re.Pattern[str], str, str, Handler]] = [
             (m, _compile(t), t, fam, h) for m, t, fam, h in ROUTES
         ]
-        # late_events: data that arrives with a clock advance (simulator/faults.py)
-        world.engine.after_run = lambda t0, t1: faults.after_advance(world.fleet, t0, t1)
         self.stats_lock = threading.Lock()
         self.route_counts: Counter[str] = Counter()
         self.status_counts: Counter[str] = Counter()
@@ -119,7 +117,7 @@ class SimApp:
         hdrs = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
-            (b"date", http_date(self.world.now + self.faults.date_offset()).encode()),
+            (b"date", http_date(self.world.now).encode()),
         ]
         if headers:
             hdrs.extend(headers)
@@ -168,12 +166,11 @@ class SimApp:
             self._count(key, 0)
             await send({"type": "http.response.start", "status": 200, "headers": []})
             raise DroppedConnection(api_path)
-        route_params = dict(params)  # `_handle` consumes `eid`
         status, payload = self._handle(scope, query, params, body, family, handler)
-        if status == 200 and decision.disorder:
-            payload = self._out_of_order(scope, query, route_params, body, family, handler, payload)
         if status == 200 and decision.drift:
             payload = apply_drift(payload, decision.drift)
+        if status == 200 and (decision.next_scheme or decision.next_host is not None):
+            payload = rewrite_next(payload, decision.next_scheme, decision.next_host)
         if status == 200 and decision.insert:
             with self.world.lock:
                 self.world.engine.enroll_now(decision.insert)
@@ -199,38 +196,17 @@ class SimApp:
         eid = params.pop("eid", None)
         if eid is not None and eid.lower() != self.world.fleet.enterprise_id.lower():
             return 404, error_body(family, 404, f"Enterprise {eid} not found")
-        host = dict(scope["headers"]).get(b"host", b"127.0.0.1").decode("latin-1")
-        req = Req(scope["method"], scope["path"], query, params, f"http://{host}", body)
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"127.0.0.1").decode("latin-1")
+        # links use the scheme the client used (behind a TLS proxy: X-Forwarded-Proto)
+        scheme = headers.get(b"x-forwarded-proto", scope.get("scheme", "http").encode())
+        origin = f"{scheme.decode('latin-1')}://{host}"
+        req = Req(scope["method"], scope["path"], query, params, origin, body)
         try:
             with self.world.lock:
                 return handler(self.world, req)
         except ApiError as e:
             return e.status, error_body(family, e.status, e.message)
-
-    def _out_of_order(
-        self,
-        scope: dict[str, Any],
-        query: dict[str, str],
-        params: dict[str, str],
-        body: bytes,
-        family: str,
-        handler: Handler,
-        payload: Any,
-    ) -> Any:
-        """The ``out_of_order`` fault: this page's edges swapped with its neighbours' pages."""
-        if "cursor" in query:
-            return payload
-        offset = int(query.get("offset") or 0)
-        results = (payload.get("content") or payload) if isinstance(payload, dict) else {}
-        limit = int(query.get("limit") or 0) or len((results or {}).get("results") or [])
-
-        def page_at(at: int) -> list[Any]:
-            q = {**query, "offset": str(at), "limit": str(limit)}
-            status, other = self._handle(scope, q, dict(params), body, family, handler)
-            content = (other.get("content") or other) if isinstance(other, dict) else {}
-            return (content.get("results") or []) if status == 200 else []
-
-        return swap_page_edges(payload, offset, limit, page_at)
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
         for name, value in scope["headers"]:
