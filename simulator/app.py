@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
-from simulator.faults import Faults, apply_drift, rewrite_next
+from simulator.faults import Faults, apply_drift, rewrite_next, swap_page_edges
 from simulator.http import LEGACY, ApiError, Req, error_body
 from simulator.routes import ROUTES, Handler
 from simulator.state import TRUTH_TABLES, World
@@ -55,6 +55,8 @@ class SimApp:
         self.routes: list[tuple[str, re.Pattern[str], str, str, Handler]] = [
             (m, _compile(t), t, fam, h) for m, t, fam, h in ROUTES
         ]
+        # late_events: data that arrives with a clock advance (simulator/faults.py)
+        world.engine.after_run = lambda t0, t1: faults.after_advance(world.fleet, t0, t1)
         self.stats_lock = threading.Lock()
         self.route_counts: Counter[str] = Counter()
         self.status_counts: Counter[str] = Counter()
@@ -117,7 +119,7 @@ class SimApp:
         hdrs = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
-            (b"date", http_date(self.world.now).encode()),
+            (b"date", http_date(self.world.now + self.faults.date_offset()).encode()),
         ]
         if headers:
             hdrs.extend(headers)
@@ -166,7 +168,10 @@ class SimApp:
             self._count(key, 0)
             await send({"type": "http.response.start", "status": 200, "headers": []})
             raise DroppedConnection(api_path)
+        route_params = dict(params)  # `_handle` consumes `eid`
         status, payload = self._handle(scope, query, params, body, family, handler)
+        if status == 200 and decision.disorder:
+            payload = self._out_of_order(scope, query, route_params, body, family, handler, payload)
         if status == 200 and decision.drift:
             payload = apply_drift(payload, decision.drift)
         if status == 200 and (decision.next_scheme or decision.next_host is not None):
@@ -207,6 +212,31 @@ class SimApp:
                 return handler(self.world, req)
         except ApiError as e:
             return e.status, error_body(family, e.status, e.message)
+
+    def _out_of_order(
+        self,
+        scope: dict[str, Any],
+        query: dict[str, str],
+        params: dict[str, str],
+        body: bytes,
+        family: str,
+        handler: Handler,
+        payload: Any,
+    ) -> Any:
+        """The ``out_of_order`` fault: this page's edges swapped with its neighbours' pages."""
+        if "cursor" in query:
+            return payload
+        offset = int(query.get("offset") or 0)
+        results = (payload.get("content") or payload) if isinstance(payload, dict) else {}
+        limit = int(query.get("limit") or 0) or len((results or {}).get("results") or [])
+
+        def page_at(at: int) -> list[Any]:
+            q = {**query, "offset": str(at), "limit": str(limit)}
+            status, other = self._handle(scope, q, dict(params), body, family, handler)
+            content = (other.get("content") or other) if isinstance(other, dict) else {}
+            return (content.get("results") or []) if status == 200 else []
+
+        return swap_page_edges(payload, offset, limit, page_at)
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
         for name, value in scope["headers"]:

@@ -14,6 +14,16 @@ scheme. ``next_foreign_host``: the ``next`` link names another host of the same 
 and ``localhost`` swapped, or ``other-`` before the first label of any other host). The link
 still works (a client that follows it unchanged gets the right page, and sends its key to that
 host); see `rewrite_next`.
+
+Time faults (issue 14: cursors must come from the data, not from a clock):
+``clock_skew`` (hours, may be negative): the ``Date`` header runs that far ahead of the data, on
+every answer (route and probability do not apply). ``late_events`` (share of live devices,
+default 0.02; events per device, default 3; days, default 3): after every clock advance, some
+devices come back online and upload events stamped up to ``days`` in the past (the upload moves
+their ``updated_at`` and ``last_seen`` to the upload time; the events keep their old
+``created_on`` and get new ids). ``out_of_order``: on the matching offset lists, the last item of
+every page trades places with the first item of the next page, so the pages of a newest-first
+list are not in order across their boundaries (see `swap_page_edges`).
 """
 
 from __future__ import annotations
@@ -38,10 +48,14 @@ KINDS = frozenset(
         "slow",
         "insert_during_paging",
         "drift",
+        "clock_skew",
+        "late_events",
+        "out_of_order",
         "next_http",
         "next_foreign_host",
     }
 )
+WORLD_KINDS = frozenset({"clock_skew", "late_events"})  # act on the clock or data, not a request
 DRIFT_VARIANTS = frozenset({"rename", "null_list", "envelope"})
 
 
@@ -92,6 +106,14 @@ def parse(spec: dict[str, Any]) -> Fault:
         raise ValueError("rate_limit needs rps > 0")
     if kind == "drift":
         _check_drift(spec)
+    if kind == "clock_skew" and not isinstance(spec.get("hours"), int | float):
+        raise ValueError("clock_skew needs 'hours' (a number, negative = behind the data)")
+    if kind == "late_events" and not (
+        0 < float(spec.get("share", 0.02)) <= 1
+        and int(spec.get("events", 3)) >= 1
+        and float(spec.get("days", 3)) > 0
+    ):
+        raise ValueError("late_events needs 0 < share <= 1, events >= 1 and days > 0")
     fault = Fault(kind, route, probability, times, spec)
     if kind == "rate_limit":
         fault.tokens = float(spec.get("burst") or spec["rps"])
@@ -109,6 +131,7 @@ class Decision:
     malformed: bool = False
     insert: int = 0
     drift: list[dict[str, Any]] = field(default_factory=list)
+    disorder: bool = False
     next_scheme: str | None = None  # next_http
     next_host: str | None = None  # next_foreign_host ("" = the default other host)
 
@@ -118,6 +141,7 @@ class Faults:
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(f"{seed}:faults")
+        self.late_rng = random.Random(f"{seed}:late_events")
         self.lock = threading.Lock()
         self.items: list[Fault] = []
 
@@ -163,7 +187,7 @@ class Faults:
             return d
         with self.lock:
             for f in self.items:
-                if f.spent() or not f.matches(path):
+                if f.kind in WORLD_KINDS or f.spent() or not f.matches(path):
                     continue
                 if f.kind == "rate_limit":
                     self._rate_limit(f, d)
@@ -210,10 +234,86 @@ class Faults:
             d.insert += int(a.get("count", 1))
         elif f.kind == "drift":
             d.drift.append(a)
+        elif f.kind == "out_of_order":
+            d.disorder = True
         elif f.kind == "next_http":
             d.next_scheme = "http"
         elif f.kind == "next_foreign_host":
             d.next_host = str(a.get("link_host") or "")
+
+    # -- time faults ---------------------------------------------------------------------
+
+    def date_offset(self) -> int:
+        """Seconds the ``Date`` header runs ahead of the data (``clock_skew``; 0 without)."""
+        with self.lock:
+            return sum(round(float(f.args["hours"]) * 3600) for f in self.items
+                       if f.kind == "clock_skew")  # fmt: skip
+
+    def after_advance(self, fleet: Any, t0: int, t1: int) -> None:
+        """Run the ``late_events`` faults once the fleet's clock moved from ``t0`` to ``t1``."""
+        with self.lock:
+            late = [f for f in self.items if f.kind == "late_events" and not f.spent()]
+            for f in late:
+                f.fired += 1
+                add_late_events(fleet, self.late_rng, t1, f.args)
+
+
+def add_late_events(fleet: Any, rng: random.Random, now: int, args: dict[str, Any]) -> int:
+    """Devices come back online at ``now`` and upload events stamped in the past.
+
+    Each chosen device (reachable, seen before) gets ``events`` events stamped up to ``days``
+    before ``now`` (never before the device was created), with new ids as the server stores
+    them; its ``updated_at`` and ``last_seen`` move to ``now``, as the upload changes the record.
+
+    Returns:
+        How many events were added.
+    """
+    from simulator import catalog as C  # the fleet's vocabulary (kept out of the fault parsing)
+
+    live = [i for i in fleet.live() if not fleet.dark[i] and fleet.last_seen[i] >= 0]
+    if not live:
+        return 0
+    chosen = rng.sample(
+        live, min(len(live), max(1, round(len(live) * float(args.get("share", 0.02)))))
+    )
+    span = max(1, round(float(args.get("days", 3)) * 86400))
+    added = 0
+    for i in sorted(chosen):
+        for _ in range(int(args.get("events", 3))):
+            ts = max(fleet.created[i], now - rng.randint(3600, max(3600, span)))
+            fleet.add_event(i, ts, C.EV_CHANGED)
+            added += 1
+        fleet.updated[i] = max(now, fleet.updated[i] + 1)
+        fleet.last_seen[i] = max(fleet.last_seen[i], now)
+    fleet.version += 1
+    return added
+
+
+def swap_page_edges(payload: Any, offset: int, limit: int, page_at: Any) -> Any:
+    """A page of an offset list whose edges traded places with its neighbours' (a copy).
+
+    The last item of every page and the first item of the next page swap, on both sides of each
+    boundary, so the list as a whole holds every item once but is out of order across pages.
+
+    Args:
+        payload: this page's answer.
+        offset, limit: this page's position.
+        page_at: ``offset -> the records of the page at that offset`` (the handler, re-run).
+    """
+    payload = orjson.loads(orjson.dumps(payload))
+    envelope = _envelope_of(payload)
+    results = envelope.get("results") if isinstance(envelope, dict) else None
+    if not results or limit < 2:  # (pages of one item would need a cycle, not swaps)
+        return payload
+    if offset > 0:
+        previous = page_at(max(0, offset - limit))
+        if previous:
+            results[0] = previous[-1]
+    if envelope.get("next"):
+        following = page_at(offset + limit)
+        if following:
+            results[-1] = following[0]
+    return payload
 
 
 # -- next links: another scheme or host -------------------------------------------------------
