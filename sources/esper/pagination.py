@@ -13,6 +13,11 @@ whichever shape comes back and the iterators continue in that shape, whatever th
 
 No HTTP policy lives here (retries, throttling, origin checks, concurrency): every request goes
 through `EsperClient`, which refuses `next` links that leave the configured origin.
+
+Every walk ends: besides a page that says there is no more, an empty page, a link or cursor seen
+before, `_Progress` stops a list that keeps sending items it already sent (an API ignoring
+``offset``, or a cursor list serving the same page under a new cursor) or more items than its
+``count`` allows, with `EsperResponseError` (an API failure: exit 3).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
+
+import orjson
 
 from .client import EsperClient, EsperResponseError
 
@@ -199,10 +206,14 @@ def iter_pages_parallel(
     first = _get_page(client, path, {**base_params, "limit": limit, "offset": 0})
     if not first.items:
         return
+    progress = _Progress(path)
+    progress.add(first)
     yield first
     step = len(first.items)
     if first.count is None or first.next_url is None or first.next_cursor is not None:
-        yield from _continue(client, path, base_params, first, _url(client, path), limit=limit)
+        yield from _continue(
+            client, path, base_params, first, _url(client, path), limit=limit, progress=progress
+        )
         return
 
     offsets = range(step, first.count, step)
@@ -219,13 +230,68 @@ def iter_pages_parallel(
         while next_offset is not None and next_offset in waiting:
             last = waiting.pop(next_offset)
             if last.items:
+                progress.add(last)
                 yield last
             next_offset = next(expected, None)
     if last.items and last.next_url:  # the list grew while being read (or count was stale)
-        yield from _continue(client, path, base_params, last, _url(client, path), limit=limit)
+        yield from _continue(
+            client, path, base_params, last, _url(client, path), limit=limit, progress=progress
+        )
 
 
 # ------------------------------------------------------------------------------------- helpers
+
+# Pages in a row without an item not seen before in the walk, before the walk is refused. Offsets
+# are a moving window, so one page of repeats can happen (page-size inserts between two requests);
+# two in a row is an API that ignores where the walk is.
+_STALE_PAGES = 2
+
+
+class _Progress:
+    """Whether a list walk still makes progress: new items, and no more of them than its count.
+
+    Items are known by their ``id`` (the whole item when it has none). Raises
+    `EsperResponseError` when `_STALE_PAGES` pages in a row bring no new item, or when the walk
+    has received more than twice the largest ``count`` seen plus two pages (a list may grow while
+    it is read, not that much).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.keys: set[Any] = set()
+        self.received = 0
+        self.count: int | None = None
+        self.stale = 0
+
+    def add(self, page: Page) -> None:
+        """Account for one page; raise when the walk is going round in circles."""
+        new = 0
+        for item in page.items:
+            key = item.get("id")
+            if key is None or isinstance(key, dict | list):
+                key = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+            if key not in self.keys:
+                self.keys.add(key)
+                new += 1
+        self.received += len(page.items)
+        if page.count is not None:
+            self.count = max(self.count or 0, page.count)
+        self.stale = 0 if new else self.stale + 1
+        if self.stale >= _STALE_PAGES:
+            raise EsperResponseError(
+                f"the list at {self.path} keeps sending items it already sent ({self.stale} "
+                f"pages in a row without a new one; {len(self.keys)} distinct items in "
+                f"{self.received} received{self._count_text()}): the API is not moving on to "
+                "the next page (offset or cursor ignored); refusing to loop"
+            )
+        if self.count is not None and self.received > 2 * (self.count + len(page.items)):
+            raise EsperResponseError(
+                f"the list at {self.path} has sent {self.received} items for a count of "
+                f"{self.count}: refusing to read on"
+            )
+
+    def _count_text(self) -> str:
+        return "" if self.count is None else f" for a count of {self.count}"
 
 
 def _walk(
@@ -235,9 +301,13 @@ def _walk(
     first = _get_page(client, path, first_params)
     if not first.items:
         return
+    progress = _Progress(path)
+    progress.add(first)
     yield first
     cursor_params = {k: v for k, v in first_params.items() if k not in ("cursor", "offset")}
-    yield from _continue(client, path, cursor_params, first, _url(client, path), limit=limit)
+    yield from _continue(
+        client, path, cursor_params, first, _url(client, path), limit=limit, progress=progress
+    )
 
 
 def _continue(
@@ -248,13 +318,18 @@ def _continue(
     page_url: str,
     *,
     limit: int,
+    progress: _Progress | None = None,
 ) -> Iterator[Page]:
     """Follow the pages after `page`: by `next_cursor` in the cursor shape, else by `next`.
 
     Stops when a page says there is no more, when a page is empty (an API that keeps answering
     empty pages with a `next` would otherwise never end), and raises when a cursor or a link
-    comes back a second time (a loop that would load the same records forever).
+    comes back a second time, or when pages stop bringing new items (`_Progress`): loops that
+    would load the same records forever.
     """
+    if progress is None:
+        progress = _Progress(path)
+        progress.add(page)
     seen: set[str] = set()
     while True:
         if page.next_cursor is not None and page.has_more:
@@ -275,6 +350,7 @@ def _continue(
         page = _get_page(client, *request)
         if not page.items:
             return
+        progress.add(page)
         yield page
 
 

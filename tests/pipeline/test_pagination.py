@@ -22,6 +22,7 @@ from sources.esper.pagination import (
     iter_pages_parallel,
     parse_page,
 )
+from sources.esper.scan import read_all
 from tests.live_shapes import route, routes, synthesize
 
 BASE = "https://acme-api.esper.cloud/api"
@@ -409,3 +410,88 @@ def test_iter_pages_parallel_propagates_a_malformed_page() -> None:
 
     with pytest.raises(EsperResponseError, match="no 'results'"):
         list(iter_pages_parallel(client_for(broken_page), "/v2/x/", limit=10))
+
+
+# ---------------------------------------------------------------------- walks that never end
+
+
+class IgnoresOffset(OffsetAPI):
+    """Always the first page, with `next` = offset + limit: 17 groups read forever, before."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            self.requests.append(request.url)
+        assert len(self.requests) < 50, "the walk did not stop"
+        offset = int(request.url.params.get("offset", 0))
+        body = self.body(request.url, 0, 5)
+        body["next"] = str(
+            request.url.copy_set_param("limit", 5).copy_set_param("offset", offset + 5)
+        )
+        return httpx.Response(200, json=body)
+
+
+@pytest.mark.parametrize("walk", [iter_pages, iter_pages_parallel])
+def test_a_list_that_ignores_offset_stops_with_a_clear_error(walk: Any) -> None:
+    api = IgnoresOffset(records(17))
+    with pytest.raises(EsperResponseError, match="keeps sending items it already sent") as caught:
+        list(walk(client_for(api), "/enterprise/e/devicegroup/", limit=5))
+    assert "count of 17" in str(caught.value)
+    assert len(api.requests) <= 4  # the first page, two repeats (and one planned page)
+
+
+def test_read_all_of_a_list_that_ignores_offset_fails_instead_of_looping() -> None:
+    api = IgnoresOffset(records(17))
+    with pytest.raises(EsperResponseError, match="already sent"):
+        read_all(client_for(api), "/enterprise/e/devicegroup/", limit=5)
+    assert len(api.requests) <= 10
+
+
+def test_a_cursor_list_serving_the_same_page_under_new_cursors_stops() -> None:
+    requests: list[str] = []
+
+    def same_page(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.params["cursor"])
+        assert len(requests) < 50, "the walk did not stop"
+        content = {
+            "results": records(10),
+            "next_cursor": f"c{len(requests)}",
+            "has_more": True,
+        }
+        return httpx.Response(200, json={"content": content})
+
+    with pytest.raises(EsperResponseError, match="keeps sending items it already sent"):
+        list(iter_cursor_pages(client_for(same_page), "/v2/devices/", limit=10))
+    assert requests == ["start", "c1", "c2"]
+
+
+def test_a_list_sending_far_more_items_than_its_count_stops() -> None:
+    served = 0
+
+    def endless(request: httpx.Request) -> httpx.Response:
+        nonlocal served
+        assert served < 500, "the walk did not stop"
+        chunk = [{"id": f"x{served + i}"} for i in range(10)]
+        served += 10
+        nxt = f"{BASE}/v2/blueprints/?limit=10&offset={served}"
+        return httpx.Response(200, json={"count": 30, "next": nxt, "results": chunk})
+
+    with pytest.raises(EsperResponseError, match="sent 90 items for a count of 30"):
+        list(iter_pages(client_for(endless), "/v2/blueprints/", limit=10))
+    assert served == 90
+
+
+def test_one_page_of_repeats_from_a_moving_window_is_not_a_loop() -> None:
+    # Ten records inserted at the head right after the first page: the second page repeats the
+    # first one's items, the walk goes on and reads every original record.
+    api = OffsetAPI(records(30))
+
+    def inserts(request: httpx.Request) -> httpx.Response:
+        response = api(request)
+        if len(api.requests) == 1:
+            api.rows = [{"id": f"new{i}", "n": -i} for i in range(10)] + api.rows
+        return response
+
+    pages = list(iter_pages(client_for(inserts), "/v2/blueprints/", limit=10))
+    ids = {item["id"] for item in all_items(pages)}
+    assert {r["id"] for r in records(30)} <= ids
+    assert len(pages) == 4
