@@ -235,12 +235,25 @@ def device_detail(w: World, req: Req) -> tuple[int, Body]:
 def legacy_devices(w: World, req: Req) -> tuple[int, Body]:
     """GET /enterprise/{eid}/device/ (legacy envelope; live route 14), created order.
 
-    Filters of the subset served here: ``state``, ``serial``, ``is_gms`` (as on /v2/devices/).
+    Filters of the subset served here: ``state``, ``serial``, ``is_gms``, ``search``, ``tags``
+    and the blueprint ids (as on /v2/devices/), plus the legacy ``name`` (part of the name, any
+    case), ``group`` (a group id: the devices directly in it) and ``brand``.
     """
+    f = w.fleet
     order = w.device_order("created_at")
     pred = _device_filter(w, req)
     if pred is not None:
         order = [i for i in order if pred(i)]
+    q = req.query
+    if q.get("name"):
+        name = q["name"].lower()
+        order = [i for i in order if name in f.name[i].lower()]
+    if q.get("group"):
+        gid = check_uuid(q["group"], "group")
+        order = [i for i in order if f.groups[f.group[i]].id == gid]
+    if q.get("brand"):
+        brand = q["brand"].lower()
+        order = [i for i in order if C.MODELS[f.model[i]].brand.lower() == brand]
     return 200, legacy_list(req, order, w.wire.device_legacy)
 
 

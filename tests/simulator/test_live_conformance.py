@@ -265,3 +265,27 @@ def test_a_status_without_a_reason_says_null(client: httpx.Client, shared_sim: S
     assert all(s["reason"] for s in statuses if s["state"] == "Command Failure")
     served = client.get(f"/commands/v0/status/?request={statuses[0]['request']}").json()
     assert all(s["reason"] is None or s["reason"] for s in served["content"]["results"])
+
+
+def test_the_legacy_device_list_pages_and_filters(client: httpx.Client, shared_sim: Simulator):
+    """The legacy device list (live route 14) pages by limit/offset and filters as documented."""
+    url = f"/enterprise/{EID}/device/"
+    truth = shared_sim.truth("devices")
+    first = client.get(url, params={"limit": 250}).json()
+    assert first["count"] == len(truth) and len(first["results"]) == 250
+    rest = client.get(first["next"]).json()
+    ids = [d["id"] for d in first["results"] + rest["results"]]
+    assert sorted(ids) == sorted(d["id"] for d in truth) and rest["next"] is None
+    android = next(d for d in truth if d["platform"] == "ANDROID")
+    by_group = client.get(url, params={"group": android["group_id"], "limit": 1000}).json()
+    assert android["id"] in {d["id"] for d in by_group["results"]}
+    assert {g for d in by_group["results"] for g in d["groups"]} == {
+        g for d in by_group["results"][:1] for g in d["groups"]
+    }
+    brand = android["hardware_info"]["brand"]
+    by_brand = client.get(url, params={"brand": brand, "limit": 1000}).json()["results"]
+    assert by_brand and all(d["hardwareInfo"]["brand"] == brand for d in by_brand)
+    part = android["name"][2:6]
+    by_name = client.get(url, params={"name": part, "limit": 1000}).json()["results"]
+    assert android["id"] in {d["id"] for d in by_name}
+    assert all(part.lower() in d["device_name"].lower() for d in by_name)
