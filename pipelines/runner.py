@@ -2,17 +2,19 @@
 
 Exit codes (also used by the command line):
     0 everything loaded and reconciled; 1 unexpected error; 2 auth or configuration error;
-    3 API failure; 4 reconciliation shortfall; 5 warehouse locked.
+    3 API failure; 4 reconciliation shortfall; 5 warehouse locked; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +50,16 @@ from .warehouse import (
 log = logging.getLogger("esper_warehouse")
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API, EXIT_RECONCILIATION, EXIT_LOCKED = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
+# What an interruption leaves, by the step it stopped (the run's summary says it).
+AFTER_INTERRUPT = {
+    "start": "nothing was loaded; the next run starts afresh",
+    "extract": "nothing of this run was loaded and no cursor moved; the next run reads it again",
+    "normalize": "nothing of this run was loaded; the extracted data is kept pending and the "
+    "next run loads it first",
+    "load": "the load stopped part-way; the next run finishes it first (no row is doubled)",
+    "after the load": "everything extracted was loaded; the next run checks it again",
+}
 PIPELINE_NAME = "esper_warehouse"
 # Resources that come with another: selecting `devices` loads its history and census too.
 COMPANIONS = {
@@ -283,6 +295,10 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
             result = RunResult("-", EXIT_LOCKED, "failed", error=f"WarehouseLocked: {error}")
             result.seconds = time.monotonic() - started
             return result
+        except KeyboardInterrupt:
+            text = "interrupted while waiting for another run: " + AFTER_INTERRUPT["start"]
+            log.warning("run %s", text)
+            return RunResult("-", EXIT_INTERRUPTED, "interrupted", error=text)
         return _run_locked(settings, client)
 
 
@@ -297,6 +313,8 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     own_client = client is None
     client_options = {"client": client} if client is not None else {}
     held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
+    stage = "start"
+    restore_signals = _stop_client_on_signals(lambda: client or ledger.client)
     try:
         log.info("run %s: warehouse %s, dataset %s", run_id, settings.warehouse, settings.dataset)
         pipeline = make_pipeline(settings)
@@ -322,17 +340,21 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
         result.mode = "full" if ledger.full_scan else "incremental"
         result.as_of = ledger.as_of
         log.info("extract: started (%s scan, API time %s)", result.mode, ledger.as_of)
+        stage = "extract"
         pipeline.extract(source)
         progress.done()
         log.info("extract: done (%s)", progress.text())
         log.info("normalize: started")
+        stage = "normalize"
         pipeline.normalize()
         result.rows = _row_counts(pipeline)
         log.info("load: started")
+        stage = "load"
         # DuckDB: waits for the file here, then holds it, so nothing below meets a lock
         held = _hold_warehouse(settings)
         pipeline.load(credentials=held)
         log.info("load: done")
+        stage = "after the load"
         if interrupted_appends:
             removed = remove_duplicate_keys(pipeline, interrupted_appends)
             for table, count in sorted(removed.items()):
@@ -352,13 +374,21 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
         else:
             result.status, result.exit_code = "ok", EXIT_OK
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt | SystemExit):
+        if isinstance(error, SystemExit):
             raise
-        result.exit_code = exit_code_for(error)
-        result.error = error_text(error)
-        log.error("run failed: %s", result.error)
-        log.debug("run failed", exc_info=True)
+        if is_interrupt(error):
+            _stop(client or ledger.client)  # requests in flight end now, none is retried
+            result.status, result.exit_code = "interrupted", EXIT_INTERRUPTED
+            extracted = f" ({progress.text()})" if stage == "extract" else ""
+            result.error = f"interrupted during {stage}{extracted}: {AFTER_INTERRUPT[stage]}"
+            log.warning("run %s", result.error)
+        else:
+            result.exit_code = exit_code_for(error)
+            result.error = error_text(error)
+            log.error("run failed: %s", result.error)
+            log.debug("run failed", exc_info=True)
     finally:
+        restore_signals()
         progress.done()
         client = client or ledger.client
         if client is not None:
@@ -377,6 +407,52 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     if result.exit_code == EXIT_OK and settings.build_models:
         _build_models(settings, result)
     return result
+
+
+def is_interrupt(error: BaseException) -> bool:
+    """True when a failure is Ctrl-C or SIGTERM (dlt wraps them in `PipelineStepFailed`)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt):  # also dlt's SignalReceivedException
+            return True
+        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+    return False
+
+
+def _stop(client: Any) -> None:
+    """Stop the client's requests at once (`EsperClient.stop`; a no-op for other clients)."""
+    stop = getattr(client, "stop", None)
+    if callable(stop):
+        stop()
+
+
+def _stop_client_on_signals(client: Callable[[], Any]) -> Callable[[], None]:
+    """On Ctrl-C or SIGTERM, stop the run's client first, then interrupt the main thread.
+
+    Without it, requests in flight in worker threads were retried against a client being
+    closed (~64 warnings about a bad file descriptor) before the run stopped. dlt installs its
+    own handlers around normalize and load and restores these afterwards. Only the main thread
+    can install handlers; elsewhere (a Dagster worker thread) this does nothing.
+
+    Returns:
+        A function that puts the previous handlers back.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        _stop(client())
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 def _shortfall(row: dict[str, Any]) -> str:
