@@ -1,0 +1,207 @@
+"""Real-tenant figures (issue 14): requests per device and what they cost at 25 requests/s.
+
+`.venv/bin/python -m bench.realtenant [--devices 2000] [--limited 300] [--readme bench/README.md]`
+
+1. Request counts on a fleet of `--devices` without a rate limit (counts do not depend on it):
+   a first load, a nightly after one simulated day (~2 % of devices change), and the weekly full
+   scan (`run --full`), each with its requests per device and its share of the first load, and
+   the hours each would take at 150,000 devices and 25 requests/s (Esper's own client caps
+   itself at 8,000 calls per 5 minutes, live-observations §13-14).
+2. A first load killed part-way (SIGKILL of `esper-warehouse run` at about half of a clean
+   load's requests) and run again: the requests of both together against a clean load.
+3. A first load of `--limited` devices against the simulator rate-limited to 25 requests/s
+   (429 with Retry-After): the client holds the rate without failing.
+
+Prints a Markdown section; with `--readme`, writes it into that file in place of the section of
+the same heading (appended when absent). Every process it starts is stopped by its own id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from simulator import Simulator  # noqa: E402
+from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
+from tests.pipeline.helpers import cli, load  # noqa: E402
+
+HEADING = "## Real-tenant time: requests per device at 25 requests/s"
+RATE = 25.0  # requests/s a real tenant allows (Esper's client: 8,000 per 5 minutes)
+TENANT = 150_000  # devices of the projection (the live tenant had 142,632)
+EVENTS = "GET /enterprise/{eid}/device/{id}/download/eventfeed/"
+
+
+def hours_at(per_device: float) -> float:
+    """Hours a run of `per_device` requests per device takes at TENANT devices and RATE."""
+    return per_device * TENANT / RATE / 3600
+
+
+def sent(sim: Simulator) -> int:
+    """Requests the simulator answered since its counters were last reset (429s included)."""
+    return int(sim.stats()["total"])
+
+
+def by_route(sim: Simulator) -> dict[str, int]:
+    return {k: v for k, v in sorted(sim.stats()["routes"].items(), key=lambda kv: -kv[1])}
+
+
+def counts(devices: int, work: Path) -> dict[str, Any]:
+    """First load, nightly and weekly full scan on one fleet: requests and changed share."""
+    out: dict[str, Any] = {"devices": devices}
+    with Simulator(devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        wh = work / "counts.duckdb"
+        for name, before in (("first", None), ("nightly", 24.0), ("weekly", 24.0)):
+            if before:
+                start = sim.now
+                sim.advance(hours=before)
+                changed = sum(
+                    1 for d in sim.truth("devices")
+                    if datetime.fromisoformat(d["updated_at"].replace("Z", "+00:00")) > start
+                )  # fmt: skip
+                out[f"{name}_changed"] = changed / len(sim.truth("devices"))
+            sim.reset_stats()
+            started = time.perf_counter()
+            result = load(sim, wh, full=name == "weekly")
+            assert result.exit_code == 0, result.error
+            out[name] = {
+                "requests": sent(sim),
+                "seconds": round(time.perf_counter() - started, 1),
+                "mode": result.mode,
+                "routes": by_route(sim),
+            }
+    return out
+
+
+def killed_and_resumed(devices: int, clean: int, work: Path, at: float = 0.5) -> dict[str, Any]:
+    """A first load killed (SIGKILL) at `at` of `clean` requests, then run again to the end."""
+    with Simulator(devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        wh = work / "resumed.duckdb"
+        proc = cli(sim, wh, "run", start_new_session=True)
+        try:
+            deadline = time.monotonic() + 1800
+            while sent(sim) < at * clean and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            killed_at = sent(sim)
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # this process's own group, by its id
+        finally:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=30)
+        result = load(sim, wh)
+        assert result.exit_code == 0, result.error
+        total = sent(sim)
+    return {"killed_at": killed_at, "total": total, "ratio": total / clean}
+
+
+def rate_limited(devices: int, work: Path) -> dict[str, Any]:
+    """A first load through a simulator that allows RATE requests/s (429 + Retry-After)."""
+    with Simulator(
+        devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID, rate_limit=RATE
+    ) as sim:
+        started = time.perf_counter()
+        result = load(
+            sim, work / "limited.duckdb", client_options={"backoff_base": 1.0, "backoff_max": 30}
+        )
+        seconds = time.perf_counter() - started
+        stats = sim.stats()
+    ok = int(stats["statuses"].get("200", 0))
+    return {
+        "devices": devices,
+        "exit_code": result.exit_code,
+        "error": result.error,
+        "seconds": round(seconds, 1),
+        "answered": ok,
+        "throttled": int(stats["statuses"].get("429", 0)),
+        "rate": ok / seconds,
+        "client_retries": result.retries,
+    }
+
+
+def render(c: dict[str, Any], resumed: dict[str, Any], limited: dict[str, Any], cmd: str) -> str:
+    n = c["devices"]
+    first = c["first"]["requests"]
+    lines = [
+        HEADING,
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with `{cmd}` (issue 14). Request "
+        "counts do not depend on the rate limit, so they come from a fleet without one; hours "
+        f"= requests per device × {TENANT:,} ÷ {RATE:g} ÷ 3600.",
+        "",
+        f"| run ({n:,} devices) | requests | per device | share of the first load | "
+        f"hours at {TENANT:,} devices, {RATE:g} req/s |",
+        "|---|---|---|---|---|",
+    ]
+    for name, label in (
+        ("first", "first load"),
+        ("nightly", f"nightly ({c['nightly_changed']:.1%} of devices changed that day)"),
+        ("weekly", f"weekly full scan (`run --full`, {c['weekly_changed']:.1%} changed)"),
+    ):
+        req = c[name]["requests"]
+        lines.append(
+            f"| {label} | {req:,} | {req / n:.3f} | {req / first:.1%} | {hours_at(req / n):.2f} |"
+        )
+    top = ", ".join(f"`{k}` {v:,}" for k, v in list(c["first"]["routes"].items())[:5])
+    lines += [
+        "",
+        f"- First load by route (largest five): {top}.",
+        f"- Killed and resumed first load: SIGKILL after {resumed['killed_at']:,} requests "
+        f"(~{resumed['killed_at'] / first:.0%} of a clean load), then `run` again: "
+        f"{resumed['total']:,} requests in all, **{resumed['ratio']:.2f}×** a clean first load "
+        "(a killed extract commits nothing: the next run starts over; target ≤ 1.15×).",
+        f"- Rate-limited first load, {limited['devices']:,} devices, simulator at {RATE:g} "
+        f"requests/s with 429 + Retry-After: exit {limited['exit_code']}, "
+        f"{limited['seconds']} s, {limited['answered']:,} answered requests "
+        f"({limited['rate']:.1f} per second), {limited['throttled']:,} answered 429.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(readme: Path, section: str) -> None:
+    """Replace the section under HEADING (up to the next `## `) or append it."""
+    text = readme.read_text() if readme.exists() else ""
+    if HEADING in text:
+        head, rest = text.split(HEADING, 1)
+        tail = rest.split("\n## ", 1)
+        text = head + section + ("\n## " + tail[1] if len(tail) > 1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    readme.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.realtenant", description=__doc__)
+    parser.add_argument("--devices", type=int, default=2000)
+    parser.add_argument("--limited", type=int, default=300)
+    parser.add_argument("--readme", type=Path, default=None)
+    args = parser.parse_args(argv)
+    cmd = "python -m bench.realtenant " + " ".join(argv if argv is not None else sys.argv[1:])
+    with tempfile.TemporaryDirectory(prefix="realtenant-") as tmp:
+        work = Path(tmp)
+        c = counts(args.devices, work)
+        print({k: (v if not isinstance(v, dict) else v["requests"]) for k, v in c.items()})
+        resumed = killed_and_resumed(args.devices, c["first"]["requests"], work)
+        print(resumed)
+        limited = rate_limited(args.limited, work)
+        print(limited)
+    section = render(c, resumed, limited, cmd.strip())
+    print(section)
+    if args.readme:
+        write_section(args.readme, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
