@@ -301,3 +301,27 @@ def test_the_route_table_names_every_served_route() -> None:
     table = (Path(__file__).resolve().parents[2] / "docs" / "spec" / "README.md").read_text()
     missing = [t for _m, t, _f, _h in SERVED if t not in table]
     assert not missing, f"routes missing from docs/spec/README.md: {missing}"
+
+
+def test_installdevices_lists_the_devices_on_that_version(
+    client: httpx.Client, shared_sim: Simulator
+) -> None:
+    """Routes 9/10: the devices with that version installed, as their app lists say."""
+    installed = shared_sim.truth("device_apps")
+    checked = 0
+    for app in shared_sim.truth("applications"):
+        for version in app["versions"]:
+            url = (
+                f"/v1/enterprise/{EID}/application/{app['id']}/version/{version['id']}"
+                "/installdevices"
+            )
+            served = {d["id"] for d in client.get(url, params={"limit": 1000}).json()["results"]}
+            expected = {
+                r["device_id"]
+                for r in installed
+                if r.get("package_name") == app["package_name"]
+                and r.get("version_code") == version["version_code"]
+            }
+            assert served == expected, (app["package_name"], version["version_code"])
+            checked += bool(expected)
+    assert checked >= 5
