@@ -269,7 +269,7 @@ class _Progress:
         for item in page.items:
             key = item.get("id")
             if key is None or isinstance(key, dict | list):
-                key = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+                key = _identity(item)
             if key not in self.keys:
                 self.keys.add(key)
                 new += 1
@@ -292,6 +292,16 @@ class _Progress:
 
     def _count_text(self) -> str:
         return "" if self.count is None else f" for a count of {self.count}"
+
+
+def _identity(item: dict) -> Any:
+    """An item without an ``id``, as a hashable value (a repeat comes in the same key order)."""
+    key = tuple(item.items())
+    try:
+        hash(key)
+    except TypeError:  # nested objects or lists
+        return orjson.dumps(item)
+    return key
 
 
 def _walk(
