@@ -69,3 +69,10 @@ def test_other_host_defaults() -> None:
     assert other_host("localhost") == "127.0.0.1"
     assert other_host("acme-api.esper.cloud") == "other-acme-api.esper.cloud"
     assert parse({"kind": "next_http"}).kind == "next_http"
+
+
+def test_next_http_can_name_another_scheme_for_loopback_tests(sim) -> None:
+    sim.set_faults([{"kind": "next_http", "scheme": "https", "route": "/v0/operations/"}])
+    with make_client(sim) as c:
+        link = urlsplit(_next(c.get("/v0/operations/", params={"limit": 2}).json()))
+    assert (link.scheme, link.hostname, link.port) == ("https", "127.0.0.1", sim.port)
