@@ -10,8 +10,8 @@ A fault is a dict ``{"kind", "route" (glob on the path after /api; default all),
 Next-link faults (live §12: Esper's own client rewrites such links before following them):
 ``next_http``: the ``next`` link of a list answer says ``http://`` whatever the request's
 scheme (``scheme``: another one, e.g. ``https`` so that a loopback test over plain http sees a
-link whose scheme differs from its configured one). ``next_foreign_host``: the ``next`` link names another host of the same service,
-``link_host`` (``host[:port]``, the link's port kept when none is given; default: ``127.0.0.1``
+link whose scheme differs from its configured one). ``next_foreign_host``: the ``next`` link
+names another host of the same service, ``link_host`` (``host[:port]``, the link's port kept when none is given; default: ``127.0.0.1``
 and ``localhost`` swapped, or ``other-`` before the first label of any other host). The link
 still works (a client that follows it unchanged gets the right page, and sends its key to that
 host); see `rewrite_next`.
