@@ -11,10 +11,10 @@ Next-link faults (live §12: Esper's own client rewrites such links before follo
 ``next_http``: the ``next`` link of a list answer says ``http://`` whatever the request's
 scheme (``scheme``: another one, e.g. ``https`` so that a loopback test over plain http sees a
 link whose scheme differs from its configured one). ``next_foreign_host``: the ``next`` link
-names another host of the same service, ``link_host`` (``host[:port]``, the link's port kept when none is given; default: ``127.0.0.1``
-and ``localhost`` swapped, or ``other-`` before the first label of any other host). The link
-still works (a client that follows it unchanged gets the right page, and sends its key to that
-host); see `rewrite_next`.
+names another host of the same service, ``link_host`` (``host[:port]``, the link's port kept
+when none is given; default: ``127.0.0.1`` and ``localhost`` swapped, or ``other-`` before the
+first label of any other host). The link still works (a client that follows it unchanged gets
+the right page, and sends its key to that host); see `rewrite_next`.
 
 Time faults (issue 14: cursors must come from the data, not from a clock):
 ``clock_skew`` (hours, may be negative): the ``Date`` header runs that far ahead of the data, on
