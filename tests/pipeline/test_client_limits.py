@@ -236,12 +236,12 @@ def test_a_trickling_answer_is_cut_at_the_request_timeout_and_retried(
     )
     started = time.monotonic()
     with client, pytest.raises(EsperAPIError) as caught:
-        in_thread(lambda: client.get("/v2/devices/"), within=4.5)
+        in_thread(lambda: client.get("/v2/devices/"), within=6)
     elapsed = time.monotonic() - started
     assert "no complete answer within 1 s" in str(caught.value)
     assert "2 attempts" in str(caught.value)
     assert server.requests == 2
-    assert 1.9 <= elapsed < 3.5
+    assert 1.9 <= elapsed < 4  # two attempts of 1 s (not ~30 s each), with room for a busy CPU
     assert client.stats()[ROUTE].retries == 1
 
 
