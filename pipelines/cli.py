@@ -160,8 +160,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import RunSettings, run, summary
+    from .runner import RunSettings, run, summary, toml_problem
 
+    try:
+        lock_timeout = (
+            args.lock_timeout if args.lock_timeout is not None else _lock_timeout_default()
+        )
+    except Exception as error:  # a .dlt/*.toml dlt cannot read, or a timeout that is no number
+        problem = toml_problem(error) or f"ESPER_WAREHOUSE__LOCK_TIMEOUT_S: {error}"
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     settings = RunSettings(
         warehouse=args.warehouse,
         destination=args.destination,
@@ -170,9 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.resources
         else None,
         full=args.full,
-        lock_timeout_s=args.lock_timeout
-        if args.lock_timeout is not None
-        else _lock_timeout_default(),
+        lock_timeout_s=lock_timeout,
         load_memory_limit=_load_memory_limit_default(),
         build_models=not args.no_models,
     )

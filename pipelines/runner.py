@@ -23,6 +23,8 @@ from typing import Any
 
 import dlt
 import orjson
+from dlt.common.configuration.container import Container
+from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from dlt.common.schema.utils import has_table_seen_data
 
 from sources.esper import RunLedger, esper
@@ -33,7 +35,8 @@ from sources.esper.client import (
     EsperError,
     EsperNotFoundError,
 )
-from sources.esper.settings import ENDPOINTS
+from sources.esper.datatap import table_name as data_tap_table
+from sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
 
 from . import bookkeeping
 from .progress import Progress
@@ -253,6 +256,61 @@ def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
     return appended
 
 
+# Where dlt looks for a source setting, most specific first (`SOURCES__ESPER__ESPER__X` ... `X`).
+SOURCE_SECTIONS = (("sources", "esper", "esper"), ("sources", "esper"), ("sources",), ())
+
+
+def check_source_settings(explicit: dict[str, Any]) -> None:
+    """Every source setting (given here, else from the environment or .dlt/*.toml) is valid.
+
+    Looked up as dlt does: each provider in turn (environment, secrets.toml, config.toml), and in
+    each `SOURCES__ESPER__<NAME>` first, then fewer sections down to a bare `<NAME>`.
+
+    Raises:
+        EsperConfigError: a value outside what its setting accepts (named, with the range), or a
+            .dlt/config.toml / secrets.toml that is not valid TOML (the file and the line).
+    """
+    values: dict[str, Any] = {}
+    try:
+        providers = Container()[PluggableRunContext].providers.providers
+        for name in SETTINGS:
+            if name in explicit:
+                values[name] = explicit[name]
+                continue
+            values[name] = next(
+                (
+                    value
+                    for provider in providers  # as dlt resolves: provider by provider
+                    for sections in SOURCE_SECTIONS
+                    if (value := provider.get_value(name, Any, None, *sections)[0]) is not None
+                ),
+                None,
+            )
+        checked = check_settings(values)
+        for name in checked.get("data_tap_queries") or {}:
+            data_tap_table(name)
+    except (SettingError, EsperError) as error:
+        raise EsperConfigError(str(error)) from None
+    except Exception as error:
+        if (problem := toml_problem(error)) is None:
+            raise
+        raise EsperConfigError(problem) from None
+
+
+def toml_problem(error: BaseException) -> str | None:
+    """One line naming the .dlt/*.toml file dlt could not read and where, else None.
+
+    dlt's own error is a long traceback through its configuration machinery; what an admin needs
+    is the file and the line (`... at line 3 col 19`).
+    """
+    if type(error).__name__ != "TomlProviderReadException":
+        return None
+    paths = [Path(p) for p in getattr(error, "full_paths", [])]
+    where = next((str(p.resolve()) for p in paths if p.exists()), getattr(error, "file_name", "?"))
+    detail = str(error).strip().splitlines()[-1]
+    return f"{where} is not valid TOML: {detail}"
+
+
 def _appended_marker(settings: RunSettings) -> Path:
     """Where a run notes the tables it appends into, until its load has completed."""
     return working_dir(settings.warehouse.resolve()) / f"{settings.pipeline_name}.appended.json"
@@ -287,6 +345,13 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
     `lock_timeout_s`, then ends with exit 5 naming the other run's pid, having done nothing.
     """
     started = time.monotonic()
+    if not 0 <= settings.lock_timeout_s < float("inf"):
+        text = (
+            f"lock_timeout_s = {settings.lock_timeout_s!r} (ESPER_WAREHOUSE__LOCK_TIMEOUT_S or "
+            "--lock-timeout): expected a number of seconds >= 0"
+        )
+        log.error("run not started: %s", text)
+        return RunResult("-", EXIT_CONFIG, "failed", error=f"EsperConfigError: {text}")
     with ExitStack() as stack:
         try:
             stack.enter_context(run_lock(settings.warehouse, settings.lock_timeout_s))
@@ -317,6 +382,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     restore_signals = _stop_client_on_signals(lambda: client or ledger.client)
     try:
         log.info("run %s: warehouse %s, dataset %s", run_id, settings.warehouse, settings.dataset)
+        check_source_settings(settings.source_options)  # before any request or file
         pipeline = make_pipeline(settings)
         marker = _appended_marker(settings)
         interrupted_appends = _read_appended(marker)  # an earlier run's load did not complete

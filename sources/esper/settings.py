@@ -99,3 +99,117 @@ HEARTBEAT_START_DAYS = 365.0
 DATA_TAP_DEADLINE_S = 900.0
 DATA_TAP_STUCK_S = 300.0
 DATA_TAP_ROW_LIMIT = 100_000
+
+
+# ------------------------------------------------------------------ accepted values, checked once
+# Every setting of the `esper` source with its default and the values it accepts, checked by
+# `check_settings` before the first request (the runner calls it; a bad value is exit 2 naming the
+# setting). README's configuration table is tested against this declaration.
+ENV_PREFIX = "SOURCES__ESPER__"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting's type, default and accepted range (inclusive; None = unbounded)."""
+
+    kind: type
+    default: object
+    low: float | None = None
+    high: float | None = None
+
+    def accepted(self) -> str:
+        if self.kind is bool:
+            return "true or false"
+        if self.kind is dict:
+            return "a JSON object of name -> SQL text"
+        what = "a whole number" if self.kind is int else "a number"
+        if self.high is None:
+            return f"{what} >= {self.low:g}"
+        return f"{what} from {self.low:g} to {self.high:g}"
+
+
+SETTINGS: dict[str, Setting] = {
+    "full_scan": Setting(bool, False),
+    "full_scan_interval_days": Setting(float, FULL_SCAN_INTERVAL_DAYS, 0, 3650),
+    # Negative would put the watermark in the future: the next runs skip what changed meanwhile.
+    "lag_hours": Setting(float, LAG_HOURS, 0, 720),
+    "page_size": Setting(int, MAX_PAGE_SIZE, 1, MAX_PAGE_SIZE),
+    "status_batch_size": Setting(int, STATUS_BATCH_SIZE, 1, 200),  # ids in one URL
+    "heartbeat_start_days": Setting(float, HEARTBEAT_START_DAYS, 0, 3650),
+    "initial_concurrency": Setting(int, INITIAL_CONCURRENCY, 1, 256),
+    "max_concurrency": Setting(int, MAX_CONCURRENCY, 1, 256),
+    "max_retries": Setting(int, MAX_RETRIES, 0, 20),
+    "request_timeout": Setting(float, REQUEST_TIMEOUT_S, 0.1, 3600),
+    "max_retry_wait_s": Setting(float, MAX_RETRY_WAIT_S, 0, 86400),
+    "data_tap_queries": Setting(dict, None),
+    "data_tap_deadline_s": Setting(float, DATA_TAP_DEADLINE_S, 1, 86400),
+    "data_tap_stuck_s": Setting(float, DATA_TAP_STUCK_S, 1, 86400),
+    "data_tap_row_limit": Setting(int, DATA_TAP_ROW_LIMIT, 1, 10_000_000),
+}
+
+
+class SettingError(ValueError):
+    """A setting's value is outside what it accepts (the message names it and the range)."""
+
+
+def _coerce(name: str, spec: Setting, value: object) -> object:
+    """`value` (text from the environment, or a TOML value) as the setting's type."""
+    import json
+    import math
+
+    bad = SettingError(
+        f"{ENV_PREFIX}{name.upper()} (sources.esper.{name}) = {value!r}: expected {spec.accepted()}"
+    )
+    if spec.kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise bad
+    if spec.kind is dict:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise bad from None
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
+        ):
+            raise bad
+        return dict(value)
+    if isinstance(value, bool):
+        raise bad
+    try:
+        number = spec.kind(str(value).strip()) if isinstance(value, str) else value
+        if spec.kind is int and not float(number).is_integer():
+            raise ValueError
+        number = spec.kind(number)
+    except (TypeError, ValueError):
+        raise bad from None
+    if math.isnan(number) or number < spec.low or (spec.high is not None and number > spec.high):
+        raise bad
+    return number
+
+
+def check_settings(values: dict[str, object]) -> dict[str, object]:
+    """The given settings (names of `SETTINGS`; others pass through) typed and range-checked.
+
+    Raises:
+        SettingError: the first value outside what its setting accepts, naming the setting,
+            its environment variable and the accepted range.
+    """
+    checked = dict(values)
+    for name, value in values.items():
+        if name in SETTINGS and value is not None:
+            checked[name] = _coerce(name, SETTINGS[name], value)
+    low = checked.get("initial_concurrency", INITIAL_CONCURRENCY)
+    high = checked.get("max_concurrency", MAX_CONCURRENCY)
+    if low > high:  # type: ignore[operator]
+        raise SettingError(
+            f"{ENV_PREFIX}INITIAL_CONCURRENCY ({low}) must not exceed "
+            f"{ENV_PREFIX}MAX_CONCURRENCY ({high})"
+        )
+    return checked
