@@ -169,6 +169,9 @@ class SimApp:
             await send({"type": "http.response.start", "status": 200, "headers": []})
             raise DroppedConnection(api_path)
         route_params = dict(params)  # `_handle` consumes `eid`
+        if decision.cancel_query and api_path.startswith("/data-tap/") and "id" in params:
+            with self.world.lock:
+                self.world.datatap.cancel(params["id"])
         status, payload = self._handle(scope, query, params, body, family, handler)
         if status == 200 and decision.disorder:
             payload = self._out_of_order(scope, query, route_params, body, family, handler, payload)

@@ -11,7 +11,8 @@ The shape follows Esper's Query API documentation (docs/spec/live-observations.m
   with ``result: {schema: {column_count, columns[{name, position, type_name, type_text}]},
   data_array: [[str, ...]], truncated}`` (cells as strings, as in the documented sample), or
   FAILED with ``result: null`` and the reason in ``error_message``. A job polled again after it
-  finished answers CLOSED (its result is gone).
+  finished answers CLOSED (its result is gone). A query the ``query_canceled`` fault cancels
+  answers CANCELED (no result, no error message).
 - Errors use the Reports family body ``{status, error, message}``.
 
 Tables (one row per entity per ``report_date``, captured at each simulated midnight for the
@@ -74,6 +75,7 @@ class Job:
     error: str | None = None
     row_limit: int = 0
     latest: bool = False
+    canceled: bool = False
 
 
 def _type(t: duckdb.typing.DuckDBPyType) -> tuple[str, str]:
@@ -293,10 +295,18 @@ class DataTap:
         self.jobs[job.id] = job
         return job
 
+    def cancel(self, job_id: str) -> None:
+        """Cancel a query (the ``query_canceled`` fault); unknown ids are left to the route."""
+        job = self.jobs.get(job_id.lower())
+        if job is not None:
+            job.canceled = True
+
     def view(self, job: Job) -> dict[str, Any]:
         """The job as the next poll sees it (PENDING, RUNNING, then the outcome)."""
         job.polls += 1
         base = self.record(job)
+        if job.canceled:
+            return {**base, "status": "CANCELED"}
         if job.polls == 1:
             return base
         if job.polls == 2:

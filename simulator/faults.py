@@ -16,6 +16,10 @@ when none is given; default: ``127.0.0.1`` and ``localhost`` swapped, or ``other
 first label of any other host). The link still works (a client that follows it unchanged gets
 the right page, and sends its key to that host); see `rewrite_next`.
 
+``query_canceled``: a Data Tap query polled through a matching route is canceled (the service
+cancels it, as Databricks may); from then on its status is ``CANCELED``, with no result and no
+error message. Route it at ``/data-tap/v0/queries/*``.
+
 Time faults (issue 14: cursors must come from the data, not from a clock):
 ``clock_skew`` (hours, may be negative): the ``Date`` header runs that far ahead of the data, on
 every answer (route and probability do not apply). ``late_events`` (share of live devices,
@@ -54,6 +58,7 @@ KINDS = frozenset(
         "out_of_order",
         "next_http",
         "next_foreign_host",
+        "query_canceled",
     }
 )
 WORLD_KINDS = frozenset({"clock_skew", "late_events"})  # act on the clock or data, not a request
@@ -135,6 +140,7 @@ class Decision:
     disorder: bool = False
     next_scheme: str | None = None  # next_http
     next_host: str | None = None  # next_foreign_host ("" = the default other host)
+    cancel_query: bool = False  # query_canceled
 
 
 class Faults:
@@ -241,6 +247,8 @@ class Faults:
             d.next_scheme = str(a.get("scheme") or "http")
         elif f.kind == "next_foreign_host":
             d.next_host = str(a.get("link_host") or "")
+        elif f.kind == "query_canceled":
+            d.cancel_query = True
 
     # -- time faults ---------------------------------------------------------------------
 

@@ -105,3 +105,29 @@ def test_bad_request_and_auth(client, shared_sim):
     with make_client(shared_sim, "wrong") as c:
         resp = c.post("/data-tap/v0/queries", json={"query": "select 1"})
     assert resp.status_code == 401 and resp.json()["status"] == 401
+
+
+def test_a_canceled_query_says_canceled(sim):
+    """The documented CANCELED status (live §15), produced by the `query_canceled` fault."""
+    from tests.simulator.conftest import make_client
+
+    with make_client(sim) as c:
+        job = c.post("/data-tap/v0/queries", json={"query": "select 1 as one"}).json()
+        job_id = job["content"]["id"]
+        assert c.get(f"/data-tap/v0/queries/{job_id}").json()["content"]["status"] == "PENDING"
+        sim.set_faults([{"kind": "query_canceled", "route": "/data-tap/v0/queries/*", "times": 1}])
+        content = c.get(f"/data-tap/v0/queries/{job_id}").json()["content"]
+        assert (content["status"], content["result"], content["error_message"]) == (
+            "CANCELED",
+            None,
+            None,
+        )
+        assert set(content) == set(STATUS_SHAPE)
+        again = c.get(f"/data-tap/v0/queries/{job_id}").json()["content"]
+        assert again["status"] == "CANCELED", "a canceled query stays canceled"
+        other = c.post("/data-tap/v0/queries", json={"query": "select 1 as one"}).json()
+        polls = [
+            c.get(f"/data-tap/v0/queries/{other['content']['id']}").json()["content"]["status"]
+            for _ in range(3)
+        ]
+        assert polls == ["PENDING", "RUNNING", "SUCCEEDED"], "the fault fired once"
