@@ -267,8 +267,10 @@ class _Guard:
     time for reads, so a stopped client's threads notice within a fraction of a second.
     """
 
-    def __init__(self, stopped: threading.Event) -> None:
-        self.stopped = stopped
+    def __init__(self) -> None:
+        # A plain flag, not a threading.Event: setting it takes no lock, so a signal handler can
+        # set it whatever the interrupted thread holds. Everything that waits polls it.
+        self.stopped = False
         self._local = threading.local()
 
     def begin(self, seconds: float) -> None:
@@ -287,7 +289,7 @@ class _Guard:
             httpcore.ReadError: The client was stopped.
             timeout_error: One of the two limits has passed.
         """
-        if self.stopped.is_set():
+        if self.stopped:
             raise httpcore.ReadError("the client was stopped")
         deadline = getattr(self._local, "deadline", None)
         limits = [t for t in (until, deadline) if t is not None]
@@ -488,9 +490,8 @@ class EsperClient:
         self._backoff_max = backoff_max
         self._max_retry_wait = max_retry_wait
         self._timeout = timeout
-        self._stopped = threading.Event()
-        self._guard = _Guard(self._stopped)
-        self._sleep = sleep if sleep is not None else self._stopped.wait
+        self._guard = _Guard()
+        self._sleep = sleep if sleep is not None else self._sleep_unless_stopped
         self._clock = clock
         self._rng = rng or random.Random()
         self._limiter = _AdaptiveLimiter(
@@ -662,20 +663,20 @@ class EsperClient:
     def stop(self) -> None:
         """Stop every request of this client, now and for good (Ctrl-C, a signal handler).
 
-        Safe to call from any thread or a signal handler. Requests in flight end within about
-        `_STOP_POLL_S` seconds, waits between retries end at once, and every request (new, in
-        flight or waiting) raises `EsperInterrupted` instead of being retried.
+        Safe to call from any thread or a signal handler (it sets a flag, takes no lock). Requests
+        in flight and waits between retries end within about `_STOP_POLL_S` seconds, and every
+        request (new, in flight or waiting) raises `EsperInterrupted` instead of being retried.
         """
-        self._stopped.set()
+        self._guard.stopped = True
 
     @property
     def stopped(self) -> bool:
         """True once `stop()` or `close()` was called."""
-        return self._stopped.is_set()
+        return self._guard.stopped
 
     def close(self) -> None:
         """Stop the client (see `stop`) and close the connection pools."""
-        self._stopped.set()
+        self._guard.stopped = True
         for pool in self._pools:
             pool.close()
 
@@ -820,8 +821,14 @@ class EsperClient:
 
     def _check_stopped(self, route: str) -> None:
         """Raise `EsperInterrupted` once the client is stopped."""
-        if self._stopped.is_set():
+        if self._guard.stopped:
             raise EsperInterrupted(f"{route}: not sent, the client was stopped") from None
+
+    def _sleep_unless_stopped(self, seconds: float) -> None:
+        """Sleep, waking every `_STOP_POLL_S` to end at once when the client is stopped."""
+        until = time.monotonic() + seconds
+        while not self._guard.stopped and (left := until - time.monotonic()) > 0:
+            time.sleep(min(left, _STOP_POLL_S))
 
     def _mark_bulk(self) -> None:
         """Requests from this thread (a bulk `map` worker) yield limiter slots to the others."""
