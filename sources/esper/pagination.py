@@ -23,6 +23,7 @@ before, `_Progress` stops a list that keeps sending items it already sent (an AP
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
@@ -196,7 +197,8 @@ def iter_pages_parallel(
         limit: Page size to ask for.
 
     Yields:
-        Every non-empty page, in offset order.
+        Every non-empty page, in offset order, up to the first empty one (a wrong ``count``
+        costs at most the pages already in flight).
 
     Raises:
         EsperResponseError: A malformed page.
@@ -225,14 +227,18 @@ def iter_pages_parallel(
     expected = iter(offsets)
     next_offset = next(expected, None)
     last = first
-    for offset, page in client.map(fetch, offsets):
-        waiting[offset] = page
-        while next_offset is not None and next_offset in waiting:
-            last = waiting.pop(next_offset)
-            if last.items:
+    with closing(client.map(fetch, offsets)) as fetched:
+        for offset, page in fetched:
+            waiting[offset] = page
+            while next_offset is not None and next_offset in waiting:
+                last = waiting.pop(next_offset)
+                if not last.items:
+                    # The list ends before its count (it shrank, or the count is wrong): the
+                    # pages planned beyond it are not requested.
+                    return
                 progress.add(last)
                 yield last
-            next_offset = next(expected, None)
+                next_offset = next(expected, None)
     if last.items and last.next_url:  # the list grew while being read (or count was stale)
         yield from _continue(
             client, path, base_params, last, _url(client, path), limit=limit, progress=progress

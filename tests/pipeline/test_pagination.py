@@ -495,3 +495,18 @@ def test_one_page_of_repeats_from_a_moving_window_is_not_a_loop() -> None:
     ids = {item["id"] for item in all_items(pages)}
     assert {r["id"] for r in records(30)} <= ids
     assert len(pages) == 4
+
+
+def test_iter_pages_parallel_stops_at_the_end_of_a_list_whose_count_is_wrong() -> None:
+    api = OffsetAPI(records(25))
+
+    def huge_count(request: httpx.Request) -> httpx.Response:
+        assert len(api.requests) < 200, "the walk did not stop"
+        body = api(request).json()
+        body["count"] = 10**9  # 100 million pages planned at 10 a page
+        return httpx.Response(200, json=body)
+
+    client = client_for(huge_count, initial_concurrency=4, max_concurrency=4)
+    pages = list(iter_pages_parallel(client, "/v2/blueprints/", limit=10))
+    assert all_items(pages) == records(25)
+    assert len(api.requests) <= 3 + 2 * 4  # the list's pages, then at most a window in flight
