@@ -12,9 +12,14 @@ resources never sleep or retry by themselves:
   header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped
   connections and 200 answers whose body is not JSON are retried a bounded number of times.
   401/403 and 404 fail at once with a message that says what is probably wrong.
-* `next` links are followed only on the configured origin, under the configured base path: a
-  link elsewhere raises `EsperConfigError` before anything is sent, so the bearer token cannot
-  leak to another host.
+* Nothing hangs: each attempt (connect, TLS, headers, body) ends within `timeout` in total, a
+  request waits at most `max_retry_wait` seconds between its attempts altogether (a longer
+  `Retry-After` fails it at once, quoting the server), and `stop()` ends every request within a
+  fraction of a second with `EsperInterrupted`, never retried.
+* `next` links are followed only on the configured origin, under the configured base path. A
+  link saying `http://`, another port, or another host of the same service (`*.esper.cloud`, or
+  loopback) is moved onto the configured origin, as Esper's own tool does; any other link raises
+  `EsperConfigError` before anything is sent, so the bearer token cannot leak to another host.
 * Per-route counters (requests, retries, 429s, errors, bytes, seconds) for the run summary.
 
 Example:
