@@ -111,6 +111,12 @@ STATE_WIPE, STATE_ONBOARDING, STATE_ONBOARDING_FAILED = 70, 80, 90
 STATE_ONBOARDED, STATE_REGISTERED = 100, 200
 STATES_PROVISIONING = (30, 40, 50)  # Android only: provisioning begun, Google Play, policies
 
+# Devices in no group (live routes 11, 12, 14, 15: an Android device with `group_id` null on v2,
+# `groups: []` on the legacy routes; route 9: `group_name` null): about 1 Android device in 64,
+# picked by its id (no random draw), group index NO_GROUP.
+NO_GROUP = -1
+UNGROUPED_ONE_IN = 64
+
 UPGRADE_STATUSES = (
     "UPGRADED",
     "UPGRADABLE",

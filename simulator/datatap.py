@@ -178,7 +178,10 @@ class DataTap:
                 "platform": col([C.PLATFORMS[C.OS_PLATFORM[f.os[i]]] for i in live], pa.string()),
                 "os_version": col([C.OS_VERSIONS[f.os[i]][f.osv[i]][0] for i in live], pa.string()),
                 "state": col([f.state[i] for i in live], pa.int32()),
-                "group_id": col([f.groups[f.group[i]].id for i in live], pa.string()),
+                "group_id": col(
+                    [f.groups[f.group[i]].id if f.group[i] != C.NO_GROUP else None for i in live],
+                    pa.string(),
+                ),
                 "security_patch_level": col(patch, pa.date32()),
                 "agent_version": col(
                     [C.AGENTS[C.OS_PLATFORM[f.os[i]]][f.agent[i]][0] for i in live], pa.string()

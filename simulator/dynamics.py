@@ -306,7 +306,7 @@ class Engine:
         version, regions = self.releases[key]
         region = regions.pop()
         groups = f.groups
-        live = [i for i in live if groups[f.group[i]].parent == region]
+        live = [i for i in live if f.group[i] != C.NO_GROUP and groups[f.group[i]].parent == region]
         if kind == "os":
             top = len(C.OS_VERSIONS[ref]) - 1
             targets = [i for i in live if f.os[i] == ref and f.osv[i] < top]

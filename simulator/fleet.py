@@ -267,6 +267,8 @@ class Fleet:
         self.state.append(_initial_state(rng.random(), plat))
         leaves = self.leaf_groups
         g = rng.choice(leaves) if rng.random() < 0.92 else rng.randrange(len(self.groups))
+        if plat == C.ANDROID and int(did[:8], 16) % C.UNGROUPED_ONE_IN == 0:
+            g = C.NO_GROUP
         self.group.append(g)
         n_os = len(C.OS_VERSIONS[os_])
         self.osv.append(max(0, n_os - 1 - min(int(rng.expovariate(1.1)), n_os - 1)))

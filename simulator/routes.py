@@ -250,7 +250,7 @@ def legacy_devices(w: World, req: Req) -> tuple[int, Body]:
         order = [i for i in order if name in f.name[i].lower()]
     if q.get("group"):
         gid = check_uuid(q["group"], "group")
-        order = [i for i in order if f.groups[f.group[i]].id == gid]
+        order = [i for i in order if f.group[i] != C.NO_GROUP and f.groups[f.group[i]].id == gid]
     if q.get("brand"):
         brand = q["brand"].lower()
         order = [i for i in order if C.MODELS[f.model[i]].brand.lower() == brand]
@@ -534,7 +534,7 @@ def install_devices(w: World, req: Req) -> tuple[int, Body]:
             "id": f.ids[i],
             "device_name": f.name[i],
             "alias_name": f.alias[i] or None,
-            "group_name": f.groups[f.group[i]].name if f.group[i] >= 0 else None,
+            "group_name": f.groups[f.group[i]].name if f.group[i] != C.NO_GROUP else None,
         }
 
     return 200, legacy_list(req, f.installed_on(k, v), build)

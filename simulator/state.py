@@ -141,7 +141,8 @@ class World:
         f = self.fleet
         counts = [0] * len(f.groups)
         for i in f.live():
-            counts[f.group[i]] += 1
+            if f.group[i] != C.NO_GROUP:
+                counts[f.group[i]] += 1
         return counts
 
     # -- reads shared by routes and truth ------------------------------------------------

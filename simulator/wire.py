@@ -81,7 +81,7 @@ class Wire:
             "serial": serial,
             "os_version": osv,
             "tenant_id": f.tenant_id,
-            "group_id": f.groups[f.group[i]].id,
+            "group_id": f.groups[f.group[i]].id if f.group[i] != C.NO_GROUP else None,
             "provisioned_on": iso(f.provisioned[i]),
             "tags": tags,
         }
@@ -248,7 +248,7 @@ class Wire:
             "esper_client": "shoonyadpc" if android else "esper-apple",
             "state": f.state[i],
             "status": f.state[i],
-            "groups": [self.group_url(f.group[i])],
+            "groups": [self.group_url(f.group[i])] if f.group[i] != C.NO_GROUP else [],
             "tags": None,
             "api_level": 30 + f.osv[i] if android else 0,
             "device_type": "dpc" if android else "apple",

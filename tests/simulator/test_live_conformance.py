@@ -277,7 +277,7 @@ def test_the_legacy_device_list_pages_and_filters(client: httpx.Client, shared_s
     rest = client.get(first["next"]).json()
     ids = [d["id"] for d in first["results"] + rest["results"]]
     assert sorted(ids) == sorted(d["id"] for d in truth) and rest["next"] is None
-    android = next(d for d in truth if d["platform"] == "ANDROID")
+    android = next(d for d in truth if d["platform"] == "ANDROID" and d["group_id"])
     by_group = client.get(url, params={"group": android["group_id"], "limit": 1000}).json()
     assert android["id"] in {d["id"] for d in by_group["results"]}
     assert {g for d in by_group["results"] for g in d["groups"]} == {
@@ -325,3 +325,28 @@ def test_installdevices_lists_the_devices_on_that_version(
             assert served == expected, (app["package_name"], version["version_code"])
             checked += bool(expected)
     assert checked >= 5
+
+
+def test_a_device_in_no_group(client: httpx.Client, shared_sim: Simulator) -> None:
+    """Live routes 11/12/14/15/9: a device in no group has `group_id` null on v2, `groups: []` on
+    the legacy routes and `group_name` null in installdevices; the rest carry their group."""
+    devices = shared_sim.truth("devices")
+    lone = next(d for d in devices if d["group_id"] is None)
+    assert lone["platform"] == "ANDROID"
+    assert client.get(f"/v2/devices/{lone['id']}").json()["content"]["group_id"] is None
+    legacy = client.get(f"/enterprise/{EID}/device/{lone['id']}/").json()
+    assert legacy["groups"] == []
+    grouped = next(d for d in devices if d["group_id"] is not None)
+    assert (
+        client.get(f"/enterprise/{EID}/device/{grouped['id']}/")
+        .json()["groups"][0]
+        .endswith(f"/devicegroup/{grouped['group_id']}/")
+    )
+    counted = sum(g["device_count"] for g in shared_sim.truth("groups"))
+    assert counted == len(devices) - sum(d["group_id"] is None for d in devices)
+    ungrouped = {d["id"] for d in devices if d["group_id"] is None}
+    app = shared_sim.truth("applications")[0]  # on every Android device, in some version
+    for version in app["versions"]:
+        url = f"/enterprise/{EID}/application/{app['id']}/version/{version['id']}/installdevices"
+        for d in client.get(url, params={"limit": 1000}).json()["results"]:
+            assert (d["group_name"] is None) == (d["id"] in ungrouped), d
