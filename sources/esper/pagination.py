@@ -256,7 +256,7 @@ _STALE_PAGES = 2
 class _Progress:
     """Whether a list walk still makes progress: new items, and no more of them than its count.
 
-    Items are known by their ``id`` (the whole item when it has none). Raises
+    Items are known by their whole content (a repeat is the same record, unchanged). Raises
     `EsperResponseError` when `_STALE_PAGES` pages in a row bring no new item, or when the walk
     has received more than twice the largest ``count`` seen plus two pages (a list may grow while
     it is read, not that much).
@@ -264,7 +264,7 @@ class _Progress:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.keys: set[Any] = set()
+        self.keys: set[int] = set()
         self.received = 0
         self.count: int | None = None
         self.stale = 0
@@ -273,9 +273,9 @@ class _Progress:
         """Account for one page; raise when the walk is going round in circles."""
         new = 0
         for item in page.items:
-            key = item.get("id")
-            if key is None or isinstance(key, dict | list):
-                key = _identity(item)
+            # The whole record, not its `id`: some lists repeat an `id` on every item (blueprint
+            # versions carry their blueprint's). A hash keeps 100,000 devices in a few MB.
+            key = hash(orjson.dumps(item))
             if key not in self.keys:
                 self.keys.add(key)
                 new += 1
@@ -298,16 +298,6 @@ class _Progress:
 
     def _count_text(self) -> str:
         return "" if self.count is None else f" for a count of {self.count}"
-
-
-def _identity(item: dict) -> Any:
-    """An item without an ``id``, as a hashable value (a repeat comes in the same key order)."""
-    key = tuple(item.items())
-    try:
-        hash(key)
-    except TypeError:  # nested objects or lists
-        return orjson.dumps(item)
-    return key
 
 
 def _walk(

@@ -510,3 +510,13 @@ def test_iter_pages_parallel_stops_at_the_end_of_a_list_whose_count_is_wrong() -
     pages = list(iter_pages_parallel(client, "/v2/blueprints/", limit=10))
     assert all_items(pages) == records(25)
     assert len(api.requests) <= 3 + 2 * 4  # the list's pages, then at most a window in flight
+
+
+def test_a_list_repeating_one_id_on_every_item_is_read_to_its_end() -> None:
+    # Blueprint versions carry their blueprint's `id`; each version is a new record all the same.
+    versions = [{"id": "bp-1", "version_id": f"v{i:03d}"} for i in range(35)]
+    for walk in (iter_pages, iter_pages_parallel):
+        pages = list(
+            walk(client_for(OffsetAPI(versions)), "/v2/blueprints/bp-1/versions/", limit=10)
+        )
+        assert all_items(pages) == versions
