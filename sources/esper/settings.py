@@ -49,9 +49,9 @@ ENDPOINTS: dict[str, Endpoint] = {
         Endpoint("tenant_apps", "/v2/tenant-apps", ("id",), None, "merge each run"),
         Endpoint("tenant_app_versions", "/v2/tenant-apps/{id}/versions", ("id",), None,
                  "merge each run, every tenant app"),
-        Endpoint("applications", "/enterprise/{eid}/application/", ("id",), None,
+        Endpoint("applications", "/v1/enterprise/{eid}/application/", ("id",), None,
                  "merge each run, the whole v1 catalogue (the legacy list misses apps)"),
-        Endpoint("application_versions", "/enterprise/{eid}/application/{id}/version/",
+        Endpoint("application_versions", "/v1/enterprise/{eid}/application/{id}/version/",
                  ("id",), None, "merge, whole lists of the applications whose latest_version "
                  "changed since the last run (every application on a full scan)"),
         Endpoint("device_apps", "/enterprise/{eid}/device/{id}/app/", ("device_id", "id"), None,

@@ -26,7 +26,7 @@ COMPARED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "blueprint_versions": (("version_id",), ("id",)),
     "tenant_apps": (("id",), ("package_name", "updated_at")),
     "tenant_app_versions": (("id",), ("app_id", "version_code")),
-    "applications": (("id",), ("package_name", "updated_on")),
+    "applications": (("id",), ("package_name", "application_name")),  # v1 items: no updated_on
     "application_versions": (("id",), ("application_id", "version_code")),
     "device_apps": (("device_id", "id"), ("route", "package_name", "version_code")),
     "command_requests": (("id",), ("command",)),
