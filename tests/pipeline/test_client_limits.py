@@ -256,6 +256,32 @@ def test_a_deadline_leaves_a_fast_answer_alone(trickle: Callable[[float], Trickl
 # ---------------------------------------------------------------------------------- stopping
 
 
+def once_received(server: LoopbackServer, count: int, action: Callable[[], Any]) -> list[float]:
+    """Call `action` on another thread as soon as `server` holds `count` requests (all in flight).
+
+    Returns:
+        A list that receives the monotonic time at which `action` was called.
+    """
+    called: list[float] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 10
+        while len(server.requests) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # the client is now waiting on every one of them
+        called.append(time.monotonic())
+        action()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return called
+
+
+def since(called: list[float]) -> float:
+    """Seconds since `once_received` called its action."""
+    assert called, "the action was not called"
+    return time.monotonic() - called[0]
+
+
 @pytest.fixture
 def serve() -> Iterator[Callable[[Callable[[Seen], Reply]], LoopbackServer]]:
     """Loopback servers started on demand (`tests/pipeline/test_client.py`), stopped after."""
@@ -275,11 +301,10 @@ def test_stop_ends_requests_in_flight_at_once_without_retries(
 ) -> None:
     server = serve(lambda seen: Reply(delay=10.0))
     client = loopback_client(server, timeout=30.0, max_concurrency=8)
-    threading.Timer(0.5, client.stop).start()
-    started = time.monotonic()
+    stopped = once_received(server, 4, client.stop)
     with client, caplog.at_level(logging.INFO, "esper_warehouse"), pytest.raises(EsperInterrupted):
-        in_thread(lambda: list(client.map(lambda i: client.get(f"/v2/x/{i}"), range(4))), 3)
-    assert time.monotonic() - started < 2
+        in_thread(lambda: list(client.map(lambda i: client.get(f"/v2/x/{i}"), range(4))), 8)
+    assert since(stopped) < 1  # the server would answer after 10 s
     assert len(server.requests) == 4  # one attempt each, none repeated
     assert client.totals().retries == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -291,11 +316,10 @@ def test_stop_ends_requests_in_flight_at_once_without_retries(
 def test_stop_ends_a_wait_between_retries(serve: Any) -> None:
     server = serve(lambda seen: Reply(status=429, headers={"Retry-After": "60"}))
     client = EsperClient(server.url + "/api", KEY, EID, timeout=5.0)  # real waits
-    threading.Timer(0.3, client.stop).start()
-    started = time.monotonic()
+    stopped = once_received(server, 1, client.stop)
     with client, pytest.raises(EsperInterrupted):
-        in_thread(lambda: client.get("/v2/devices/"), within=3)
-    assert time.monotonic() - started < 1.5
+        in_thread(lambda: client.get("/v2/devices/"), within=8)
+    assert since(stopped) < 1  # not 60 s
     assert len(server.requests) == 1
 
 
@@ -304,9 +328,10 @@ def test_close_during_requests_is_not_retried(serve: Any, caplog: pytest.LogCapt
     # before, every worker retried its broken request 8 times ("Bad file descriptor").
     server = serve(lambda seen: Reply(delay=10.0))
     client = loopback_client(server, timeout=30.0, max_concurrency=8)
-    threading.Timer(0.5, client.close).start()
+    closed = once_received(server, 6, client.close)
     with caplog.at_level(logging.INFO, "esper_warehouse"), pytest.raises(EsperInterrupted):
-        in_thread(lambda: list(client.map(lambda i: client.get(f"/v2/x/{i}"), range(6))), 3)
+        in_thread(lambda: list(client.map(lambda i: client.get(f"/v2/x/{i}"), range(6))), 8)
+    assert since(closed) < 1
     assert len(server.requests) == 6
     assert client.totals().retries == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -315,12 +340,11 @@ def test_close_during_requests_is_not_retried(serve: Any, caplog: pytest.LogCapt
 def test_ctrl_c_during_map_stops_the_workers_and_propagates_once(serve: Any) -> None:
     server = serve(lambda seen: Reply(delay=10.0))
     client = loopback_client(server, timeout=30.0, max_concurrency=8)
-    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-    started = time.monotonic()
+    interrupted = once_received(server, 6, lambda: os.kill(os.getpid(), signal.SIGINT))
     with client, pytest.raises(KeyboardInterrupt) as caught:
         list(client.map(lambda i: client.get(f"/v2/x/{i}"), range(6)))
     assert type(caught.value) is KeyboardInterrupt  # the user's interrupt, not a worker's error
-    assert time.monotonic() - started < 2.5
+    assert since(interrupted) < 1
     assert client.stopped
     assert len(server.requests) == 6
     assert client.totals().retries == 0
