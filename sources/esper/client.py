@@ -443,7 +443,7 @@ class EsperClient:
         transport: An httpx transport to use instead of the network (tests). Without one, every
             attempt (connect, TLS, headers and body) is bounded by `timeout` in total.
         sleep: How to wait between retries (tests inject a recorder). By default a wait that
-            `stop()` ends at once.
+            `stop()` ends within `_STOP_POLL_S` seconds.
         rng: Source of jitter (tests inject a seeded one).
         max_retry_wait: Seconds one request may spend waiting between its attempts, in total
             (`Retry-After`, backoff, a cooldown another request's 429 imposed). When the API asks
