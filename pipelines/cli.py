@@ -44,14 +44,59 @@ def _load_memory_limit_default() -> str:
     return str(value) if value is not None else "512MB"
 
 
-def _add_warehouse_args(parser: argparse.ArgumentParser) -> None:
+# The options every subcommand shares, defined once here (each module's own parser takes them as
+# `parents`), with one default warehouse file.
+DEFAULT_WAREHOUSE = Path("esper_warehouse.duckdb")
+DEFAULT_DATASET = "esper"
+PROJECT_DIR_ENV = "DLT_PROJECT_DIR"  # dlt reads .dlt/config.toml and secrets.toml from there
+DISPATCHED = ("simulate", "models", "report", "publish")  # modules that parse their own options
+
+
+def config_options() -> argparse.ArgumentParser:
+    """`-v/--verbose` and `--project-dir`: a parent parser for every subcommand."""
+    parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument(
-        "--warehouse",
-        type=Path,
-        default=Path("esper_warehouse.duckdb"),
-        help="DuckDB file (default: esper_warehouse.duckdb)",
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
     )
-    parser.add_argument("--dataset", default="esper", help="dataset of the raw tables")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="folder whose .dlt/config.toml and .dlt/secrets.toml are read "
+        "(default: the current folder)",
+    )
+    return parser
+
+
+def warehouse_options(
+    default: Path = DEFAULT_WAREHOUSE, *, dataset: bool = True
+) -> argparse.ArgumentParser:
+    """`--warehouse` (and `--dataset`): a parent parser for the subcommands that open a warehouse."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--warehouse", type=Path, default=default, help=f"DuckDB file (default: {default})"
+    )
+    if dataset:
+        parser.add_argument(
+            "--dataset",
+            default=DEFAULT_DATASET,
+            help=f"schema of the raw tables (default: {DEFAULT_DATASET})",
+        )
+    return parser
+
+
+def shared_options(*, dataset: bool = True) -> list[argparse.ArgumentParser]:
+    """The parents of a subcommand that acts on the warehouse: config, `--warehouse`, `--dataset`."""
+    return [config_options(), warehouse_options(dataset=dataset)]
+
+
+def apply_options(args: argparse.Namespace) -> None:
+    """Act on the shared options once parsed: dlt's project folder, then logging."""
+    project_dir = getattr(args, "project_dir", None)
+    if project_dir is not None:
+        os.environ[PROJECT_DIR_ENV] = str(Path(project_dir).expanduser().resolve())
+    _setup_logging(bool(getattr(args, "verbose", False)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,17 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected, 2 auth/config, 3 API failure, "
         "4 reconciliation shortfall, 5 warehouse locked.",
     )
-    verbose = argparse.ArgumentParser(add_help=False)
-    verbose.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
-    )
+    verbose = config_options()
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--project-dir", type=Path, metavar="DIR", help="folder holding .dlt/ (default: .)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(
-        "run", help="the nightly job: load, reconcile, build the models", parents=[verbose]
+        "run", help="the nightly job: load, reconcile, build the models", parents=shared_options()
     )
-    _add_warehouse_args(run)
     run.add_argument("--resources", help="comma-separated tables to load (default: all)")
     run.add_argument("--full", action="store_true", help="full scans (marks removed devices)")
     run.add_argument("--destination", default="duckdb", help="dlt destination (default: duckdb)")
@@ -94,15 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--tenants-file", type=Path, help="default: tenants.toml (pipelines/tenants.py)"
     )
 
-    status = sub.add_parser(
-        "status", help="last runs, table freshness, reconciliation", parents=[verbose]
+    sub.add_parser(
+        "status", help="last runs, table freshness, reconciliation", parents=shared_options()
     )
-    _add_warehouse_args(status)
 
+    # The demo writes its own file (it refuses one it did not create), never the real warehouse.
     demo = sub.add_parser(
-        "demo", help="a simulated fleet, two weeks of nightly loads, models", parents=[verbose]
+        "demo",
+        help="a simulated fleet, two weeks of nightly loads, models",
+        parents=[verbose, warehouse_options(Path("demo.duckdb"), dataset=False)],
     )
-    demo.add_argument("--warehouse", type=Path, default=Path("demo.duckdb"))
     demo.add_argument("--devices", type=int, default=2000)
     demo.add_argument("--days", type=int, default=14)
     demo.add_argument("--seed", type=int, default=7)
@@ -137,11 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Sub-commands owned by other modules get their arguments untouched.
-    if argv and argv[0] in ("simulate", "models", "report", "publish"):
-        return _dispatch(argv[0], argv[1:])
+    # Sub-commands owned by other modules parse their own arguments (the shared options among
+    # them); options given before the subcommand (`esper-warehouse -v models`) are passed on.
+    command = _command_index(argv)
+    if command is not None and argv[command] in DISPATCHED:
+        leading = argv[:command] if argv[command] != "simulate" else []
+        return _dispatch(argv[command], leading + argv[command + 1 :])
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    apply_options(args)
     if args.command == "run":
         return _run(args)
     if args.command == "status":
@@ -157,6 +205,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return doctor(json_path=args.json, data_tap_sql=args.data_tap)
     return 1
+
+
+def _command_index(argv: list[str]) -> int | None:
+    """Where the subcommand is: the first word that is neither an option nor an option's value."""
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+        elif arg == "--project-dir":
+            skip = True
+        elif not arg.startswith("-"):
+            return i
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -55,6 +55,10 @@ class ModelError(RuntimeError):
         super().__init__(f"{path}: {message}")
 
 
+class SeedsMissing(ModelError):
+    """The configured folder of compliance targets does not exist."""
+
+
 @dataclass(frozen=True)
 class Model:
     layer: str
@@ -153,10 +157,23 @@ def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, sql_dir: Path, data
 
 
 def seeds_dir(sql_dir: Path | None = None) -> Path:
-    """The folder of compliance-target CSVs: `$ESPER_WAREHOUSE__SEEDS_DIR`, else `sql/seeds/`."""
+    """The folder of compliance-target CSVs, looked up as dlt looks up a setting.
+
+    `$ESPER_WAREHOUSE__SEEDS_DIR`, else `seeds_dir` in the `[esper_warehouse]` section of
+    `.dlt/config.toml` (a relative path there is relative to the folder holding `.dlt/`), else
+    `sql/seeds/`.
+    """
     configured = os.environ.get(SEEDS_ENV)
     if configured:
         return Path(configured).expanduser()
+    import dlt  # only when the environment does not say: dlt takes ~0.4 s to import
+
+    value = dlt.config.get("esper_warehouse.seeds_dir")
+    if value:
+        path = Path(str(value)).expanduser()
+        if not path.is_absolute():
+            path = Path(dlt.current.run_context().run_dir).resolve() / path
+        return path
     return (Path(sql_dir) if sql_dir is not None else SQL_DIR) / "seeds"
 
 
@@ -408,6 +425,8 @@ def build_models(
     Raises ModelError (file name + DuckDB's message) and leaves the warehouse unchanged on error.
     """
     seeds = Path(seeds) if seeds is not None else seeds_dir(sql_dir)
+    if not seeds.is_dir():
+        raise SeedsMissing(seeds, "no such folder of compliance targets (seeds_dir)")
     sql_dir = Path(sql_dir) if sql_dir is not None else SQL_DIR
     plan = [model for layer in LAYERS for model in load_models(sql_dir, layer)]
     con = duckdb.connect(str(warehouse))
@@ -444,29 +463,46 @@ def build_models(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`esper-warehouse models`: build the models and print what was built."""
+    """`esper-warehouse models`: build the models and print what was built.
+
+    Exit codes: 0 built; 1 a model or data test failed (nothing changed); 2 no such warehouse
+    file (unless --create) or no seeds folder; 5 the file is held by another process.
+    """
+    from .cli import apply_options, shared_options
+    from .status import missing_message, open_failure
+
     parser = argparse.ArgumentParser(
-        prog="esper-warehouse models", description=__doc__.split("\n")[0]
+        prog="esper-warehouse models",
+        description=__doc__.split("\n")[0],
+        parents=shared_options(),
     )
     parser.add_argument(
-        "--warehouse", default="esper.duckdb", help="DuckDB file (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--dataset", default=RAW_SCHEMA, help="raw dataset schema (default: %(default)s)"
+        "--create",
+        action="store_true",
+        help="build into a new, empty warehouse file when there is none (default: exit 2)",
     )
     args = parser.parse_args(argv)
+    apply_options(args)
+    warehouse: Path = args.warehouse
+    if not warehouse.exists() and not args.create:
+        print(f"error: {missing_message(warehouse)} (or pass --create)", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     try:
-        built = build_models(args.warehouse, dataset=args.dataset)
+        built = build_models(warehouse, dataset=args.dataset)
+    except SeedsMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except duckdb.Error as exc:
-        print(f"error: {args.warehouse}: {exc}", file=sys.stderr)
-        return 1
+        code, message = open_failure(warehouse, exc)
+        print(f"error: {message}", file=sys.stderr)
+        return code
     for relation in built:
         print(relation)
-    print(f"built {len(built)} relations in {time.perf_counter() - started:.2f} s")
+    print(f"built {len(built)} relations in {time.perf_counter() - started:.2f} s into {warehouse}")
     return 0
 
 

@@ -27,6 +27,9 @@ from pathlib import Path
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 RENDER_FAILURE = "Failed to get mimebundle"
+# The notebooks' banner when the warehouse stayed locked past their wait (notebooks/_common.py).
+BUSY_PAGE = "The warehouse is busy"
+EXIT_FAILED, EXIT_MISSING, EXIT_LOCKED = 1, 2, 5
 
 # (notebook, variable holding an altair chart, file name): the pictures the README shows.
 CHARTS: tuple[tuple[str, str, str], ...] = (
@@ -52,6 +55,7 @@ class Export:
     ok: bool
     seconds: float
     errors: str  # marimo's stderr: the failing cells' errors when not ok
+    busy: bool = False  # the page says the warehouse was held by another process
 
 
 def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
@@ -90,13 +94,20 @@ def export_notebook(
     log = done.stderr or done.stdout
     # A chart that cannot be serialised is only logged by marimo, but the page shows no chart.
     ok = done.returncode == 0 and target.exists() and RENDER_FAILURE not in log
-    return Export(notebook, target, ok, seconds, log)
+    busy = target.exists() and BUSY_PAGE in target.read_text(encoding="utf-8", errors="replace")
+    return Export(notebook, target, ok and not busy, seconds, log, busy)
 
 
 def _index(exports: Sequence[Export], warehouse: Path) -> str:
     rows = "\n".join(
         f'<li><a href="{e.html.name}">{html.escape(e.notebook.stem.replace("_", " "))}</a>'
-        + ("" if e.ok else " <strong>(a cell failed)</strong>")
+        + (
+            ""
+            if e.ok
+            else " <strong>(the warehouse was busy)</strong>"
+            if e.busy
+            else " <strong>(a cell failed)</strong>"
+        )
         + "</li>"
         for e in exports
     )
@@ -176,25 +187,30 @@ def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[
     return written
 
 
-def _default_warehouse() -> Path:
-    """The notebooks' own default (``notebooks/_common.py``): env var, then known file names."""
-    if str(NOTEBOOKS_DIR) not in sys.path:
-        sys.path.insert(0, str(NOTEBOOKS_DIR))
-    import _common
+def _locked(warehouse: Path) -> str | None:
+    """The shared "held by another process" message when the file cannot be opened read-only."""
+    import duckdb
 
-    return _common.warehouse_path()
+    from .status import open_failure
+
+    try:
+        duckdb.connect(str(warehouse), read_only=True).close()
+    except duckdb.Error as error:
+        code, message = open_failure(warehouse, error)
+        return message if code == EXIT_LOCKED else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`esper-warehouse report`. Exit codes: 0 every page rendered; 1 a cell failed; 2 no such
+    warehouse file; 5 the warehouse was held by another process (before or while exporting)."""
+    from .cli import apply_options, shared_options
+    from .status import locked_message, missing_message
+
     parser = argparse.ArgumentParser(
         prog="esper-warehouse report",
         description="Export every notebook to HTML (and the README charts to PNG).",
-    )
-    parser.add_argument(
-        "--warehouse",
-        type=Path,
-        default=None,
-        help=f"DuckDB warehouse (default: ${WAREHOUSE_ENV}, else ./esper_warehouse.duckdb or ./demo.duckdb)",
+        parents=shared_options(dataset=False),
     )
     parser.add_argument(
         "--out",
@@ -219,21 +235,23 @@ def main(argv: list[str] | None = None) -> int:
         help="notebooks exported at once (default: number of CPUs)",
     )
     args = parser.parse_args(argv)
+    apply_options(args)
 
-    warehouse = (args.warehouse or _default_warehouse()).expanduser().resolve()
+    warehouse = args.warehouse.expanduser().resolve()
     if not warehouse.exists():
-        print(
-            f"report: no warehouse at {warehouse}; run `make demo` first or pass --warehouse.",
-            file=sys.stderr,
-        )
-        return 2
+        print(f"report: error: {missing_message(args.warehouse)}", file=sys.stderr)
+        return EXIT_MISSING
+    locked = _locked(warehouse)
+    if locked is not None:
+        print(f"report: error: {locked}", file=sys.stderr)
+        return EXIT_LOCKED
 
     print(f"report: exporting {len(notebooks())} notebooks from {warehouse} into {args.out}/")
     exports = export_all(warehouse, args.out, include_code=args.include_code, jobs=args.jobs)
     for e in exports:
-        state = "ok" if e.ok else "FAILED"
+        state = "ok" if e.ok else "BUSY" if e.busy else "FAILED"
         print(f"  {state:6} {e.html}  ({e.seconds:.1f} s)")
-        if not e.ok:
+        if not e.ok and not e.busy:
             print(e.errors.rstrip(), file=sys.stderr)
     failed = [e for e in exports if not e.ok]
 
@@ -242,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         for path in write_charts(warehouse, args.charts):
             print(f"  {path}")
 
+    busy = [e for e in failed if e.busy]
+    if busy:
+        names = ", ".join(e.notebook.name for e in busy)
+        print(f"report: error: {locked_message(warehouse)} ({names})", file=sys.stderr)
+        return EXIT_LOCKED
     if failed:
         names = ", ".join(e.notebook.name for e in failed)
         print(f"report: cells failed in {names}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"report: open {(args.out / 'index.html').resolve()}")
     return 0
 

@@ -2,21 +2,53 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import duckdb
 
+EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = 2, 5, 1
+
+
+def missing_message(warehouse: Path) -> str:
+    """What `status`, `models` and `report` say about a warehouse file that is not there."""
+    return (
+        f"there is no warehouse file {warehouse.expanduser().resolve()}; run `esper-warehouse "
+        "run` (or `demo`) first, or pass --warehouse with the file's path"
+    )
+
+
+def locked_message(warehouse: Path) -> str:
+    """What `status`, `models` and `report` say about a warehouse another process holds."""
+    return (
+        f"{warehouse} is held by another process (a run, a notebook or another DuckDB "
+        "connection); nothing was changed: try again when it is released"
+    )
+
+
+def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
+    """The exit code and message for a warehouse DuckDB cannot open: 5 when it is locked."""
+    from .warehouse import is_lock_error
+
+    if is_lock_error(error):
+        return EXIT_LOCKED, locked_message(warehouse)
+    return EXIT_UNEXPECTED, f"{warehouse}: cannot open it ({error})"
+
 
 def status(warehouse: Path, dataset: str = "esper") -> int:
-    """Print the warehouse's state; opens the file read-only, briefly."""
+    """Print the warehouse's state; opens the file read-only, briefly.
+
+    Exit codes: 0, 2 no such file, 5 held by another process, 1 any other failure to open it.
+    """
     if not warehouse.exists():
-        print(f"{warehouse}: no warehouse yet; run `esper-warehouse run` (or `demo`) first")
-        return 1
+        print(f"error: {missing_message(warehouse)}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         con = duckdb.connect(str(warehouse), read_only=True)
     except duckdb.Error as error:
-        print(f"{warehouse}: cannot open it ({error})")
-        return 5 if "lock" in str(error).lower() else 1
+        code, message = open_failure(warehouse, error)
+        print(f"error: {message}", file=sys.stderr)
+        return code
     try:
         print(render(con, dataset))
     finally:

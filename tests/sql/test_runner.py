@@ -135,7 +135,10 @@ def test_broken_model_fails_naming_the_file_and_leaves_warehouse_unchanged(
 
 def test_main_exit_codes(tmp_path, capsys, monkeypatch, broken_sql):
     path = tmp_path / "esper.duckdb"
-    assert main(["--warehouse", str(path)]) == 0
+    assert main(["--warehouse", str(path)]) == 2  # no such file: nothing created
+    assert not path.exists()
+    assert f"no warehouse file {path}" in capsys.readouterr().err
+    assert main(["--warehouse", str(path), "--create"]) == 0
     out = capsys.readouterr().out
     assert "marts.fleet_compliance" in out
     monkeypatch.setattr("pipelines.models.SQL_DIR", broken_sql)
