@@ -272,22 +272,21 @@ def publish(warehouse: Path, pg: Any, *, schema: str = "marts") -> dict[str, int
 
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres."""
+    from .cli import apply_options, shared_options
+
     parser = argparse.ArgumentParser(
         prog="esper-warehouse publish",
         description="Publish the marts to Postgres (schema marts); with --pull, first copy the "
         "raw tables loaded by `run --destination postgres` into a DuckDB compute file and build "
-        "the models there. Credentials: DESTINATION__POSTGRES__CREDENTIALS.",
-    )
-    parser.add_argument(
-        "--warehouse",
-        type=Path,
-        default=Path("esper_warehouse.duckdb"),
-        help="DuckDB file: the warehouse to publish, or the compute file with --pull",
+        "the models there. Credentials: DESTINATION__POSTGRES__CREDENTIALS. --warehouse: the "
+        "warehouse to publish, or the compute file with --pull; --dataset: the Postgres schema "
+        "of the raw tables.",
+        parents=shared_options(),  # -v, --project-dir, --warehouse, --dataset (pipelines/cli.py)
     )
     parser.add_argument("--pull", action="store_true", help="copy the raw tables from Postgres")
-    parser.add_argument("--dataset", default="esper", help="Postgres schema of the raw tables")
     parser.add_argument("--schema", default="marts", help="Postgres schema of the marts")
     args = parser.parse_args(argv)
+    apply_options(args)
     started = time.perf_counter()
     try:
         pg = connect()
