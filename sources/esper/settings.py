@@ -205,8 +205,9 @@ def check_settings(values: dict[str, object]) -> dict[str, object]:
     for name, value in values.items():
         if name in SETTINGS and value is not None:
             checked[name] = _coerce(name, SETTINGS[name], value)
-    low = checked.get("initial_concurrency", INITIAL_CONCURRENCY)
-    high = checked.get("max_concurrency", MAX_CONCURRENCY)
+    # a setting looked up but not configured anywhere is present with the value None
+    low = checked.get("initial_concurrency") or INITIAL_CONCURRENCY
+    high = checked.get("max_concurrency") or MAX_CONCURRENCY
     if low > high:  # type: ignore[operator]
         raise SettingError(
             f"{ENV_PREFIX}INITIAL_CONCURRENCY ({low}) must not exceed "
