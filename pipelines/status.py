@@ -70,12 +70,15 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
     ds = f'"{catalog}"."{dataset}"'  # a file named like the dataset makes `esper.x` ambiguous
     out: list[str] = []
-    if "_esper_runs" in tables:
-        out.append("last runs:")
-        for row in con.execute(
+    runs = []
+    if "_esper_runs" in tables:  # an empty placeholder until the first run (pipelines/models.py)
+        runs = con.execute(
             f"select started_at, as_of, mode, status, requests, retries, throttled "
             f"from {ds}._esper_runs order by started_at desc limit 10"
-        ).fetchall():
+        ).fetchall()
+    if runs:
+        out.append("last runs:")
+        for row in runs:
             out.append(
                 f"  {row[0]:%Y-%m-%d %H:%M}  as of {row[1]}  {row[2]:<11} {row[3]:<22} "
                 f"requests {row[4]}, retries {row[5]}, 429s {row[6]}"

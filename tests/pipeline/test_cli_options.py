@@ -1,0 +1,174 @@
+"""One set of command-line options, one default warehouse, exit codes that tell the truth.
+
+Every command runs as a subprocess in a folder of its own, as an admin types it there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines.models import SEEDS_ENV, SQL_DIR
+from tests.conftest import API_KEY, ENTERPRISE_ID
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = "esper_warehouse.duckdb"
+
+
+def esper_warehouse(cwd: Path, *args: str, env: dict[str, str] | None = None):
+    """`esper-warehouse <args>` run in `cwd`, with no seeds folder or warehouse in the env."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ESPER_WAREHOUSE")}
+    environment["PYTHONPATH"] = str(ROOT)
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    work = tmp_path / "admin"
+    work.mkdir()
+    return work
+
+
+@pytest.fixture
+def built(folder: Path) -> Path:
+    """`esper-warehouse models --create` in the folder: an empty warehouse with every model."""
+    done = esper_warehouse(folder, "models", "--create")
+    assert done.returncode == 0, done.stderr
+    return folder / DEFAULT
+
+
+@pytest.fixture
+def holder(built: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the warehouse open for writing (a run, the DuckDB CLI)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
+            "print('holding', flush=True); time.sleep(120)",
+            str(built),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_models_with_no_flag_builds_esper_warehouse_duckdb(folder: Path, built: Path) -> None:
+    assert built.exists()
+    assert sorted(p.name for p in folder.glob("*.duckdb")) == [DEFAULT]  # never ./esper.duckdb
+    done = esper_warehouse(folder, "models")  # a rebuild of the same file
+    assert done.returncode == 0, done.stderr
+    assert f"into {DEFAULT}" in done.stdout
+    assert "marts.fleet_compliance" in done.stdout
+
+
+def test_status_and_report_with_no_flag_read_esper_warehouse_duckdb(folder: Path) -> None:
+    (folder / "demo.duckdb").write_bytes(b"")  # the old report fallback must not be chosen
+    for command in ("status", "report", "models"):
+        done = esper_warehouse(folder, command)
+        assert done.returncode == 2, (command, done.stderr)
+        assert f"no warehouse file {folder / DEFAULT}" in done.stderr, command
+    assert not (folder / DEFAULT).exists()  # models created nothing
+
+
+def test_status_with_no_flag_reports_on_esper_warehouse_duckdb(built: Path) -> None:
+    done = esper_warehouse(built.parent, "status")
+    assert done.returncode == 0, done.stderr
+    assert "no runs recorded yet" in done.stdout
+    assert "devices" in done.stdout  # the raw placeholders of the file built by `models`
+
+
+def test_run_with_no_flag_loads_esper_warehouse_duckdb(sim, folder: Path) -> None:
+    env = {
+        "SOURCES__ESPER__BASE_URL": sim.base_url,
+        "SOURCES__ESPER__API_KEY": API_KEY,
+        "SOURCES__ESPER__ENTERPRISE_ID": ENTERPRISE_ID,
+    }
+    done = esper_warehouse(folder, "run", "--resources", "groups", "--no-models", env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in folder.glob("*.duckdb")) == [DEFAULT]
+
+
+@pytest.mark.parametrize("command", ["run", "status", "models", "report", "publish", "demo"])
+def test_every_subcommand_takes_the_shared_options(folder: Path, command: str) -> None:
+    done = esper_warehouse(folder, command, "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    for option in ("-v, --verbose", "--project-dir DIR", "--warehouse WAREHOUSE"):
+        assert option in text, (command, option)
+    default = "demo.duckdb" if command == "demo" else DEFAULT
+    assert f"(default: {default})" in text
+
+
+def test_models_on_a_missing_file_exits_2_and_creates_nothing(folder: Path) -> None:
+    done = esper_warehouse(folder, "models", "--warehouse", "missing.duckdb")
+    assert done.returncode == 2
+    assert "missing.duckdb" in done.stderr and "--create" in done.stderr
+    assert list(folder.iterdir()) == []
+
+
+def test_models_and_status_on_a_locked_file_exit_5_with_one_message(built: Path, holder) -> None:
+    models = esper_warehouse(built.parent, "models")
+    status = esper_warehouse(built.parent, "status")
+    report = esper_warehouse(built.parent, "report")
+    message = f"{DEFAULT} is held by another process"
+    for done in (models, status, report):
+        assert done.returncode == 5, done.stderr
+        assert message in done.stderr
+        assert "Conflicting lock" not in done.stderr  # DuckDB's own text stays out
+    assert models.stderr.strip() == status.stderr.strip()
+
+
+def _project(root: Path) -> Path:
+    """A project folder whose .dlt/config.toml points seeds_dir at targets with a duplicate row."""
+    targets = root / "targets"
+    shutil.copytree(SQL_DIR / "seeds", targets)
+    csv = targets / "compliance_platform_targets.csv"
+    android = next(line for line in csv.read_text().splitlines() if line.startswith("ANDROID"))
+    csv.write_text(csv.read_text() + android + "\n")
+    (root / ".dlt").mkdir()
+    (root / ".dlt" / "config.toml").write_text('[esper_warehouse]\nseeds_dir = "targets"\n')
+    return root
+
+
+def test_seeds_dir_from_dlt_config_is_honoured(built: Path, tmp_path: Path) -> None:
+    """The duplicate row in the configured targets fails the build: the config was read."""
+    project = _project(built.parent)
+    here = esper_warehouse(project, "models")
+    elsewhere = esper_warehouse(
+        tmp_path, "models", "--project-dir", str(project), "--warehouse", str(built)
+    )
+    for done in (here, elsewhere):
+        assert done.returncode == 1, done.stderr
+        assert (
+            "seed compliance_platform_targets.csv has 2 rows for platform ANDROID; "
+            "each platform must appear once" in done.stderr
+        )
+    # the environment variable still wins over the config file
+    fine = esper_warehouse(project, "models", env={SEEDS_ENV: str(SQL_DIR / "seeds")})
+    assert fine.returncode == 0, fine.stderr
+
+
+def test_a_seeds_dir_that_does_not_exist_exits_2(built: Path) -> None:
+    done = esper_warehouse(built.parent, "models", env={SEEDS_ENV: "no-such-folder"})
+    assert done.returncode == 2
+    assert "no-such-folder" in done.stderr and "seeds_dir" in done.stderr
