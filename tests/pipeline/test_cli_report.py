@@ -1,0 +1,76 @@
+"""`esper-warehouse report` tells the truth about a warehouse held by another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines import report
+from pipelines.models import build_models
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> Path:
+    path = tmp_path / "esper_warehouse.duckdb"
+    build_models(path)
+    return path
+
+
+def _hold(path: Path) -> subprocess.Popen[str]:
+    """Another process holding the file open for writing (the nightly load, the DuckDB CLI)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
+            "print('holding', flush=True); time.sleep(120)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
+    return process
+
+
+@pytest.fixture
+def holders() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_report_on_a_locked_warehouse_exits_5_before_exporting(built, tmp_path, holders, capsys):
+    holders.append(_hold(built))
+    out = tmp_path / "report"
+    assert report.main(["--warehouse", str(built), "--out", str(out)]) == 5
+    assert f"{built} is held by another process" in capsys.readouterr().err
+    assert not out.exists()  # no page claims to show the fleet
+
+
+@pytest.mark.slow  # the notebook waits 20 s for the lock before it shows "busy"
+def test_a_page_that_says_the_warehouse_is_busy_makes_report_exit_5(
+    built, tmp_path, holders, capsys, monkeypatch
+):
+    """The lock is taken after report's own check, while the notebook runs (a load starting)."""
+    checked = report._locked
+
+    def check_then_lock(path: Path) -> str | None:
+        found = checked(path)
+        holders.append(_hold(path))
+        return found
+
+    monkeypatch.setattr(report, "_locked", check_then_lock)
+    monkeypatch.setattr(report, "notebooks", lambda: [report.NOTEBOOKS_DIR / "data_tap.py"])
+    out = tmp_path / "report"
+    assert report.main(["--warehouse", str(built), "--out", str(out)]) == 5
+    err = capsys.readouterr().err
+    assert f"{built} is held by another process" in err and "data_tap.py" in err
+    assert report.BUSY_PAGE in (out / "data_tap.html").read_text(encoding="utf-8")
+    assert "(the warehouse was busy)" in (out / "index.html").read_text(encoding="utf-8")
