@@ -232,3 +232,54 @@ def test_staging_renames_device_fields(compliance_wh):
         "select parent_group_id from staging.stg_esper__groups where group_id = 'g-tz'"
     )
     assert group == [{"parent_group_id": "g-stores"}]
+
+
+# The DuckDB type dlt creates for each data type schemas.py declares (dlt's DuckDB type mapper).
+DLT_DUCKDB_TYPES = {
+    "text": "VARCHAR",
+    "bigint": "BIGINT",
+    "double": "DOUBLE",
+    "bool": "BOOLEAN",
+    "timestamp": "TIMESTAMP WITH TIME ZONE",
+    "json": "JSON",
+}
+
+
+def test_raw_placeholders_match_the_declared_tables():
+    """sql/raw_schema.sql (placeholders) against sources/esper/schemas.py and the bookkeeping.
+
+    Every declared table has a placeholder; every placeholder column is a column the loader
+    declares (or dlt's own `_dlt_*`, or the run record's), with the type dlt gives it. A model can
+    therefore only read a raw column that a load creates with the same type.
+    """
+    from pipelines import bookkeeping
+    from sources.esper.schemas import SCHEMAS
+
+    con = duckdb.connect(":memory:")
+    create_raw_tables(con)  # the placeholders, as the model build creates them
+    placeholders: dict[str, dict[str, str]] = {}
+    for table, column, kind in con.execute(
+        "select table_name, column_name, data_type from information_schema.columns "
+        "where table_schema = 'esper'"
+    ).fetchall():
+        placeholders.setdefault(table, {})[column] = kind
+    normal = {"timestamp with time zone": "TIMESTAMP WITH TIME ZONE"}
+    declared = {
+        name: {c.name: DLT_DUCKDB_TYPES[c.type] for c in schema.columns}
+        for name, schema in SCHEMAS.items()
+    }
+    for name, columns in (
+        ("_esper_runs", bookkeeping.RUNS),
+        ("_esper_reconciliation", bookkeeping.RECONCILIATION),
+    ):
+        declared[name] = {c: normal.get(t, t.upper()) for c, t in columns.items()}
+
+    assert set(SCHEMAS) <= set(placeholders), "declared tables without a placeholder"
+    assert set(placeholders) <= set(declared), "placeholders of tables nobody loads"
+    problems = [
+        f"{table}.{column}: placeholder {kind}, declared {declared[table].get(column)}"
+        for table, columns in placeholders.items()
+        for column, kind in columns.items()
+        if not column.startswith("_dlt_") and declared[table].get(column) != kind
+    ]
+    assert problems == [], "\n".join(problems)
