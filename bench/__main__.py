@@ -161,7 +161,10 @@ def _write(
     (args.results_dir / f"{stamp}.json").write_bytes(blob)
     (args.results_dir / "latest.json").write_bytes(blob)
     args.readme.parent.mkdir(parents=True, exist_ok=True)
-    args.readme.write_text(report.render(results))
+    from bench.realtenant import kept  # its section is measured apart: keep it
+
+    old = args.readme.read_text() if args.readme.exists() else ""
+    args.readme.write_text(kept(old, report.render(results)))
     return results
 
 

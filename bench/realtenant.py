@@ -3,14 +3,15 @@
 `.venv/bin/python -m bench.realtenant [--devices 2000] [--limited 300] [--readme bench/README.md]`
 
 1. Request counts on a fleet of `--devices` without a rate limit (counts do not depend on it):
-   a first load, a nightly after one simulated day (~2 % of devices change), and the weekly full
-   scan (`run --full`), each with its requests per device and its share of the first load, and
+   a first load, a nightly after one simulated day (~2 % of devices change), and the scheduled
+   (weekly) full scan one day later (`full_scan_interval_days` 1.5 to make it due), each with its requests per device and its share of the first load, and
    the hours each would take at 150,000 devices and 25 requests/s (Esper's own client caps
    itself at 8,000 calls per 5 minutes, live-observations §13-14).
 2. A first load killed part-way (SIGKILL of `esper-warehouse run` at about half of a clean
    load's requests) and run again: the requests of both together against a clean load.
 3. A first load of `--limited` devices against the simulator rate-limited to 25 requests/s
-   (429 with Retry-After): the client holds the rate without failing.
+   (429 with Retry-After), once on bare loopback and once with `--latency-ms` added per request
+   (a real tenant answers in tens to hundreds of milliseconds): does the client hold the rate?
 
 Prints a Markdown section; with `--readme`, writes it into that file in place of the section of
 the same heading (appended when absent). Every process it starts is stopped by its own id.
@@ -33,9 +34,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipelines.runner import run  # noqa: E402
 from simulator import Simulator  # noqa: E402
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
-from tests.pipeline.helpers import cli, load  # noqa: E402
+from tests.pipeline.helpers import cli, load, settings  # noqa: E402
 
 HEADING = "## Real-tenant time: requests per device at 25 requests/s"
 RATE = 25.0  # requests/s a real tenant allows (Esper's client: 8,000 per 5 minutes)
@@ -73,7 +75,8 @@ def counts(devices: int, work: Path) -> dict[str, Any]:
                 out[f"{name}_changed"] = changed / len(sim.truth("devices"))
             sim.reset_stats()
             started = time.perf_counter()
-            result = load(sim, wh, full=name == "weekly")
+            # the scheduled full scan (due after 1.5 days here), not `run --full`
+            result = load(sim, wh, source_options={"full_scan_interval_days": 1.5})
             assert result.exit_code == 0, result.error
             out[name] = {
                 "requests": sent(sim),
@@ -106,20 +109,25 @@ def killed_and_resumed(devices: int, clean: int, work: Path, at: float = 0.5) ->
     return {"killed_at": killed_at, "total": total, "ratio": total / clean}
 
 
-def rate_limited(devices: int, work: Path) -> dict[str, Any]:
+def rate_limited(devices: int, work: Path, latency_ms: float = 0) -> dict[str, Any]:
     """A first load through a simulator that allows RATE requests/s (429 + Retry-After)."""
     with Simulator(
-        devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID, rate_limit=RATE
+        devices=devices,
+        seed=7,
+        api_key=API_KEY,
+        enterprise_id=ENTERPRISE_ID,
+        rate_limit=RATE,
+        latency_ms=latency_ms,
     ) as sim:
         started = time.perf_counter()
-        result = load(
-            sim, work / "limited.duckdb", client_options={"backoff_base": 1.0, "backoff_max": 30}
-        )
+        warehouse = work / f"limited-{latency_ms:g}ms.duckdb"
+        result = run(settings(sim, warehouse))  # the client's own defaults
         seconds = time.perf_counter() - started
         stats = sim.stats()
     ok = int(stats["statuses"].get("200", 0))
     return {
         "devices": devices,
+        "latency_ms": latency_ms,
         "exit_code": result.exit_code,
         "error": result.error,
         "seconds": round(seconds, 1),
@@ -130,7 +138,9 @@ def rate_limited(devices: int, work: Path) -> dict[str, Any]:
     }
 
 
-def render(c: dict[str, Any], resumed: dict[str, Any], limited: dict[str, Any], cmd: str) -> str:
+def render(
+    c: dict[str, Any], resumed: dict[str, Any], limited: list[dict[str, Any]], cmd: str
+) -> str:
     n = c["devices"]
     first = c["first"]["requests"]
     lines = [
@@ -147,26 +157,42 @@ def render(c: dict[str, Any], resumed: dict[str, Any], limited: dict[str, Any], 
     for name, label in (
         ("first", "first load"),
         ("nightly", f"nightly ({c['nightly_changed']:.1%} of devices changed that day)"),
-        ("weekly", f"weekly full scan (`run --full`, {c['weekly_changed']:.1%} changed)"),
+        ("weekly", f"scheduled full scan ({c['weekly_changed']:.1%} changed that day)"),
     ):
         req = c[name]["requests"]
         lines.append(
             f"| {label} | {req:,} | {req / n:.3f} | {req / first:.1%} | {hours_at(req / n):.2f} |"
         )
-    top = ", ".join(f"`{k}` {v:,}" for k, v in list(c["first"]["routes"].items())[:5])
+
+    def top(run: str) -> str:
+        return ", ".join(f"`{k}` {v:,}" for k, v in list(c[run]["routes"].items())[:5])
+
     lines += [
         "",
-        f"- First load by route (largest five): {top}.",
+        f"- First load by route (largest five): {top('first')}.",
+        f"- Nightly by route (largest five): {top('nightly')}.",
         f"- Killed and resumed first load: SIGKILL after {resumed['killed_at']:,} requests "
         f"(~{resumed['killed_at'] / first:.0%} of a clean load), then `run` again: "
         f"{resumed['total']:,} requests in all, **{resumed['ratio']:.2f}×** a clean first load "
         "(a killed extract commits nothing: the next run starts over; target ≤ 1.15×).",
-        f"- Rate-limited first load, {limited['devices']:,} devices, simulator at {RATE:g} "
-        f"requests/s with 429 + Retry-After: exit {limited['exit_code']}, "
-        f"{limited['seconds']} s, {limited['answered']:,} answered requests "
-        f"({limited['rate']:.1f} per second), {limited['throttled']:,} answered 429.",
+        *(
+            f"- Rate-limited first load, {x['devices']:,} devices, simulator at {RATE:g} "
+            f"requests/s with 429 + Retry-After, {x['latency_ms']:g} ms added latency: exit "
+            f"{x['exit_code']}, {x['seconds']} s, {x['answered']:,} answered requests "
+            f"({x['rate']:.1f} per second), {x['throttled']:,} answered 429"
+            + (f" ({x['error']})." if x["error"] else ".")
+            for x in limited
+        ),
     ]
     return "\n".join(lines) + "\n"
+
+
+def kept(old: str, new: str) -> str:
+    """`new` (the README `python -m bench` rendered) with this section of `old` carried over."""
+    if HEADING not in old or HEADING in new:
+        return new
+    section = HEADING + old.split(HEADING, 1)[1].split("\n## ", 1)[0]
+    return new.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
 
 
 def write_section(readme: Path, section: str) -> None:
@@ -186,15 +212,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=2000)
     parser.add_argument("--limited", type=int, default=300)
     parser.add_argument("--readme", type=Path, default=None)
+    parser.add_argument(
+        "--latency-ms", type=float, default=100, help="of the second rate-limited load"
+    )
+    parser.add_argument("--limited-only", action="store_true", help="only the rate-limited load")
     args = parser.parse_args(argv)
     cmd = "python -m bench.realtenant " + " ".join(argv if argv is not None else sys.argv[1:])
     with tempfile.TemporaryDirectory(prefix="realtenant-") as tmp:
         work = Path(tmp)
+        if args.limited_only:
+            print(rate_limited(args.limited, work, args.latency_ms))
+            return 0
         c = counts(args.devices, work)
         print({k: (v if not isinstance(v, dict) else v["requests"]) for k, v in c.items()})
         resumed = killed_and_resumed(args.devices, c["first"]["requests"], work)
         print(resumed)
-        limited = rate_limited(args.limited, work)
+        limited = [rate_limited(args.limited, work, ms) for ms in (0, args.latency_ms)]
         print(limited)
     section = render(c, resumed, limited, cmd.strip())
     print(section)

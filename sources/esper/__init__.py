@@ -32,6 +32,7 @@ from .resources import (
     tenant_app_versions,
     tenant_apps,
 )
+from .weekly import fan_out_scope
 
 
 @dlt.source(name="esper")
@@ -82,6 +83,9 @@ def esper(
     )
     ledger = ledger if ledger is not None else RunLedger()
     open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
+    if ledger.full_scan:  # which devices' apps and feeds it re-reads (sources/esper/weekly.py):
+        # all when asked (`run --full`) or on a first load, else the changed ones and a slice
+        ledger.fan_out_scope = fan_out_scope(ledger.as_of, everything=full_scan)
     opts = Options(
         timedelta(hours=lag_hours),
         status_batch_size,
@@ -104,7 +108,7 @@ def esper(
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps
     # (the devices scan and its fan-outs start first) and the incremental form comes last.
-    if ledger.full_scan:
+    if ledger.full_scan and ledger.fan_out_scope.everything:  # a first load: every feed
         page_events, last_events = [device_list | device_events_of_page(**run)], []
     else:
         page_events, last_events = [], [device_events(**run)]

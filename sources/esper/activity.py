@@ -104,7 +104,7 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     requests = set(state.get("open_requests", [])) | ledger.new_requests
     # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
     # API's clock, which may run ahead of its data) minus the lag.
-    active_since = read_from(STATUSES_SEEN, opts.lag, ledger)
+    active_since = read_from(STATUSES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
     limit, key = page_limit("command_statuses", opts), ("id",)
 
@@ -158,7 +158,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
     state = cursor_state()
     previously_open = set(state.get("open_operations", []))
     changed = ledger.changed_operations
-    active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger)  # data, as for statuses
+    active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
     key, limit = ("id",), page_limit("operation_devices", opts)
 
@@ -203,16 +203,19 @@ def _event_feeds(
 ) -> Iterator[pa.Table]:
     """The event feeds of `device_ids`, fetched concurrently, newest first.
 
-    A full scan reads every feed to its end. An incremental run stops each feed at the device's
-    watermark in the warehouse (`watermarks.FeedScan`: the feed's count and the event ids, never
-    a clock), so events uploaded days after their `created_on` are found too.
+    A first load reads every feed to its end. Later runs stop each feed at the device's watermark
+    in the warehouse (`watermarks.FeedScan`: the feed's count and the event ids, never a clock),
+    so events uploaded days after their `created_on` are found too; a weekly full scan reads
+    the feeds of its rotating slice whole (`weekly.FanOutScope`).
     Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`).
     """
-    marks = None if ledger.full_scan else event_marks()
+    scope = ledger.fan_out_scope  # full scans: first load (every feed whole) or weekly
+    marks = None if scope is not None and scope.everything else event_marks()
     limit = page_limit("device_events", opts)
 
     def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
-        scan = FeedScan(marks.get(device_id) if marks else None)
+        whole = not marks or (scope is not None and scope.in_rotation(device_id))
+        scan = FeedScan(None if whole else marks.get(device_id))
         try:
             path = endpoint_path("device_events", client, device_id)
             for _page in scan.pages(iter_pages(client, path, limit=limit)):
@@ -251,7 +254,7 @@ _EVENTS_HINTS: dict[str, Any] = {
 
 @dlt.resource(**_EVENTS_HINTS)
 def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Event feeds of the devices with activity in this run (incremental runs).
+    """Event feeds of the devices with activity in this run (incremental runs, weekly scans).
 
     Activity = a device that changed (devices scan), a command status or an operation-device row
     updated since the last run. Events accrue only for such devices, so the others cannot have

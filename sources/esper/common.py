@@ -47,10 +47,16 @@ def cursor_state() -> dict[str, Any]:
     return dlt.current.source_state().setdefault("cursors", {})  # type: ignore[no-any-return]
 
 
-def read_from(name: str, lag: timedelta, ledger: RunLedger) -> datetime | None:
-    """Where an incremental read starts: the stored watermark minus the lag; None = everything."""
+def read_from(
+    name: str, lag: timedelta, ledger: RunLedger, *, also_full: bool = False
+) -> datetime | None:
+    """Where an incremental read starts: the stored watermark minus the lag; None = everything.
+
+    `also_full`: the watermark holds on a full scan too (a cursor that says which rows moved,
+    not how much to read: command-status and operation-device activity).
+    """
     mark = cursor_state().get(name)
-    if ledger.full_scan or not mark:
+    if (ledger.full_scan and not also_full) or not mark:
         return None
     return parse_time(mark) - lag  # type: ignore[operator]
 

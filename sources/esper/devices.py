@@ -53,7 +53,9 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         for _page, fresh in scan.pages(pages):
             items = first_seen(fresh, seen, ("id",))  # a full scan keeps every item as fresh
             for item in items:
-                ledger.changed_devices[item["id"]] = apps_route(item)
+                scope = ledger.fan_out_scope  # a full scan's: sources/esper/weekly.py
+                if scope is None or scope.needs(item):
+                    ledger.changed_devices[item["id"]] = apps_route(item)
                 with_software(item, software)
             if items:
                 yield page_table("devices", items)

@@ -60,6 +60,7 @@ class RunLedger:
     new_requests: set[str] = field(default_factory=set)  # command requests new in this run
     changed_operations: dict[str, str] = field(default_factory=dict)  # id -> state
     application_ids: set[str] = field(default_factory=set)
+    fan_out_scope: Any = None  # a full scan's `weekly.FanOutScope` (None on incremental runs)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_scan(
