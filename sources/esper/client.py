@@ -402,6 +402,11 @@ def _guarded_transport(guard: _Guard, tls: Any, limits: httpx.Limits) -> httpx.H
     return transport
 
 
+# A 429 costs no retry (the wait budget bounds it); this many 429s in a row end a request anyway
+# (a server answering 429 with `Retry-After: 0` would otherwise be asked for ever).
+_MAX_THROTTLED = 100
+
+
 @dataclass
 class _Retry:
     """A failed attempt that may be repeated."""
@@ -711,18 +716,25 @@ class EsperClient:
         url = self._resolve(path_or_url)
         route = f"{method} {self._template(url.path)}"
         retries = 0
+        throttled = 0  # 429 answers: throttling, not failure; bounded by the wait budget
         waited = 0.0  # seconds this request spent waiting, bounded by max_retry_wait
         while True:
             waited += self._wait_cooldown(self._max_retry_wait - waited)
             outcome = self._attempt(method, url, route, params, body)
             if not isinstance(outcome, _Retry):
                 return outcome.value
-            if retries >= self._max_retries:
-                self._give_up(route, outcome, attempts=retries + 1)
-            retries += 1
+            if outcome.status == 429 and throttled < _MAX_THROTTLED:
+                # Under a rate limit many requests wait out the same window and race for it
+                # again: losing that race is not a failure (a 25 req/s tenant exhausted eight
+                # retries with 20 requests in flight). The wait budget still bounds the request.
+                throttled += 1
+            elif retries >= self._max_retries:
+                self._give_up(route, outcome, attempts=retries + throttled + 1)
+            else:
+                retries += 1
             self._count(route, retries=1)
             waited += self._wait_before_retry(
-                route, outcome, retries, self._max_retry_wait - waited
+                route, outcome, retries + throttled, self._max_retry_wait - waited
             )
 
     def _attempt(

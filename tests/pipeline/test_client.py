@@ -466,12 +466,31 @@ def test_retries_exhausted_raise_api_error_naming_the_route() -> None:
     assert len(sleeps) == 2
 
 
-def test_429_storm_exhausts_retries_too() -> None:
-    client, _ = mock_client(Script(status(429, **{"Retry-After": "1"})), max_retries=3)
+def test_a_429_storm_costs_no_retry_but_ends_when_the_wait_budget_is_spent() -> None:
+    """Losing the race for a rate limit's window is not a failure (a 25 req/s tenant exhausted
+    eight retries with 20 requests in flight): 429s do not count against `max_retries`, but
+    their waits add up to `max_retry_wait`, then the request fails."""
+    client, sleeps = mock_client(
+        Script(status(429, **{"Retry-After": "1"})), max_retries=3, max_retry_wait=10
+    )
     with pytest.raises(EsperAPIError) as caught:
         client.get("/v2/devices/")
     assert caught.value.status == 429
-    assert client.stats()["GET /v2/devices/"].throttled == 4
+    assert client.stats()["GET /v2/devices/"].throttled > 4  # more than max_retries + 1
+    assert sum(sleeps) <= 10
+
+
+def test_429s_without_a_wait_end_after_a_bounded_number() -> None:
+    client, _ = mock_client(Script(status(429, **{"Retry-After": "0"})), max_retries=3)
+    with pytest.raises(EsperAPIError):
+        client.get("/v2/devices/")
+    assert client.stats()["GET /v2/devices/"].throttled == 100 + 3 + 1  # free 429s, then retries
+
+
+def test_a_throttled_request_is_served_once_the_window_opens() -> None:
+    answers = [status(429, **{"Retry-After": "1"})] * 12 + [ok()]
+    client, _ = mock_client(Script(*answers), max_retries=3)
+    assert client.get("/v2/devices/") == {"ok": True}
 
 
 def test_timeouts_and_dropped_connections_retried() -> None:
