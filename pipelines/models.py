@@ -16,8 +16,13 @@ The runner is deliberately small and boring:
    `-- materialized: table`. Within a layer, a model that names `<layer>.<other>` is built after
    `<other>`.
 
-Everything runs in one transaction, so a failing model leaves the warehouse as it was, and the
-error (`ModelError`) names the file and carries DuckDB's message. `create or replace` makes a
+6. Runs the data tests of `sql/tests/`: a grain test generated from each line of `grain.csv`
+   (for tables and the staging views over seeds; views are grain-tested by the test suite) and
+   every `sql/tests/*.sql`, a query that must return no rows. A failure (`DataTestError`) names
+   each test file and shows its first five offending rows.
+
+Everything runs in one transaction, so a failing model or data test leaves the warehouse as it
+was, and the error (`ModelError`) names the file and carries DuckDB's message. `create or replace` makes a
 rebuild idempotent. No templating: the only text rewrite is the raw schema name, when the raw
 dataset is not called `esper`.
 """
