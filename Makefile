@@ -36,8 +36,10 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The command's default is esper_warehouse.duckdb; after `make demo` only demo.duckdb exists.
+WAREHOUSE ?= $(if $(wildcard esper_warehouse.duckdb),esper_warehouse.duckdb,demo.duckdb)
 report: install
-	$(VENV)/bin/esper-warehouse report
+	$(VENV)/bin/esper-warehouse report --warehouse $(WAREHOUSE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist
