@@ -78,8 +78,9 @@ class FeedScan:
     With a mark, paging stops after a page once both hold: the pages reached an event the
     warehouse already holds (`created_on` at or below the mark's newest), and the events above
     the mark's id number at least `count - mark.count`. The count makes it safe against late
-    events deep in the feed and against pages that are not in order; the first condition against
-    a feed that dropped old events. Without a mark the feed is read to its end.
+    events deep in the feed and against pages that are not in order; the first condition keeps a
+    feed whose count fell (old events dropped by the API) from stopping before it reached the
+    events already loaded. Without a mark the feed is read to its end.
     """
 
     mark: EventMark | None
