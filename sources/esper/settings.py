@@ -41,7 +41,8 @@ ENDPOINTS: dict[str, Endpoint] = {
         Endpoint("device_census", "/v2/devices/", ("id",), None,
                  "replaced by each complete scan: the devices present in it", MAX_PAGE_SIZE),
         Endpoint("heartbeats", "/v2/heartbeat/", ("device_id", "timestamp"), "timestamp",
-                 "window last_seen_gt = watermark - lag, last_seen_lt = the API's now"),
+                 "window last_seen_gt = newest timestamp loaded - lag, last_seen_lt = the "
+                 "API's now + 30 days"),
         Endpoint("groups", "/enterprise/{eid}/devicegroup/", ("id",), None, "replace each run"),
         Endpoint("blueprints", "/v2/blueprints/", ("id",), None, "merge each run"),
         Endpoint("blueprint_versions", "/v2/blueprints/{id}/versions/", ("version_id",), None,
@@ -67,7 +68,7 @@ ENDPOINTS: dict[str, Endpoint] = {
                  "operations new in this run or not yet terminal"),
         Endpoint("device_events", "/enterprise/{eid}/device/{id}/download/eventfeed/", ("id",),
                  "created_on", "devices with activity in this run; newest first, stop at the "
-                 "previous run's API time - lag"),
+                 "device's watermark in the warehouse (feed count, event ids; watermarks.py)"),
         Endpoint("status_metrics", "/v2/enterprise/{eid}/report/status-metrics",
                  ("snapshot_date",), None, "one request per run: the tenant's counters, one row "
                  "per day of the API's clock, merged on the day (a re-run replaces it)"),
