@@ -153,6 +153,7 @@ class Fleet:
         self.tenant_id = tenant_id
         self.now = 0
         self.version = 0  # bumped on every change, invalidates cached orderings
+        self._installs: tuple[int, dict[tuple[int, int], list[int]]] = (-1, {})
         self.groups: list[Group] = []
         self.blueprints: list[Blueprint] = []
         self.bp_versions: list[tuple[int, int]] = []  # global index -> (blueprint, version idx)
@@ -209,12 +210,19 @@ class Fleet:
         return C.OS_PLATFORM[self.os[i]]
 
     def installed_on(self, k: int, v: int) -> list[int]:
-        """Live Android devices with version ``v`` of legacy app ``k`` installed (created order)."""
-        return [
-            i
-            for i in self.live()
-            if self.platform(i) == C.ANDROID and any(e[0] == k and e[1] == v for e in self.apps[i])
-        ]
+        """Live Android devices with version ``v`` of legacy app ``k`` installed (created order).
+
+        One pass over the fleet per change (``version``), not one per app version asked for: a
+        v1 version list answers every version's ``installed_count``.
+        """
+        if self._installs[0] != self.version:
+            index: dict[tuple[int, int], list[int]] = {}
+            for i in self.live():
+                if self.platform(i) == C.ANDROID:
+                    for e in self.apps[i]:
+                        index.setdefault((e[0], e[1]), []).append(i)
+            self._installs = (self.version, index)
+        return self._installs[1].get((k, v), [])
 
     def installed_count(self, k: int, v: int) -> int:
         """How many live devices have version ``v`` of legacy app ``k`` installed."""
