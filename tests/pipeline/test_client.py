@@ -174,20 +174,6 @@ class LoopbackServer:
         self._httpd.server_close()
 
 
-@pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[Seen], Reply]], LoopbackServer]]:
-    """Start loopback servers on demand; all are stopped after the test."""
-    servers: list[LoopbackServer] = []
-
-    def start(respond: Callable[[Seen], Reply]) -> LoopbackServer:
-        servers.append(LoopbackServer(respond))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
 def sequence(*replies: Reply) -> Callable[[Seen], Reply]:
     """Answer with `replies` in order, the last one repeating."""
     queue = list(replies)

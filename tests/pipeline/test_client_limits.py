@@ -28,7 +28,6 @@ from tests.pipeline.test_client import (
     LoopbackServer,
     Reply,
     Script,
-    Seen,
     loopback_client,
     ok,
     status,
@@ -280,20 +279,6 @@ def since(called: list[float]) -> float:
     """Seconds since `once_received` called its action."""
     assert called, "the action was not called"
     return time.monotonic() - called[0]
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[Seen], Reply]], LoopbackServer]]:
-    """Loopback servers started on demand (`tests/pipeline/test_client.py`), stopped after."""
-    servers: list[LoopbackServer] = []
-
-    def start(respond: Callable[[Seen], Reply]) -> LoopbackServer:
-        servers.append(LoopbackServer(respond))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def test_stop_ends_requests_in_flight_at_once_without_retries(
