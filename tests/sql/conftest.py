@@ -32,7 +32,9 @@ def test_targets() -> Iterator[Path]:
 
 def _built(tmp_path_factory: pytest.TempPathFactory, name: str, data: dict, **opts) -> Path:
     path = make_warehouse(tmp_path_factory.mktemp(name) / "esper.duckdb", data, **opts)
-    build_models(path)
+    # Explicit: a session fixture is set up before the package-scoped `test_targets` above,
+    # so when a worker's first file here asks for one, the environment is not yet set.
+    build_models(path, seeds=TEST_SEEDS)
     return path
 
 
