@@ -63,6 +63,7 @@ AFTER_INTERRUPT = {
     "load": "the load stopped part-way; the next run finishes it first (no row is doubled)",
     "after the load": "everything extracted was loaded; the next run checks it again",
 }
+KEPT = ": the next run goes on from them"  # said of committed parts (sources/esper/walk.py)
 PIPELINE_NAME = "esper_warehouse"
 # Resources that come with another: selecting `devices` loads its history and census too.
 COMPANIONS = {
@@ -311,6 +312,17 @@ def toml_problem(error: BaseException) -> str | None:
     return f"{where} is not valid TOML: {detail}"
 
 
+def append_into(source: Any, tables: Sequence[str]) -> None:
+    """The resources that fill `tables` append (the later parts of a first load, `walk.py`)."""
+    for resource in source.selected_resources.values():
+        if resource.table_name in tables and not _is_scd2(resource.write_disposition):
+            resource.apply_hints(write_disposition="append")
+
+
+def _is_scd2(disposition: Any) -> bool:
+    return isinstance(disposition, dict) and disposition.get("strategy") == "scd2"
+
+
 def _appended_marker(settings: RunSettings) -> Path:
     """Where a run notes the tables it appends into, until its load has completed."""
     return working_dir(settings.warehouse.resolve()) / f"{settings.pipeline_name}.appended.json"
@@ -379,6 +391,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     client_options = {"client": client} if client is not None else {}
     held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
     stage = "start"
+    committed_parts = 0  # of a full scan loaded in parts (sources/esper/walk.py)
     restore_signals = _stop_client_on_signals(lambda: client or ledger.client)
     try:
         log.info("run %s: warehouse %s, dataset %s", run_id, settings.warehouse, settings.dataset)
@@ -393,42 +406,67 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             log.info("load: finishing a previous run's pending packages first")
             pipeline.normalize()
             with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s)
-        source = esper(
-            full_scan=settings.full, ledger=ledger, **client_options, **settings.source_options
-        )
-        client = ledger.client
-        source = select(source, settings.resources)
-        insert_only_where_possible(source, pipeline)
-        if first := append_on_first_load(source, pipeline):
-            log.info("first load of %s: appended, not merged", ", ".join(sorted(first)))
-            _note_appended(marker, first)
-        progress.attach(source)
-        result.mode = "full" if ledger.full_scan else "incremental"
-        result.as_of = ledger.as_of
-        log.info("extract: started (%s scan, API time %s)", result.mode, ledger.as_of)
-        stage = "extract"
-        pipeline.extract(source)
-        progress.done()
-        log.info("extract: done (%s)", progress.text())
-        log.info("normalize: started")
-        stage = "normalize"
-        pipeline.normalize()
-        result.rows = _row_counts(pipeline)
-        log.info("load: started")
-        stage = "load"
-        # DuckDB: waits for the file here, then holds it, so nothing below meets a lock
-        held = _hold_warehouse(settings)
-        pipeline.load(credentials=held)
+        source_options = {**settings.source_options}
+        if settings.resources:  # a selection loads in one part: parts carry the device tables
+            source_options["commit_every_devices"] = sys.maxsize
+        appended: list[str] = []
+        while True:  # one pass, or the parts of a big full scan (sources/esper/walk.py)
+            stage = "start"
+            source = esper(
+                full_scan=settings.full, ledger=ledger, **client_options, **source_options
+            )
+            client = client_options["client"] = ledger.client
+            source = select(source, settings.resources)
+            insert_only_where_possible(source, pipeline)
+            append_into(source, appended)  # later parts append where the first part began to
+            if first := append_on_first_load(source, pipeline):
+                log.info("first load of %s: appended, not merged", ", ".join(sorted(first)))
+                appended = sorted({*appended, *first})
+                _note_appended(marker, appended)
+            last = ledger.last_part()
+            part = f"part {ledger.walk.parts + 1} " if ledger.in_parts else ""
+            progress.attach(source)
+            result.mode = "full" if ledger.full_scan else "incremental"
+            result.as_of = ledger.as_of
+            log.info("extract: %sstarted (%s scan, API time %s)", part, result.mode, ledger.as_of)
+            stage = "extract"
+            pipeline.extract(source)
+            progress.done()
+            log.info("extract: done (%s)", progress.text())
+            log.info("normalize: started")
+            stage = "normalize"
+            pipeline.normalize()
+            for table, count in _row_counts(pipeline).items():
+                result.rows[table] = result.rows.get(table, 0) + count
+            log.info("load: started")
+            stage = "load"
+            # DuckDB: waits for the file here, then holds it, so nothing below meets a lock
+            held = _hold_warehouse(settings)
+            pipeline.load(credentials=held)
+            if interrupted_appends:  # a killed run's appends, now complete: one row per key
+                for table, count in sorted(
+                    remove_duplicate_keys(pipeline, interrupted_appends).items()
+                ):
+                    log.warning(
+                        "load: %s held %d row(s) twice after an interrupted load; kept one per key",
+                        table,
+                        count,
+                    )
+                interrupted_appends = []
+            if last:
+                break
+            committed_parts += 1
+            if held is not None:  # the file is free between parts
+                held.close()
+                held = None
+            log.info(
+                "load: %scommitted (%d devices listed so far); a run killed from here on "
+                "goes on from this part",
+                part,
+                len(ledger.walk.seen),
+            )
         log.info("load: done")
         stage = "after the load"
-        if interrupted_appends:
-            removed = remove_duplicate_keys(pipeline, interrupted_appends)
-            for table, count in sorted(removed.items()):
-                log.warning(
-                    "load: %s held %d row(s) twice after an interrupted load; kept one per key",
-                    table,
-                    count,
-                )
         marker.unlink(missing_ok=True)  # every appended load is complete and checked
         retire_missing_apps(pipeline, ledger)
         result.reconciliation = reconcile(pipeline, ledger, run_id)
@@ -442,11 +480,17 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     except BaseException as error:
         if isinstance(error, SystemExit):
             raise
+        if committed_parts and not is_interrupt(error):
+            log.info("%d part(s) of this full scan are committed%s", committed_parts, KEPT)
         if is_interrupt(error):
             _stop(client or ledger.client)  # requests in flight end now, none is retried
             result.status, result.exit_code = "interrupted", EXIT_INTERRUPTED
             extracted = f" ({progress.text()})" if stage == "extract" else ""
             result.error = f"interrupted during {stage}{extracted}: {AFTER_INTERRUPT[stage]}"
+            if committed_parts:
+                result.error += (
+                    f" ({committed_parts} part(s) of this full scan are committed{KEPT})"
+                )
             log.warning("run %s", result.error)
         else:
             result.exit_code = exit_code_for(error)

@@ -18,7 +18,7 @@ from .activity import (
     operations,
 )
 from .client import EsperClient
-from .common import Options, open_run
+from .common import Options, open_run, page_limit
 from .datatap import data_tap_resources
 from .devices import device_apps, device_census, device_history, devices, heartbeats
 from .ledger import RunLedger
@@ -32,6 +32,7 @@ from .resources import (
     tenant_app_versions,
     tenant_apps,
 )
+from .walk import DeviceWalk
 from .weekly import fan_out_scope
 
 
@@ -55,6 +56,7 @@ def esper(
     data_tap_deadline_s: float = s.DATA_TAP_DEADLINE_S,
     data_tap_stuck_s: float = s.DATA_TAP_STUCK_S,
     data_tap_row_limit: int = s.DATA_TAP_ROW_LIMIT,
+    commit_every_devices: int = s.COMMIT_EVERY_DEVICES,
     client: Any = None,
     ledger: Any = None,
 ) -> tuple[DltResource, ...]:
@@ -66,6 +68,11 @@ def esper(
     dlt worker threads per device page, alongside. On an incremental run device events come
     last because they read which devices had activity in the other tables; on a full scan every
     listed device needs its whole feed, so feeds are fetched per device page instead.
+
+    A full scan of more than `commit_every_devices` devices is loaded in parts (`walk.py`): while
+    devices remain, this returns the next part (devices, history, installed apps and feeds of
+    the next `commit_every_devices` devices to read); the pipeline loads it, commits, and calls
+    again with the same `ledger` and `client` until the last part, which is the whole tuple.
 
     Args:
         client: an `EsperClient` to use (the pipeline passes one to read its counters).
@@ -81,17 +88,29 @@ def esper(
         initial_concurrency=initial_concurrency,
         max_concurrency=max_concurrency,
     )
-    ledger = ledger if ledger is not None else RunLedger()
-    open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
-    if ledger.full_scan:  # which devices' apps and feeds it re-reads (sources/esper/weekly.py):
-        # all when asked (`run --full`) or on a first load, else the changed ones and a slice
-        ledger.fan_out_scope = fan_out_scope(ledger.as_of, everything=full_scan)
     opts = Options(
         timedelta(hours=lag_hours),
         status_batch_size,
         timedelta(days=heartbeat_start_days),
         page_size,
     )
+    ledger = ledger if ledger is not None else RunLedger()
+    if ledger.as_of is None:  # the run's first part (or only one) opens it
+        open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
+    if ledger.full_scan and ledger.walk is None:
+        # which devices' apps and feeds it re-reads (sources/esper/weekly.py): all when asked
+        # (`run --full`) or on a first load, else the changed ones and a slice; a run resuming
+        # an unfinished first load reads only the devices the warehouse does not hold yet
+        ledger.fan_out_scope = fan_out_scope(
+            ledger.as_of, everything=full_scan, rotate=ledger.completed_full_scan
+        )
+        parted = (ledger.device_count or 0) > commit_every_devices
+        ledger.walk = DeviceWalk(
+            client,
+            s.ENDPOINTS["devices"].path,
+            page_limit("devices", opts),
+            commit_every_devices if parted else None,
+        )
     run = {"client": client, "ledger": ledger, "opts": opts}
 
     device_list = devices(**run)
@@ -104,22 +123,27 @@ def esper(
             "row_version_column_name": "_row_hash",
         }
     )
-    census = [device_list | device_census(ledger=ledger)] if ledger.full_scan else []
+    if not ledger.last_part():  # a full scan in parts: the next devices and their fan-outs
+        page_events = device_list | device_events_of_page(**run)
+        return (device_list, device_list | device_history, device_list | apps, page_events)
+    census = [device_census(ledger=ledger)] if ledger.full_scan else []
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps
     # (the devices scan and its fan-outs start first) and the incremental form comes last.
     if ledger.full_scan and ledger.fan_out_scope.everything:  # a first load: every feed
         page_events, last_events = [device_list | device_events_of_page(**run)], []
-    else:
+    else:  # (after parts: the feeds of devices with activity the parts did not read)
         page_events, last_events = [], [device_events(**run)]
     blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
     application_list = applications(**run)
     return (
         device_list,
         device_list | device_history,
-        *census,
         device_list | apps,
         *page_events,
+        # after every pipe of `devices` (dlt evaluates a resource and its transformers together,
+        # at the place of the last of them), so that `devices` has ended the walk
+        *census,
         heartbeats(**run),
         groups(**run),
         status_metrics(**run),

@@ -210,7 +210,9 @@ def _event_feeds(
     Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`).
     """
     scope = ledger.fan_out_scope  # full scans: first load (every feed whole) or weekly
-    marks = None if scope is not None and scope.everything else event_marks()
+    marks = None if scope is not None and scope.everything else _marks(ledger)
+    with ledger._lock:
+        ledger.feeds_read.update(device_ids)
     limit = page_limit("device_events", opts)
 
     def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
@@ -244,6 +246,14 @@ def _event_feeds(
         yield page_table("device_events", rows)
 
 
+def _marks(ledger: RunLedger) -> dict[str, Any] | None:
+    """The devices' event watermarks in the warehouse, read once per run (all parts share it)."""
+    with ledger._lock:
+        if not ledger.event_marks_read:
+            ledger.event_marks, ledger.event_marks_read = event_marks(), True
+        return ledger.event_marks
+
+
 _EVENTS_HINTS: dict[str, Any] = {
     "name": "device_events",
     "primary_key": "id",
@@ -261,7 +271,10 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     new ones. This resource runs last (`next_item_mode = "fifo"`) because it reads the activity
     the other resources noted in the ledger.
     """
-    targets = sorted(set(ledger.changed_devices) | ledger.active_devices)
+    # A run resuming an unfinished first load (walk.py) already holds the whole feeds of the
+    # devices it skips: activity says nothing new about them until a first load has completed.
+    active = ledger.active_devices if ledger.completed_full_scan or not ledger.full_scan else set()
+    targets = sorted((set(ledger.changed_devices) | active) - ledger.feeds_read)
     yield from _event_feeds(client, ledger, opts, targets)
 
 
@@ -276,5 +289,7 @@ def device_events_of_page(
     (`parallelized`: a dlt worker thread) together with the page's installed apps, while the
     rest of the source extracts. Devices seen only in command statuses or operations are not
     in the (complete) device list because they were removed: their feeds would answer 404.
+    A full scan in parts (`walk.py`) reads here the feeds of the devices in its scope.
     """
-    yield from _event_feeds(client, ledger, opts, page.column("id").to_pylist(), bulk=True)
+    wanted = [d for d in page.column("id").to_pylist() if d in ledger.changed_devices]
+    yield from _event_feeds(client, ledger, opts, wanted, bulk=True)

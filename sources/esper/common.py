@@ -98,10 +98,11 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     the first run, when asked, or when the last one is older than `interval`.
     """
     ledger.client = client
-    device_count(client)
+    ledger.device_count = device_count(client)
     check_enterprise(client)
     ledger.as_of = client.server_time or datetime.now(UTC)
     last_full = parse_time(cursor_state().get("devices_full_scan_at"))
+    ledger.completed_full_scan = last_full is not None
     ledger.full_scan = bool(full_scan or last_full is None or ledger.as_of - last_full >= interval)
 
 

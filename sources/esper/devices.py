@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from .client import EsperClient
 from .common import (
+    ROWS_PER_BATCH,
     Options,
     advance_cursor,
     apps_route,
@@ -37,42 +38,66 @@ log = logging.getLogger("esper_warehouse.source")
 def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
 
-    A full scan is checked against the API's count; if devices are missing (a device that
-    changes while the scan runs moves ahead of the cursor), the list is read a second time.
+    A full scan reads the run's `DeviceWalk` (`ledger.walk`): the whole list, or its next part
+    when the scan is committed in parts (`walk.py`). The part that ends the walk checks it
+    against the API's count; if devices are missing (a device that changes while the scan runs
+    moves ahead of the cursor), the list is read a second time. Only then does the cursor move.
     """
-    limit = page_limit("devices", opts)
     since = read_from("devices", opts.lag, ledger)
-    software = android_software(client, opts)
-    seen: set[tuple[Any, ...]] = set()
-    newest: datetime | None = None
-    for attempt in (1, 2):
-        scan = DescScan("updated_at", since)
-        pages = iter_cursor_pages(client, endpoint_path("devices", client), limit=limit)
-        if since is None:  # a complete scan reads every page: fetch the next while this one loads
-            pages = client.read_ahead(pages)  # (not when incremental: it stops early)
-        for _page, fresh in scan.pages(pages):
-            items = first_seen(fresh, seen, ("id",))  # a full scan keeps every item as fresh
-            for item in items:
-                scope = ledger.fan_out_scope  # a full scan's: sources/esper/weekly.py
-                if scope is None or scope.needs(item):
-                    ledger.changed_devices[item["id"]] = apps_route(item)
-                with_software(item, software)
-            if items:
-                yield page_table("devices", items)
-        newest = max(filter(None, (newest, scan.newest)), default=None)
-        if since is not None:
-            break  # an incremental read: not a complete list, nothing to reconcile
-        count = device_count(client)
-        ledger.set_expected("devices", count if count is not None else len(seen))
-        if count is None or len(seen) >= count or attempt == 2:
-            break
-        log.info("devices: %d read for a count of %d, reading the list again", len(seen), count)
     if since is None:
-        ledger.add_scan("devices", 0, ({"id": i} for (i,) in seen), ("id",))
-    advance_cursor("devices", newest)
-    cursor_state()["devices_full_scan_at" if since is None else "devices_incremental_at"] = iso(
-        ledger.as_of or datetime.now().astimezone()
+        yield from _full_scan(client, ledger, opts)
+        return
+    software = android_software(client, opts)
+    scan = DescScan("updated_at", since)  # an incremental read: it stops early, no count
+    pages = iter_cursor_pages(
+        client, endpoint_path("devices", client), limit=page_limit("devices", opts)
     )
+    seen: set[tuple[Any, ...]] = set()
+    for _page, fresh in scan.pages(pages):
+        items = first_seen(fresh, seen, ("id",))
+        for item in items:
+            ledger.changed_devices[item["id"]] = apps_route(item)
+            with_software(item, software)
+        if items:
+            yield page_table("devices", items)
+    advance_cursor("devices", scan.newest)
+    cursor_state()["devices_incremental_at"] = iso(ledger.as_of or datetime.now().astimezone())
+
+
+def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """This run's part of the complete device list; the part that ends it checks the count."""
+    walk = ledger.walk
+    if ledger.android_software is None:  # read once per run, by its first part
+        ledger.android_software = android_software(client, opts)
+    software = ledger.android_software
+
+    def needs(item: dict) -> bool:
+        """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
+        scope = ledger.fan_out_scope  # sources/esper/weekly.py
+        if scope is not None and not scope.needs(item):
+            return False
+        ledger.changed_devices[item["id"]] = apps_route(item)
+        return True
+
+    def pages(parts: Iterator[list[dict]]) -> Iterator[pa.Table]:
+        for items in parts:
+            for item in items:
+                with_software(item, software)
+            yield page_table("devices", items)
+
+    yield from pages(walk.take(needs))
+    if not walk.exhausted:
+        return  # a part: the next one goes on from here
+    count = device_count(client)
+    if count is not None and len(walk.seen) < count:
+        log.info(
+            "devices: %d read for a count of %d, reading the list again", len(walk.seen), count
+        )
+        yield from pages(walk.again(needs))
+    ledger.set_expected("devices", count if count is not None else len(walk.seen))
+    ledger.add_scan("devices", 0, ({"id": i} for i in walk.seen), ("id",))
+    advance_cursor("devices", walk.newest)
+    cursor_state()["devices_full_scan_at"] = iso(ledger.as_of or datetime.now().astimezone())
 
 
 def android_software(client: EsperClient, opts: Options) -> dict[str, dict[str, Any]]:
@@ -128,11 +153,17 @@ def device_history(page: pa.Table) -> Iterator[pa.Table]:
     yield page
 
 
-@dlt.transformer(name="device_census", write_disposition="replace", columns=hints("device_census"))
-def device_census(page: pa.Table, ledger: RunLedger) -> Iterator[pa.Table]:
-    """The devices present in this complete scan (only attached to full scans)."""
-    census_at = pa.array([ledger.as_of] * page.num_rows, pa.timestamp("us", tz="UTC"))
-    yield page.select(["id", "updated_at"]).append_column("census_at", census_at)
+@dlt.resource(name="device_census", write_disposition="replace", columns=hints("device_census"))
+def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
+    """The devices present in this complete scan (full scans; after `devices` has ended the walk).
+
+    Read from the run's walk, not from the device pages: when the scan is committed in parts
+    (`walk.py`), the census is written whole, once, by the last part.
+    """
+    census_at = ledger.as_of
+    rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in ledger.walk.seen.items()]
+    for start in range(0, len(rows), ROWS_PER_BATCH):
+        yield page_table("device_census", rows[start : start + ROWS_PER_BATCH])
 
 
 @dlt.transformer(

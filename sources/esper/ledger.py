@@ -61,6 +61,13 @@ class RunLedger:
     changed_operations: dict[str, str] = field(default_factory=dict)  # id -> state
     application_ids: set[str] = field(default_factory=set)
     fan_out_scope: Any = None  # a full scan's `weekly.FanOutScope` (None on incremental runs)
+    device_count: int | None = None  # the API's count when the run opened
+    completed_full_scan: bool = False  # a full scan has completed before (else: a first load)
+    walk: Any = None  # a full scan's `walk.DeviceWalk`, shared by its parts
+    android_software: dict[str, dict[str, Any]] | None = None  # read once per run
+    feeds_read: set[str] = field(default_factory=set)  # devices whose feed this run has read
+    event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run
+    event_marks_read: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_scan(
@@ -76,6 +83,15 @@ class RunLedger:
     def set_expected(self, table: str, expected: int) -> None:
         with self._lock:
             self.scans.setdefault(table, Scan()).expected = expected
+
+    @property
+    def in_parts(self) -> bool:
+        """Whether this run is a full scan committed in parts (`walk.py`)."""
+        return self.walk is not None and self.walk.parted
+
+    def last_part(self) -> bool:
+        """Whether the source built now is the run's last (or only) part (may read a page)."""
+        return not self.in_parts or not self.walk.has_more()
 
     def mark_active(self, device_ids: list[str | None]) -> None:
         with self._lock:

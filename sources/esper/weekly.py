@@ -50,14 +50,14 @@ class FanOutScope:
     """The full scan's per-device decision; `stored` None means every device (first load)."""
 
     stored: dict[str, datetime | None] | None
-    slot: int  # which 1/ROTATION of the fleet this scan re-reads whole
+    slot: int | None  # which 1/ROTATION of the fleet this scan re-reads whole (None: no slice)
 
     @property
     def everything(self) -> bool:
         return self.stored is None
 
     def in_rotation(self, device_id: str) -> bool:
-        return zlib.crc32(device_id.encode()) % ROTATION == self.slot
+        return self.slot is not None and zlib.crc32(device_id.encode()) % ROTATION == self.slot
 
     def needs(self, item: dict[str, Any]) -> bool:
         """Whether a listed device's apps and feed are re-read in this scan."""
@@ -69,10 +69,14 @@ class FanOutScope:
         return self.stored[device_id] != parse_time(item.get("updated_at"))
 
 
-def fan_out_scope(as_of: datetime | None, *, everything: bool = False) -> FanOutScope:
+def fan_out_scope(
+    as_of: datetime | None, *, everything: bool = False, rotate: bool = True
+) -> FanOutScope:
     """The scope of a full scan starting now (`as_of`: the API's time picks the rotation slot).
 
     `everything`: every device (an explicit `run --full` re-reads the whole tenant).
+    `rotate`: re-read a slice whole. Not while a first load is unfinished: a run that resumes
+    one (`walk.py`) re-reads only the devices the warehouse does not hold yet.
     """
     slot = int(as_of.timestamp() // (7 * 86400)) % ROTATION if as_of else 0
-    return FanOutScope(None if everything else stored_versions(), slot)
+    return FanOutScope(None if everything else stored_versions(), slot if rotate else None)
