@@ -7,8 +7,9 @@
    (weekly) full scan one day later (`full_scan_interval_days` 1.5 to make it due), each with its requests per device and its share of the first load, and
    the hours each would take at 150,000 devices and 25 requests/s (Esper's own client caps
    itself at 8,000 calls per 5 minutes, live-observations §13-14).
-2. A first load killed part-way (SIGKILL of `esper-warehouse run` at about half of a clean
-   load's requests) and run again: the requests of both together against a clean load.
+2. First loads of `--resume-devices` (5,000) killed part-way (SIGKILL of `esper-warehouse run`
+   at 30 %, 60 % and 90 % of a clean load's requests) and run again: the requests of both
+   together against a clean load, and the resumed warehouse compared with the truth.
 3. A first load of `--limited` devices against the simulator rate-limited to 25 requests/s
    (429 with Retry-After), once on bare loopback and once with `--latency-ms` added per request
    (a real tenant answers in tens to hundreds of milliseconds): does the client hold the rate?
@@ -36,8 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.runner import run  # noqa: E402
 from simulator import Simulator  # noqa: E402
+from sources.esper.settings import COMMIT_EVERY_DEVICES  # noqa: E402
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
-from tests.pipeline.helpers import cli, load, settings  # noqa: E402
+from tests.pipeline.helpers import TABLES, cli, compare, load, settings  # noqa: E402
 
 HEADING = "## Real-tenant time: requests per device at 25 requests/s"
 RATE = 25.0  # requests/s a real tenant allows (Esper's client: 8,000 per 5 minutes)
@@ -87,26 +89,62 @@ def counts(devices: int, work: Path) -> dict[str, Any]:
     return out
 
 
-def killed_and_resumed(devices: int, clean: int, work: Path, at: float = 0.5) -> dict[str, Any]:
-    """A first load killed (SIGKILL) at `at` of `clean` requests, then run again to the end."""
-    with Simulator(devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
-        wh = work / "resumed.duckdb"
-        proc = cli(sim, wh, "run", start_new_session=True)
-        try:
-            deadline = time.monotonic() + 1800
-            while sent(sim) < at * clean and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            killed_at = sent(sim)
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # this process's own group, by its id
-        finally:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=30)
-        result = load(sim, wh)
+def killed_and_resumed(devices: int, work: Path, at: tuple[float, ...]) -> dict[str, Any]:
+    """A clean first load of `devices`, then first loads killed (SIGKILL) at each share of its
+    requests in `at` and run again to the end; each resumed warehouse is compared with the truth.
+    """
+
+    def fleet() -> Simulator:
+        return Simulator(devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID)
+
+    with fleet() as sim:
+        started = time.perf_counter()
+        result = load(sim, work / "clean.duckdb")
         assert result.exit_code == 0, result.error
-        total = sent(sim)
-    return {"killed_at": killed_at, "total": total, "ratio": total / clean}
+        clean = sent(sim)
+        out: dict[str, Any] = {
+            "devices": devices,
+            "clean": clean,
+            "clean_seconds": round(time.perf_counter() - started, 1),
+            "kills": [],
+        }
+    for share in at:
+        with fleet() as sim:
+            wh = work / f"resumed-{share:g}.duckdb"
+            proc = cli(sim, wh, "run", start_new_session=True)
+            try:
+                deadline = time.monotonic() + 1800
+                while sent(sim) < share * clean and proc.poll() is None:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+                killed_at = sent(sim)
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)  # this process's own group, by its id
+            finally:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.communicate(timeout=30)
+            result = load(sim, wh)
+            assert result.exit_code == 0, result.error
+            total = sent(sim)
+            differ = []
+            for table in TABLES:
+                try:
+                    compare(sim, wh, table)
+                except AssertionError as error:
+                    differ.append(str(error).splitlines()[0])
+            out["kills"].append(
+                {
+                    "share": share,
+                    "killed_at": killed_at,
+                    "total": total,
+                    "ratio": total / clean,
+                    "equal_to_truth": not differ,
+                    "differ": differ,
+                }
+            )
+    return out
 
 
 def rate_limited(devices: int, work: Path, latency_ms: float = 0) -> dict[str, Any]:
@@ -171,10 +209,20 @@ def render(
         "",
         f"- First load by route (largest five): {top('first')}.",
         f"- Nightly by route (largest five): {top('nightly')}.",
-        f"- Killed and resumed first load: SIGKILL after {resumed['killed_at']:,} requests "
-        f"(~{resumed['killed_at'] / first:.0%} of a clean load), then `run` again: "
-        f"{resumed['total']:,} requests in all, **{resumed['ratio']:.2f}×** a clean first load "
-        "(a killed extract commits nothing: the next run starts over; target ≤ 1.15×).",
+        f"- Killed and resumed first loads ({resumed['devices']:,} devices; a clean first load: "
+        f"{resumed['clean']:,} requests, {resumed['clean_seconds']} s; committed in parts of "
+        f"{COMMIT_EVERY_DEVICES:,} devices): "
+        + "; ".join(
+            f"SIGKILL after {k['killed_at']:,} requests (~{k['killed_at'] / resumed['clean']:.0%}), "
+            f"then `run` again: {k['total']:,} in all, **{k['ratio']:.2f}×** a clean load, "
+            + (
+                "tables equal to the truth"
+                if k["equal_to_truth"]
+                else "DIFFER: " + "; ".join(k["differ"])
+            )
+            for k in resumed["kills"]
+        )
+        + " (target ≤ 1.15×).",
         *(
             f"- Rate-limited first load, {x['devices']:,} devices, simulator at {RATE:g} "
             f"requests/s with 429 + Retry-After, {x['latency_ms']:g} ms added latency: exit "
@@ -211,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.realtenant", description=__doc__)
     parser.add_argument("--devices", type=int, default=2000)
     parser.add_argument("--limited", type=int, default=300)
+    parser.add_argument(
+        "--resume-devices", type=int, default=5000, help="fleet of the killed first loads"
+    )
     parser.add_argument("--readme", type=Path, default=None)
     parser.add_argument(
         "--latency-ms", type=float, default=100, help="of the second rate-limited load"
@@ -225,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         c = counts(args.devices, work)
         print({k: (v if not isinstance(v, dict) else v["requests"]) for k, v in c.items()})
-        resumed = killed_and_resumed(args.devices, c["first"]["requests"], work)
+        resumed = killed_and_resumed(args.resume_devices, work, (0.3, 0.6, 0.9))
         print(resumed)
         limited = [rate_limited(args.limited, work, ms) for ms in (0, args.latency_ms)]
         print(limited)
