@@ -243,11 +243,11 @@ def kept(old: str, new: str) -> str:
     return new.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
 
 
-def write_section(readme: Path, section: str) -> None:
-    """Replace the section under HEADING (up to the next `## `) or append it."""
+def write_section(readme: Path, section: str, heading: str = HEADING) -> None:
+    """Replace the section under `heading` (up to the next `## `) or append it."""
     text = readme.read_text() if readme.exists() else ""
-    if HEADING in text:
-        head, rest = text.split(HEADING, 1)
+    if heading in text:
+        head, rest = text.split(heading, 1)
         tail = rest.split("\n## ", 1)
         text = head + section + ("\n## " + tail[1] if len(tail) > 1 else "")
     else:
