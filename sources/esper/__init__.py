@@ -18,7 +18,7 @@ from .activity import (
     operations,
 )
 from .client import EsperClient
-from .common import Options, open_run
+from .common import Options, hints_of, open_run
 from .datatap import data_tap_resources
 from .devices import device_apps, device_census, device_history, devices, heartbeats
 from .ledger import RunLedger
@@ -95,15 +95,9 @@ def esper(
     run = {"client": client, "ledger": ledger, "opts": opts}
 
     device_list = devices(**run)
-    apps = device_apps(**run)
-    apps.apply_hints(
-        write_disposition={
-            "disposition": "merge",
-            "strategy": "scd2",
-            "boundary_timestamp": ledger.as_of,
-            "row_version_column_name": "_row_hash",
-        }
-    )
+    apps = device_apps(**run)  # scd2: its rows' validity changes at the run's API time
+    scd2 = hints_of("device_apps")["write_disposition"]
+    apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.as_of})
     census = [device_list | device_census(ledger=ledger)] if ledger.full_scan else []
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps
