@@ -64,11 +64,11 @@ AFTER_INTERRUPT = {
     "after the load": "everything extracted was loaded; the next run checks it again",
 }
 PIPELINE_NAME = "esper_warehouse"
-# Resources that come with another: selecting `devices` loads its history and census too.
-COMPANIONS = {
-    "devices": ("device_history", "device_census"),
-    "blueprints": ("blueprint_versions",),
-    "tenant_apps": ("tenant_app_versions",),
+# Resources that come with another (`Endpoint.loaded_with`): selecting `devices` loads its
+# history and census too.
+COMPANIONS: dict[str, tuple[str, ...]] = {
+    parent: tuple(t for t, e in ENDPOINTS.items() if e.loaded_with == parent)
+    for parent in sorted({e.loaded_with for e in ENDPOINTS.values() if e.loaded_with})
 }
 # The declared dispositions a first load appends into (`append_on_first_load`).
 APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
