@@ -23,7 +23,8 @@ from sources.esper.settings import ENDPOINTS
 
 log = logging.getLogger("esper_warehouse")
 
-CURRENT_ROWS = {"device_apps": "_dlt_valid_to is null"}  # scd2: only rows valid now
+# scd2 tables (settings.ENDPOINTS): only the rows valid now hold one row per key
+CURRENT_ROWS = {t: "_dlt_valid_to is null" for t, e in ENDPOINTS.items() if e.disposition == "scd2"}
 FETCH_ROWS = 100_000  # warehouse keys are read and fingerprinted this many at a time
 
 

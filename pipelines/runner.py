@@ -65,12 +65,14 @@ AFTER_INTERRUPT = {
 }
 KEPT = ": the next run goes on from them"  # said of committed parts (sources/esper/walk.py)
 PIPELINE_NAME = "esper_warehouse"
-# Resources that come with another: selecting `devices` loads its history and census too.
-COMPANIONS = {
-    "devices": ("device_history", "device_census"),
-    "blueprints": ("blueprint_versions",),
-    "tenant_apps": ("tenant_app_versions",),
+# Resources that come with another (`Endpoint.loaded_with`): selecting `devices` loads its
+# history and census too.
+COMPANIONS: dict[str, tuple[str, ...]] = {
+    parent: tuple(t for t, e in ENDPOINTS.items() if e.loaded_with == parent)
+    for parent in sorted({e.loaded_with for e in ENDPOINTS.values() if e.loaded_with})
 }
+# The declared dispositions a first load appends into (`append_on_first_load`).
+APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
 
 # dlt settings this product relies on; an admin's environment or config.toml can still set them.
 DLT_DEFAULTS = {
@@ -208,22 +210,22 @@ def select(source: Any, names: Sequence[str] | None) -> Any:
     return source.with_resources(*sorted(wanted & available))
 
 
-def insert_only_where_possible(source: Any, pipeline: dlt.Pipeline) -> None:
-    """Device events are inserted when new and never rewritten, where the destination can.
+def merge_where_needed(source: Any, pipeline: dlt.Pipeline) -> None:
+    """Tables declared `insert-only` take dlt's default merge where the destination lacks it.
 
-    Events are immutable. dlt's default merge (delete-insert) de-duplicates the whole load with
-    a window over every column: the 2.6 million events of a first 100,000-device load took DuckDB
-    to 3.2 GB and 4.6 s; `insert-only` (a MERGE that inserts the ids not yet stored) took 0.65 GB
-    and 2.7 s. Ids are unique within a run: each device's feed is read once and de-duplicated.
-    Destinations without `insert-only` keep the default.
+    Device events are declared `insert-only` (settings.ENDPOINTS): inserted when new, never
+    rewritten. Events are immutable. dlt's default merge (delete-insert) de-duplicates the whole
+    load with a window over every column: the 2.6 million events of a first 100,000-device load
+    took DuckDB to 3.2 GB and 4.6 s; `insert-only` (a MERGE that inserts the ids not yet stored)
+    took 0.65 GB and 2.7 s. Ids are unique within a run: each device's feed is read once and
+    de-duplicated. Destinations without `insert-only` merge by dlt's default instead.
     """
-    if "insert-only" not in (pipeline.destination.capabilities().supported_merge_strategies or []):
+    if "insert-only" in (pipeline.destination.capabilities().supported_merge_strategies or []):
         return
     for resource in source.resources.values():
-        if resource.table_name == "device_events":
-            resource.apply_hints(
-                write_disposition={"disposition": "merge", "strategy": "insert-only"}
-            )
+        endpoint = ENDPOINTS.get(resource.table_name)
+        if endpoint is not None and endpoint.disposition == "insert-only":
+            resource.apply_hints(write_disposition="merge")
 
 
 def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
@@ -333,8 +335,8 @@ def _read_appended(marker: Path) -> list[str]:
         return sorted(orjson.loads(marker.read_bytes()))
     except FileNotFoundError:
         return []
-    except orjson.JSONDecodeError:  # written by a run killed mid-write: check every table
-        return sorted(t for t, e in ENDPOINTS.items() if t != "device_apps")
+    except orjson.JSONDecodeError:  # written by a run killed mid-write: every table it may name
+        return sorted(t for t, e in ENDPOINTS.items() if e.disposition in APPENDED_ON_FIRST_LOAD)
 
 
 def _note_appended(marker: Path, tables: Sequence[str]) -> None:
@@ -417,7 +419,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             )
             client = client_options["client"] = ledger.client
             source = select(source, settings.resources)
-            insert_only_where_possible(source, pipeline)
+            merge_where_needed(source, pipeline)
             append_into(source, appended)  # later parts append where the first part began to
             if first := append_on_first_load(source, pipeline):
                 log.info("first load of %s: appended, not merged", ", ".join(sorted(first)))

@@ -18,7 +18,7 @@ from .activity import (
     operations,
 )
 from .client import EsperClient
-from .common import Options, open_run, page_limit
+from .common import Options, hints_of, open_run, page_limit
 from .datatap import data_tap_resources
 from .devices import device_apps, device_census, device_history, devices, heartbeats
 from .ledger import RunLedger
@@ -114,15 +114,9 @@ def esper(
     run = {"client": client, "ledger": ledger, "opts": opts}
 
     device_list = devices(**run)
-    apps = device_apps(**run)
-    apps.apply_hints(
-        write_disposition={
-            "disposition": "merge",
-            "strategy": "scd2",
-            "boundary_timestamp": ledger.as_of,
-            "row_version_column_name": "_row_hash",
-        }
-    )
+    apps = device_apps(**run)  # scd2: its rows' validity changes at the run's API time
+    scd2 = hints_of("device_apps")["write_disposition"]
+    apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.as_of})
     if not ledger.last_part():  # a full scan in parts: the next devices and their fan-outs
         page_events = device_list | device_events_of_page(**run)
         return (device_list, device_list | device_history, device_list | apps, page_events)

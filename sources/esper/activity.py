@@ -15,9 +15,10 @@ from .common import (
     ROWS_PER_BATCH,
     Options,
     advance_cursor,
+    cursor_of,
     cursor_state,
     endpoint_path,
-    hints,
+    hints_of,
     page_limit,
     page_table,
     read_from,
@@ -50,15 +51,17 @@ OPERATION_DEVICES_SEEN = "operation_devices_updated_at"
 
 def _desc_list(
     table: str,
-    cursor: str | tuple[str, ...],
     client: EsperClient,
     ledger: RunLedger,
     opts: Options,
     params: dict | None = None,
+    *,
+    fallback: str | None = None,
 ) -> Iterator[tuple[pa.Table, list[dict]]]:
-    """A list read newest first with an early stop; a complete read is reconciled."""
+    """A list read newest first by the table's cursor, with an early stop; a complete read is
+    reconciled. `fallback`: the field read where an item lacks the cursor."""
     since = read_from(table, opts.lag, ledger)
-    scan = DescScan(cursor, since)
+    scan = DescScan((cursor_of(table), fallback) if fallback else cursor_of(table), since)
     key = ENDPOINTS[table].key
     seen: set[tuple[Any, ...]] = set()
     count = 0
@@ -73,27 +76,15 @@ def _desc_list(
     advance_cursor(table, scan.newest)
 
 
-@dlt.resource(
-    name="command_requests",
-    primary_key="id",
-    write_disposition="merge",
-    columns=hints("command_requests"),
-)
+@dlt.resource(**hints_of("command_requests"))
 def command_requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Newest first is not documented: stop early only while the observed order supports it."""
-    for table, fresh in _desc_list(
-        "command_requests", ("created_at", "created_on"), client, ledger, opts
-    ):
+    for table, fresh in _desc_list("command_requests", client, ledger, opts, fallback="created_on"):
         ledger.new_requests.update(i["id"] for i in fresh)
         yield table
 
 
-@dlt.resource(
-    name="command_statuses",
-    primary_key="id",
-    write_disposition="merge",
-    columns=hints("command_statuses"),
-)
+@dlt.resource(**hints_of("command_statuses"))
 def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Statuses of requests new in this run or still open, `request=` batches fetched together.
 
@@ -106,7 +97,8 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     # API's clock, which may run ahead of its data) minus the lag.
     active_since = read_from(STATUSES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
-    limit, key = page_limit("command_statuses", opts), ("id",)
+    limit, key = page_limit("command_statuses", opts), ENDPOINTS["command_statuses"].key
+    cursor = cursor_of("command_statuses")
 
     def fetch(batch: list[str]) -> Any:
         return read_all(
@@ -125,7 +117,7 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
             (closed if is_terminal("command", item.get("state")) else open_requests).add(
                 item.get("request")
             )
-            ts = parse_time(item.get("updated_at"))
+            ts = parse_time(item.get(cursor))
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
                 ledger.mark_active([url_id(item.get("device"))])
@@ -135,24 +127,16 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     advance_cursor(STATUSES_SEEN, newest)
 
 
-@dlt.resource(
-    name="operations", primary_key="id", write_disposition="merge", columns=hints("operations")
-)
+@dlt.resource(**hints_of("operations"))
 def operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """`ordering=-updated_at`: stop at watermark - lag."""
-    for table, fresh in _desc_list(
-        "operations", "updated_at", client, ledger, opts, {"ordering": "-updated_at"}
-    ):
+    ordering = {"ordering": f"-{cursor_of('operations')}"}
+    for table, fresh in _desc_list("operations", client, ledger, opts, ordering):
         ledger.changed_operations.update({i["id"]: i.get("state") for i in fresh})
         yield table
 
 
-@dlt.resource(
-    name="operation_devices",
-    primary_key="id",
-    write_disposition="merge",
-    columns=hints("operation_devices"),
-)
+@dlt.resource(**hints_of("operation_devices"))
 def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Per-device rows of operations new in this run or not yet terminal."""
     state = cursor_state()
@@ -160,7 +144,8 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
     changed = ledger.changed_operations
     active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
-    key, limit = ("id",), page_limit("operation_devices", opts)
+    key, limit = ENDPOINTS["operation_devices"].key, page_limit("operation_devices", opts)
+    cursor = cursor_of("operation_devices")
 
     def fetch(operation_id: str) -> Any:
         return read_all_or_gone(
@@ -175,7 +160,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
             continue
         ledger.add_scan("operation_devices", read.count, read.items, key)
         for item in read.items:
-            ts = parse_time(item.get("updated_at"))
+            ts = parse_time(item.get(cursor))
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
                 ledger.mark_active([item.get("device_id")])
@@ -237,7 +222,7 @@ def _event_feeds(
         items, count, complete = result
         items = [{**i, "device_id": device_id} for i in items]
         if complete:
-            ledger.add_scan("device_events", count, items, ("id",))
+            ledger.add_scan("device_events", count, items, ENDPOINTS["device_events"].key)
         rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
             yield page_table("device_events", rows)
@@ -254,15 +239,7 @@ def _marks(ledger: RunLedger) -> dict[str, Any] | None:
         return ledger.event_marks
 
 
-_EVENTS_HINTS: dict[str, Any] = {
-    "name": "device_events",
-    "primary_key": "id",
-    "write_disposition": "merge",
-    "columns": hints("device_events"),
-}
-
-
-@dlt.resource(**_EVENTS_HINTS)
+@dlt.resource(**hints_of("device_events"))
 def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Event feeds of the devices with activity in this run (incremental runs, weekly scans).
 
@@ -278,7 +255,7 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     yield from _event_feeds(client, ledger, opts, targets)
 
 
-@dlt.transformer(**_EVENTS_HINTS, parallelized=True)
+@dlt.transformer(**hints_of("device_events"), parallelized=True)
 def device_events_of_page(
     page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:

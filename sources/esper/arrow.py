@@ -26,6 +26,7 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "timestamp": UTC_TS,
     "json": pa.string(),
 }
+ROW_VERSION = "_row_hash"  # the scd2 row version column: a hash of the record's content
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def to_arrow(
         records: the page's items, as the API served them.
         schema: the table's declaration.
         add: constant columns to add, `{name: (dlt type, value)}` (e.g. the parent id).
-        row_hash: add `_row_hash`, a hash of the record's content (scd2 row version).
+        row_hash: add `ROW_VERSION`, a hash of the record's content (the scd2 row version).
 
     Returns:
         The page as a `pyarrow.Table`; undeclared fields follow the declared columns.
@@ -182,7 +183,7 @@ def to_arrow(
             if type_ is not None:
                 arrays[key] = _typed(values, type_)
     if row_hash:
-        arrays["_row_hash"] = pa.array(
+        arrays[ROW_VERSION] = pa.array(
             [
                 hashlib.blake2b(
                     orjson.dumps(r, option=orjson.OPT_SORT_KEYS), digest_size=16

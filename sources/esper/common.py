@@ -15,7 +15,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .arrow import to_arrow
+from .arrow import ROW_VERSION, to_arrow
 from .client import EsperClient
 from .ledger import RunLedger
 from .pagination import parse_page
@@ -38,9 +38,43 @@ class Options:
     page_size: int | None = None  # None: each endpoint's own (the largest the route allows)
 
 
-def hints(table: str) -> dict[str, Any]:
-    """The column hints of a table's declared schema."""
-    return SCHEMAS[table].dlt_columns()
+def hints_of(table: str) -> dict[str, Any]:
+    """The dlt hints of a raw table, all from its declaration: `@dlt.resource(**hints_of(t))`.
+
+    Name, primary key, merge key and write disposition come from `settings.ENDPOINTS`, the
+    column types from `schemas.SCHEMAS`. An scd2 table gets no primary key (its rows are
+    versions) but its merge key and its row version column, which `page_table(..., row_hash=True)`
+    fills (dlt gives that column its hints); its validity boundary (the run's API time) is added
+    per run in `__init__.py`.
+
+    Returns:
+        Keyword arguments of `dlt.resource` / `dlt.transformer`.
+    """
+    endpoint = ENDPOINTS[table]
+    hints: dict[str, Any] = {"name": table, "columns": SCHEMAS[table].dlt_columns()}
+    if endpoint.disposition == "scd2":
+        hints["merge_key"] = endpoint.merge_key
+        hints["write_disposition"] = {
+            "disposition": "merge",
+            "strategy": "scd2",
+            "row_version_column_name": ROW_VERSION,
+        }
+        return hints
+    if endpoint.key:
+        hints["primary_key"] = endpoint.key
+    if endpoint.disposition == "insert-only":
+        hints["write_disposition"] = {"disposition": "merge", "strategy": "insert-only"}
+    else:
+        hints["write_disposition"] = endpoint.disposition
+    return hints
+
+
+def cursor_of(table: str) -> str:
+    """The record field a table's watermark follows (`settings.ENDPOINTS[table].cursor`)."""
+    cursor = ENDPOINTS[table].cursor
+    if cursor is None:
+        raise ValueError(f"{table} declares no cursor (sources/esper/settings.py)")
+    return cursor
 
 
 def cursor_state() -> dict[str, Any]:

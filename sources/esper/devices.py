@@ -16,10 +16,11 @@ from .common import (
     Options,
     advance_cursor,
     apps_route,
+    cursor_of,
     cursor_state,
     device_count,
     endpoint_path,
-    hints,
+    hints_of,
     page_limit,
     page_table,
     read_from,
@@ -27,14 +28,14 @@ from .common import (
 from .ledger import RunLedger
 from .pagination import iter_cursor_pages
 from .scan import DescScan, fan_out, first_seen, iso, parse_time, read_all, read_all_or_gone
-from .settings import LEGACY_DEVICES_PATH, PAGE_SIZE, V2_DEVICE_APPS_PATH
+from .settings import ENDPOINTS, LEGACY_DEVICES_PATH, PAGE_SIZE, V2_DEVICE_APPS_PATH
 
 log = logging.getLogger("esper_warehouse.source")
 
 # ---------------------------------------------------------------------------------- devices
 
 
-@dlt.resource(name="devices", primary_key="id", write_disposition="merge", columns=hints("devices"))
+@dlt.resource(**hints_of("devices"))
 def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
 
@@ -48,13 +49,13 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         yield from _full_scan(client, ledger, opts)
         return
     software = android_software(client, opts)
-    scan = DescScan("updated_at", since)  # an incremental read: it stops early, no count
+    scan = DescScan(cursor_of("devices"), since)  # an incremental read: it stops early, no count
     pages = iter_cursor_pages(
         client, endpoint_path("devices", client), limit=page_limit("devices", opts)
     )
     seen: set[tuple[Any, ...]] = set()
     for _page, fresh in scan.pages(pages):
-        items = first_seen(fresh, seen, ("id",))
+        items = first_seen(fresh, seen, ENDPOINTS["devices"].key)
         for item in items:
             ledger.changed_devices[item["id"]] = apps_route(item)
             with_software(item, software)
@@ -142,18 +143,13 @@ def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
     item["software_info"] = info
 
 
-@dlt.transformer(
-    name="device_history",
-    primary_key=("id", "updated_at"),
-    write_disposition="merge",
-    columns=hints("device_history"),
-)
+@dlt.transformer(**hints_of("device_history"))
 def device_history(page: pa.Table) -> Iterator[pa.Table]:
     """Every device version the devices scan sees (one row per id and `updated_at`)."""
     yield page
 
 
-@dlt.resource(name="device_census", write_disposition="replace", columns=hints("device_census"))
+@dlt.resource(**hints_of("device_census"))
 def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     """The devices present in this complete scan (full scans; after `devices` has ended the walk).
 
@@ -167,10 +163,7 @@ def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
 
 
 @dlt.transformer(
-    name="device_apps",
-    merge_key="device_id",
-    write_disposition={"disposition": "merge", "strategy": "scd2"},  # boundary set per run
-    columns={**hints("device_apps"), "_row_hash": {"data_type": "text", "nullable": False}},
+    **hints_of("device_apps"),  # scd2; its validity boundary is set per run (`__init__.py`)
     # In a dlt worker thread: a page's fan-out runs while the device scan and the other
     # resources go on (the client's limiter bounds the requests of all fan-outs together).
     parallelized=True,
@@ -188,7 +181,7 @@ def device_apps(
         for d in page.column("id").to_pylist()
         if ledger.changed_devices.get(d)
     ]
-    limit = page_limit("device_apps", opts)
+    limit, key = page_limit("device_apps", opts), ENDPOINTS["device_apps"].key
 
     def fetch(target: tuple[str, str]) -> Any:
         device_id, route = target
@@ -205,7 +198,7 @@ def device_apps(
             ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
             continue
         items = [{**i, "device_id": device_id, "route": route} for i in read.items]
-        ledger.add_scan("device_apps", read.count, items, ("device_id", "id"))
+        ledger.add_scan("device_apps", read.count, items, key)
         rows.extend(items)
     if rows:
         yield page_table("device_apps", rows, row_hash=True)
@@ -216,12 +209,7 @@ HEARTBEATS_SEEN = "heartbeats_timestamp"
 HEARTBEAT_AHEAD = timedelta(days=30)  # the window's end past the API's `Date`
 
 
-@dlt.resource(
-    name="heartbeats",
-    primary_key=("device_id", "timestamp"),
-    write_disposition="merge",
-    columns=hints("heartbeats"),
-)
+@dlt.resource(**hints_of("heartbeats"))
 def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Last-seen observations from the newest one loaded (minus the lag) onwards.
 
@@ -234,7 +222,7 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     assert now is not None
     start = read_from(HEARTBEATS_SEEN, opts.lag, ledger) or now - opts.heartbeat_start
     params = {"last_seen_gt": iso(start), "last_seen_lt": iso(max(now, start) + HEARTBEAT_AHEAD)}
-    key = ("device_id", "timestamp")
+    key, cursor = ENDPOINTS["heartbeats"].key, cursor_of("heartbeats")
     read = read_all(
         client,
         endpoint_path("heartbeats", client),
@@ -246,5 +234,5 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     ledger.add_scan("heartbeats", read.count, read.items, key)
     if read.items:
         yield page_table("heartbeats", read.items)
-    seen = (parse_time(item.get("timestamp")) for item in read.items)
+    seen = (parse_time(item.get(cursor)) for item in read.items)
     advance_cursor(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))

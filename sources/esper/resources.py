@@ -15,15 +15,13 @@ from .common import (
     Options,
     cursor_state,
     endpoint_path,
-    hints,
+    hints_of,
     page_limit,
     page_table,
 )
 from .ledger import RunLedger
 from .scan import fan_out, read_all, read_all_or_gone
-from .settings import (
-    ENDPOINTS,
-)
+from .settings import ENDPOINTS
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -80,26 +78,19 @@ def _versions(
         yield page_table(table, rows)
 
 
-@dlt.resource(name="groups", primary_key="id", write_disposition="replace", columns=hints("groups"))
+@dlt.resource(**hints_of("groups"))
 def groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Device groups: a small list, replaced each run."""
     yield from _whole_list("groups", client, ledger, opts)
 
 
-@dlt.resource(
-    name="blueprints", primary_key="id", write_disposition="merge", columns=hints("blueprints")
-)
+@dlt.resource(**hints_of("blueprints"))
 def blueprints(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Blueprints (their latest version each): merged each run."""
     yield from _whole_list("blueprints", client, ledger, opts)
 
 
-@dlt.transformer(
-    name="blueprint_versions",
-    primary_key="version_id",
-    write_disposition="merge",
-    columns=hints("blueprint_versions"),
-)
+@dlt.transformer(**hints_of("blueprint_versions"))
 def blueprint_versions(
     page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:
@@ -118,20 +109,13 @@ def blueprint_versions(
     state["blueprint_heads"] = {**known, **heads}
 
 
-@dlt.resource(
-    name="tenant_apps", primary_key="id", write_disposition="merge", columns=hints("tenant_apps")
-)
+@dlt.resource(**hints_of("tenant_apps"))
 def tenant_apps(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Tenant apps (Apple, Windows): merged each run."""
     yield from _whole_list("tenant_apps", client, ledger, opts)
 
 
-@dlt.transformer(
-    name="tenant_app_versions",
-    primary_key="id",
-    write_disposition="merge",
-    columns=hints("tenant_app_versions"),
-)
+@dlt.transformer(**hints_of("tenant_app_versions"))
 def tenant_app_versions(
     page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:
@@ -140,9 +124,7 @@ def tenant_app_versions(
     yield from _versions("tenant_app_versions", ids, client, ledger, opts, "app_id")
 
 
-@dlt.resource(
-    name="applications", primary_key="id", write_disposition="merge", columns=hints("applications")
-)
+@dlt.resource(**hints_of("applications"))
 def applications(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """The Android app catalogue, read whole from the v1 list each run.
 
@@ -153,12 +135,7 @@ def applications(client: EsperClient, ledger: RunLedger, opts: Options) -> Itera
     yield from _whole_list("applications", client, ledger, opts)
 
 
-@dlt.transformer(
-    name="application_versions",
-    primary_key="id",
-    write_disposition="merge",
-    columns=hints("application_versions"),
-)
+@dlt.transformer(**hints_of("application_versions"))
 def application_versions(
     page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:
@@ -180,12 +157,7 @@ def application_versions(
 # -------------------------------------------------------------------------------- reports
 
 
-@dlt.resource(
-    name="status_metrics",
-    primary_key=ENDPOINTS["status_metrics"].key,
-    write_disposition="merge",
-    columns=hints("status_metrics"),
-)
+@dlt.resource(**hints_of("status_metrics"))
 def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """The tenant's status counters as of this run: one row per day of the API's clock.
 

@@ -23,12 +23,14 @@ from typing import Any
 
 import dlt
 
+from .common import cursor_of
 from .pagination import Page
 from .scan import parse_time
 
 log = logging.getLogger("esper_warehouse.source")
 
 TABLE = "device_events"
+CURSOR = cursor_of(TABLE)  # `created_on` (settings.ENDPOINTS)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def event_marks() -> dict[str, EventMark] | None:
                 return None
             table = client.make_qualified_table_name(TABLE)
             rows = client.execute_sql(
-                f"select device_id, max(id), count(*), max(created_on) from {table} "
+                f"select device_id, max(id), count(*), max({CURSOR}) from {table} "
                 "where device_id is not null group by device_id"
             )
     except Exception as error:  # a missing table or destination: read the feeds whole
@@ -107,7 +109,7 @@ class FeedScan:
             if self.is_new(item):
                 self.new.add(key)
             elif self.mark is not None:
-                ts = parse_time(item.get("created_on"))
+                ts = parse_time(item.get(CURSOR))
                 if self.mark.newest is None or ts is None or ts <= self.mark.newest:
                     self.reached = True
         if self.mark is not None and self.reached and page.has_more:

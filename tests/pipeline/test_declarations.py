@@ -1,0 +1,206 @@
+"""One declaration per raw table: `settings.ENDPOINTS` (+ `schemas.SCHEMAS`) against every copy.
+
+The source's dlt hints, the runner's companions and fallbacks, and the two lists of raw tables in
+the docs (README "Raw tables", docs/contracts.md section 3) must say what the declaration says.
+`sql/raw_schema.sql` is checked against `SCHEMAS` in tests/sql/test_runner.py
+(`test_raw_placeholders_match_the_declared_tables`); the table sets are tied here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import dlt
+import pytest
+from dlt.common.schema.utils import get_columns_names_with_prop
+from dlt.extract.source import DltSource
+
+import sources.esper as esper_package
+from pipelines import bookkeeping
+from pipelines.runner import COMPANIONS, merge_where_needed
+from sources.esper import RunLedger, esper
+from sources.esper.arrow import ROW_VERSION
+from sources.esper.ledger import TIME_KEYS
+from sources.esper.schemas import SCHEMAS, TS
+from sources.esper.settings import ENDPOINTS, Endpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+AS_OF = datetime(2026, 10, 1, 2, 30, tzinfo=UTC)
+# What each declared disposition is in dlt: (write_disposition, merge strategy or None).
+DLT_DISPOSITION = {
+    "merge": ("merge", None),
+    "insert-only": ("merge", "insert-only"),
+    "replace": ("replace", None),
+    "scd2": ("merge", "scd2"),
+}
+
+
+def _source(monkeypatch: pytest.MonkeyPatch, *, full_scan: bool) -> DltSource:
+    """The `esper` source of a first load (`full_scan`) or of a nightly run, without requests."""
+
+    def opened(client: Any, ledger: RunLedger, full: bool, interval: Any) -> None:
+        ledger.client, ledger.as_of, ledger.full_scan = client, AS_OF, full_scan
+
+    monkeypatch.setattr(esper_package, "open_run", opened)
+    return esper(
+        api_key="unused",
+        base_url="https://unused.invalid/api",
+        enterprise_id="unused",
+        full_scan=full_scan,
+        client=object(),  # no resource runs: only the hints are read
+        ledger=RunLedger(),
+    )
+
+
+def _hints(source: DltSource) -> dict[str, tuple[Any, dict]]:
+    """Table -> (its resource, `compute_table_schema()`), for every resource of `source`."""
+    found = {}
+    for resource in source.resources.values():
+        schema = resource.compute_table_schema()
+        found[schema["name"]] = (resource, schema)
+    return found
+
+
+@pytest.mark.parametrize("full_scan", [True, False], ids=["first load", "nightly"])
+def test_every_resource_has_the_hints_its_declaration_gives(
+    monkeypatch: pytest.MonkeyPatch, full_scan: bool
+) -> None:
+    """Name, write disposition, merge strategy, primary and merge key, columns: as declared."""
+    hints = _hints(_source(monkeypatch, full_scan=full_scan))
+    # device_census only comes with a complete device scan
+    assert set(hints) == set(ENDPOINTS) - (set() if full_scan else {"device_census"})
+    problems = []
+    for table, (resource, schema) in sorted(hints.items()):
+        endpoint = ENDPOINTS[table]
+        disposition, strategy = DLT_DISPOSITION[endpoint.disposition]
+        scd2 = endpoint.disposition == "scd2"
+        expected = {
+            "write_disposition": disposition,
+            "strategy": strategy,
+            "primary_key": [] if scd2 else list(endpoint.key),
+            "merge_key": [endpoint.merge_key] if endpoint.merge_key else [],
+            "columns": {c.name: c.type for c in SCHEMAS[table].columns},
+        }
+        actual = {
+            "write_disposition": schema["write_disposition"],
+            "strategy": schema.get("x-merge-strategy"),
+            "primary_key": get_columns_names_with_prop(schema, "primary_key"),
+            "merge_key": get_columns_names_with_prop(schema, "merge_key"),
+            "columns": {  # dlt's own columns (scd2 validity) and the row version apart
+                c: col.get("data_type")
+                for c, col in schema["columns"].items()
+                if not c.startswith("_dlt_") and c != ROW_VERSION
+            },
+        }
+        problems += [
+            f"{table}: {hint} is {actual[hint]!r}, declared {expected[hint]!r}"
+            for hint in expected
+            if actual[hint] != expected[hint]
+        ]
+        if scd2:  # the row version is declared; the validity boundary is the run's API time
+            wd = resource.write_disposition
+            assert wd["row_version_column_name"] == ROW_VERSION, table
+            assert schema["columns"][ROW_VERSION]["x-row-version"] is True, table
+            assert wd["boundary_timestamp"] == AS_OF, table
+        else:
+            assert ROW_VERSION not in schema["columns"], table
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_destination_without_insert_only_merges_by_dlts_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`insert-only` where the destination has it (DuckDB), dlt's default merge elsewhere."""
+    insert_only = [t for t, e in ENDPOINTS.items() if e.disposition == "insert-only"]
+    assert insert_only, "no table is declared insert-only: this test checks nothing"
+
+    source = _source(monkeypatch, full_scan=False)
+    duckdb = dlt.pipeline("decl", destination="duckdb", pipelines_dir=str(tmp_path))
+    merge_where_needed(source, duckdb)
+    hints = _hints(source)
+    assert {t: hints[t][1].get("x-merge-strategy") for t in insert_only} == dict.fromkeys(
+        insert_only, "insert-only"
+    )
+
+    source = _source(monkeypatch, full_scan=False)
+    lacking = SimpleNamespace(  # a destination whose merge knows only delete-insert
+        destination=SimpleNamespace(
+            capabilities=lambda: SimpleNamespace(supported_merge_strategies=["delete-insert"])
+        )
+    )
+    merge_where_needed(source, lacking)  # type: ignore[arg-type]
+    hints = _hints(source)
+    for table in insert_only:
+        schema = hints[table][1]
+        assert schema["write_disposition"] == "merge", table
+        assert "x-merge-strategy" not in schema, table
+        assert get_columns_names_with_prop(schema, "primary_key") == list(ENDPOINTS[table].key)
+
+
+def test_the_declaration_is_consistent() -> None:
+    """Every declared table has columns; keys, merge keys and cursors are declared columns."""
+    assert set(SCHEMAS) == set(ENDPOINTS), "schemas.SCHEMAS and settings.ENDPOINTS differ"
+    for table, e in ENDPOINTS.items():
+        assert e.table == table
+        types = {c.name: c.type for c in SCHEMAS[table].columns}
+        for column in (*e.key, *([e.merge_key] if e.merge_key else [])):
+            assert column in types, f"{table}: key column {column} is not in SCHEMAS"
+        if e.cursor is not None:
+            assert types.get(e.cursor) == TS, f"{table}: cursor {e.cursor} is not a timestamp"
+        assert (e.merge_key is not None) == (e.disposition == "scd2"), table
+        assert e.loaded_with is None or e.loaded_with in ENDPOINTS, table
+        assert e.disposition == "replace" or e.key, f"{table}: merged without a key"
+        # key timestamps arrive as ISO text and are fingerprinted as instants (reconciliation)
+        assert {c for c in e.key if types[c] == TS} <= TIME_KEYS, table
+
+
+def test_companions_are_the_declared_loaded_with() -> None:
+    declared = {(e.loaded_with, t) for t, e in ENDPOINTS.items() if e.loaded_with}
+    assert {(p, t) for p, tables in COMPANIONS.items() for t in tables} == declared
+    assert COMPANIONS["devices"] == ("device_history", "device_census")
+
+
+def _markdown_rows(text: str) -> dict[str, list[str]]:
+    """First-cell table names (`name` or `a`, `b`) -> the row's cells, of a markdown table."""
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) >= 3:
+            for name in re.findall(r"`([^`]+)`", cells[0]):
+                rows[name] = cells
+    return rows
+
+
+def _names(cell: str) -> list[str]:
+    """The column names of a key cell: its backticked words (`a`, `b` or `a, b`)."""
+    return [n.strip() for span in re.findall(r"`([^`]+)`", cell) for n in span.split(",")]
+
+
+def _section(path: Path, start: str) -> str:
+    text = path.read_text()
+    assert start in text, f"{path.name}: no section {start!r}"
+    return text.split(start, 1)[1].split("\n## ", 1)[0]
+
+
+def _dlt_key(e: Endpoint) -> list[str]:
+    return [e.merge_key] if e.merge_key else list(e.key)
+
+
+def test_readme_lists_every_raw_table_with_its_key() -> None:
+    rows = _markdown_rows(_section(ROOT / "README.md", "### Raw tables"))
+    others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs"}
+    assert set(rows) == set(ENDPOINTS) | others, "README's raw tables differ from ENDPOINTS"
+    for table, e in ENDPOINTS.items():
+        assert re.findall(r"`([^`]+)`", rows[table][0]) == [table], f"{table}: one row per table"
+        assert _names(rows[table][2]) == list(e.key), (table, rows[table][2])
+
+
+def test_contracts_list_every_raw_table_with_its_dlt_key() -> None:
+    rows = _markdown_rows(_section(ROOT / "docs" / "contracts.md", "## 3. Raw warehouse tables"))
+    assert set(rows) == set(ENDPOINTS) | {"data_tap__<name>"}, "contracts differ from ENDPOINTS"
+    for table, e in ENDPOINTS.items():
+        assert _names(rows[table][1]) == _dlt_key(e), (table, rows[table][1])
