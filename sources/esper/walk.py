@@ -92,6 +92,8 @@ class DeviceWalk:
         A device that changes while the list is walked moves ahead of the cursor; a walk that
         counted fewer devices than the API reads the list again for them.
         """
+        if self._pages is not None:
+            self._pages.close()  # ends the first walk's read-ahead
         self._pages, self._held, self.exhausted = None, [], False
         self._scan = DescScan("updated_at", None)
         part, self.part_devices = self.part_devices, None
