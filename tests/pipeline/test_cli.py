@@ -131,8 +131,8 @@ class ReleaseWhenWaiting(logging.Handler):
             self.transport.release()
 
 
-def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
     transport = LockAtFirstRequest(wh)
     waiting = ReleaseWhenWaiting(transport)
@@ -148,8 +148,10 @@ def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path) -> No
         compare(sim, wh, table)
 
 
-def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(
+    sim, wh: Path, first_load
+) -> None:
+    assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
     transport = LockAtFirstRequest(wh)
     try:
@@ -163,8 +165,8 @@ def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(sim, wh: Path
         compare(sim, wh, table)
 
 
-def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     holder = _hold(wh)
     try:
         started = time.monotonic()

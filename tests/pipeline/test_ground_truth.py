@@ -29,8 +29,8 @@ def wh(tmp_path: Path) -> Path:
     return tmp_path / "warehouse.duckdb"
 
 
-def test_full_then_nightly_equal_the_truth(sim, wh: Path, capsys) -> None:
-    first = load(sim, wh)
+def test_full_then_nightly_equal_the_truth(sim, wh: Path, first_load, capsys) -> None:
+    first = first_load(wh)
     assert first.exit_code == 0, first.error
     assert first.mode == "full" and first.as_of == sim.now
     for table in TABLES:
@@ -86,8 +86,8 @@ def test_nightly_makes_far_fewer_requests(wh: Path) -> None:
     assert requests * 4 < full, f"nightly {requests} requests vs full {full}"
 
 
-def test_complete_scan_retires_the_apps_of_removed_devices(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_complete_scan_retires_the_apps_of_removed_devices(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     device = rows(wh, "device_apps", ("device_id",), "order by device_id limit 1")[0][0]
     world = sim.world
     with world.lock:  # the device leaves the fleet (as an admin's wipe and removal would)
@@ -106,8 +106,8 @@ def test_complete_scan_retires_the_apps_of_removed_devices(sim, wh: Path) -> Non
     assert ends and set(ends) == {(weekly.as_of,)}
 
 
-def test_rerun_without_changes_duplicates_nothing(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_rerun_without_changes_duplicates_nothing(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     counts = {t: len(rows(wh, t, ("1",))) for t in ("devices", "device_apps", "device_events")}
     again = load(sim, wh, full=True)
     assert again.exit_code == 0, again.error
@@ -141,9 +141,9 @@ class HideApps(httpx.HTTPTransport):
 
 @pytest.mark.parametrize("hide", [1, 1000], ids=["one-app", "every-app"])
 def test_apps_gone_from_a_complete_list_are_retired_at_the_api_time(
-    sim, wh: Path, hide: int
+    sim, wh: Path, first_load, hide: int
 ) -> None:
-    assert load(sim, wh).exit_code == 0
+    assert first_load(wh).exit_code == 0
     apps = rows(wh, "device_apps", ("device_id", "id"), "order by device_id, id")
     device = apps[0][0]
     installed = sum(1 for d, _ in apps if d == device)
@@ -179,8 +179,8 @@ def test_selected_resources_only(sim, wh: Path) -> None:
     assert "devices" not in tables
 
 
-def test_nightly_rereads_the_versions_of_changed_blueprints_only(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_nightly_rereads_the_versions_of_changed_blueprints_only(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     sim.advance(hours=1)
     world = sim.world
     with world.lock:  # an admin publishes a new version of one blueprint

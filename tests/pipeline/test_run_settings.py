@@ -90,11 +90,13 @@ def test_a_toml_file_with_a_syntax_error_is_one_line_naming_file_and_line(
     assert sim.stats()["total"] == 0
 
 
-def test_a_negative_lag_is_refused_so_no_device_is_lost(sim, tmp_path: Path, monkeypatch) -> None:
+def test_a_negative_lag_is_refused_so_no_device_is_lost(
+    sim, tmp_path: Path, first_load, monkeypatch
+) -> None:
     """Issue 13: `LAG_HOURS=-48` ran and moved every watermark 48 h into the future; the next
     normal run then never read a device, its apps, events and heartbeat changed meanwhile."""
     wh = tmp_path / "warehouse.duckdb"
-    assert load(sim, wh).exit_code == 0
+    assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
     sim.reset_stats()
     monkeypatch.setenv("SOURCES__ESPER__LAG_HOURS", "-48")
