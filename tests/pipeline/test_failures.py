@@ -17,7 +17,7 @@ from sources.esper.client import EsperClient
 from sources.esper.scan import read_all
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import TABLES, compare, load, rows, settings
+from .helpers import TABLES, compare, load, reading, rows, settings
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 APPS = "/enterprise/*/device/*/app/*"
@@ -76,8 +76,9 @@ def test_the_run_completes_through_transient_faults(sim, wh: Path, faults: list)
     if faults[0]["kind"] == "rate_limit":
         assert result.throttled > 0
     sim.clear_faults()
-    for table in TABLES:
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
 
 
 def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(
@@ -97,8 +98,9 @@ def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(
     sim.clear_faults()
     again = load(sim, wh)
     assert again.exit_code == 0, again.error
-    for table in TABLES:
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
 
 
 def test_items_inserted_during_offset_paging_are_not_missed(sim) -> None:
@@ -301,8 +303,9 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
     appended = next(r.getMessage() for r in caplog.records if "first load of" in r.getMessage())
     assert "devices" in appended and "command_requests" in appended
     assert "device_apps" not in appended  # scd2 keeps its merge
-    for table in ("devices", "command_requests", "operations", "command_statuses"):
-        compare(sim, wh, table)  # equal to the truth: no key twice
+    with reading(wh):
+        for table in ("devices", "command_requests", "operations", "command_statuses"):
+            compare(sim, wh, table)  # equal to the truth: no key twice
     history = rows(wh, "device_history", ("id", "updated_at"))
     assert len(history) == len(set(history)) == len(sim.truth("devices"))
 
@@ -312,6 +315,7 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
         nightly = load(sim, wh, source_options=small_pages)
     assert nightly.exit_code == 0, nightly.error
     assert not [r for r in caplog.records if "first load of" in r.getMessage()]
-    for table in ("command_requests", "operations", "command_statuses"):
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in ("command_requests", "operations", "command_statuses"):
+            compare(sim, wh, table)
     compare(sim, wh, "devices", exact=False)

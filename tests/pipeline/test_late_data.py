@@ -18,7 +18,7 @@ import pytest
 from sources.esper.scan import parse_time
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import compare, load, rows
+from .helpers import compare, load, reading, rows
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 SKEW = 9  # hours: more than the 2-hour lag a clock-based cursor would have to absorb
@@ -64,9 +64,10 @@ def test_full_then_nightly_lose_nothing_under_time_faults(sim, wh: Path, fault: 
     nightly = load(sim, wh, **options)
     assert nightly.exit_code == 0, nightly.error
     assert nightly.mode == "incremental"
-    for table in CHECKED:
-        # Rows of devices removed meanwhile stay in the warehouse (the API no longer lists them).
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in CHECKED:
+            # Rows of devices removed meanwhile stay in the warehouse (the API no longer lists them).
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
 
     # The fault did bite: rows a clock-based cursor would have skipped exist and were loaded.
     new = [e for e in sim.truth("device_events") if e["id"] not in loaded]
@@ -138,13 +139,14 @@ def test_the_scheduled_full_scan_rereads_changed_devices_only_and_loses_nothing(
     weekly = load(sim, wh, source_options=options)
     assert weekly.exit_code == 0, weekly.error
     assert weekly.mode == "full"
-    for table in (*CHECKED, "device_apps", "device_census"):
-        if table == "device_census":  # the complete scan's census is every device listed now
-            assert {r[0] for r in rows(wh, table, ("id",))} == {
-                d["id"] for d in sim.truth("devices")
-            }
-            continue
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in (*CHECKED, "device_apps", "device_census"):
+            if table == "device_census":  # the complete scan's census is every device listed now
+                assert {r[0] for r in rows(wh, table, ("id",))} == {
+                    d["id"] for d in sim.truth("devices")
+                }
+                continue
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
     # Apps re-read: the devices whose updated_at moved (~10 % here, late uploads included) and a
     # 1/20 slice, not the whole fleet (feeds: those and the devices with command activity).
     assert app_requests(sim) <= 0.25 * first_apps, (app_requests(sim), first_apps)

@@ -12,7 +12,7 @@ from pipelines.runner import EXIT_CONFIG
 from sources.esper import esper
 from sources.esper.settings import ENV_PREFIX, SETTINGS
 
-from .helpers import ROOT, cli, compare, load
+from .helpers import ROOT, cli, compare, load, reading
 
 
 @pytest.mark.parametrize(
@@ -107,8 +107,9 @@ def test_a_negative_lag_is_refused_so_no_device_is_lost(
     sim.advance(hours=24)
     normal = load(sim, wh)
     assert normal.exit_code == 0, normal.error
-    for table in ("devices", "device_apps", "device_events", "heartbeats", "command_statuses"):
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in ("devices", "device_apps", "device_events", "heartbeats", "command_statuses"):
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
 
 
 def test_every_source_setting_is_declared_once_with_a_range() -> None:
