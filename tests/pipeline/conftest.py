@@ -54,6 +54,7 @@ def shared_first_load(tmp_path_factory: pytest.TempPathFactory) -> FirstLoad:
         devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
     ) as sim:
         result = load(sim, warehouse)
+        assert result.requests == sim.stats()["total"]  # the result's count is the API's
     assert result.exit_code == 0, result.error
     return FirstLoad(warehouse, result)
 
