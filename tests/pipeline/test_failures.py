@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx
 import orjson
 import pytest
 
+import simulator.faults
 from pipelines.runner import EXIT_API, EXIT_CONFIG, EXIT_RECONCILIATION, PIPELINE_NAME, run
 from pipelines.warehouse import working_dir
 from sources.esper.client import EsperClient
@@ -35,6 +37,26 @@ def cursors(wh: Path) -> dict[str, Any]:
 
 def count(wh: Path, table: str) -> int:
     return len(rows(wh, table, ("1",)))
+
+
+class SleepClock:
+    """Monotonic seconds that move only when something sleeps on them.
+
+    The client's waits (`sleep`, `clock`) and the simulator's token bucket read it, so a rate
+    limit refills by exactly the waits the client made, with no real time spent waiting.
+    """
+
+    def __init__(self) -> None:
+        self._now = 1_000.0
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self._now += max(seconds, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -68,9 +90,16 @@ def count(wh: Path, table: str) -> int:
         ),
     ],
 )
-def test_the_run_completes_through_transient_faults(sim, wh: Path, faults: list) -> None:
+def test_the_run_completes_through_transient_faults(
+    sim, wh: Path, faults: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options: dict[str, Any] = {"timeout": 1.5}
+    if faults[0]["kind"] == "rate_limit":  # Retry-After waits of >= 1 s: on a shared clock
+        clock = SleepClock()
+        monkeypatch.setattr(simulator.faults, "time", clock)  # the token bucket's time.monotonic
+        options.update(sleep=clock.sleep, clock=clock.monotonic)
     sim.set_faults(faults)
-    result = load(sim, wh, client_options={"timeout": 1.5})
+    result = load(sim, wh, client_options=options)
     assert result.exit_code == 0, result.error
     assert result.retries > 0
     if faults[0]["kind"] == "rate_limit":
