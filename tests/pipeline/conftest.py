@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,7 @@ class FirstLoad:
 
     warehouse: Path
     result: RunResult
+    stats: dict[str, Any]  # the simulator's request counts after the load (`Simulator.stats`)
 
 
 @pytest.fixture(scope="session")
@@ -54,9 +56,10 @@ def shared_first_load(tmp_path_factory: pytest.TempPathFactory) -> FirstLoad:
         devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
     ) as sim:
         result = load(sim, warehouse)
-        assert result.requests == sim.stats()["total"]  # the result's count is the API's
+        stats = sim.stats()
     assert result.exit_code == 0, result.error
-    return FirstLoad(warehouse, result)
+    assert result.requests == stats["total"]  # the result's count is the API's
+    return FirstLoad(warehouse, result, stats)
 
 
 @pytest.fixture
