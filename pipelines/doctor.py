@@ -56,6 +56,7 @@ from sources.esper.schemas import SCHEMAS
 EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = 0, 2, 3
 MAX_REQUESTS = 40  # attempts on the wire, retries included; probes stop before the budget
 PROBE_LIMIT = 3  # items per list page (the live evidence was recorded at limit 3)
+DATA_TAP_POLL_S = 1.0  # between the reads of the probe query's status
 SPEC_DIR = Path(__file__).resolve().parent.parent / "docs" / "spec"
 LIVE_SHAPES = SPEC_DIR / "live-shapes.json"
 OPENAPI = SPEC_DIR / "esper-openapi-subset.json"
@@ -776,7 +777,7 @@ def _probe_data_tap(d: Doctor, sql: str) -> None:
         if not query_id:
             return
         if attempt:
-            time.sleep(1.0)
+            time.sleep(DATA_TAP_POLL_S)
             d.reports.pop()
         answer = d.probe(
             "data tap (status)", settings.DATA_TAP_PATH + "/{id}", None, parent=query_id

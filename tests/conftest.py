@@ -5,6 +5,7 @@ Every test talks only to 127.0.0.1. Parts-specific fixtures live in the conftest
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +17,33 @@ SMALL_FLEET = 120
 SEED = 7
 
 
+@pytest.fixture(scope="session")
+def stopping() -> Iterator[list[threading.Thread]]:
+    """Threads stopping the `sim` simulators of finished tests; all are waited for at the end."""
+    threads: list[threading.Thread] = []
+    yield threads
+    for thread in threads:
+        thread.join(timeout=15)
+
+
 @pytest.fixture
-def sim() -> Iterator[object]:
-    """A fresh simulator with a small fleet, served on a free loopback port."""
+def sim(stopping: list[threading.Thread]) -> Iterator[object]:
+    """A fresh simulator with a small fleet, served on a free loopback port.
+
+    It is stopped in the background once the test is over: uvicorn takes 0.1-0.2 s to notice and
+    wind down (longer while a killed client's connection lingers), and nothing uses its port any
+    more (every simulator serves on a free port of its own).
+    """
     from simulator import Simulator
 
-    with Simulator(
+    server = Simulator(
         devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
-    ) as server:
+    ).start()
+    try:
         yield server
+    finally:
+        stopping.append(threading.Thread(target=server.stop, name="stop-sim", daemon=True))
+        stopping[-1].start()
 
 
 @pytest.fixture

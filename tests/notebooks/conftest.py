@@ -21,7 +21,8 @@ NIGHTS = 3  # a full load and two nightly runs: a trend of three days
 
 def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHTS) -> None:
     """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
-    night-by-night incremental load per simulated day, the models built after each run."""
+    night-by-night incremental load per simulated day, the models built by the last run only (as
+    `pipelines/demo.py` does: every model is rebuilt whole from the raw tables)."""
     from pipelines.runner import RunSettings, run
     from simulator import Simulator
 
@@ -30,7 +31,11 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
         for night in range(nights):
             result = run(
                 RunSettings(
-                    warehouse=path, full=night == 0, lock_timeout_s=30, source_options=options
+                    warehouse=path,
+                    full=night == 0,
+                    lock_timeout_s=30,
+                    build_models=night == nights - 1,
+                    source_options=options,
                 )
             )
             assert result.exit_code == 0, f"night {night}: {result.status}: {result.error}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,14 +100,33 @@ def _value(v: Any) -> Any:
     return v
 
 
-def rows(warehouse: Path, table: str, columns: tuple[str, ...], where: str = "") -> list[tuple]:
+# Read-only connections opened by `reading`, by warehouse path.
+_READING: dict[Path, duckdb.DuckDBPyConnection] = {}
+
+
+@contextmanager
+def reading(warehouse: Path) -> Iterator[None]:
+    """Inside it, `rows` and `compare` on `warehouse` share one read-only connection (each call
+    opens and closes its own otherwise, ~25 ms apiece). Nothing may write the file meanwhile."""
     con = duckdb.connect(str(warehouse), read_only=True)
+    _READING[warehouse] = con
+    try:
+        yield
+    finally:
+        del _READING[warehouse]
+        con.close()
+
+
+def rows(warehouse: Path, table: str, columns: tuple[str, ...], where: str = "") -> list[tuple]:
+    shared = _READING.get(warehouse)
+    con = shared or duckdb.connect(str(warehouse), read_only=True)
     try:
         catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
         sql = f'select {", ".join(columns)} from "{catalog}".esper.{table} {where}'
         return [tuple(_value(v) for v in r) for r in con.execute(sql).fetchall()]
     finally:
-        con.close()
+        if shared is None:
+            con.close()
 
 
 def compare(sim: Any, warehouse: Path, table: str, *, exact: bool = True) -> None:

@@ -16,7 +16,7 @@ from pipelines.runner import EXIT_LOCKED
 from pipelines.warehouse import working_dir
 from tests.conftest import API_KEY
 
-from .helpers import TABLES, cli, compare, load
+from .helpers import TABLES, cli, compare, load, reading
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 
@@ -58,8 +58,9 @@ def test_killed_mid_run_then_rerun_equals_the_truth(sim, wh: Path, phase: str) -
     sim.clear_faults()
     result = load(sim, wh)
     assert result.exit_code == 0, result.error
-    for table in TABLES:
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
 
 
 def test_wrong_key_exit_2_one_request_and_a_clear_message(sim, wh: Path) -> None:
@@ -131,8 +132,8 @@ class ReleaseWhenWaiting(logging.Handler):
             self.transport.release()
 
 
-def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
     transport = LockAtFirstRequest(wh)
     waiting = ReleaseWhenWaiting(transport)
@@ -144,12 +145,15 @@ def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path) -> No
         transport.release()
     assert waiting.fired  # the load met the lock, waited, and went on once it was released
     assert result.exit_code == 0, result.error
-    for table in ("device_apps", "command_statuses", "operations"):
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in ("device_apps", "command_statuses", "operations"):
+            compare(sim, wh, table)
 
 
-def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(
+    sim, wh: Path, first_load
+) -> None:
+    assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
     transport = LockAtFirstRequest(wh)
     try:
@@ -159,12 +163,13 @@ def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(sim, wh: Path
     assert locked.exit_code == EXIT_LOCKED and "held by another process" in locked.error
     after = load(sim, wh)  # loads the extracted, pending package first, then a new run
     assert after.exit_code == 0, after.error
-    for table in ("device_apps", "command_statuses", "operations"):
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in ("device_apps", "command_statuses", "operations"):
+            compare(sim, wh, table)
 
 
-def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_load) -> None:
+    assert first_load(wh).exit_code == 0
     holder = _hold(wh)
     try:
         started = time.monotonic()

@@ -44,11 +44,21 @@ def folder(tmp_path: Path) -> Path:
     return work
 
 
-@pytest.fixture
-def built(folder: Path) -> Path:
-    """`esper-warehouse models --create` in the folder: an empty warehouse with every model."""
-    done = esper_warehouse(folder, "models", "--create")
+@pytest.fixture(scope="module")
+def created(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`esper-warehouse models --create` run once in an empty folder: an empty warehouse with
+    every model, at the default path."""
+    work = tmp_path_factory.mktemp("created")
+    done = esper_warehouse(work, "models", "--create")
     assert done.returncode == 0, done.stderr
+    return work / DEFAULT
+
+
+@pytest.fixture
+def built(folder: Path, created: Path) -> Path:
+    """The warehouse `models --create` built (`created`), copied into the test's folder."""
+    assert not created.with_name(created.name + ".wal").exists()  # the file is complete alone
+    shutil.copyfile(created, folder / DEFAULT)
     return folder / DEFAULT
 
 
@@ -72,10 +82,11 @@ def holder(built: Path) -> Iterator[subprocess.Popen[str]]:
     process.wait()
 
 
-def test_models_with_no_flag_builds_esper_warehouse_duckdb(folder: Path, built: Path) -> None:
-    assert built.exists()
-    assert sorted(p.name for p in folder.glob("*.duckdb")) == [DEFAULT]  # never ./esper.duckdb
-    done = esper_warehouse(folder, "models")  # a rebuild of the same file
+def test_models_with_no_flag_builds_esper_warehouse_duckdb(created: Path, built: Path) -> None:
+    assert created.exists()
+    # never ./esper.duckdb
+    assert sorted(p.name for p in created.parent.glob("*.duckdb")) == [DEFAULT]
+    done = esper_warehouse(built.parent, "models")  # a rebuild of the same file
     assert done.returncode == 0, done.stderr
     assert f"into {DEFAULT}" in done.stdout
     assert "marts.fleet_compliance" in done.stdout

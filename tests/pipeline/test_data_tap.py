@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from pipelines.runner import EXIT_API
+from sources.esper import datatap
 
 from .helpers import load, rows
 
@@ -20,6 +22,17 @@ QUERY = (
 @pytest.fixture
 def wh(tmp_path: Path) -> Path:
     return tmp_path / "warehouse.duckdb"
+
+
+@pytest.fixture(autouse=True)
+def polls_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's jobs move on per status read, not per second: the runs poll without the
+    real waits between reads (`run_query`'s injected `sleep`, as its unit tests do)."""
+    monkeypatch.setattr(datatap, "run_query", functools.partial(datatap.run_query, sleep=_no_wait))
+
+
+def _no_wait(seconds: float) -> None:
+    """A `sleep` that returns at once."""
 
 
 def test_a_query_lands_in_its_own_typed_table(sim, wh: Path) -> None:

@@ -67,6 +67,8 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
     monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
     monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
+    # The simulator's query moves on per status read, not per second: no real waits between reads.
+    monkeypatch.setattr(doctor, "DATA_TAP_POLL_S", 0.0)
     json_path = tmp_path / "doctor.json"
 
     code = cli_main(["doctor", "--json", str(json_path), "--data-tap"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,14 @@ import httpx
 import orjson
 import pytest
 
+import simulator.faults
 from pipelines.runner import EXIT_API, EXIT_CONFIG, EXIT_RECONCILIATION, PIPELINE_NAME, run
 from pipelines.warehouse import working_dir
 from sources.esper.client import EsperClient
 from sources.esper.scan import read_all
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import TABLES, compare, load, rows, settings
+from .helpers import TABLES, compare, load, reading, rows, settings
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 APPS = "/enterprise/*/device/*/app/*"
@@ -35,6 +37,26 @@ def cursors(wh: Path) -> dict[str, Any]:
 
 def count(wh: Path, table: str) -> int:
     return len(rows(wh, table, ("1",)))
+
+
+class SleepClock:
+    """Monotonic seconds that move only when something sleeps on them.
+
+    The client's waits (`sleep`, `clock`) and the simulator's token bucket read it, so a rate
+    limit refills by exactly the waits the client made, with no real time spent waiting.
+    """
+
+    def __init__(self) -> None:
+        self._now = 1_000.0
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self._now += max(seconds, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -68,20 +90,30 @@ def count(wh: Path, table: str) -> int:
         ),
     ],
 )
-def test_the_run_completes_through_transient_faults(sim, wh: Path, faults: list) -> None:
+def test_the_run_completes_through_transient_faults(
+    sim, wh: Path, faults: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options: dict[str, Any] = {"timeout": 1.5}
+    if faults[0]["kind"] == "rate_limit":  # Retry-After waits of >= 1 s: on a shared clock
+        clock = SleepClock()
+        monkeypatch.setattr(simulator.faults, "time", clock)  # the token bucket's time.monotonic
+        options.update(sleep=clock.sleep, clock=clock.monotonic)
     sim.set_faults(faults)
-    result = load(sim, wh, client_options={"timeout": 1.5})
+    result = load(sim, wh, client_options=options)
     assert result.exit_code == 0, result.error
     assert result.retries > 0
     if faults[0]["kind"] == "rate_limit":
         assert result.throttled > 0
     sim.clear_faults()
-    for table in TABLES:
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
 
 
-def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(sim, wh: Path) -> None:
-    assert load(sim, wh).exit_code == 0
+def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(
+    sim, wh: Path, first_load
+) -> None:
+    assert first_load(wh).exit_code == 0
     before = cursors(wh)
     loaded = {t: count(wh, t) for t in ("devices", "device_events", "command_statuses")}
     sim.advance(hours=24)
@@ -95,8 +127,9 @@ def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(sim, w
     sim.clear_faults()
     again = load(sim, wh)
     assert again.exit_code == 0, again.error
-    for table in TABLES:
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
 
 
 def test_items_inserted_during_offset_paging_are_not_missed(sim) -> None:
@@ -133,9 +166,14 @@ class RewriteNext(httpx.HTTPTransport):
         return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
 
 
+# The command list is the one whose `next` links are rewritten: the runs read it alone (the
+# other resources' links are left as they are; a whole run read them in 370 more requests).
+COMMANDS_ONLY = {"resources": ["command_requests"], "source_options": {"page_size": 10}}
+
+
 def test_a_next_link_to_another_origin_is_refused(sim, wh: Path) -> None:
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=RewriteNext())
-    result = run(settings(sim, wh, source_options={"page_size": 10}), client=client)
+    result = run(settings(sim, wh, **COMMANDS_ONLY), client=client)
     client.close()
     assert result.exit_code == EXIT_CONFIG
     assert "evil.example" in result.error and "refusing to follow" in result.error
@@ -151,12 +189,13 @@ def test_next_links_of_the_same_service_are_followed_on_the_configured_origin(
 ) -> None:
     """Live §12: `next` links saying http://, or another host of the service, are rewritten."""
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=RewriteNext(old, new))
-    result = run(settings(sim, wh, source_options={"page_size": 10}), client=client)
+    result = run(settings(sim, wh, **COMMANDS_ONLY), client=client)
     client.close()
     assert result.exit_code == 0, result.error
     with duckdb.connect(str(wh), read_only=True) as con:
         loaded = {r[0] for r in con.sql("select id from esper.command_requests").fetchall()}
     assert loaded == {c["id"] for c in sim.truth("command_requests")}
+    assert sim.stats()["routes"]["GET /commands/v0/commands/"] >= 3  # its next links were followed
 
 
 def test_wrong_enterprise_id_is_a_clear_config_error(sim, wh: Path) -> None:
@@ -229,12 +268,14 @@ class ReverseCommands(httpx.HTTPTransport):
 
 
 def test_command_pages_out_of_order_are_read_whole_not_stopped_early(sim, wh: Path) -> None:
+    # The command tables alone: the other lists play no part in where a command read stops.
+    commands = {"resources": ["command_requests", "command_statuses"]}
     small_pages = {"page_size": 40}
-    assert load(sim, wh, source_options=small_pages).exit_code == 0
+    assert load(sim, wh, source_options=small_pages, **commands).exit_code == 0
     sim.advance(hours=48)
     sim.reset_stats()
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=ReverseCommands())
-    result = run(settings(sim, wh, source_options=small_pages), client=client)
+    result = run(settings(sim, wh, source_options=small_pages, **commands), client=client)
     client.close()
     assert result.exit_code == 0, result.error
     compare(sim, wh, "command_requests")
@@ -299,8 +340,9 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
     appended = next(r.getMessage() for r in caplog.records if "first load of" in r.getMessage())
     assert "devices" in appended and "command_requests" in appended
     assert "device_apps" not in appended  # scd2 keeps its merge
-    for table in ("devices", "command_requests", "operations", "command_statuses"):
-        compare(sim, wh, table)  # equal to the truth: no key twice
+    with reading(wh):
+        for table in ("devices", "command_requests", "operations", "command_statuses"):
+            compare(sim, wh, table)  # equal to the truth: no key twice
     history = rows(wh, "device_history", ("id", "updated_at"))
     assert len(history) == len(set(history)) == len(sim.truth("devices"))
 
@@ -310,6 +352,7 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
         nightly = load(sim, wh, source_options=small_pages)
     assert nightly.exit_code == 0, nightly.error
     assert not [r for r in caplog.records if "first load of" in r.getMessage()]
-    for table in ("command_requests", "operations", "command_statuses"):
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in ("command_requests", "operations", "command_statuses"):
+            compare(sim, wh, table)
     compare(sim, wh, "devices", exact=False)

@@ -18,7 +18,7 @@ import pytest
 from sources.esper.scan import parse_time
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import compare, load, rows
+from .helpers import compare, load, reading, rows
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 SKEW = 9  # hours: more than the 2-hour lag a clock-based cursor would have to absorb
@@ -51,11 +51,14 @@ def feed(sim, device_id: str, offset: int, limit: int) -> httpx.Response:
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_full_then_nightly_lose_nothing_under_time_faults(sim, wh: Path, fault: str) -> None:
+def test_full_then_nightly_lose_nothing_under_time_faults(
+    sim, wh: Path, first_load, fault: str
+) -> None:
     sim.set_faults(FAULTS[fault])
     # Small pages make every feed span several pages, so page edges matter.
     options = {"source_options": {"page_size": 5}} if "out_of_order" in fault else {}
-    first = load(sim, wh, **options)
+    # `late_events` acts on `advance` only, so its first load is the shared one.
+    first = first_load(wh) if fault == "late_events" else load(sim, wh, **options)
     assert first.exit_code == 0, first.error
     loaded = {r[0] for r in rows(wh, "device_events", ("id",))}
     data_now = sim.now
@@ -64,9 +67,10 @@ def test_full_then_nightly_lose_nothing_under_time_faults(sim, wh: Path, fault: 
     nightly = load(sim, wh, **options)
     assert nightly.exit_code == 0, nightly.error
     assert nightly.mode == "incremental"
-    for table in CHECKED:
-        # Rows of devices removed meanwhile stay in the warehouse (the API no longer lists them).
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in CHECKED:
+            # Rows of devices removed meanwhile stay in the warehouse (the API no longer lists them).
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
 
     # The fault did bite: rows a clock-based cursor would have skipped exist and were loaded.
     new = [e for e in sim.truth("device_events") if e["id"] not in loaded]
@@ -117,19 +121,20 @@ def test_time_faults_change_what_the_api_serves(sim) -> None:
 APPS = ("/app/", "/device-apps/")  # the per-device app routes (Android legacy, Apple/Windows v2)
 
 
-def app_requests(sim) -> int:
-    return sum(n for route, n in sim.stats()["routes"].items() if route.endswith(APPS))
+def app_requests(stats: dict) -> int:
+    """Requests to the per-device app routes in a simulator's `stats()`."""
+    return sum(n for route, n in stats["routes"].items() if route.endswith(APPS))
 
 
 def test_the_scheduled_full_scan_rereads_changed_devices_only_and_loses_nothing(
-    sim, wh: Path
+    sim, wh: Path, first_load, shared_first_load
 ) -> None:
     # The scheduled full scan (not `run --full`, which re-reads everything), due after 1.5 days.
     options = {"full_scan_interval_days": 1.5}
-    sim.reset_stats()
-    first = load(sim, wh, source_options=options)
+    # A first load is a full scan whatever the interval: the shared one.
+    first = first_load(wh)
     assert first.exit_code == 0, first.error
-    first_apps = app_requests(sim)
+    first_apps = app_requests(shared_first_load.stats)
     sim.advance(hours=24)
     assert load(sim, wh, source_options=options).mode == "incremental"
     sim.set_faults(FAULTS["late_events"])  # late uploads move updated_at: the scan sees them
@@ -138,13 +143,14 @@ def test_the_scheduled_full_scan_rereads_changed_devices_only_and_loses_nothing(
     weekly = load(sim, wh, source_options=options)
     assert weekly.exit_code == 0, weekly.error
     assert weekly.mode == "full"
-    for table in (*CHECKED, "device_apps", "device_census"):
-        if table == "device_census":  # the complete scan's census is every device listed now
-            assert {r[0] for r in rows(wh, table, ("id",))} == {
-                d["id"] for d in sim.truth("devices")
-            }
-            continue
-        compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
+    with reading(wh):
+        for table in (*CHECKED, "device_apps", "device_census"):
+            if table == "device_census":  # the complete scan's census is every device listed now
+                assert {r[0] for r in rows(wh, table, ("id",))} == {
+                    d["id"] for d in sim.truth("devices")
+                }
+                continue
+            compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
     # Apps re-read: the devices whose updated_at moved (~10 % here, late uploads included) and a
     # 1/20 slice, not the whole fleet (feeds: those and the devices with command activity).
-    assert app_requests(sim) <= 0.25 * first_apps, (app_requests(sim), first_apps)
+    assert app_requests(sim.stats()) <= 0.25 * first_apps, (app_requests(sim.stats()), first_apps)

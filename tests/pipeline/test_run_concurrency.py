@@ -8,7 +8,7 @@ from pathlib import Path
 from pipelines.runner import EXIT_LOCKED
 from pipelines.warehouse import run_lock_path
 
-from .helpers import cli, compare
+from .helpers import cli, compare, reading
 
 
 def test_a_second_run_waits_for_the_first_or_names_it_after_the_deadline(
@@ -38,5 +38,6 @@ def test_a_second_run_waits_for_the_first_or_names_it_after_the_deadline(
     assert f"another run (pid {first.pid}) is in progress" in err  # it waited, then ran
     assert "LoadPackageNotFound" not in err and "FileNotFoundError" not in err
     sim.clear_faults()
-    for table in ("devices", "device_events", "command_statuses"):
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in ("devices", "device_events", "command_statuses"):
+            compare(sim, wh, table)

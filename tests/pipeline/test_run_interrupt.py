@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipelines.runner import EXIT_INTERRUPTED
 
-from .helpers import cli, compare, rows
+from .helpers import cli, compare, reading, rows
 
 
 def test_ctrl_c_during_extraction_stops_cleanly_and_the_next_run_completes(
@@ -39,5 +39,6 @@ def test_ctrl_c_during_extraction_stops_cleanly_and_the_next_run_completes(
     again = cli(sim, wh, "run")
     out, err = again.communicate(timeout=120)
     assert again.returncode == 0, err[-3000:]
-    for table in ("devices", "device_events", "command_statuses", "device_apps"):
-        compare(sim, wh, table)
+    with reading(wh):
+        for table in ("devices", "device_events", "command_statuses", "device_apps"):
+            compare(sim, wh, table)

@@ -59,9 +59,11 @@ def _raw_rows(wh: Path) -> list[dict[str, Any]]:
     return [dict(zip(columns, r, strict=True)) for r in found]
 
 
-def test_status_metrics_equal_the_truth_one_row_per_api_day(sim, tmp_path: Path) -> None:
+def test_status_metrics_equal_the_truth_one_row_per_api_day(
+    sim, tmp_path: Path, first_load
+) -> None:
     wh = tmp_path / "warehouse.duckdb"
-    first = load(sim, wh)  # the default run loads it with every other table
+    first = first_load(wh)  # the default run loads it with every other table
     assert first.exit_code == 0, first.error
     assert first.rows.get("status_metrics") == 1
     day_one = _expected(sim)

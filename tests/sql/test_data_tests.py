@@ -23,9 +23,7 @@ from pipelines.models import (
     load_models,
     run_data_tests,
 )
-from tests.sql import scenarios
 from tests.sql.conftest import TEST_SEEDS, query_fn
-from tests.sql.rawdata import make_warehouse
 
 
 def _snapshot(path: Path) -> dict[str, list[tuple]]:
@@ -45,10 +43,12 @@ def _snapshot(path: Path) -> dict[str, list[tuple]]:
 
 
 @pytest.fixture
-def built(tmp_path) -> Path:
-    """A warehouse of the compliance scenario, built once with the test targets."""
-    path = make_warehouse(tmp_path / "esper.duckdb", scenarios.compliance())
-    build_models(path)
+def built(tmp_path, compliance_wh) -> Path:
+    """A warehouse of the compliance scenario, built once with the test targets: a copy of the
+    session's `compliance_wh` (tests/sql/conftest.py), to spoil."""
+    assert not compliance_wh.with_name(compliance_wh.name + ".wal").exists()
+    path = tmp_path / "esper.duckdb"
+    shutil.copyfile(compliance_wh, path)
     return path
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.models import SQL_DIR, ModelError, build_models, main
 from tests.sql import scenarios
-from tests.sql.conftest import query_fn
+from tests.sql.conftest import query_fn, querying
 from tests.sql.rawdata import create_raw_tables, insert_rows, make_warehouse, raw_columns
 
 MODELS = sorted(
@@ -31,9 +31,10 @@ def relations(path: Path) -> dict[str, str]:
 def test_every_model_builds_on_an_empty_warehouse(warehouse):
     built = build_models(warehouse)
     assert sorted(b for b in built if not b.startswith("seeds.")) == MODELS
+    with querying(warehouse) as every:
+        for name in MODELS:
+            every(f"select * from {name}")  # binds and runs
     q = query_fn(warehouse)
-    for name in MODELS:
-        q(f"select * from {name}")  # binds and runs
     assert q("select count(*) as n from marts.fleet_compliance") == [{"n": 0}]
     assert q("select count(*) as n from marts.fleet_compliance_daily") == [{"n": 0}]
     # no successful run yet: "now" is the real clock
@@ -53,9 +54,10 @@ def test_every_model_builds_on_an_empty_warehouse(warehouse):
 @pytest.mark.parametrize("wh", ["compliance_wh", "rollout_wh", "commands_wh"])
 def test_every_model_queries_on_a_loaded_warehouse(wh, request):
     path = request.getfixturevalue(wh)
+    with querying(path) as every:
+        for name in MODELS:
+            every(f"select * from {name}")
     q = query_fn(path)
-    for name in MODELS:
-        q(f"select * from {name}")
     assert (
         q("select as_of from intermediate.int_as_of")[0]["as_of"]
         .isoformat()
