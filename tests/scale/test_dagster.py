@@ -13,20 +13,25 @@ import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import duckdb
 import pytest
 
-dg = pytest.importorskip("dagster")  # installed by `make install` (all extras)
-
-from pipelines.dagster_defs import API_POOL, build_definitions  # noqa: E402
-from pipelines.runner import RunSettings  # noqa: E402
-from sources.esper.settings import ENDPOINTS  # noqa: E402
-from tests.scale.conftest import write_tenants  # noqa: E402
+from pipelines.runner import RunSettings
+from sources.esper.settings import ENDPOINTS
+from tests.scale.conftest import write_tenants
 
 ROOT = Path(__file__).resolve().parents[2]
 MARTS = {"app_rollout", "app_rollout_current", "command_rollout", "fleet_compliance",
          "fleet_compliance_daily", "operation_rollout", "stale_devices"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dg() -> ModuleType:
+    """dagster, imported when a test here runs, not when the suite is collected (~1.5 CPU-s in
+    every worker); these tests are skipped without it. `make install` installs every extra."""
+    return pytest.importorskip("dagster")
 
 
 def _offline_tenants(tmp_path: Path) -> Path:
@@ -37,7 +42,11 @@ def _offline_tenants(tmp_path: Path) -> Path:
                          tmp_path / "w")  # fmt: skip
 
 
-def test_definitions_load_without_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_definitions_load_without_network(
+    dg: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelines.dagster_defs import API_POOL, build_definitions
+
     path = _offline_tenants(tmp_path)
 
     # connections from this thread are refused (other tests' servers may still be winding down)
@@ -94,7 +103,7 @@ def test_definitions_load_without_network(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_the_instance_settings_limit_one_run_per_tenant_and_the_api_pool(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dg: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "dagster.yaml").write_text((ROOT / "orchestration" / "dagster.yaml").read_text())
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
@@ -107,8 +116,10 @@ def test_the_instance_settings_limit_one_run_per_tenant_and_the_api_pool(
 
 
 def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
-    tenant_sims: dict[str, object], tmp_path: Path
+    dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path
 ) -> None:
+    from pipelines.dagster_defs import build_definitions
+
     warehouses = tmp_path / "w"
     defs = build_definitions(
         write_tenants(tmp_path / "tenants.toml", tenant_sims, warehouses),
@@ -149,7 +160,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_webserver_starts_on_loopback_and_lists_the_assets(tmp_path: Path) -> None:
+def test_the_webserver_starts_on_loopback_and_lists_the_assets(
+    dg: ModuleType, tmp_path: Path
+) -> None:
     port = _free_port()
     home = tmp_path / "home"
     home.mkdir()
