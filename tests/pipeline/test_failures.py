@@ -270,7 +270,7 @@ class ReverseCommands(httpx.HTTPTransport):
 def test_command_pages_out_of_order_are_read_whole_not_stopped_early(sim, wh: Path) -> None:
     # The command tables alone: the other lists play no part in where a command read stops.
     commands = {"resources": ["command_requests", "command_statuses"]}
-    small_pages = {"page_size": 40}
+    small_pages = {"page_size": 10}  # several pages (the fleet holds ~35 commands)
     assert load(sim, wh, source_options=small_pages, **commands).exit_code == 0
     sim.advance(hours=48)
     sim.reset_stats()
@@ -280,7 +280,8 @@ def test_command_pages_out_of_order_are_read_whole_not_stopped_early(sim, wh: Pa
     assert result.exit_code == 0, result.error
     compare(sim, wh, "command_requests")
     compare(sim, wh, "command_statuses")
-    pages = -(-len(sim.truth("command_requests")) // 40)
+    pages = -(-len(sim.truth("command_requests")) // 10)
+    assert pages >= 3
     assert sim.stats()["routes"]["GET /commands/v0/commands/"] == pages  # every page was read
 
 
