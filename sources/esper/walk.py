@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from .client import EsperClient
+from .common import cursor_of
 from .pagination import iter_cursor_pages
 from .scan import DescScan, first_seen
 
@@ -49,7 +50,9 @@ class DeviceWalk:
     exhausted: bool = False
     newest: datetime | None = None  # the newest `updated_at` listed: the cursor once complete
     _keys: set[tuple[Any, ...]] = field(default_factory=set, repr=False)
-    _scan: DescScan = field(default_factory=lambda: DescScan("updated_at", None), repr=False)
+    _scan: DescScan = field(
+        default_factory=lambda: DescScan(cursor_of("devices"), None), repr=False
+    )
     _pages: Iterator[list[dict]] | None = field(default=None, repr=False)
     _held: list[dict] = field(default_factory=list, repr=False)
 
@@ -95,7 +98,7 @@ class DeviceWalk:
         if self._pages is not None:
             self._pages.close()  # ends the first walk's read-ahead
         self._pages, self._held, self.exhausted = None, [], False
-        self._scan = DescScan("updated_at", None)
+        self._scan = DescScan(cursor_of("devices"), None)
         part, self.part_devices = self.part_devices, None
         try:
             yield from self.take(needs)
@@ -113,6 +116,6 @@ class DeviceWalk:
             self.newest = max(filter(None, (self.newest, self._scan.newest)), default=None)
             fresh = first_seen(items, self._keys, ("id",))
             for item in fresh:
-                self.seen[str(item.get("id"))] = item.get("updated_at")
+                self.seen[str(item.get("id"))] = item.get(cursor_of("devices"))
             if fresh:
                 yield fresh

@@ -92,6 +92,26 @@ def cli(
     )  # fmt: skip
 
 
+def hold_file(path: Path) -> subprocess.Popen[str]:
+    """Another process holding a DuckDB file open for writing (a run, the DuckDB CLI).
+
+    Returns once the file is held; the caller kills the process.
+    """
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
+            "print('holding', flush=True); time.sleep(120)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
+    return process
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, datetime):
         return v.astimezone(UTC)

@@ -17,6 +17,8 @@ import pytest
 from pipelines.models import SEEDS_ENV, SQL_DIR
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
+from .helpers import hold_file
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = "esper_warehouse.duckdb"
 
@@ -65,18 +67,7 @@ def built(folder: Path, created: Path) -> Path:
 @pytest.fixture
 def holder(built: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding the warehouse open for writing (a run, the DuckDB CLI)."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
-            "print('holding', flush=True); time.sleep(120)",
-            str(built),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
+    process = hold_file(built)
     yield process
     process.kill()
     process.wait()

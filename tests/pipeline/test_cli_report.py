@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,29 +11,14 @@ import pytest
 from pipelines import report
 from pipelines.models import build_models
 
+from .helpers import hold_file
+
 
 @pytest.fixture
 def built(tmp_path: Path) -> Path:
     path = tmp_path / "esper_warehouse.duckdb"
     build_models(path)
     return path
-
-
-def _hold(path: Path) -> subprocess.Popen[str]:
-    """Another process holding the file open for writing (the nightly load, the DuckDB CLI)."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
-            "print('holding', flush=True); time.sleep(120)",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
-    return process
 
 
 @pytest.fixture
@@ -47,7 +31,7 @@ def holders() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def test_report_on_a_locked_warehouse_exits_5_before_exporting(built, tmp_path, holders, capsys):
-    holders.append(_hold(built))
+    holders.append(hold_file(built))
     out = tmp_path / "report"
     assert report.main(["--warehouse", str(built), "--out", str(out)]) == 5
     assert f"{built} is held by another process" in capsys.readouterr().err
@@ -63,7 +47,7 @@ def test_a_page_that_says_the_warehouse_is_busy_makes_report_exit_5(
 
     def check_then_lock(path: Path) -> str | None:
         found = checked(path)
-        holders.append(_hold(path))
+        holders.append(hold_file(path))
         return found
 
     monkeypatch.setattr(report, "_locked", check_then_lock)
