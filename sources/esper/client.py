@@ -79,6 +79,25 @@ _HEADER_SAFE_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header 
 _STOP_POLL_S = 0.25
 
 
+def _wait_interruptibly(wait: Callable[..., T], timed_out: type[Exception]) -> T:
+    """Call `wait(timeout=...)` in slices of `_STOP_POLL_S` until it returns a value.
+
+    The kernel may deliver Ctrl-C or SIGTERM to any thread of the process, and Python runs
+    signal handlers on the main thread only, between two steps of Python code. A main thread
+    asleep in an untimed wait (a queue, a future) would notice the signal only when the wait
+    ended, possibly minutes later; waking it every slice lets the handler run at once.
+
+    Args:
+        wait: A blocking call that takes ``timeout`` and raises `timed_out` when it expires.
+        timed_out: The exception `wait` raises on a timeout.
+    """
+    while True:
+        try:
+            return wait(timeout=_STOP_POLL_S)
+        except timed_out:
+            continue
+
+
 # --------------------------------------------------------------------------------------- errors
 
 
@@ -214,11 +233,11 @@ class _AdaptiveLimiter:
             if urgent:
                 self._urgent_waiting += 1
                 while self._in_flight >= self.limit:
-                    self._urgent.wait()
+                    self._urgent.wait(_STOP_POLL_S)  # timed: see `_wait_interruptibly`
                 self._urgent_waiting -= 1
             else:
                 while self._in_flight >= self.limit or self._urgent_waiting:
-                    self._bulk.wait()
+                    self._bulk.wait(_STOP_POLL_S)
             self._in_flight += 1
             self._wake()  # slots may be left over for the other kind
             return self._epoch
@@ -613,7 +632,7 @@ class EsperClient:
             submit(window)
             try:
                 while pending:
-                    future = finished.get()
+                    future = _wait_interruptibly(finished.get, queue.Empty)
                     pending.discard(future)
                     error = future.exception()
                     if error is not None:
@@ -638,7 +657,12 @@ class EsperClient:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="esper-read-ahead") as pool:
             future = pool.submit(next, items, done)
             try:
-                while (item := future.result()) is not done:
+                while True:
+                    # Wait with `exception`, which raises TimeoutError only for its own timeout
+                    # (`result` would also re-raise a TimeoutError of the page walk).
+                    _wait_interruptibly(future.exception, TimeoutError)
+                    if (item := future.result()) is done:
+                        break
                     future = pool.submit(next, items, done)
                     yield item
             except KeyboardInterrupt:
