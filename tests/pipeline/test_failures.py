@@ -251,38 +251,50 @@ def test_a_silently_short_list_fails_the_run_with_exit_4(sim, wh: Path, table: s
     assert rows(wh, "_esper_runs", ("status",)) == [("reconciliation_failed",)]
 
 
-class ReverseCommands(httpx.HTTPTransport):
-    """Loopback transport serving each page of the command list oldest first."""
+class OldestFirstCommands(httpx.HTTPTransport):
+    """Loopback transport serving the command list oldest first: the whole list reversed, then
+    paged, so the oldest commands fill the first page and the newest come last."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = super().handle_request(request)
         if not request.url.path.endswith("/commands/v0/commands/"):
             return response
         response.read()
-        body = orjson.loads(response.content)
-        envelope = body.get("content", body)
-        envelope["results"].reverse()
+        body = orjson.loads(response.content)  # keeps the page's own count, next and prev
+        offset = int(request.url.params.get("offset", 0))
+        limit = int(request.url.params["limit"])
+        whole = request.url.copy_merge_params({"offset": 0, "limit": 10_000})
+        everything = super().handle_request(httpx.Request("GET", whole, headers=request.headers))
+        everything.read()
+        items = orjson.loads(everything.content)["content"]["results"][::-1]
+        body["content"]["results"] = items[offset : offset + limit]
         headers = {k: v for k, v in response.headers.items()
                    if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
         return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
 
 
-def test_command_pages_out_of_order_are_read_whole_not_stopped_early(sim, wh: Path) -> None:
-    # The command tables alone: the other lists play no part in where a command read stops.
+def test_command_pages_out_of_order_are_read_whole_not_stopped_early(
+    sim, wh: Path, first_load: Any
+) -> None:
+    # A nightly (a read that may stop early) of the command tables alone: the other lists play
+    # no part in where a command read stops.
+    assert first_load(wh).exit_code == 0
     commands = {"resources": ["command_requests", "command_statuses"]}
-    small_pages = {"page_size": 10}  # several pages (the fleet holds ~35 commands)
-    assert load(sim, wh, source_options=small_pages, **commands).exit_code == 0
+    small_pages = {"page_size": 10}  # several pages
+    before = {c["id"] for c in sim.truth("command_requests")}
     sim.advance(hours=48)
+    new = [c for c in sim.truth("command_requests") if c["id"] not in before]
+    assert len(before) >= 10 and new  # old commands fill the first page, new ones come later
     sim.reset_stats()
-    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=ReverseCommands())
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=OldestFirstCommands())
     result = run(settings(sim, wh, source_options=small_pages, **commands), client=client)
     client.close()
     assert result.exit_code == 0, result.error
-    compare(sim, wh, "command_requests")
+    compare(sim, wh, "command_requests")  # a read that stopped at the first old page lost `new`
     compare(sim, wh, "command_statuses")
     pages = -(-len(sim.truth("command_requests")) // 10)
     assert pages >= 3
-    assert sim.stats()["routes"]["GET /commands/v0/commands/"] == pages  # every page was read
+    assert sim.stats()["routes"]["GET /commands/v0/commands/"] == 2 * pages  # each page + whole
 
 
 def test_a_bad_load_memory_limit_is_a_config_error_and_loses_nothing(sim, wh: Path) -> None:
