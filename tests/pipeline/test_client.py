@@ -721,7 +721,10 @@ def test_read_ahead_keeps_order_reads_one_ahead_and_stops_when_closed() -> None:
     client, _ = mock_client(Script(ok()))
     walk = client.read_ahead(pages())
     assert [next(walk) for _ in range(3)] == [0, 1, 2]
-    time.sleep(0.05)
+    deadline = time.monotonic() + 5  # a busy machine may take a while to run the reading thread
+    while len(produced) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # room for a wrong second read ahead
     assert produced == [0, 1, 2, 3]  # the next item is ready, nothing beyond it
     walk.close()
     assert produced == [0, 1, 2, 3]
