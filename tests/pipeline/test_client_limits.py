@@ -165,7 +165,8 @@ class TrickleServer:
         self._sock.settimeout(0.1)
         self._stop = threading.Event()
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._server = threading.Thread(target=self._serve, daemon=True)
+        self._server.start()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -189,6 +190,7 @@ class TrickleServer:
 
     def close(self) -> None:
         self._stop.set()
+        self._server.join(5)  # out of `accept` (0.1 s timeout) before its socket is closed
         self._sock.close()
 
 
