@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx
+import orjson
 
 from pipelines.runner import RunResult, RunSettings, run
 from sources.esper.client import EsperClient
@@ -179,3 +181,11 @@ def compare(sim: Any, warehouse: Path, table: str, *, exact: bool = True) -> Non
     if exact:
         extra = [k for k in by_key if k not in truth]
         assert not extra, f"{table}: {len(extra)} rows the API does not hold, e.g. {extra[:3]}"
+
+
+def with_body(response: httpx.Response, body: Any) -> httpx.Response:
+    """`response` with `body` as its JSON content (for transports that rewrite an answer): the
+    status and headers are kept, but not the length or encoding of the old content."""
+    headers = {k: v for k, v in response.headers.items()
+               if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
+    return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))

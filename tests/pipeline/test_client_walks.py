@@ -18,7 +18,7 @@ import pytest
 from pipelines.runner import EXIT_API, run
 from sources.esper.client import EsperClient
 from tests.conftest import API_KEY, ENTERPRISE_ID
-from tests.pipeline.helpers import settings
+from tests.pipeline.helpers import settings, with_body
 
 
 class StuckList(httpx.HTTPTransport):
@@ -51,9 +51,7 @@ class StuckList(httpx.HTTPTransport):
             envelope["next"] = str(request.url.copy_set_param("offset", str(offset)))
         if envelope.get("has_more"):  # a new cursor every time
             envelope["next_cursor"] = f"stuck-{self.requests}"
-        headers = {k: v for k, v in response.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
-        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+        return with_body(response, body)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from sources.esper.client import EsperClient
 from sources.esper.scan import read_all
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import TABLES, compare, load, reading, rows, settings
+from .helpers import TABLES, compare, load, reading, rows, settings, with_body
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 APPS = "/enterprise/*/device/*/app/*"
@@ -161,9 +161,7 @@ class RewriteNext(httpx.HTTPTransport):
         envelope = body.get("content", body)
         if envelope.get("next"):
             envelope["next"] = envelope["next"].replace(self.old, self.new)
-        headers = {k: v for k, v in response.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
-        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+        return with_body(response, body)
 
 
 # The command list is the one whose `next` links are rewritten: the runs read it alone (the
@@ -228,9 +226,7 @@ class SilentlyTruncate(httpx.HTTPTransport):
         body = orjson.loads(response.content)
         envelope = body.get("content", body) if "results" not in body else body
         envelope["results"] = envelope["results"][:-1]
-        headers = {k: v for k, v in response.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
-        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+        return with_body(response, body)
 
 
 @pytest.mark.parametrize("table", ["groups", "devices"])
@@ -268,9 +264,7 @@ class OldestFirstCommands(httpx.HTTPTransport):
         everything.read()
         items = orjson.loads(everything.content)["content"]["results"][::-1]
         body["content"]["results"] = items[offset : offset + limit]
-        headers = {k: v for k, v in response.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
-        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+        return with_body(response, body)
 
 
 def test_command_pages_out_of_order_are_read_whole_not_stopped_early(
@@ -334,9 +328,7 @@ class RepeatAcrossPages(httpx.HTTPTransport):
             envelope["results"] = [self.last[path], *results]
         if results:
             self.last[path] = results[-1]
-        headers = {k: v for k, v in response.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
-        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+        return with_body(response, body)
 
 
 def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> None:

@@ -17,7 +17,7 @@ from sources.esper.client import EsperClient
 from sources.esper.scan import iso
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import TABLES, compare, load, reading, rows, settings
+from .helpers import TABLES, compare, load, reading, rows, settings, with_body
 
 HOUR = timedelta(hours=1)
 
@@ -135,9 +135,7 @@ class HideApps(httpx.HTTPTransport):
         kept = envelope["results"][self.hide :]
         envelope["count"] -= len(envelope["results"]) - len(kept)
         envelope["results"] = kept
-        headers = {k: v for k, v in response.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding")}  # fmt: skip
-        return httpx.Response(response.status_code, headers=headers, content=orjson.dumps(body))
+        return with_body(response, body)
 
 
 @pytest.mark.parametrize("hide", [1, 1000], ids=["one-app", "every-app"])
