@@ -151,6 +151,32 @@ class EsperConfigError(EsperError):
     """Bad settings: base URL, key, limits, or a link that leaves the configured origin."""
 
 
+class EsperUnavailableError(EsperError):
+    """A table cannot be read in this run, though the run's first requests proved the settings.
+
+    A missing capability, not a wrong setting: the key lacks a scope, the tenant's plan lacks
+    the feature, the route does not serve this platform, or a quota (Data Tap) is spent. The run
+    skips that table, names it with `reason`, loads the rest and ends partial.
+
+    Attributes:
+        table: The raw table that is skipped (e.g. ``"status_metrics"``, ``"data_tap_daily"``).
+        reason: A short likely meaning for people, e.g. ``"missing scope or plan feature"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str,
+        reason: str,
+        status: int | None = None,
+        route: str | None = None,
+    ):
+        super().__init__(message, status=status, route=route)
+        self.table = table
+        self.reason = reason
+
+
 class EsperInterrupted(KeyboardInterrupt):
     """The client was stopped (`EsperClient.stop()`, `close()`, or Ctrl-C during `map`).
 
