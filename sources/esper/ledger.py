@@ -6,6 +6,7 @@ reached the warehouse with the counts the API reported, and to write the run's b
 
 from __future__ import annotations
 
+import logging
 import threading
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,6 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .scan import parse_time
+
+log = logging.getLogger(__name__)
 
 TIME_KEYS = {"timestamp", "updated_at"}  # key fields the API sends as ISO text
 
@@ -68,7 +71,17 @@ class RunLedger:
     feeds_read: set[str] = field(default_factory=set)  # devices whose feed this run has read
     event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run
     event_marks_read: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def mark_unavailable(self, table: str, error: Any) -> None:
+        """Record (and log once) that `table` is skipped in this run, with the route and status."""
+        text = f"{error.route} answered {error.status} ({error.reason})"
+        with self._lock:
+            if table in self.unavailable:
+                return
+            self.unavailable[table] = text
+        log.warning("%s: skipped in this run (unavailable): %s", table, text)
 
     def add_scan(
         self, table: str, expected: int, items: Iterable[Mapping[str, Any]], key: tuple[str, ...]

@@ -1,0 +1,72 @@
+"""Partial tenants: a route the key may not read skips its table; everything else loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from pipelines.runner import EXIT_CONFIG, EXIT_PARTIAL
+from pipelines.status import status
+
+from .helpers import TABLES, cli, compare, load, reading
+
+STATUS_METRICS = "/v2/enterprise/*/report/status-metrics*"
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse.duckdb"
+
+
+@pytest.mark.parametrize("parts", [None, 5], ids=["first_load", "first_load_in_parts"])
+def test_a_refused_status_metrics_route_skips_only_that_table(
+    sim, wh: Path, parts: int | None, capsys
+) -> None:
+    sim.set_faults([{"kind": "status", "status": 403, "route": STATUS_METRICS}])
+    extra = {"source_options": {"commit_every_devices": parts}} if parts else {}
+    result = load(sim, wh, **extra)
+
+    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.status == "partial"
+    assert set(result.unavailable) == {"status_metrics"}
+    assert "403" in result.unavailable["status_metrics"]
+    assert "check the" not in (result.error or "")
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
+    assert all(r["ok"] for r in result.reconciliation)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        (recorded,) = con.execute(
+            "select unavailable from esper._esper_runs order by started_at desc limit 1"
+        ).fetchone()
+    assert set(orjson.loads(recorded)) == {"status_metrics"}
+
+    capsys.readouterr()
+    assert status(wh) == 0
+    shown = capsys.readouterr().out
+    assert "unavailable in the last run" in shown and "status_metrics" in shown
+
+
+def test_the_cli_exits_partial_with_one_line_and_no_traceback(sim, wh: Path) -> None:
+    sim.set_faults([{"kind": "status", "status": 403, "route": STATUS_METRICS}])
+    proc = cli(sim, wh, "run")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == EXIT_PARTIAL, err
+    text = out + err
+    assert "Traceback" not in text and "generator already executing" not in text
+    skipped = [line for line in text.splitlines() if "status_metrics: skipped" in line]
+    assert len(skipped) == 1, text
+    assert "GET /v2/enterprise/" in skipped[0] and "/report/status-metrics" in skipped[0]
+    assert "403" in skipped[0]
+    assert "check the key" not in text
+
+
+def test_a_403_on_the_first_request_is_still_the_key(sim, wh: Path) -> None:
+    sim.set_faults([{"kind": "status", "status": 403}])
+    proc = cli(sim, wh, "run")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_CONFIG, err
+    assert "check the key" in out + err
