@@ -482,9 +482,9 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             names = ", ".join(f"{r['table_name']} ({_shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
             result.status, result.exit_code = "reconciliation_failed", EXIT_RECONCILIATION
-        elif ledger.unavailable:
+        elif ledger.skipped():
             result.status, result.exit_code = "partial", EXIT_PARTIAL
-            result.error = _unavailable_text(ledger.unavailable)
+            result.error = _unavailable_text(ledger.skipped())
             log.warning("run partial: %s", result.error)
         else:
             result.status, result.exit_code = "ok", EXIT_OK
@@ -512,7 +512,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
         restore_signals()
         progress.done()
         client = client or ledger.client
-        result.unavailable = dict(ledger.unavailable)
+        result.unavailable = ledger.skipped()
         if client is not None:
             totals = client.totals()
             result.requests, result.retries = totals.requests, totals.retries
@@ -656,7 +656,7 @@ def _record(
 
 def _unavailable_text(unavailable: dict[str, str]) -> str:
     """One clause per skipped table, e.g. ``status_metrics (GET /v2/... answered 403 (...))``."""
-    return "; ".join(f"{table} skipped: {why}" for table, why in sorted(unavailable.items()))
+    return "; ".join(f"{table}: {why}" for table, why in sorted(unavailable.items()))
 
 
 def _build_models(settings: RunSettings, result: RunResult) -> None:

@@ -921,7 +921,9 @@ class EsperClient:
     def _final_error(self, route: str, response: httpx.Response) -> EsperError:
         """The error for an answer that is never retried (401/403, 404, 3xx, other 4xx)."""
         status = response.status_code
-        if self.settings_proven and status in (403, 404) and self._is_tenant_level(route):
+        if self.settings_proven and (
+            status == 403 or (status == 404 and self._is_tenant_level(route))
+        ):
             return EsperUnavailableError(
                 f"{route} answered {status} ({_UNAVAILABLE_MEANING[status]})",
                 table="",  # the resource that asked names its table (common.skip_unavailable)

@@ -18,7 +18,7 @@ import dlt
 import pyarrow as pa
 
 from .arrow import ROW_VERSION, to_arrow
-from .client import EsperClient, EsperUnavailableError
+from .client import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .ledger import RunLedger
 from .pagination import parse_page
 from .scan import iso, parse_time
@@ -170,3 +170,22 @@ def skip_unavailable(ledger: RunLedger, table: str) -> Iterator[None]:
         yield
     except EsperUnavailableError as error:
         ledger.mark_unavailable(table or error.table, error)
+
+
+DEVICE_REFUSALS = {
+    400: "the route does not serve this device: the legacy routes are Android only",
+    403: "refused for this device: a scope or plan feature",
+}
+
+
+def skip_refused_device(ledger: RunLedger, table: str, error: EsperError) -> bool:
+    """True (and counted) when one device's route refused it (400/403): skip that device's part.
+
+    Nothing of the device is loaded, so its watermark (taken from the loaded rows) does not
+    move and the next run asks again. Other errors are the run's: the caller re-raises them.
+    """
+    refused = isinstance(error, EsperAPIError | EsperUnavailableError)
+    if not refused or error.status not in DEVICE_REFUSALS or error.route is None:
+        return False
+    ledger.skip_device(table, error.route, error.status, DEVICE_REFUSALS[error.status])
+    return True

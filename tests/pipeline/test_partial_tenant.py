@@ -11,7 +11,7 @@ import pytest
 from pipelines.runner import EXIT_CONFIG, EXIT_PARTIAL
 from pipelines.status import status
 
-from .helpers import TABLES, cli, compare, load, reading
+from .helpers import TABLES, cli, compare, load, reading, rows
 
 STATUS_METRICS = "/v2/enterprise/*/report/status-metrics*"
 
@@ -70,3 +70,34 @@ def test_a_403_on_the_first_request_is_still_the_key(sim, wh: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_CONFIG, err
     assert "check the key" in out + err
+
+
+FEED = "/enterprise/*/device/*/download/eventfeed/*"
+
+
+def test_a_refused_legacy_feed_skips_only_those_devices_and_counts_them(sim, wh: Path) -> None:
+    sim.set_faults([{"kind": "legacy_feed_android_only", "route": FEED}])
+    devices = sim.truth("devices")
+    android = {d["id"] for d in devices if d["platform"] == "ANDROID"}
+    others = {d["id"] for d in devices} - android
+    assert android and others  # the fleet mixes platforms, so the test can tell them apart
+
+    result = load(sim, wh)
+
+    assert result.exit_code == EXIT_PARTIAL, result.error
+    why = result.unavailable["device_events"]
+    assert why.startswith(f"{len(others)} device(s) skipped: ")
+    assert "/download/eventfeed/ answered 400" in why
+    assert set(result.unavailable) == {"device_events"}
+    truth = {(e["id"], e["device_id"]) for e in sim.truth("device_events")}
+    stored = set(rows(wh, "device_events", ("id", "device_id")))
+    assert stored == {e for e in truth if e[1] in android}  # every Android event, no other
+    assert any(e[1] in others for e in truth)  # the skipped devices do have events
+    assert all(r["ok"] for r in result.reconciliation)
+
+    # The skipped feeds left no watermark behind: once the API serves them, they load whole.
+    sim.clear_faults()
+    again = load(sim, wh, full=True)
+    assert again.exit_code == 0, again.error
+    with reading(wh):
+        compare(sim, wh, "device_events")
