@@ -57,7 +57,7 @@ def test_the_cli_exits_partial_with_one_line_and_no_traceback(sim, wh: Path) -> 
     assert proc.returncode == EXIT_PARTIAL, err
     text = out + err
     assert "Traceback" not in text and "generator already executing" not in text
-    skipped = [line for line in text.splitlines() if "status_metrics: skipped" in line]
+    skipped = [line for line in text.splitlines() if "status_metrics: not loaded" in line]
     assert len(skipped) == 1, text
     assert "GET /v2/enterprise/" in skipped[0] and "/report/status-metrics" in skipped[0]
     assert "403" in skipped[0]
@@ -101,3 +101,16 @@ def test_a_refused_legacy_feed_skips_only_those_devices_and_counts_them(sim, wh:
     assert again.exit_code == 0, again.error
     with reading(wh):
         compare(sim, wh, "device_events")
+
+
+def test_the_tenant_runner_treats_partial_as_loaded_never_hiding_a_failure() -> None:
+    from pipelines.runner import EXIT_API, RunResult
+    from pipelines.tenants import exit_code, summary
+
+    ok, partial = RunResult("a", 0, "ok"), RunResult("b", EXIT_PARTIAL, "partial")
+    failed = RunResult("c", EXIT_API, "failed", error="boom")
+    assert exit_code({"a": ok, "b": partial}) == EXIT_PARTIAL
+    assert exit_code({"a": ok, "b": partial, "c": failed}) == EXIT_API
+    assert summary({"a": ok, "b": partial, "c": failed}).splitlines()[-1] == (
+        "1 of 3 ok; partial: b; failed: c"
+    )
