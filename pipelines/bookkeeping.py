@@ -23,6 +23,7 @@ RUNS = {
     "throttled": "bigint",
     "rows": "json",
     "error": "varchar",
+    "unavailable": "json",  # table -> why this run skipped it (a partial run), else {}
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -34,7 +35,10 @@ RECONCILIATION = {
     "checked_at": "timestamp with time zone",
     "ok": "boolean",
 }
-ADDED = {"_esper_reconciliation": ("duplicates",)}  # columns added after the first release
+ADDED = {
+    "_esper_reconciliation": ("duplicates",),
+    "_esper_runs": ("unavailable",),
+}  # columns added after the first release
 
 
 def write(
@@ -53,7 +57,7 @@ def write(
             client.execute_sql(f"create table if not exists {name} ({ddl})")
             for column in ADDED.get(table, ()):  # warehouses made before the column existed
                 client.execute_sql(
-                    f"alter table {name} add column if not exists {column} {columns[column]}"
+                    f"alter table {name} add column if not exists {column} {columns[column].replace('json', json_type)}"
                 )
             marks = ", ".join(["%s"] * len(columns))
             for row in rows:

@@ -2,7 +2,9 @@
 
 Exit codes (also used by the command line):
     0 everything loaded and reconciled; 1 unexpected error; 2 auth or configuration error;
-    3 API failure; 4 reconciliation shortfall; 5 warehouse locked; 130 interrupted (Ctrl-C).
+    3 API failure; 4 reconciliation shortfall; 5 warehouse locked; 6 partial (loaded and
+    reconciled, but the API refused some tables or some devices' feeds: see `unavailable`);
+    130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from .warehouse import (
 log = logging.getLogger("esper_warehouse")
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API, EXIT_RECONCILIATION, EXIT_LOCKED = 0, 1, 2, 3, 4, 5
+EXIT_PARTIAL = 6  # loaded and committed, some tables or device feeds refused (a missing capability)
+LOADED = (EXIT_OK, EXIT_PARTIAL)  # the exit codes of a run whose load is committed
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
 # What an interruption leaves, by the step it stopped (the run's summary says it).
 AFTER_INTERRUPT = {
@@ -123,6 +127,7 @@ class RunResult:
     seconds: float = 0.0
     error: str | None = None
     models: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
 
 
 def _without_json_hint_warning(record: logging.LogRecord) -> bool:
@@ -477,6 +482,10 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             names = ", ".join(f"{r['table_name']} ({_shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
             result.status, result.exit_code = "reconciliation_failed", EXIT_RECONCILIATION
+        elif ledger.skipped():
+            result.status, result.exit_code = "partial", EXIT_PARTIAL
+            result.error = _unavailable_text(ledger.skipped())
+            log.warning("run partial: %s", result.error)
         else:
             result.status, result.exit_code = "ok", EXIT_OK
     except BaseException as error:
@@ -503,6 +512,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
         restore_signals()
         progress.done()
         client = client or ledger.client
+        result.unavailable = ledger.skipped()
         if client is not None:
             totals = client.totals()
             result.requests, result.retries = totals.requests, totals.retries
@@ -516,7 +526,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     finally:
         if held is not None:
             held.close()
-    if result.exit_code == EXIT_OK and settings.build_models:
+    if result.exit_code in LOADED and settings.build_models:
         _build_models(settings, result)
     return result
 
@@ -626,6 +636,7 @@ def _record(
         "throttled": result.throttled,
         "rows": orjson.dumps(result.rows).decode(),
         "error": result.error,
+        "unavailable": orjson.dumps(result.unavailable).decode(),
     }
     try:
         with_lock_wait(
@@ -639,8 +650,13 @@ def _record(
         result.exit_code, result.error = EXIT_LOCKED, str(error)
     except Exception as error:  # the run's own outcome matters more than its record
         log.error("could not record the run: %s", error_text(error))
-        if result.exit_code == EXIT_OK:
+        if result.exit_code in LOADED:
             result.exit_code, result.error = exit_code_for(error), error_text(error)
+
+
+def _unavailable_text(unavailable: dict[str, str]) -> str:
+    """One clause per skipped table, e.g. ``status_metrics (GET /v2/... answered 403 (...))``."""
+    return "; ".join(f"{table}: {why}" for table, why in sorted(unavailable.items()))
 
 
 def _build_models(settings: RunSettings, result: RunResult) -> None:

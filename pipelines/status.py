@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import orjson
 
 EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = 2, 5, 1
 
@@ -65,6 +66,24 @@ def _tables(con: duckdb.DuckDBPyConnection, dataset: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _unavailable(con: duckdb.DuckDBPyConnection, ds: str) -> list[str]:
+    """The tables (and device feeds) the latest run skipped, with why (a partial run)."""
+    has_column = con.execute(
+        f"select count(*) from (describe {ds}._esper_runs) where column_name = 'unavailable'"
+    ).fetchone()[0]  # type: ignore[index]
+    if not has_column:  # a warehouse recorded before partial runs existed
+        return []
+    row = con.execute(
+        f"select unavailable from {ds}._esper_runs order by started_at desc limit 1"
+    ).fetchone()
+    skipped = orjson.loads(row[0]) if row and row[0] else {}
+    if not skipped:
+        return []
+    lines = ["unavailable in the last run (skipped, not failed):"]
+    lines += [f"  {table}: {why}" for table, why in sorted(skipped.items())]
+    return lines
+
+
 def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     tables = _tables(con, dataset)
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
@@ -85,6 +104,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             )
     else:
         out.append("no runs recorded yet")
+    out.extend(_unavailable(con, ds) if runs else [])
     out.append("tables (rows, last loaded):")
     loads = "_dlt_loads" in tables
     for table in tables:

@@ -28,7 +28,17 @@ from typing import Any
 
 from sources.esper.client import EsperConfigError
 
-from .runner import EXIT_CONFIG, EXIT_LOCKED, EXIT_OK, PIPELINE_NAME, RunResult, RunSettings, run
+from .runner import (
+    EXIT_CONFIG,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    LOADED,
+    PIPELINE_NAME,
+    RunResult,
+    RunSettings,
+    run,
+)
 from .warehouse import WarehouseLocked, with_lock_wait
 
 log = logging.getLogger("esper_warehouse")
@@ -276,12 +286,18 @@ def run_all(
 
 
 def exit_code(results: dict[str, RunResult]) -> int:
-    """0 when every tenant succeeded, else the largest exit code among them.
+    """0 when every tenant succeeded, 6 when every tenant loaded but some partially, else the
+    largest exit code among the failed tenants.
 
     The codes keep the single-tenant meaning (2 config/auth, 3 API, 4 reconciliation, 5 locked,
-    1 unexpected); the summary names each tenant's own code.
+    6 partial, 1 unexpected); a partial tenant is loaded, not failed, so it never hides a failure.
+    The summary names each tenant's own code.
     """
-    return max((r.exit_code for r in results.values()), default=EXIT_OK)
+    codes = [r.exit_code for r in results.values()]
+    failed = [code for code in codes if code not in LOADED]
+    if failed:
+        return max(failed)
+    return EXIT_PARTIAL if EXIT_PARTIAL in codes else EXIT_OK
 
 
 def summary(results: dict[str, RunResult]) -> str:
@@ -294,9 +310,11 @@ def summary(results: dict[str, RunResult]) -> str:
             f"{name:<{width}}  {result.status:<22} {result.exit_code:>4}  {rows:>10,}  "
             f"{result.seconds:>7.1f}  {result.error or ''}".rstrip()
         )
-    failed = [name for name, r in results.items() if r.exit_code != EXIT_OK]
+    failed = [name for name, r in results.items() if r.exit_code not in LOADED]
+    partial = [name for name, r in results.items() if r.exit_code == EXIT_PARTIAL]
     lines.append(
-        f"{len(results) - len(failed)} of {len(results)} ok"
+        f"{len(results) - len(failed) - len(partial)} of {len(results)} ok"
+        + (f"; partial: {', '.join(partial)}" if partial else "")
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return "\n".join(lines)
@@ -361,7 +379,8 @@ def build_fleet(
                 [alias],
             ).fetchone()[0]:
                 as_of = con.execute(
-                    f"select max(as_of) from {alias}.esper._esper_runs where status = 'ok'"
+                    f"select max(as_of) from {alias}.esper._esper_runs "
+                    "where status in ('ok', 'partial')"
                 ).fetchone()[0]
             result = results.get(tenant.name)
             freshness.append(

@@ -126,6 +126,14 @@ class SimApp:
         await send({"type": "http.response.start", "status": status, "headers": hdrs})
         await send({"type": "http.response.body", "body": body})
 
+    def _is_android(self, device_id: str) -> bool:
+        """Whether a listed device is Android (unknown ids: True, so the route answers 404)."""
+        from simulator import catalog
+
+        with self.world.lock:
+            i = self.world.fleet.index.get(device_id.lower())
+            return i is None or self.world.fleet.platform(i) == catalog.ANDROID
+
     def _match(self, method: str, api_path: str) -> tuple[str, str, Handler, dict[str, str]] | None:
         for m, rx, template, family, handler in self.routes:
             match = rx.match(api_path)
@@ -163,6 +171,12 @@ class SimApp:
             self._count(key, decision.status)
             payload = orjson.dumps(error_body(family, decision.status, message))
             await self._send(send, decision.status, payload, headers)
+            return
+        refused = decision.android_only_feed and template.endswith("/download/eventfeed/")
+        if refused and not self._is_android(params.get("id", "")):
+            self._count(key, 400)
+            message = "This API is supported only for Android devices"
+            await self._send(send, 400, orjson.dumps(error_body(family, 400, message)))
             return
         if decision.drop:
             self._count(key, 0)

@@ -20,6 +20,12 @@ the right page, and sends its key to that host); see `rewrite_next`.
 cancels it, as Databricks may); from then on its status is ``CANCELED``, with no result and no
 error message. Route it at ``/data-tap/v0/queries/*``.
 
+``legacy_feed_android_only``: the legacy event feed
+(``/enterprise/{eid}/device/{id}/download/eventfeed/``) answers 400 for every device that is not
+Android. Inferred, not recorded (live-observations §21, §25: the legacy routes serve Android
+devices; what the real API answers for others is not observed), so it is a fault, not a default.
+Route it at ``/enterprise/*/device/*/download/eventfeed/*``.
+
 Time faults (issue 14: cursors must come from the data, not from a clock):
 ``clock_skew`` (hours, may be negative): the ``Date`` header runs that far ahead of the data, on
 every answer (route and probability do not apply). ``late_events`` (share of live devices,
@@ -48,6 +54,7 @@ KINDS = frozenset(
         "latency",
         "rate_limit",
         "status",
+        "legacy_feed_android_only",
         "drop",
         "malformed",
         "slow",
@@ -141,6 +148,7 @@ class Decision:
     next_scheme: str | None = None  # next_http
     next_host: str | None = None  # next_foreign_host ("" = the default other host)
     cancel_query: bool = False  # query_canceled
+    android_only_feed: bool = False  # legacy_feed_android_only
 
 
 class Faults:
@@ -249,6 +257,8 @@ class Faults:
             d.next_host = str(a.get("link_host") or "")
         elif f.kind == "query_canceled":
             d.cancel_query = True
+        elif f.kind == "legacy_feed_android_only":
+            d.android_only_feed = True
 
     # -- time faults ---------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .client import EsperClient, EsperNotFoundError
+from .client import EsperClient, EsperError, EsperNotFoundError
 from .common import (
     ROWS_PER_BATCH,
     Options,
@@ -22,6 +22,7 @@ from .common import (
     page_limit,
     page_table,
     read_from,
+    skip_refused_device,
 )
 from .ledger import RunLedger
 from .pagination import iter_pages
@@ -211,6 +212,10 @@ def _event_feeds(
             if error.tenant_level:
                 raise
             return None  # the device was removed
+        except EsperError as error:
+            if skip_refused_device(ledger, "device_events", error):
+                return None  # counted; nothing loaded, so its watermark stays
+            raise
         # One row per event id (`FeedScan` keys them): an event arriving while the feed is paged
         # shifts the offsets and repeats an item on the next page (events load insert-only).
         return scan.result(), scan.count, not scan.stopped

@@ -177,6 +177,12 @@ class EsperUnavailableError(EsperError):
         self.reason = reason
 
 
+_UNAVAILABLE_MEANING = {
+    403: "refused for this route: the key lacks a scope or the plan lacks the feature",
+    404: "route not served for this tenant: plan, platform or API version",
+}
+
+
 class EsperInterrupted(KeyboardInterrupt):
     """The client was stopped (`EsperClient.stop()`, `close()`, or Ctrl-C during `map`).
 
@@ -529,6 +535,10 @@ class EsperClient:
         self._rewrites_logged: set[tuple[str, str]] = set()
         self._base_path = base.path.rstrip("/")
         self.enterprise_id = enterprise_id
+        # Set by the run once its first requests proved the key and the enterprise id
+        # (`common.open_run`): from then on a 403/404 on a tenant-level route is a missing
+        # capability (`EsperUnavailableError`), not a wrong setting.
+        self.settings_proven = False
 
         if not 1 <= min_concurrency <= max_concurrency:
             raise EsperConfigError(
@@ -911,6 +921,16 @@ class EsperClient:
     def _final_error(self, route: str, response: httpx.Response) -> EsperError:
         """The error for an answer that is never retried (401/403, 404, 3xx, other 4xx)."""
         status = response.status_code
+        if self.settings_proven and (
+            status == 403 or (status == 404 and self._is_tenant_level(route))
+        ):
+            return EsperUnavailableError(
+                f"{route} answered {status} ({_UNAVAILABLE_MEANING[status]})",
+                table="",  # the resource that asked names its table (common.skip_unavailable)
+                reason=_UNAVAILABLE_MEANING[status],
+                status=status,
+                route=route,
+            )
         if status in (401, 403):
             return EsperAuthError(
                 f"the API key was refused (HTTP {status}) by {self._origin_text()}: check the "

@@ -8,6 +8,8 @@ together with the load package).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +18,7 @@ import dlt
 import pyarrow as pa
 
 from .arrow import ROW_VERSION, to_arrow
-from .client import EsperClient
+from .client import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .ledger import RunLedger
 from .pagination import parse_page
 from .scan import iso, parse_time
@@ -134,6 +136,7 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     ledger.client = client
     ledger.device_count = device_count(client)
     check_enterprise(client)
+    client.settings_proven = True
     ledger.as_of = client.server_time or datetime.now(UTC)
     last_full = parse_time(cursor_state().get("devices_full_scan_at"))
     ledger.completed_full_scan = last_full is not None
@@ -153,3 +156,36 @@ def apps_route(item: dict) -> str | None:
     if any(p in platform for p in ("apple", "ios", "windows", "tvos", "macos")):
         return "v2"
     return None
+
+
+@contextmanager
+def skip_unavailable(ledger: RunLedger, table: str) -> Iterator[None]:
+    """Skip `table` for this run when the API refuses one of its tenant-level routes.
+
+    The client raises `EsperUnavailableError` (a 403/404 after `open_run` proved the settings);
+    this names the table, records it in the ledger, logs one line and ends the resource
+    quietly, so the exception never crosses dlt's extract (no half-run generators).
+    """
+    try:
+        yield
+    except EsperUnavailableError as error:
+        ledger.mark_unavailable(table or error.table, error)
+
+
+DEVICE_REFUSALS = {
+    400: "the route does not serve this device: the legacy routes are Android only",
+    403: "refused for this device: a scope or plan feature",
+}
+
+
+def skip_refused_device(ledger: RunLedger, table: str, error: EsperError) -> bool:
+    """True (and counted) when one device's route refused it (400/403): skip that device's part.
+
+    Nothing of the device is loaded, so its watermark (taken from the loaded rows) does not
+    move and the next run asks again. Other errors are the run's: the caller re-raises them.
+    """
+    refused = isinstance(error, EsperAPIError | EsperUnavailableError)
+    if not refused or error.status not in DEVICE_REFUSALS or error.route is None:
+        return False
+    ledger.skip_device(table, error.route, error.status, DEVICE_REFUSALS[error.status])
+    return True

@@ -10,7 +10,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .client import EsperClient
+from .client import EsperClient, EsperError
 from .common import (
     ROWS_PER_BATCH,
     Options,
@@ -24,6 +24,7 @@ from .common import (
     page_limit,
     page_table,
     read_from,
+    skip_refused_device,
 )
 from .ledger import RunLedger
 from .pagination import iter_cursor_pages
@@ -33,6 +34,9 @@ from .settings import ENDPOINTS, LEGACY_DEVICES_PATH, PAGE_SIZE, V2_DEVICE_APPS_
 log = logging.getLogger("esper_warehouse.source")
 
 # ---------------------------------------------------------------------------------- devices
+
+
+SKIPPED = object()  # a device whose app list the API refused (counted in the ledger)
 
 
 @dlt.resource(**hints_of("devices"))
@@ -190,10 +194,17 @@ def device_apps(
             if route == "legacy"
             else (V2_DEVICE_APPS_PATH.format(id=device_id))
         )
-        return read_all_or_gone(client, path, limit=limit)
+        try:
+            return read_all_or_gone(client, path, limit=limit)
+        except EsperError as error:
+            if skip_refused_device(ledger, "device_apps", error):
+                return SKIPPED  # counted; its stored apps are neither retired nor replaced
+            raise
 
     rows: list[dict] = []
     for (device_id, route), read in fan_out(client, targets, fetch, bulk=True):
+        if read is SKIPPED:
+            continue
         if read is None or not read.items:  # device gone, or its list is empty
             ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
             continue

@@ -6,6 +6,7 @@ reached the warehouse with the counts the API reported, and to write the run's b
 
 from __future__ import annotations
 
+import logging
 import threading
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,6 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .scan import parse_time
+
+log = logging.getLogger(__name__)
 
 TIME_KEYS = {"timestamp", "updated_at"}  # key fields the API sends as ISO text
 
@@ -68,7 +71,43 @@ class RunLedger:
     feeds_read: set[str] = field(default_factory=set)  # devices whose feed this run has read
     event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run
     event_marks_read: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    # (table, route, status, meaning) -> devices whose part of the table the API refused
+    device_skips: dict[tuple[str, str, int, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def skip_device(self, table: str, route: str, status: int, meaning: str) -> None:
+        """Count one device whose part of `table` the API refused (logged once per route)."""
+        key = (table, route, status, meaning)
+        with self._lock:
+            first = key not in self.device_skips
+            self.device_skips[key] = self.device_skips.get(key, 0) + 1
+        if first:
+            log.warning(
+                "%s: skipping devices whose %s answers %d (%s); counted in the run summary",
+                table,
+                route,
+                status,
+                meaning,
+            )
+
+    def skipped(self) -> dict[str, str]:
+        """Why each table was skipped, whole or for some devices, e.g. for `_esper_runs`."""
+        with self._lock:
+            out = dict(self.unavailable)
+            for (table, route, status, meaning), count in sorted(self.device_skips.items()):
+                text = f"{count} device(s) skipped: {route} answered {status} ({meaning})"
+                out[table] = f"{out[table]}; {text}" if table in out else text
+        return out
+
+    def mark_unavailable(self, table: str, error: Any) -> None:
+        """Record (and log once) that `table` is skipped in this run, with the route and status."""
+        text = f"skipped: {error.route} answered {error.status} ({error.reason})"
+        with self._lock:
+            if table in self.unavailable:
+                return
+            self.unavailable[table] = text
+        log.warning("%s: not loaded in this run (unavailable), %s", table, text)
 
     def add_scan(
         self, table: str, expected: int, items: Iterable[Mapping[str, Any]], key: tuple[str, ...]

@@ -18,6 +18,7 @@ from .common import (
     hints_of,
     page_limit,
     page_table,
+    skip_unavailable,
 )
 from .ledger import RunLedger
 from .scan import fan_out, read_all, read_all_or_gone
@@ -166,7 +167,11 @@ def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Ite
     that day's row and the next day's run adds one: a daily snapshot.
     """
     path = endpoint_path("status_metrics", client)
-    body = client.get(path)
+    body = None
+    with skip_unavailable(ledger, "status_metrics"):
+        body = client.get(path)
+    if body is None:
+        return
     if not isinstance(body, dict):
         raise EsperResponseError(
             f"{path}: expected an object of counters, got {type(body).__name__}"
