@@ -11,6 +11,7 @@ the client still owns every request's retries; this module owns how long to wait
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -21,13 +22,15 @@ import dlt
 import pyarrow as pa
 from dlt.extract.resource import DltResource
 
-from .client import EsperClient, EsperError
+from .client import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .settings import DATA_TAP_PATH
 
 log = logging.getLogger("esper_warehouse.source")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,50}$")
 _WAITING = {"PENDING", "RUNNING", "QUEUED"}
+_POLLS_S = (10.0, 20.0, 30.0)  # waits before the 1st, 2nd, 3rd poll; then every 30 s
+_QUOTA = re.compile(r"Tenant rate limit exceeded[^\"'}]*")
 _FAILED = {"FAILED", "CANCELED", "CANCELLED", "CLOSED"}
 
 # Result column types (Databricks-style type names) -> the polars type each is cast to.
@@ -100,17 +103,17 @@ def run_query(
     started = clock()
     submissions = 0
     while True:
-        job = _content(client.post(DATA_TAP_PATH, payload))
+        job = _content(_call(name, lambda: client.post(DATA_TAP_PATH, payload, retry=False)))
         job_id, submissions, submitted = job.get("id"), submissions + 1, clock()
         if not job_id:
             raise DataTapError(f"Data Tap query {name!r}: the submission answered no job id")
-        delay = 0.25
+        polls, job_path = 0, f"{DATA_TAP_PATH}/{job_id}"
         while True:
             status = str(job.get("status") or "PENDING").upper()
             if status == "SUCCEEDED":
                 result = job.get("result")
-                if not isinstance(result, dict):
-                    raise DataTapError(f"Data Tap query {name!r} SUCCEEDED with no result")
+                if result is None:  # the live API's answer for zero rows
+                    return job
                 if result.get("truncated"):
                     rows = len(result.get("data_array") or [])
                     raise DataTapError(
@@ -131,18 +134,37 @@ def run_query(
                     f"({submissions} submission(s)): giving up"
                 )
             if now - submitted > stuck_s:
-                log.warning("Data Tap query %r stuck in %s: submitting it again", name, status)
-                break
-            sleep(delay)
-            delay = min(delay * 2, 10.0)
-            job = _content(client.get(f"{DATA_TAP_PATH}/{job_id}"))
+                log.warning("Data Tap query %r stuck in %s for %.0f s", name, status, stuck_s)
+            sleep(_POLLS_S[min(polls, len(_POLLS_S) - 1)])
+            polls += 1
+            job = _content(_call(name, functools.partial(client.get, job_path)))
+
+
+def _call(name: str, request: Callable[[], Any]) -> Any:
+    """One Data Tap request; a quota refusal (429) makes the table unavailable for this run."""
+    try:
+        return request()
+    except EsperAPIError as error:
+        if error.status != 429:
+            raise
+        match = _QUOTA.search(str(error))
+        raise EsperUnavailableError(
+            f"Data Tap query {name!r} refused by the tenant's quota: "
+            f"{match.group(0).strip() if match else error}",
+            table=table_name(name),
+            reason="Data Tap quota spent",
+            status=429,
+            route=error.route,
+        ) from error
 
 
 def result_to_arrow(name: str, job: Mapping[str, Any]) -> pa.Table:
     """The result rows typed from the result's own schema (through polars)."""
     import polars as pl  # here, not at the top: see _TYPES
 
-    result = job["result"]
+    result = job.get("result")
+    if result is None:
+        return pa.table({})
     columns = sorted(
         (result.get("schema") or {}).get("columns") or [], key=lambda c: c.get("position", 0)
     )
@@ -177,10 +199,24 @@ def data_tap_resources(
     client: EsperClient, queries: Mapping[str, str], **options: Any
 ) -> list[DltResource]:
     """One `data_tap__<name>` resource per configured query, its table replaced each run."""
+    refused: list[str] = []
 
     def loader(name: str, sql: str) -> Callable[[], Iterator[pa.Table]]:
         def load() -> Iterator[pa.Table]:
-            yield result_to_arrow(name, run_query(client, name, sql, **options))
+            if refused:  # one quota refusal ends Data Tap for the run: no further submissions
+                raise EsperUnavailableError(
+                    f"Data Tap query {name!r} not submitted: {refused[0]}",
+                    table=table_name(name),
+                    reason="Data Tap quota spent",
+                    status=429,
+                )
+            try:
+                table = result_to_arrow(name, run_query(client, name, sql, **options))
+            except EsperUnavailableError as error:
+                refused.append(str(error))
+                raise
+            if table.num_columns:
+                yield table
 
         return load
 
