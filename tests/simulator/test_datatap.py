@@ -131,3 +131,9 @@ def test_a_canceled_query_says_canceled(sim):
             for _ in range(3)
         ]
         assert polls == ["PENDING", "RUNNING", "SUCCEEDED"], "the fault fired once"
+
+
+def test_a_submission_is_accepted_with_a_trailing_slash_as_live(client):
+    created = client.post("/data-tap/v0/queries/", json={"query": "select 1 as one"})
+    assert created.status_code in (200, 201), created.text
+    assert created.json()["content"]["id"]
