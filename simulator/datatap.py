@@ -23,6 +23,7 @@ last week of history and every day after ``start``): ``devices``, ``device_apps`
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -143,6 +144,23 @@ class DataTap:
         self.con = duckdb.connect(config={"enable_external_access": False, "threads": 1})
         self.con.execute(_DDL)
         self.day_events: dict[int, int] = {}
+        # The tenant's Data Tap quota (live: 25 requests per hour, submissions and polls alike,
+        # answered 429 without Retry-After); None: no quota. Wall-clock seconds of each request.
+        self.quota_per_hour: int | None = None
+        self.spent: list[float] = []
+
+    def spend(self) -> None:
+        """Count one Data Tap request against the hourly quota, or refuse it as live does."""
+        if self.quota_per_hour is None:
+            return
+        now = time.monotonic()
+        with self.lock:
+            self.spent = [t for t in self.spent if now - t < 3600]
+            if len(self.spent) >= self.quota_per_hour:
+                raise ApiError(
+                    429, f"Tenant rate limit exceeded: {self.quota_per_hour} requests per hour"
+                )
+            self.spent.append(now)
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -351,6 +369,7 @@ def create(w: World, req: Req) -> tuple[int, Any]:
     """POST /data-tap/v0/queries."""
     import orjson
 
+    w.datatap.spend()
     try:
         body = orjson.loads(req.body or b"{}")
     except orjson.JSONDecodeError:
@@ -373,6 +392,7 @@ def create(w: World, req: Req) -> tuple[int, Any]:
 
 def get(w: World, req: Req) -> tuple[int, Any]:
     """GET /data-tap/v0/queries/{id}."""
+    w.datatap.spend()
     job = w.datatap.jobs.get(req.params["id"].lower())
     if job is None:
         raise ApiError(404, f"Query {req.params['id']} not found")

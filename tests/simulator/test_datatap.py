@@ -137,3 +137,16 @@ def test_a_submission_is_accepted_with_a_trailing_slash_as_live(client):
     created = client.post("/data-tap/v0/queries/", json={"query": "select 1 as one"})
     assert created.status_code in (200, 201), created.text
     assert created.json()["content"]["id"]
+
+
+def test_the_data_tap_quota_refuses_as_live_without_retry_after(client, shared_sim):
+    shared_sim.world.datatap.quota_per_hour = 2
+    try:
+        assert client.post("/data-tap/v0/queries", json={"query": "select 1 as one"}).is_success
+        job = client.post("/data-tap/v0/queries", json={"query": "select 1 as one"})
+        assert job.is_success
+        refused = client.get(f"/data-tap/v0/queries/{job.json()['content']['id']}")
+        assert refused.status_code == 429 and "retry-after" not in refused.headers
+        assert "Tenant rate limit exceeded: 2 requests per hour" in refused.text
+    finally:
+        shared_sim.world.datatap.quota_per_hour = None
