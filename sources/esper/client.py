@@ -857,7 +857,7 @@ class EsperClient:
                 stats.throttled = 1
                 limiter_outcome = "throttled"
                 return _Retry(
-                    reason="HTTP 429 (throttled)",
+                    reason=f"HTTP 429 (throttled){self._api_message(response)}",
                     status=429,
                     wait=self._retry_after(response),
                     retry_after=response.headers.get("retry-after", "").strip() or None,

@@ -142,3 +142,18 @@ def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s()
     )
     assert result_to_arrow("q", job).num_rows == 0
     assert waits == [10.0, 20.0, 30.0, 30.0]
+
+
+def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
+    from sources.esper.client import EsperClient, EsperUnavailableError
+    from tests.conftest import API_KEY, ENTERPRISE_ID
+
+    sim.world.datatap.quota_per_hour = 0
+    sim.reset_stats()
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, backoff_base=0.05)
+    with client, pytest.raises(EsperUnavailableError) as e:
+        datatap.run_query(
+            client, "q", "select 1", deadline_s=60, stuck_s=30, row_limit=10, sleep=_no_wait
+        )
+    assert "Tenant rate limit exceeded: 0 requests per hour" in str(e.value)
+    assert sum(n for route, n in sim.stats()["routes"].items() if route.startswith("POST")) == 1
