@@ -22,6 +22,7 @@ last week of history and every day after ``start``): ``devices``, ``device_apps`
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,30 @@ def _count_between(events: list[tuple[int, ...]], start: int, end: int) -> int:
             break
         n += start <= e[1] < end
     return n
+
+
+_SINGLE_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'")
+_DOUBLE_QUOTED_NAME = re.compile(r'"[A-Za-z_][A-Za-z0-9_]*"')
+
+
+def _spark_to_duckdb(sql: str) -> str:
+    """The live dialect (Spark SQL) translated for DuckDB; a double-quoted identifier refused.
+
+    Live Data Tap runs Spark SQL, where `"name"` is not an identifier (backticks are): the job
+    ends FAILED with an error message, as this raises `duckdb.Error` into the job's error.
+    """
+    import sqlglot
+
+    found = _DOUBLE_QUOTED_NAME.search(_SINGLE_QUOTED.sub("''", sql))
+    if found:
+        raise duckdb.Error(
+            f"[PARSE_SYNTAX_ERROR] double-quoted identifier {found.group(0)} is not Spark SQL: "
+            "quote identifiers with backticks"
+        )
+    try:
+        return sqlglot.transpile(sql, read="spark", write="duckdb")[0]
+    except sqlglot.errors.ParseError as error:
+        raise duckdb.Error(f"[PARSE_SYNTAX_ERROR] {str(error).splitlines()[0]}") from None
 
 
 class DataTap:
@@ -296,8 +321,8 @@ class DataTap:
             self.pending.append((today, self._tables(w.now, today)))
         with self.lock:
             self._materialize()
-            sql = query.strip().rstrip(";").strip()
             try:
+                sql = _spark_to_duckdb(query.strip().rstrip(";").strip())
                 cur = self.con.cursor()
                 statements = cur.extract_statements(sql)
                 if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:

@@ -150,3 +150,21 @@ def test_the_data_tap_quota_refuses_as_live_without_retry_after(client, shared_s
         assert "Tenant rate limit exceeded: 2 requests per hour" in refused.text
     finally:
         shared_sim.world.datatap.quota_per_hour = None
+
+
+def _outcome(client, query: str) -> dict:
+    job = client.post("/data-tap/v0/queries", json={"query": query}).json()["content"]["id"]
+    for _ in range(10):
+        content = client.get(f"/data-tap/v0/queries/{job}").json()["content"]
+        if content["status"] not in ("PENDING", "RUNNING"):
+            return content
+    raise AssertionError("the job did not finish")
+
+
+def test_spark_sql_runs_and_a_double_quoted_identifier_fails_as_live(client):
+    spark = _outcome(
+        client, "select `device_id`, date_add(report_date, 1) as d from devices limit 1"
+    )
+    assert spark["status"] == "SUCCEEDED", spark["error_message"]
+    quoted = _outcome(client, 'select "device_id" from devices')
+    assert quoted["status"] == "FAILED" and "double-quoted" in quoted["error_message"]
