@@ -168,3 +168,22 @@ def test_spark_sql_runs_and_a_double_quoted_identifier_fails_as_live(client):
     assert spark["status"] == "SUCCEEDED", spark["error_message"]
     quoted = _outcome(client, 'select "device_id" from devices')
     assert quoted["status"] == "FAILED" and "double-quoted" in quoted["error_message"]
+
+
+def test_every_readme_data_tap_example_runs_on_the_simulator(client):
+    import re
+    import tomllib
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    queries = [
+        query
+        for block in re.findall(r"```toml\n(.*?)```", readme, re.S)
+        if "data_tap_queries" in block
+        for query in tomllib.loads(block)["sources"]["esper"]["data_tap_queries"].values()
+    ]
+    assert queries
+    for query in queries:
+        sql = query if isinstance(query, str) else query["sql"]
+        outcome = _outcome(client, sql)
+        assert outcome["status"] == "SUCCEEDED", (sql, outcome["error_message"])
