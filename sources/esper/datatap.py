@@ -16,6 +16,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import date, timedelta
 from typing import Any
 
 import dlt
@@ -195,13 +196,26 @@ def result_to_arrow(name: str, job: Mapping[str, Any]) -> pa.Table:
     return frame.select(casts).to_arrow()
 
 
+def bind_cursor(sql: str, spec: Mapping[str, Any], last: Any) -> str:
+    """The SQL with `{cursor}` replaced by the last loaded cursor value minus `lag_days`."""
+    if last is None:
+        return sql.replace("{cursor}", "DATE'1970-01-01'")
+    day = date.fromisoformat(str(last)[:10]) - timedelta(days=int(spec.get("lag_days", 0)))
+    return sql.replace("{cursor}", f"DATE'{day.isoformat()}'")
+
+
 def data_tap_resources(
-    client: EsperClient, queries: Mapping[str, str], **options: Any
+    client: EsperClient, queries: Mapping[str, str | Mapping[str, Any]], **options: Any
 ) -> list[DltResource]:
-    """One `data_tap__<name>` resource per configured query, its table replaced each run."""
+    """One `data_tap__<name>` resource per configured query.
+
+    A query is SQL (a snapshot: its table replaced each run) or a table `{sql, cursor, key,
+    lag_days}` (incremental: `{cursor}` in the SQL is bound to the last loaded cursor value minus
+    `lag_days`, the rows merged on `key`, earlier rows kept; the cursor lives in resource state).
+    """
     refused: list[str] = []
 
-    def loader(name: str, sql: str) -> Callable[[], Iterator[pa.Table]]:
+    def loader(name: str, spec: Mapping[str, Any]) -> Callable[[], Iterator[pa.Table]]:
         def load() -> Iterator[pa.Table]:
             if refused:  # one quota refusal ends Data Tap for the run: no further submissions
                 raise EsperUnavailableError(
@@ -210,17 +224,38 @@ def data_tap_resources(
                     reason="Data Tap quota spent",
                     status=429,
                 )
+            cursor = spec.get("cursor")
+            state = dlt.current.resource_state() if cursor else {}
+            sql = bind_cursor(spec["sql"], spec, state.get("last_value")) if cursor else spec["sql"]
             try:
                 table = result_to_arrow(name, run_query(client, name, sql, **options))
             except EsperUnavailableError as error:
                 refused.append(str(error))
                 raise
-            if table.num_columns:
-                yield table
+            if not table.num_columns:
+                return
+            if cursor and table.num_rows:
+                values = [v for v in table.column(cursor).to_pylist() if v is not None]
+                if values:
+                    state["last_value"] = str(max(values))
+            yield table
 
         return load
 
-    return [
-        dlt.resource(loader(name, sql), name=table_name(name), write_disposition="replace")
-        for name, sql in queries.items()
-    ]
+    resources = []
+    for name, query in queries.items():
+        spec = {"sql": query} if isinstance(query, str) else dict(query)
+        if spec.get("cursor"):
+            key = spec.get("key") or [spec["cursor"]]
+            resource = dlt.resource(
+                loader(name, spec),
+                name=table_name(name),
+                write_disposition="merge",
+                primary_key=[key] if isinstance(key, str) else list(key),
+            )
+        else:
+            resource = dlt.resource(
+                loader(name, spec), name=table_name(name), write_disposition="replace"
+            )
+        resources.append(resource)
+    return resources

@@ -157,3 +157,27 @@ def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
         )
     assert "Tenant rate limit exceeded: 0 requests per hour" in str(e.value)
     assert sum(n for route, n in sim.stats()["routes"].items() if route.startswith("POST")) == 1
+
+
+def test_an_incremental_query_binds_its_cursor_and_keeps_history(sim, wh: Path) -> None:
+    spec = {
+        "sql": "select device_id, report_date, battery_level from device_stats "
+        "where report_date > {cursor}",
+        "cursor": "report_date",
+        "key": ["device_id", "report_date"],
+    }
+    options = {"data_tap_queries": {"daily": spec}}
+    first = load(sim, wh, resources=["data_tap__daily"], source_options=options)
+    assert first.exit_code == 0, first.error
+    before = rows(wh, "data_tap__daily", ("device_id", "report_date"))
+    assert len({r[1] for r in before}) > 1  # several days of history
+    submitted: list[str] = []
+    real = datatap.run_query
+    datatap.run_query = lambda c, n, sql, **o: submitted.append(sql) or real(c, n, sql, **o)
+    try:
+        second = load(sim, wh, resources=["data_tap__daily"], source_options=options)
+    finally:
+        datatap.run_query = real
+    assert second.exit_code == 0, second.error
+    assert submitted and f"DATE'{max(r[1] for r in before).isoformat()}'" in submitted[0]
+    assert set(before) <= set(rows(wh, "data_tap__daily", ("device_id", "report_date")))

@@ -175,6 +175,8 @@ def test_every_readme_data_tap_example_runs_on_the_simulator(client):
     import tomllib
     from pathlib import Path
 
+    from sources.esper.datatap import bind_cursor
+
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     queries = [
         query
@@ -184,6 +186,6 @@ def test_every_readme_data_tap_example_runs_on_the_simulator(client):
     ]
     assert queries
     for query in queries:
-        sql = query if isinstance(query, str) else query["sql"]
+        sql = query if isinstance(query, str) else bind_cursor(query["sql"], query, "2026-01-02")
         outcome = _outcome(client, sql)
         assert outcome["status"] == "SUCCEEDED", (sql, outcome["error_message"])
