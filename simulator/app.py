@@ -146,8 +146,13 @@ class SimApp:
         found = self._match(method, api_path)
         if found is None and not api_path.endswith("/"):
             found = self._match(method, api_path + "/")
-        if found is None and api_path.endswith("/") and not api_path.startswith("/data-tap/"):
-            # The Query API's status path has no trailing slash (live-observations.md section 15)
+        if (
+            found is None
+            and api_path.endswith("/")
+            and (method == "POST" or not api_path.startswith("/data-tap/"))
+        ):
+            # The Query API's status path has no trailing slash (live-observations.md section 15);
+            # its submission is accepted with one too (section 19)
             found = self._match(method, api_path[:-1])
         if found is None:
             family = LEGACY if api_path.startswith("/enterprise/") else "v2"

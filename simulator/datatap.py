@@ -22,7 +22,9 @@ last week of history and every day after ``start``): ``devices``, ``device_apps`
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -131,6 +133,30 @@ def _count_between(events: list[tuple[int, ...]], start: int, end: int) -> int:
     return n
 
 
+_SINGLE_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'")
+_DOUBLE_QUOTED_NAME = re.compile(r'"[A-Za-z_][A-Za-z0-9_]*"')
+
+
+def _spark_to_duckdb(sql: str) -> str:
+    """The live dialect (Spark SQL) translated for DuckDB; a double-quoted identifier refused.
+
+    Live Data Tap runs Spark SQL, where `"name"` is not an identifier (backticks are): the job
+    ends FAILED with an error message, as this raises `duckdb.Error` into the job's error.
+    """
+    import sqlglot
+
+    found = _DOUBLE_QUOTED_NAME.search(_SINGLE_QUOTED.sub("''", sql))
+    if found:
+        raise duckdb.Error(
+            f"[PARSE_SYNTAX_ERROR] double-quoted identifier {found.group(0)} is not Spark SQL: "
+            "quote identifiers with backticks"
+        )
+    try:
+        return sqlglot.transpile(sql, read="spark", write="duckdb")[0]
+    except sqlglot.errors.ParseError as error:
+        raise duckdb.Error(f"[PARSE_SYNTAX_ERROR] {str(error).splitlines()[0]}") from None
+
+
 class DataTap:
     """Snapshot store, DuckDB database and query jobs of one world."""
 
@@ -143,6 +169,23 @@ class DataTap:
         self.con = duckdb.connect(config={"enable_external_access": False, "threads": 1})
         self.con.execute(_DDL)
         self.day_events: dict[int, int] = {}
+        # The tenant's Data Tap quota (live: 25 requests per hour, submissions and polls alike,
+        # answered 429 without Retry-After); None: no quota. Wall-clock seconds of each request.
+        self.quota_per_hour: int | None = None
+        self.spent: list[float] = []
+
+    def spend(self) -> None:
+        """Count one Data Tap request against the hourly quota, or refuse it as live does."""
+        if self.quota_per_hour is None:
+            return
+        now = time.monotonic()
+        with self.lock:
+            self.spent = [t for t in self.spent if now - t < 3600]
+            if len(self.spent) >= self.quota_per_hour:
+                raise ApiError(
+                    429, f"Tenant rate limit exceeded: {self.quota_per_hour} requests per hour"
+                )
+            self.spent.append(now)
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -278,8 +321,8 @@ class DataTap:
             self.pending.append((today, self._tables(w.now, today)))
         with self.lock:
             self._materialize()
-            sql = query.strip().rstrip(";").strip()
             try:
+                sql = _spark_to_duckdb(query.strip().rstrip(";").strip())
                 cur = self.con.cursor()
                 statements = cur.extract_statements(sql)
                 if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
@@ -351,6 +394,7 @@ def create(w: World, req: Req) -> tuple[int, Any]:
     """POST /data-tap/v0/queries."""
     import orjson
 
+    w.datatap.spend()
     try:
         body = orjson.loads(req.body or b"{}")
     except orjson.JSONDecodeError:
@@ -373,6 +417,7 @@ def create(w: World, req: Req) -> tuple[int, Any]:
 
 def get(w: World, req: Req) -> tuple[int, Any]:
     """GET /data-tap/v0/queries/{id}."""
+    w.datatap.spend()
     job = w.datatap.jobs.get(req.params["id"].lower())
     if job is None:
         raise ApiError(404, f"Query {req.params['id']} not found")

@@ -619,12 +619,13 @@ class EsperClient:
         """
         return self._request("GET", path_or_url, params=params)
 
-    def post(self, path: str, json: Any) -> Any:
+    def post(self, path: str, json: Any, *, retry: bool = True) -> Any:
         """POST a JSON body to a path under the base URL and return the parsed JSON answer.
 
-        Retried like `get` (the only POST the source makes submits a read-only Data Tap query).
+        Retried like `get` unless `retry` is False: a Data Tap submission is sent once, since a
+        retried POST after an uncertain answer may start (and pay quota for) a second job.
         """
-        return self._request("POST", path, body=orjson.dumps(json))
+        return self._request("POST", path, body=orjson.dumps(json), retry=retry)
 
     def map(self, fn: Callable[[T], R], items: Iterable[T], *, bulk: bool = False) -> Iterator[R]:
         """Run `fn(item)` for every item on worker threads; yield results as they complete.
@@ -771,6 +772,7 @@ class EsperClient:
         *,
         params: Mapping[str, Any] | None = None,
         body: bytes | None = None,
+        retry: bool = True,
     ) -> Any:
         """Send one logical request: resolve and check the URL, then attempt, retry, or raise."""
         url = self._resolve(path_or_url)
@@ -783,6 +785,8 @@ class EsperClient:
             outcome = self._attempt(method, url, route, params, body)
             if not isinstance(outcome, _Retry):
                 return outcome.value
+            if not retry:
+                self._give_up(route, outcome, attempts=1)
             if outcome.status == 429 and throttled < _MAX_THROTTLED:
                 # Under a rate limit many requests wait out the same window and race for it
                 # again: losing that race is not a failure (a 25 req/s tenant exhausted eight
@@ -863,7 +867,7 @@ class EsperClient:
                 stats.throttled = 1
                 limiter_outcome = "throttled"
                 return _Retry(
-                    reason="HTTP 429 (throttled)",
+                    reason=f"HTTP 429 (throttled){self._api_message(response)}",
                     status=429,
                     wait=self._retry_after(response),
                     retry_after=response.headers.get("retry-after", "").strip() or None,

@@ -11,23 +11,27 @@ the client still owns every request's retries; this module owns how long to wait
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import date, timedelta
 from typing import Any
 
 import dlt
 import pyarrow as pa
 from dlt.extract.resource import DltResource
 
-from .client import EsperClient, EsperError
+from .client import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .settings import DATA_TAP_PATH
 
 log = logging.getLogger("esper_warehouse.source")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,50}$")
 _WAITING = {"PENDING", "RUNNING", "QUEUED"}
+_POLLS_S = (10.0, 20.0, 30.0)  # waits before the 1st, 2nd, 3rd poll; then every 30 s
+_QUOTA = re.compile(r"Tenant rate limit exceeded[^\"'}]*")
 _FAILED = {"FAILED", "CANCELED", "CANCELLED", "CLOSED"}
 
 # Result column types (Databricks-style type names) -> the polars type each is cast to.
@@ -100,17 +104,17 @@ def run_query(
     started = clock()
     submissions = 0
     while True:
-        job = _content(client.post(DATA_TAP_PATH, payload))
+        job = _content(_call(name, lambda: client.post(DATA_TAP_PATH, payload, retry=False)))
         job_id, submissions, submitted = job.get("id"), submissions + 1, clock()
         if not job_id:
             raise DataTapError(f"Data Tap query {name!r}: the submission answered no job id")
-        delay = 0.25
+        polls, job_path = 0, f"{DATA_TAP_PATH}/{job_id}"
         while True:
             status = str(job.get("status") or "PENDING").upper()
             if status == "SUCCEEDED":
                 result = job.get("result")
-                if not isinstance(result, dict):
-                    raise DataTapError(f"Data Tap query {name!r} SUCCEEDED with no result")
+                if result is None:  # the live API's answer for zero rows
+                    return job
                 if result.get("truncated"):
                     rows = len(result.get("data_array") or [])
                     raise DataTapError(
@@ -131,18 +135,37 @@ def run_query(
                     f"({submissions} submission(s)): giving up"
                 )
             if now - submitted > stuck_s:
-                log.warning("Data Tap query %r stuck in %s: submitting it again", name, status)
-                break
-            sleep(delay)
-            delay = min(delay * 2, 10.0)
-            job = _content(client.get(f"{DATA_TAP_PATH}/{job_id}"))
+                log.warning("Data Tap query %r stuck in %s for %.0f s", name, status, stuck_s)
+            sleep(_POLLS_S[min(polls, len(_POLLS_S) - 1)])
+            polls += 1
+            job = _content(_call(name, functools.partial(client.get, job_path)))
+
+
+def _call(name: str, request: Callable[[], Any]) -> Any:
+    """One Data Tap request; a quota refusal (429) makes the table unavailable for this run."""
+    try:
+        return request()
+    except EsperAPIError as error:
+        if error.status != 429:
+            raise
+        match = _QUOTA.search(str(error))
+        raise EsperUnavailableError(
+            f"Data Tap query {name!r} refused by the tenant's quota: "
+            f"{match.group(0).strip() if match else error}",
+            table=table_name(name),
+            reason="Data Tap quota spent",
+            status=429,
+            route=error.route,
+        ) from error
 
 
 def result_to_arrow(name: str, job: Mapping[str, Any]) -> pa.Table:
     """The result rows typed from the result's own schema (through polars)."""
     import polars as pl  # here, not at the top: see _TYPES
 
-    result = job["result"]
+    result = job.get("result")
+    if result is None:
+        return pa.table({})
     columns = sorted(
         (result.get("schema") or {}).get("columns") or [], key=lambda c: c.get("position", 0)
     )
@@ -173,18 +196,66 @@ def result_to_arrow(name: str, job: Mapping[str, Any]) -> pa.Table:
     return frame.select(casts).to_arrow()
 
 
-def data_tap_resources(
-    client: EsperClient, queries: Mapping[str, str], **options: Any
-) -> list[DltResource]:
-    """One `data_tap__<name>` resource per configured query, its table replaced each run."""
+def bind_cursor(sql: str, spec: Mapping[str, Any], last: Any) -> str:
+    """The SQL with `{cursor}` replaced by the last loaded cursor value minus `lag_days`."""
+    if last is None:
+        return sql.replace("{cursor}", "DATE'1970-01-01'")
+    day = date.fromisoformat(str(last)[:10]) - timedelta(days=int(spec.get("lag_days", 0)))
+    return sql.replace("{cursor}", f"DATE'{day.isoformat()}'")
 
-    def loader(name: str, sql: str) -> Callable[[], Iterator[pa.Table]]:
+
+def data_tap_resources(
+    client: EsperClient, queries: Mapping[str, str | Mapping[str, Any]], **options: Any
+) -> list[DltResource]:
+    """One `data_tap__<name>` resource per configured query.
+
+    A query is SQL (a snapshot: its table replaced each run) or a table `{sql, cursor, key,
+    lag_days}` (incremental: `{cursor}` in the SQL is bound to the last loaded cursor value minus
+    `lag_days`, the rows merged on `key`, earlier rows kept; the cursor lives in resource state).
+    """
+    refused: list[str] = []
+
+    def loader(name: str, spec: Mapping[str, Any]) -> Callable[[], Iterator[pa.Table]]:
         def load() -> Iterator[pa.Table]:
-            yield result_to_arrow(name, run_query(client, name, sql, **options))
+            if refused:  # one quota refusal ends Data Tap for the run: no further submissions
+                raise EsperUnavailableError(
+                    f"Data Tap query {name!r} not submitted: {refused[0]}",
+                    table=table_name(name),
+                    reason="Data Tap quota spent",
+                    status=429,
+                )
+            cursor = spec.get("cursor")
+            state = dlt.current.resource_state() if cursor else {}
+            sql = bind_cursor(spec["sql"], spec, state.get("last_value")) if cursor else spec["sql"]
+            try:
+                table = result_to_arrow(name, run_query(client, name, sql, **options))
+            except EsperUnavailableError as error:
+                refused.append(str(error))
+                raise
+            if not table.num_columns:
+                return
+            if cursor and table.num_rows:
+                values = [v for v in table.column(cursor).to_pylist() if v is not None]
+                if values:
+                    state["last_value"] = str(max(values))
+            yield table
 
         return load
 
-    return [
-        dlt.resource(loader(name, sql), name=table_name(name), write_disposition="replace")
-        for name, sql in queries.items()
-    ]
+    resources = []
+    for name, query in queries.items():
+        spec = {"sql": query} if isinstance(query, str) else dict(query)
+        if spec.get("cursor"):
+            key = spec.get("key") or [spec["cursor"]]
+            resource = dlt.resource(
+                loader(name, spec),
+                name=table_name(name),
+                write_disposition="merge",
+                primary_key=[key] if isinstance(key, str) else list(key),
+            )
+        else:
+            resource = dlt.resource(
+                loader(name, spec), name=table_name(name), write_disposition="replace"
+            )
+        resources.append(resource)
+    return resources

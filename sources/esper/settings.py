@@ -138,7 +138,10 @@ class Setting:
         if self.kind is bool:
             return "true or false"
         if self.kind is dict:
-            return "a JSON object of name -> SQL text"
+            return (
+                "a JSON object of name -> SQL text, or name -> {sql, cursor, key, lag_days} "
+                "for an incremental query"
+            )
         what = "a whole number" if self.kind is int else "a number"
         if self.high is None:
             return f"{what} >= {self.low:g}"
@@ -170,6 +173,28 @@ class SettingError(ValueError):
     """A setting's value is outside what it accepts (the message names it and the range)."""
 
 
+def _is_query(query: object) -> bool:
+    """A Data Tap query: SQL text, or `{sql, cursor, key, lag_days}` (only `sql` required)."""
+    if isinstance(query, str):
+        return bool(query.strip())
+    if not isinstance(query, dict) or not set(query) <= {"sql", "cursor", "key", "lag_days"}:
+        return False
+    key = query.get("key", [])
+    lag = query.get("lag_days", 0)
+    return (
+        isinstance(query.get("sql"), str)
+        and bool(query["sql"].strip())
+        and isinstance(query.get("cursor", ""), str)
+        and (
+            isinstance(key, str) or (isinstance(key, list) and all(isinstance(k, str) for k in key))
+        )
+        and isinstance(lag, int | float)
+        and not isinstance(lag, bool)
+        and lag >= 0
+        and ("{cursor}" in query["sql"]) == bool(query.get("cursor"))
+    )
+
+
 def _coerce(name: str, spec: Setting, value: object) -> object:
     """`value` (text from the environment, or a TOML value) as the setting's type."""
     import json
@@ -194,7 +219,7 @@ def _coerce(name: str, spec: Setting, value: object) -> object:
             except ValueError:
                 raise bad from None
         if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in value.items()
+            isinstance(k, str) and _is_query(v) for k, v in value.items()
         ):
             raise bad
         return dict(value)

@@ -68,7 +68,7 @@ class _Jobs:
     def __init__(self, *polls: dict) -> None:
         self.polls, self.paths = list(polls), []
 
-    def post(self, path: str, json: dict) -> dict:
+    def post(self, path: str, json: dict, retry: bool = True) -> dict:
         return {"content": {"id": "job-1", "status": "PENDING", "result": None}}
 
     def get(self, path: str, params: dict | None = None) -> dict:
@@ -85,3 +85,99 @@ def test_a_closed_job_fails_clearly_and_the_status_path_has_no_trailing_slash():
             jobs, "q", "select 1", deadline_s=60, stuck_s=30, row_limit=10, sleep=lambda s: None
         )
     assert jobs.paths == ["/data-tap/v0/queries/job-1"] * 2
+
+
+class _Quota:
+    """A stand-in for the client whose Data Tap submissions the tenant's quota refuses."""
+
+    MESSAGE = "Tenant rate limit exceeded: 25 requests per hour"
+
+    def __init__(self) -> None:
+        self.posts: list[bool] = []
+
+    def post(self, path: str, json: dict, retry: bool = True) -> dict:
+        from sources.esper.client import EsperAPIError
+
+        self.posts.append(retry)
+        raise EsperAPIError(
+            f"POST /data-tap/v0/queries failed after 1 attempts; last: HTTP 429: {self.MESSAGE}",
+            status=429,
+            route="POST /data-tap/v0/queries",
+        )
+
+
+def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run():
+    from sources.esper.client import EsperUnavailableError
+    from sources.esper.datatap import data_tap_resources
+
+    client = _Quota()
+    options = {"deadline_s": 60, "stuck_s": 30, "row_limit": 10, "sleep": lambda s: None}
+    first, second = data_tap_resources(client, {"a": "select 1", "b": "select 2"}, **options)
+    with pytest.raises(Exception) as caught:
+        list(first)
+    error = caught.value
+    while not isinstance(error, EsperUnavailableError) and error.__cause__ is not None:
+        error = error.__cause__
+    assert isinstance(error, EsperUnavailableError)
+    assert error.table == "data_tap__a" and error.status == 429
+    assert _Quota.MESSAGE in str(error)
+    assert client.posts == [False]  # one submission, and the client told not to retry it
+    with pytest.raises(Exception, match="not submitted"):
+        list(second)
+    assert client.posts == [False]  # the later query is not submitted
+
+
+def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s():
+    from sources.esper.datatap import result_to_arrow, run_query
+
+    waits: list[float] = []
+    jobs = _Jobs(
+        {"status": "RUNNING", "result": None},
+        {"status": "RUNNING", "result": None},
+        {"status": "RUNNING", "result": None},
+        {"status": "SUCCEEDED", "result": None},
+    )
+    job = run_query(
+        jobs, "q", "select 1", deadline_s=600, stuck_s=300, row_limit=10, sleep=waits.append
+    )
+    assert result_to_arrow("q", job).num_rows == 0
+    assert waits == [10.0, 20.0, 30.0, 30.0]
+
+
+def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
+    from sources.esper.client import EsperClient, EsperUnavailableError
+    from tests.conftest import API_KEY, ENTERPRISE_ID
+
+    sim.world.datatap.quota_per_hour = 0
+    sim.reset_stats()
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, backoff_base=0.05)
+    with client, pytest.raises(EsperUnavailableError) as e:
+        datatap.run_query(
+            client, "q", "select 1", deadline_s=60, stuck_s=30, row_limit=10, sleep=_no_wait
+        )
+    assert "Tenant rate limit exceeded: 0 requests per hour" in str(e.value)
+    assert sum(n for route, n in sim.stats()["routes"].items() if route.startswith("POST")) == 1
+
+
+def test_an_incremental_query_binds_its_cursor_and_keeps_history(sim, wh: Path) -> None:
+    spec = {
+        "sql": "select device_id, report_date, battery_level from device_stats "
+        "where report_date > {cursor}",
+        "cursor": "report_date",
+        "key": ["device_id", "report_date"],
+    }
+    options = {"data_tap_queries": {"daily": spec}}
+    first = load(sim, wh, resources=["data_tap__daily"], source_options=options)
+    assert first.exit_code == 0, first.error
+    before = rows(wh, "data_tap__daily", ("device_id", "report_date"))
+    assert len({r[1] for r in before}) > 1  # several days of history
+    submitted: list[str] = []
+    real = datatap.run_query
+    datatap.run_query = lambda c, n, sql, **o: submitted.append(sql) or real(c, n, sql, **o)
+    try:
+        second = load(sim, wh, resources=["data_tap__daily"], source_options=options)
+    finally:
+        datatap.run_query = real
+    assert second.exit_code == 0, second.error
+    assert submitted and f"DATE'{max(r[1] for r in before).isoformat()}'" in submitted[0]
+    assert set(before) <= set(rows(wh, "data_tap__daily", ("device_id", "report_date")))

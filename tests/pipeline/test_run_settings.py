@@ -39,6 +39,11 @@ from .helpers import ROOT, cli, compare, load, reading
         ({"SOURCES__ESPER__DATA_TAP_STUCK_S": "-1"}, "DATA_TAP_STUCK_S", "from 1 to 86400"),
         ({"SOURCES__ESPER__DATA_TAP_QUERIES": "select 1"}, "DATA_TAP_QUERIES", "a JSON object"),
         (
+            {"SOURCES__ESPER__DATA_TAP_QUERIES": '{"h": {"sql": "select 1", "cursor": "d"}}'},
+            "DATA_TAP_QUERIES",
+            "{sql, cursor, key, lag_days}",
+        ),
+        (
             {"SOURCES__ESPER__DATA_TAP_QUERIES": '{"Battery Now": "select 1"}'},
             "'Battery Now'",
             "lower-case identifier",

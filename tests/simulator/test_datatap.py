@@ -131,3 +131,61 @@ def test_a_canceled_query_says_canceled(sim):
             for _ in range(3)
         ]
         assert polls == ["PENDING", "RUNNING", "SUCCEEDED"], "the fault fired once"
+
+
+def test_a_submission_is_accepted_with_a_trailing_slash_as_live(client):
+    created = client.post("/data-tap/v0/queries/", json={"query": "select 1 as one"})
+    assert created.status_code in (200, 201), created.text
+    assert created.json()["content"]["id"]
+
+
+def test_the_data_tap_quota_refuses_as_live_without_retry_after(client, shared_sim):
+    shared_sim.world.datatap.quota_per_hour = 2
+    try:
+        assert client.post("/data-tap/v0/queries", json={"query": "select 1 as one"}).is_success
+        job = client.post("/data-tap/v0/queries", json={"query": "select 1 as one"})
+        assert job.is_success
+        refused = client.get(f"/data-tap/v0/queries/{job.json()['content']['id']}")
+        assert refused.status_code == 429 and "retry-after" not in refused.headers
+        assert "Tenant rate limit exceeded: 2 requests per hour" in refused.text
+    finally:
+        shared_sim.world.datatap.quota_per_hour = None
+
+
+def _outcome(client, query: str) -> dict:
+    job = client.post("/data-tap/v0/queries", json={"query": query}).json()["content"]["id"]
+    for _ in range(10):
+        content = client.get(f"/data-tap/v0/queries/{job}").json()["content"]
+        if content["status"] not in ("PENDING", "RUNNING"):
+            return content
+    raise AssertionError("the job did not finish")
+
+
+def test_spark_sql_runs_and_a_double_quoted_identifier_fails_as_live(client):
+    spark = _outcome(
+        client, "select `device_id`, date_add(report_date, 1) as d from devices limit 1"
+    )
+    assert spark["status"] == "SUCCEEDED", spark["error_message"]
+    quoted = _outcome(client, 'select "device_id" from devices')
+    assert quoted["status"] == "FAILED" and "double-quoted" in quoted["error_message"]
+
+
+def test_every_readme_data_tap_example_runs_on_the_simulator(client):
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from sources.esper.datatap import bind_cursor
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    queries = [
+        query
+        for block in re.findall(r"```toml\n(.*?)```", readme, re.S)
+        if "data_tap_queries" in block
+        for query in tomllib.loads(block)["sources"]["esper"]["data_tap_queries"].values()
+    ]
+    assert queries
+    for query in queries:
+        sql = query if isinstance(query, str) else bind_cursor(query["sql"], query, "2026-01-02")
+        outcome = _outcome(client, sql)
+        assert outcome["status"] == "SUCCEEDED", (sql, outcome["error_message"])
