@@ -107,10 +107,10 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
             {
                 "variant": "rename",
                 "route": "/enterprise/*/device/",
-                "field": "softwareInfo.securityPatchLevel",
-                "to": "patchLevel",
+                "field": "id",
+                "to": "deviceId",
             },
-            "GET /enterprise/{eid}/device/ items: missing key softwareInfo.securityPatchLevel",
+            "GET /enterprise/{eid}/device/ items: missing key id",
         ),
         (
             {"variant": "null_list", "route": "/v2/devices/"},
@@ -121,7 +121,7 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
             "GET /v2/tenant-apps envelope: is legacy-list, expected content-list",
         ),
     ],
-    ids=["rename", "rename-nested", "null_list", "envelope"],
+    ids=["rename", "rename-key", "null_list", "envelope"],
 )
 def test_a_drift_names_route_and_field_and_exits_3(
     sim: Any, tmp_path: Path, fault: dict, expected: str
