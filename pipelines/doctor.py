@@ -556,8 +556,12 @@ class _StatusRecorder(httpx.BaseTransport):
         self._inner = httpx.HTTPTransport()
         self.last: int | None = None
         self.sent = 0
+        self.allowed = MAX_REQUESTS  # requests the current probe may still bring the total to
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.sent >= min(self.allowed, MAX_REQUESTS):
+            # The client does not count a 429 as a retry: the hard bound is kept here.
+            raise _AllowanceSpent(self.last)
         self.sent += 1
         response = self._inner.handle_request(request)
         self.last = response.status_code
@@ -565,6 +569,15 @@ class _StatusRecorder(httpx.BaseTransport):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class _AllowanceSpent(Exception):
+    """A probe used its requests (1 + MAX_RETRIES): the transport sends no more (not an httpx
+    error, so the client passes it through without a retry)."""
+
+    def __init__(self, status: int | None) -> None:
+        super().__init__(f"the probe's requests are spent (last answer: HTTP {status})")
+        self.status = status
 
 
 class _Stop(Exception):
@@ -636,6 +649,7 @@ class Doctor:
         path = template.format(eid=self.client.enterprise_id, id=parent)
         before = self.client.totals()
         started = time.monotonic()
+        self.recorder.allowed = self.recorder.sent + self.attempts_per_probe
         answer: Any = None
         try:
             if method == "POST":
@@ -646,6 +660,14 @@ class Doctor:
         except EsperError as error:
             report.status = error.status or self.recorder.last
             self._failed(error, compare, first)
+        except _AllowanceSpent as spent:
+            report.status = spent.status
+            compare.add(
+                True,
+                "route",
+                (),
+                f"failed (HTTP {spent.status}) after {self.attempts_per_probe} requests",
+            )
         finally:
             report.seconds = round(time.monotonic() - started, 3)
             after = self.client.totals()
@@ -1044,7 +1066,7 @@ def probe(
     return Result(
         code,
         d.reports,
-        totals.requests,
+        recorder.sent,  # requests that reached the wire (the client also counts refused ones)
         totals.retries,
         totals.throttled,
         time.monotonic() - started,
