@@ -1,8 +1,10 @@
 """`esper-warehouse doctor`: a bounded, read-only probe of a tenant's wire shapes.
 
-One small page (``limit`` 3) per route the source reads, about 25 requests in all (40 at most;
-Data Tap only with ``--data-tap``, since it runs a query), every one through `EsperClient`, so a
-429 is honoured and the key stays in the client. Each answer's *shape* is compared with a
+One small page (``limit`` 3) per route the source reads, about 25 requests in all, every one
+through `EsperClient`, so a 429 is honoured and the key stays in the client (Data Tap only with
+``--data-tap``, since it runs a query). Hard bounds: ``MAX_REQUESTS`` on the wire (3 per route at
+most, a 429 included: the transport refuses a fourth), and no route probed after
+``TIME_BUDGET_S``. Each answer's *shape* is compared with a
 reference, never a hand-kept copy of the wire:
 
 * the live evidence, `docs/spec/live-shapes.json`, for the routes recorded there;
@@ -14,15 +16,19 @@ fields its schema flattens (`sources/esper/settings.py`, `schemas.py`), in snake
 where the reference has them; plus the envelope keys the paginator reads (``results``, ``count``,
 ``next``, ``next_cursor``, ``has_more``), and the source's own `parse_page` as a last judge.
 
-Severities: a missing key the source reads, a type change of it (or of an object on its path), an
+Severities: a missing table key or cursor (the only fields a run cannot do without: every
+column is nullable), a type change of it (or of an object on its path), an
 envelope family other than the reference's, a list the page reader rejects, or a route the source
-reads failing, **breaks** a run (exit 3). An extra key, a null where a value was seen, a change
+reads failing after its retries, **breaks** a run (exit 3). A 403/404 after the first two
+requests is a route the key cannot read: a run skips that table (a partial run), so it is listed
+as refused, every other route is still probed, and the exit code does not change. An extra key, a null where a value was seen, a change
 anywhere else, or anything on a route the source does not read is a **note**. A refused key or a
 wrong enterprise id or base URL is exit 2. See docs/decisions.md, "doctor".
 
 The report holds no values: route templates (ids replaced by ``{id}``), status codes, envelope
-families, key names (a key that looks like an id or free text is shown as ``<key>``), JSON types,
-counts and timings.
+families, JSON types, counts, timings, and key names from an allowlist (`known_keys`: the
+references' field names and the source's declared columns); any other key is ``<unknown key>``.
+The API key is masked in the printed and written report as a last guard.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -54,7 +60,12 @@ from sources.esper.pagination import parse_page
 from sources.esper.schemas import SCHEMAS
 
 EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = 0, 2, 3
-MAX_REQUESTS = 40  # attempts on the wire, retries included; probes stop before the budget
+MAX_REQUESTS = 40  # attempts on the wire, retries included; a hard bound (see Doctor.probe)
+MAX_RETRIES = 2  # retries of one probe (429, 5xx, timeouts): a probe sends at most 3 requests
+MAX_RETRY_WAIT_S = 10.0  # seconds one probe may wait between its attempts (Retry-After, backoff)
+BACKOFF_MAX_S = 2.0  # the longest backoff between two attempts without Retry-After
+REQUEST_TIMEOUT_S = 15.0  # one request's timeout
+TIME_BUDGET_S = 120.0  # no probe starts after this; the whole doctor ends within ~TIME_LIMIT_S
 PROBE_LIMIT = 3  # items per list page (the live evidence was recorded at limit 3)
 DATA_TAP_POLL_S = 1.0  # between the reads of the probe query's status
 SPEC_DIR = Path(__file__).resolve().parent.parent / "docs" / "spec"
@@ -66,8 +77,7 @@ BREAK, NOTE = "break", "note"
 _LINKS = frozenset({"next", "prev", "previous", "next_cursor", "prev_cursor"})
 _MAX_NOTES_PER_ROUTE = 25
 _SHAPE_DEPTH = 5  # containers deeper than this are shown as "object"/"list" (as live-shapes.json)
-_SAFE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
-_ID_LIKE = re.compile(r"^([0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|[0-9a-fA-F]{16,}|\d+)$")
+UNKNOWN_KEY = "<unknown key>"  # what the report shows for a key not in `known_keys()`
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
 _LIVE_TYPES = {
     "str": "string",
@@ -316,9 +326,59 @@ def json_type(value: Any) -> str:
     return "object"
 
 
+def _keys_of(value: Any, into: set[str]) -> None:
+    if isinstance(value, dict):
+        for key, child in value.items():
+            into.add(str(key))
+            _keys_of(child, into)
+    elif isinstance(value, list):
+        for child in value:
+            _keys_of(child, into)
+
+
+@cache
+def known_keys() -> frozenset[str]:
+    """Every field name doctor may print: an allowlist derived from the references.
+
+    The keys of the recorded live shapes (``docs/spec/live-shapes.json``), the property names of
+    the OpenAPI subset, and the source's declared keys, cursors and column paths (snake_case and
+    camelCase). Any other key (a name, serial or id used as a JSON key, the API key echoed back)
+    is reported as ``<unknown key>``.
+    """
+    names: set[str] = set(ENVELOPE_READS | _LINKS)
+    live = _live_document()
+    for route in live["routes"]:
+        _keys_of(route.get("observed"), names)
+    for doc in live.get("docs_only", ()):
+        for route in doc.get("routes", ()):
+            _keys_of(route.get("response_shape"), names)
+    for schema in _walk_properties(_openapi()):
+        names.add(schema)
+    for endpoint in settings.ENDPOINTS.values():
+        names |= set(endpoint.key) | ({endpoint.cursor} if endpoint.cursor else set())
+    for table in SCHEMAS.values():
+        for column in table.columns:
+            names |= set(column.path or ())
+    names |= {_camel(n) for n in names}
+    return frozenset(n for n in names if not any(c in n for c in "{}/ "))
+
+
+def _walk_properties(value: Any) -> Iterator[str]:
+    """The property names of every schema in an OpenAPI document."""
+    if isinstance(value, dict):
+        props = value.get("properties")
+        if isinstance(props, dict):
+            yield from (str(k) for k in props)
+        for child in value.values():
+            yield from _walk_properties(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _walk_properties(child)
+
+
 def safe_key(key: str) -> str:
-    """A key name fit for the report: one that looks like an id or free text is hidden."""
-    return key if _SAFE_KEY.match(key) and not _ID_LIKE.match(key) else "<key>"
+    """A key name fit for the report: a field name the references know, else ``<unknown key>``."""
+    return key if key in known_keys() else UNKNOWN_KEY
 
 
 def shape_of(value: Any, depth: int = 0) -> Any:
@@ -331,9 +391,12 @@ def shape_of(value: Any, depth: int = 0) -> Any:
         if depth >= _SHAPE_DEPTH:
             return "list"
         shapes: list[Any] = []
+        seen: set[str] = set()  # one canonical text per shape: linear in the body
         for item in value:
             s = shape_of(item, depth + 1)
-            if s not in shapes:
+            text = json.dumps(s, sort_keys=True)
+            if text not in seen:
+                seen.add(text)
                 shapes.append(s)
         return shapes
     return type(value).__name__
@@ -376,6 +439,21 @@ def _has(node: Node | None, path: tuple[str, ...]) -> bool:
     return True
 
 
+def required_paths(table: str | None, record: Node | None) -> set[tuple[str, ...]]:
+    """The record fields a run cannot do without on a route: the table's primary key and cursor
+    (every declared column is nullable: `sources/esper/arrow.py`), where the reference has them."""
+    endpoint = settings.ENDPOINTS.get(table) if table else None
+    if endpoint is None or record is None:
+        return set()
+    names = [(k,) for k in endpoint.key] + ([(endpoint.cursor,)] if endpoint.cursor else [])
+    return {
+        variant
+        for path in names
+        for variant in (path, tuple(_camel(p) for p in path))
+        if _has(record, variant)
+    }
+
+
 def read_paths(table: str | None, record: Node | None) -> set[tuple[str, ...]]:
     """The record fields the source reads on a route: the table's key, cursor and flattened
     fields (snake_case or camelCase) that the route's reference carries."""
@@ -399,8 +477,14 @@ def read_paths(table: str | None, record: Node | None) -> set[tuple[str, ...]]:
 class _Compare:
     """Compares one answer with its reference and collects findings for one route."""
 
-    def __init__(self, route: str, used: bool, reads: set[tuple[str, ...]]) -> None:
-        self.route, self.used, self.reads = route, used, reads
+    def __init__(
+        self,
+        route: str,
+        used: bool,
+        reads: set[tuple[str, ...]],
+        required: set[tuple[str, ...]] = frozenset(),  # type: ignore[assignment]
+    ) -> None:
+        self.route, self.used, self.reads, self.required = route, used, reads, required
         self.findings: list[Finding] = []
         self._seen: set[tuple[str, str, str]] = set()
 
@@ -415,6 +499,9 @@ class _Compare:
     def _is_read(self, path: tuple[str, ...]) -> bool:
         return any(read[: len(path)] == path for read in self.reads)
 
+    def _is_required(self, path: tuple[str, ...]) -> bool:
+        return any(need[: len(path)] == path for need in self.required)
+
     def value(self, value: Any, node: Node, path: tuple[str, ...], where: str) -> None:
         kind = json_type(value)
         ok = not node.types or kind in node.types or (kind == "integer" and "number" in node.types)
@@ -427,7 +514,8 @@ class _Compare:
             return
         if kind == "object" and node.keys is not None:
             for key in sorted(node.required - set(value)):
-                self.add(self._is_read((*path, key)), where, (*path, key), "missing key")
+                # Only a key or cursor the run needs breaks it: other columns are nullable.
+                self.add(self._is_required((*path, key)), where, (*path, key), "missing key")
             for key in sorted(set(node.keys) - node.required - set(value)):
                 if self._is_read((*path, key)):
                     self.add(False, where, (*path, key), "missing key (optional in the reference)")
@@ -474,8 +562,12 @@ class _StatusRecorder(httpx.BaseTransport):
         self._inner = httpx.HTTPTransport()
         self.last: int | None = None
         self.sent = 0
+        self.allowed = MAX_REQUESTS  # requests the current probe may still bring the total to
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.sent >= min(self.allowed, MAX_REQUESTS):
+            # The client does not count a 429 as a retry: the hard bound is kept here.
+            raise _AllowanceSpent(self.last)
         self.sent += 1
         response = self._inner.handle_request(request)
         self.last = response.status_code
@@ -483,6 +575,15 @@ class _StatusRecorder(httpx.BaseTransport):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class _AllowanceSpent(Exception):
+    """A probe used its requests (1 + MAX_RETRIES): the transport sends no more (not an httpx
+    error, so the client passes it through without a retry)."""
+
+    def __init__(self, status: int | None) -> None:
+        super().__init__(f"the probe's requests are spent (last answer: HTTP {status})")
+        self.status = status
 
 
 class _Stop(Exception):
@@ -502,11 +603,17 @@ def _used_paths() -> set[str]:
 class Doctor:
     """Runs the probes through one client and keeps their reports."""
 
-    def __init__(self, client: EsperClient, recorder: _StatusRecorder, limit: int) -> None:
+    def __init__(
+        self, client: EsperClient, recorder: _StatusRecorder, limit: int, max_retries: int
+    ) -> None:
         self.client, self.recorder, self.limit = client, recorder, limit
         self.reports: list[RouteReport] = []
         self.used = _used_paths()
         self.skipped: list[str] = []
+        # A probe sends at most 1 + MAX_RETRIES requests: checked before it starts, the request
+        # budget is never overrun; nor is the time budget by more than one probe's bound.
+        self.attempts_per_probe = 1 + max_retries
+        self.deadline = time.monotonic() + TIME_BUDGET_S
 
     def probe(
         self,
@@ -533,8 +640,11 @@ class Doctor:
             first: A key/enterprise/base-URL failure here stops the probe (exit 2).
         """
         route = template
-        if self.recorder.sent >= MAX_REQUESTS - 1:
+        if self.recorder.sent + self.attempts_per_probe > MAX_REQUESTS:
             self.skipped.append(f"{method} {route}: the request budget ({MAX_REQUESTS}) is spent")
+            return None
+        if time.monotonic() >= self.deadline:
+            self.skipped.append(f"{method} {route}: the time budget ({TIME_BUDGET_S:g} s) is spent")
             return None
         if "{id}" in template and not parent:
             self.skipped.append(f"{method} {route}: no id to probe it with (its list was empty)")
@@ -545,6 +655,7 @@ class Doctor:
         path = template.format(eid=self.client.enterprise_id, id=parent)
         before = self.client.totals()
         started = time.monotonic()
+        self.recorder.allowed = self.recorder.sent + self.attempts_per_probe
         answer: Any = None
         try:
             if method == "POST":
@@ -555,6 +666,14 @@ class Doctor:
         except EsperError as error:
             report.status = error.status or self.recorder.last
             self._failed(error, compare, first)
+        except _AllowanceSpent as spent:
+            report.status = spent.status
+            compare.add(
+                True,
+                "route",
+                (),
+                f"failed (HTTP {spent.status}) after {self.attempts_per_probe} requests",
+            )
         finally:
             report.seconds = round(time.monotonic() - started, 3)
             after = self.client.totals()
@@ -568,28 +687,33 @@ class Doctor:
 
     def _failed(self, error: EsperError, compare: _Compare, first: bool) -> None:
         status = f"HTTP {error.status}" if error.status else type(error).__name__
+        if not first and error.status in REFUSED_MEANING:
+            # As a run: after the first two requests, a 403/404 skips one table (a partial run).
+            compare.add(False, "route", (), f"{REFUSED} (HTTP {error.status})")
+            return
         if isinstance(error, EsperAuthError | EsperConfigError):
             raise _Stop(
                 f"{compare.route}: the API key was refused ({status})"
                 if isinstance(error, EsperAuthError)
                 else f"{compare.route}: configuration problem ({type(error).__name__})"
             )
-        if isinstance(error, EsperNotFoundError):
-            if first:
-                raise _Stop(
-                    f"{compare.route} answered 404: the enterprise id or the base URL is "
-                    "probably wrong"
-                )
-            compare.add(
-                bool(getattr(error, "tenant_level", False)), "route", (), "answered 404 Not Found"
+        if isinstance(error, EsperNotFoundError):  # one of the first two requests
+            raise _Stop(
+                f"{compare.route} answered 404: the enterprise id or the base URL is probably wrong"
             )
-            return
         problem = (
             "answered a body that is not JSON"
             if isinstance(error, EsperResponseError)
             else f"failed ({status}) after retries"
         )
         compare.add(True, "route", (), problem)
+
+
+REFUSED = "refused: a run would skip this table (partial run)"
+REFUSED_MEANING = {
+    403: "the key lacks the scope for it, or the tenant's plan or platform does not offer it",
+    404: "the tenant's plan or platform does not offer it",
+}
 
 
 def _start(
@@ -605,7 +729,9 @@ def _start(
     report = RouteReport(name, method, template, used, ref.basis)
     report.expected_envelope = sorted(families(ref.root))
     label = f"{method} {template}" + (" (cursor mode)" if cursor else "")
-    return report, _Compare(label, used, read_paths(table, ref.record))
+    return report, _Compare(
+        label, used, read_paths(table, ref.record), required_paths(table, ref.record)
+    )
 
 
 def check(
@@ -807,6 +933,21 @@ class Result:
     def findings(self) -> list[Finding]:
         return [f for r in self.routes for f in r.findings]
 
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """The routes the key cannot read (403/404 after the first two requests): a run would
+        skip their tables (a partial run), it would not break."""
+        return [
+            {
+                "route": f"{r.method} {r.route}",
+                "status": r.status,
+                "meaning": REFUSED_MEANING.get(r.status or 0, ""),
+                "used_by_source": r.used_by_source,
+            }
+            for r in self.routes
+            if any(f.where == "route" and f.problem.startswith(REFUSED) for f in r.findings)
+        ]
+
     def as_json(self) -> dict[str, Any]:
         verdict = {EXIT_OK: "ok", EXIT_CONFIG: "config", EXIT_DRIFT: "drift"}[self.exit_code]
         return {
@@ -819,6 +960,7 @@ class Result:
             "throttled": self.throttled,
             "seconds": round(self.seconds, 3),
             "skipped": self.skipped,
+            "refused": self.refused,
             "routes": [
                 {
                     **{k: v for k, v in vars(r).items() if k != "findings"},
@@ -853,7 +995,10 @@ def render(result: Result) -> str:
             f"{r.basis:<5}  {worst}"
         )
     breaks = [f for f in result.findings if f.severity == BREAK]
-    notes = [f for f in result.findings if f.severity == NOTE]
+    notes = [f for f in result.findings if f.severity == NOTE and not f.problem.startswith(REFUSED)]
+    if result.refused:
+        lines += ["", "The key cannot read (a run would skip these tables: a partial run):"]
+        lines += [f"  {r['route']}: HTTP {r['status']}, {r['meaning']}" for r in result.refused]
     if breaks:
         lines += ["", "Would break a run:"] + [f"  {f.text()}" for f in breaks]
     if notes:
@@ -888,8 +1033,9 @@ def probe(
     *,
     data_tap_sql: str | None = None,
     limit: int = PROBE_LIMIT,
-    max_retries: int = settings.MAX_RETRIES,
-    timeout: float = settings.REQUEST_TIMEOUT_S,
+    max_retries: int = MAX_RETRIES,
+    timeout: float = REQUEST_TIMEOUT_S,
+    sleep: Callable[[float], None] | None = None,
 ) -> Result:
     """Probe a tenant and return the result (nothing printed).
 
@@ -904,12 +1050,15 @@ def probe(
         enterprise_id,
         timeout=timeout,
         max_retries=max_retries,
+        backoff_max=BACKOFF_MAX_S,
+        max_retry_wait=MAX_RETRY_WAIT_S,
+        sleep=sleep,
         initial_concurrency=1,
         min_concurrency=1,
         max_concurrency=1,
         transport=recorder,
     )
-    d = Doctor(client, recorder, max(1, min(limit, 10)))
+    d = Doctor(client, recorder, max(1, min(limit, 10)), max_retries)
     stopped = None
     try:
         _probe_all(d, data_tap_sql)
@@ -923,7 +1072,7 @@ def probe(
     return Result(
         code,
         d.reports,
-        totals.requests,
+        recorder.sent,  # requests that reached the wire (the client also counts refused ones)
         totals.retries,
         totals.throttled,
         time.monotonic() - started,
@@ -961,11 +1110,17 @@ def run(
     except EsperConfigError as error:
         print(f"doctor: {error}", file=err)  # the client's texts never hold the key
         return EXIT_CONFIG
-    print(render(result), file=out)
+    print(_without(render(result), str(api_key)), file=out)
     if json_path is not None:
-        json_path.write_text(json.dumps(result.as_json(), indent=2) + "\n")
+        text = json.dumps(result.as_json(), indent=2) + "\n"
+        json_path.write_text(_without(text, str(api_key)))
         print(f"JSON report: {json_path}", file=out)
     return result.exit_code
+
+
+def _without(text: str, secret: str) -> str:
+    """The text with the API key masked: a last guard, the report already holds no values."""
+    return text.replace(secret, "<api key>") if len(secret) >= 4 else text
 
 
 def main(json_path: Path | None = None, data_tap_sql: str | None = None) -> int:

@@ -19,6 +19,7 @@ from pipelines.cli import main as cli_main
 from sources.esper import settings
 from tests import live_shapes
 from tests.conftest import API_KEY, ENTERPRISE_ID
+from tests.pipeline.helpers import with_body
 
 # raw table -> fields whose values identify a record or a person (none may reach the report)
 IDENTIFYING = {
@@ -107,10 +108,10 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
             {
                 "variant": "rename",
                 "route": "/enterprise/*/device/",
-                "field": "softwareInfo.securityPatchLevel",
-                "to": "patchLevel",
+                "field": "id",
+                "to": "deviceId",
             },
-            "GET /enterprise/{eid}/device/ items: missing key softwareInfo.securityPatchLevel",
+            "GET /enterprise/{eid}/device/ items: missing key id",
         ),
         (
             {"variant": "null_list", "route": "/v2/devices/"},
@@ -121,7 +122,7 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
             "GET /v2/tenant-apps envelope: is legacy-list, expected content-list",
         ),
     ],
-    ids=["rename", "rename-nested", "null_list", "envelope"],
+    ids=["rename", "rename-key", "null_list", "envelope"],
 )
 def test_a_drift_names_route_and_field_and_exits_3(
     sim: Any, tmp_path: Path, fault: dict, expected: str
@@ -213,3 +214,154 @@ def test_a_drift_fault_without_a_known_variant_is_refused(sim: Any) -> None:
         sim.set_faults([{"kind": "drift", "variant": "shuffle"}])
     with pytest.raises(ValueError, match="needs 'field'"):
         sim.set_faults([{"kind": "drift", "variant": "rename", "field": "id"}])
+
+
+# --------------------------------------------------------------- issue 22: findings 6 and 7
+
+
+KEYED_VALUES = ("Lobby-Kiosk-07", "R58M12ABCD", "Jane_Doe")
+
+
+def test_values_used_as_keys_and_the_key_itself_are_never_printed(
+    sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object keyed by names, serials, ids or the API key (the server echoing it) on every
+    device answer: neither the text report nor the JSON names them; they are "unknown key"s."""
+    original = doctor._StatusRecorder.handle_request
+
+    def keyed(self: Any, request: Any) -> Any:
+        response = original(self, request)
+        if "/device" not in request.url.path or response.status_code != 200:
+            return response
+        body = json.loads(response.read())
+        envelope = body.get("content", body)
+        extra = {name: {"seen": 1} for name in (*KEYED_VALUES, API_KEY)}
+        for item in envelope.get("results") or []:
+            item["by_name"] = extra
+            item.update({API_KEY: 1, "Lobby-Kiosk-07": API_KEY})
+        return with_body(response, body)
+
+    monkeypatch.setattr(doctor._StatusRecorder, "handle_request", keyed)
+    json_path = tmp_path / "doctor.json"
+
+    code, out, err, report = _run(sim, json_path=json_path)
+
+    text = out + err + json_path.read_text()
+    assert code == 0, out
+    assert [v for v in (*KEYED_VALUES, API_KEY) if v in text] == []
+    assert doctor.UNKNOWN_KEY in out and doctor.UNKNOWN_KEY in json_path.read_text()
+    assert report["verdict"] == "ok"
+
+
+def test_the_report_names_only_known_fields() -> None:
+    """An allowlist, not a blocklist: any key outside the references is hidden, whatever it
+    looks like."""
+    assert doctor.safe_key("battery_stats") == "battery_stats"
+    assert doctor.safe_key("softwareInfo") == "softwareInfo"
+    for value in (*KEYED_VALUES, "kiosk", "front_desk"):
+        assert doctor.safe_key(value) == doctor.UNKNOWN_KEY
+
+
+def _probe(sim: Any, **options: Any) -> doctor.Result:
+    return doctor.probe(sim.base_url, API_KEY, ENTERPRISE_ID, **options)
+
+
+def test_429_without_retry_after_is_bounded(sim: Any) -> None:
+    """Every request throttled, no Retry-After: the API sees at most MAX_REQUESTS (40) requests,
+    and the waits (recorded, not slept) stay within the time budget."""
+    waits: list[float] = []
+    sim.set_faults([{"kind": "rate_limit", "rps": 0.001, "burst": 1, "retry_after": False}])
+
+    result = _probe(sim, sleep=waits.append)
+
+    stats = sim.stats()
+    assert doctor.MAX_REQUESTS == 40
+    assert stats["total"] <= doctor.MAX_REQUESTS
+    assert result.requests <= doctor.MAX_REQUESTS
+    assert stats["statuses"].get("429", 0) >= 10
+    assert sum(waits) <= doctor.TIME_BUDGET_S + doctor.MAX_RETRY_WAIT_S
+
+
+def test_a_503_storm_is_bounded_in_requests_and_time(
+    sim: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every answer 503 (real waits): requests within the budget, and no probe starts after the
+    time budget, so the whole probe ends within the budget plus one probe's retries."""
+    monkeypatch.setattr(doctor, "TIME_BUDGET_S", 1.0)
+    sim.set_faults([{"kind": "status", "status": 503}])
+
+    result = _probe(sim)
+
+    assert sim.stats()["total"] <= doctor.MAX_REQUESTS
+    one_probe = doctor.MAX_RETRIES * doctor.BACKOFF_MAX_S + 3  # backoffs + 3 quick answers
+    assert result.seconds < doctor.TIME_BUDGET_S + one_probe
+    assert any("time budget" in s for s in result.skipped)
+    assert "failed (HTTP 503) after retries" in doctor.render(result)
+
+
+def _distinct_keys_body(n: int) -> dict:
+    items = [{f"k{i}": i, "x": {"y": i}} for i in range(n)]
+    return {"count": n, "next": None, "results": items}
+
+
+def test_shape_comparison_is_linear_in_the_body() -> None:
+    """40,000 objects with distinct keys are compared in seconds (the old deduplication compared
+    every shape with every other: 100x the time for 10x the body, minutes for large bodies)."""
+    import time
+
+    def seconds(n: int) -> float:
+        body = _distinct_keys_body(n)
+        started = time.process_time()  # CPU time: the other helpers' load does not count
+        doctor.check(body, "/v2/devices/", "devices")
+        return time.process_time() - started
+
+    small, large = seconds(4_000), seconds(40_000)
+    assert large < 20.0
+    assert large < 30 * max(small, 0.02)
+
+
+def test_every_route_is_probed_after_a_403_and_the_refused_are_listed(
+    sim: Any, tmp_path: Path
+) -> None:
+    """403 on the groups' children and 404 on operations: every other route is still probed;
+    the report says which routes the key cannot read, as a partial run, not as a break."""
+    sim.set_faults(
+        [
+            {"kind": "status", "status": 403, "route": "/v2/blueprints*"},
+            {"kind": "status", "status": 404, "route": "/v0/operations*"},
+        ]
+    )
+    json_path = tmp_path / "doctor.json"
+
+    code, out, _, report = _run(sim, json_path=json_path)
+
+    probed = {(r["method"], r["route"]) for r in report["routes"]}
+    assert ("GET", settings.ENDPOINTS["status_metrics"].path) in probed
+    assert ("GET", settings.ENDPOINTS["heartbeats"].path) in probed
+    refused = {r["route"]: r["status"] for r in report["refused"]}
+    assert refused == {
+        f"GET {settings.ENDPOINTS['blueprints'].path}": 403,
+        f"GET {settings.ENDPOINTS['operations'].path}": 404,
+    }
+    assert "The key cannot read (a run would skip these tables: a partial run):" in out
+    assert "Would break a run" not in out
+    assert code == 0
+    assert report["stopped"] is None
+
+
+def test_the_plain_simulator_has_nothing_that_would_break(sim: Any) -> None:
+    """A nullable field missing from some records (battery_stats on devices that never
+    reported one) is a note; only a key or a cursor the run needs would break it."""
+    code, out, _, _ = _run(sim)
+
+    assert code == 0
+    assert "would break a run:" not in out.lower()
+    answer = {"count": 1, "next": None, "previous": None, "results": [{"id": "a1b2"}]}
+    report = doctor.check(answer, "/enterprise/{eid}/device/", "devices")
+    breaks = [f.text() for f in report.findings if f.severity == doctor.BREAK]
+    assert breaks == []
+    del answer["results"][0]["id"]
+    report = doctor.check(answer, "/enterprise/{eid}/device/", "devices")
+    assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == [
+        "GET /enterprise/{eid}/device/ items: missing key id"
+    ]
