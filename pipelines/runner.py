@@ -75,11 +75,11 @@ COMPANIONS: dict[str, tuple[str, ...]] = {
 APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
 
 # dlt settings this product relies on; an admin's environment or config.toml can still set them.
+# (Telemetry is off from the package's import on: pipelines/__init__.py.)
 DLT_DEFAULTS = {
     "EXTRACT__NEXT_ITEM_MODE": "fifo",  # device events read what the other resources saw
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_ID": "true",  # scd2 on Arrow needs _dlt_id
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID": "true",  # freshness per table
-    "RUNTIME__DLTHUB_TELEMETRY": "false",  # no network beyond the API
     # Files of at most 100,000 rows: normalize reads a whole file at once, and 2.6 million device
     # events of a 100,000-device first load in one file took it to 4 GB.
     "DATA_WRITER__FILE_MAX_ITEMS": "100000",

@@ -1,0 +1,86 @@
+"""Trust: no network beyond the API, errors that name their cause, one pipeline per dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import API_KEY, ENTERPRISE_ID
+
+from .helpers import ROOT
+
+# Records every address a Python process connects to or looks up, in the file RECORD names.
+AUDIT_HOOK = """
+import json, os, sys
+
+_record = os.environ["CONNECTIONS_RECORD"]
+
+def _hook(event, args):
+    if event == "socket.connect":
+        address = args[1]
+    elif event == "socket.getaddrinfo":
+        address = (args[0], args[1])
+    else:
+        return
+    with open(_record, "a") as out:
+        out.write(json.dumps([event, repr(address)]) + "\\n")
+
+sys.addaudithook(_hook)
+"""
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _outside_repo_env(tmp_path: Path, sim: object) -> tuple[dict[str, str], Path]:
+    hook_dir = tmp_path / "hook"
+    hook_dir.mkdir()
+    (hook_dir / "sitecustomize.py").write_text(AUDIT_HOOK)
+    record = tmp_path / "connections.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNTIME__", "DLT_"))}
+    env.update(
+        {
+            "SOURCES__ESPER__BASE_URL": sim.base_url,  # type: ignore[attr-defined]
+            "SOURCES__ESPER__API_KEY": API_KEY,
+            "SOURCES__ESPER__ENTERPRISE_ID": ENTERPRISE_ID,
+            "PYTHONPATH": os.pathsep.join([str(hook_dir), str(ROOT)]),
+            "CONNECTIONS_RECORD": str(record),
+        }
+    )
+    return env, record
+
+
+@pytest.mark.parametrize("command", [["run", "--no-models"], ["status"]])
+def test_cli_outside_the_repository_connects_to_loopback_only(
+    sim, tmp_path: Path, command: list[str]
+) -> None:
+    import subprocess
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env, record = _outside_repo_env(tmp_path, sim)
+    warehouse = elsewhere / "w.duckdb"
+    if command[0] == "status":  # a warehouse to report on
+        subprocess.run(
+            [sys.executable, "-m", "pipelines.cli", "run", "--no-models", "--warehouse", str(warehouse)],
+            cwd=elsewhere, env={**env, "CONNECTIONS_RECORD": os.devnull}, check=True,
+            capture_output=True, timeout=300,
+        )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *command, "--warehouse", str(warehouse)],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (elsewhere / ".dlt").exists()  # really without the project's config
+    lines = record.read_text().splitlines() if record.exists() else []
+    seen = [json.loads(line) for line in lines]
+    if command[0] == "run":
+        assert any("127.0.0.1" in address for _, address in seen)  # the hook does record
+    beyond = [
+        (event, address)
+        for event, address in seen
+        if not any(host in address for host in LOOPBACK) and not address.startswith("'/")
+    ]
+    assert beyond == [], beyond
