@@ -39,6 +39,7 @@ from sources.esper.datatap import table_name as data_tap_table
 from sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
 
 from . import bookkeeping
+from .ownership import check_owner
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
 from .warehouse import (
@@ -404,6 +405,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
         wait_for_file(settings.warehouse, settings.lock_timeout_s)
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
+        check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
         if pipeline.has_pending_data:
             log.info("load: finishing a previous run's pending packages first")
             pipeline.normalize()

@@ -84,3 +84,43 @@ def test_cli_outside_the_repository_connects_to_loopback_only(
         if not any(host in address for host in LOOPBACK) and not address.startswith("'/")
     ]
     assert beyond == [], beyond
+
+
+def _counts(warehouse: Path) -> dict[str, int]:
+    import duckdb
+
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return {
+            table: con.sql(f"select count(*) from esper.{table}").fetchone()[0]  # type: ignore[index]
+            for table in ("devices", "command_statuses", "device_events")
+        }
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "how"),
+    [
+        # a single-tenant file later listed in tenants.toml
+        ("esper_warehouse", "esper_warehouse__acme", "esper-warehouse run --warehouse"),
+        # a tenant's file later run by hand with `run --warehouse`
+        ("esper_warehouse__acme", "esper_warehouse", "esper-warehouse run --tenant acme"),
+    ],
+)
+def test_a_second_pipeline_on_a_loaded_dataset_is_refused_not_appended(
+    sim, warehouse: Path, first: str, second: str, how: str
+) -> None:
+    from pipelines.runner import EXIT_CONFIG
+
+    from .helpers import load
+
+    assert load(sim, warehouse, pipeline_name=first).exit_code == 0
+    before = _counts(warehouse)
+    assert before["devices"] > 0
+
+    refused = load(sim, warehouse, pipeline_name=second)
+
+    assert refused.exit_code == EXIT_CONFIG
+    assert f"belongs to the pipeline {first}" in (refused.error or "")
+    assert how in (refused.error or "")
+    assert _counts(warehouse) == before  # nothing appended
+    assert load(sim, warehouse, pipeline_name=first).exit_code == 0  # the owner still runs
+    assert _counts(warehouse)["devices"] == before["devices"]
