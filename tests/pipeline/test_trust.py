@@ -124,3 +124,33 @@ def test_a_second_pipeline_on_a_loaded_dataset_is_refused_not_appended(
     assert _counts(warehouse) == before  # nothing appended
     assert load(sim, warehouse, pipeline_name=first).exit_code == 0  # the owner still runs
     assert _counts(warehouse)["devices"] == before["devices"]
+
+
+def _nothing_found(*args: object, **kwargs: object) -> object:
+    """A lookup over nothing, as a missing data file made it: `next()` of an empty iterator."""
+    return next(iter(()))
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_an_error_without_a_message_names_where_it_was_raised_and_v_prints_the_traceback(
+    sim, warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys, verbose: bool
+) -> None:
+    import sources.esper.resources
+    from pipelines import cli
+
+    monkeypatch.setattr(sources.esper.resources, "read_all", _nothing_found)
+    monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
+    monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
+    monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
+    argv = ["run", "--warehouse", str(warehouse), "--no-models", "--lock-timeout", "5"]
+
+    code = cli.main(argv + (["-v"] if verbose else []))
+
+    err = capsys.readouterr().err
+    failed = next(line for line in err.splitlines() if "run failed:" in line)
+    assert code == 1
+    assert "StopIteration" in failed
+    assert "test_trust.py:" in failed and "_nothing_found" in failed  # where it was raised
+    assert "generator raised StopIteration" in failed  # what the error around it said
+    assert ("Traceback (most recent call last)" in err) is verbose
+    assert API_KEY not in err
