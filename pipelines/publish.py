@@ -91,6 +91,7 @@ LOCK_TIMEOUT_SETTING = (
     "esper_warehouse.publish_lock_timeout_s"  # ESPER_WAREHOUSE__PUBLISH_LOCK_TIMEOUT_S
 )
 DEFAULT_LOCK_TIMEOUT_S = 60.0
+APPLICATION_NAME = "esper-warehouse publish"  # how DBAs see it in pg_stat_activity
 LOCK_RETRY_S = 0.2  # between two attempts to take every mart at once
 # Postgres' error classes of a connection lost or refused (Postgres down): exit 2 at connect
 # and mid-transaction alike
@@ -124,7 +125,7 @@ def connect(credentials: str | Mapping[str, Any] | None = None) -> Any:
     import psycopg2
 
     try:
-        con = psycopg2.connect(dsn(credentials))
+        con = psycopg2.connect(dsn(credentials), application_name=APPLICATION_NAME)
     except psycopg2.Error as error:
         # libpq's message names host and port, never the password
         raise PublishError(f"cannot connect to Postgres: {str(error).strip()}") from None

@@ -91,3 +91,48 @@ def test_publish_behind_an_idle_reader_times_out_naming_it_and_blocks_no_other_r
     finally:
         check.close()
     assert cli.main(["publish", "--warehouse", str(warehouse)]) == 0  # once the reader is gone
+
+
+def test_postgres_lost_mid_transaction_exits_2_as_at_connect(
+    pg_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DESTINATION__POSTGRES__CREDENTIALS", pg_uri)
+    warehouse = _marts(tmp_path / "w.duckdb", 10)
+    assert cli.main(["publish", "--warehouse", str(warehouse)]) == 0
+    reader = publish.connect(pg_uri)  # holds a mart: publish stays in its transaction
+    assert _count(reader, "fleet_compliance") == 10
+    with reader.cursor() as cur:
+        cur.execute("select pg_backend_pid()")
+        reader_pid = cur.fetchone()[0]
+    codes: list[int] = []
+    publishing = threading.Thread(
+        target=lambda: codes.append(
+            cli.main(["publish", "--warehouse", str(warehouse), "--lock-timeout", "60"])
+        )
+    )
+    admin = publish.connect(pg_uri)
+    try:
+        publishing.start()
+        terminated = False
+        deadline = time.monotonic() + 30
+        while not terminated and time.monotonic() < deadline:  # the server ends its session
+            time.sleep(0.3)
+            with admin.cursor() as cur:
+                cur.execute(
+                    "select pg_terminate_backend(pid) from pg_stat_activity "
+                    "where application_name = %s and xact_start is not null "
+                    "and pid not in (pg_backend_pid(), %s)",
+                    [publish.APPLICATION_NAME, reader_pid],
+                )
+                terminated = any(row[0] for row in cur.fetchall())
+            admin.commit()
+        assert terminated
+        publishing.join(timeout=60)
+    finally:
+        reader.rollback()
+        reader.close()
+        admin.close()
+        publishing.join(timeout=60)
+    err = capsys.readouterr().err
+    assert codes == [2], err
+    assert "lost the connection to Postgres" in err and "nothing was published" in err
