@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlt.destinations.exceptions import DatabaseUndefinedRelation
+
 from sources.esper.client import EsperConfigError
 
 STATE_TABLE = "_dlt_pipeline_state"  # dlt's own table: one row per load, with `pipeline_name`
@@ -24,10 +26,8 @@ def owners(pipeline: Any) -> list[str]:
         name = client.make_qualified_table_name(STATE_TABLE)
         try:
             rows = client.execute_sql(f"select distinct pipeline_name from {name}")
-        except Exception as error:  # no table: nothing was loaded into this dataset yet
-            if "does not exist" in str(error) or "not found" in str(error).lower():
-                return []
-            raise
+        except DatabaseUndefinedRelation:  # no table: nothing was loaded into this dataset yet
+            return []
     return sorted(str(row[0]) for row in rows or [])
 
 

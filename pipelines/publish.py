@@ -361,7 +361,7 @@ def _lock_timeout_default() -> float:
     return float(value) if value is not None else DEFAULT_LOCK_TIMEOUT_S
 
 
-def _connection_lost(error: BaseException) -> bool:
+def _connection_lost(error: BaseException | None) -> bool:
     """True for the driver's errors of a connection refused or lost (Postgres down)."""
     code = getattr(error, "pgcode", None) or ""
     return type(error).__name__ in ("OperationalError", "InterfaceError") and (
@@ -422,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2 if isinstance(error, PublishError) else 1
     except Exception as error:  # the driver's errors: type and message, never the DSN
+        if _connection_lost(error) and _connection_lost(error.__context__ or error):
+            error = error.__context__ or error  # the loss itself, not the rollback after it
         text = f"{type(error).__name__}: {str(error).strip()}"
         if _connection_lost(error):  # Postgres down mid-transaction: as at connect
             print(f"error: lost the connection to Postgres: {text}; nothing was published "
