@@ -154,3 +154,16 @@ def test_an_error_without_a_message_names_where_it_was_raised_and_v_prints_the_t
     assert "generator raised StopIteration" in failed  # what the error around it said
     assert ("Traceback (most recent call last)" in err) is verbose
     assert API_KEY not in err
+
+
+@pytest.mark.parametrize("path", [".demo.duckdb.dlt.lock", "warehouses/.acme.run.lock"])
+def test_lock_files_are_ignored_by_git(path: str) -> None:
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    assert git, "git is needed to check .gitignore"
+    done = subprocess.run(
+        [git, "check-ignore", "--no-index", "-q", path], cwd=ROOT, capture_output=True
+    )
+    assert done.returncode == 0, f"{path} is not ignored: {done.stderr!r}"
