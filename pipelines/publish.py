@@ -82,6 +82,22 @@ class PublishError(RuntimeError):
     """Publishing failed; the message never holds the credentials."""
 
 
+class PublishLocked(PublishError):
+    """The marts stayed held by other sessions for the whole lock timeout (exit 5)."""
+
+
+# Seconds `publish` waits for readers of the marts before giving up (`--lock-timeout`).
+LOCK_TIMEOUT_SETTING = (
+    "esper_warehouse.publish_lock_timeout_s"  # ESPER_WAREHOUSE__PUBLISH_LOCK_TIMEOUT_S
+)
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+APPLICATION_NAME = "esper-warehouse publish"  # how DBAs see it in pg_stat_activity
+LOCK_RETRY_S = 0.2  # between two attempts to take every mart at once
+# Postgres' error classes of a connection lost or refused (Postgres down): exit 2 at connect
+# and mid-transaction alike
+CONNECTION_LOST = ("08", "57P")
+
+
 def dsn(credentials: str | Mapping[str, Any] | None = None) -> str:
     """A libpq connection string from `credentials`, else from dlt's postgres credentials."""
     if credentials is None:
@@ -109,7 +125,7 @@ def connect(credentials: str | Mapping[str, Any] | None = None) -> Any:
     import psycopg2
 
     try:
-        con = psycopg2.connect(dsn(credentials))
+        con = psycopg2.connect(dsn(credentials), application_name=APPLICATION_NAME)
     except psycopg2.Error as error:
         # libpq's message names host and port, never the password
         raise PublishError(f"cannot connect to Postgres: {str(error).strip()}") from None
@@ -207,11 +223,22 @@ def pull(pg: Any, dataset: str, compute: Path, *, schema: str = "esper") -> dict
     return counts
 
 
-def publish(warehouse: Path, pg: Any, *, schema: str = "marts") -> dict[str, int]:
+def publish(
+    warehouse: Path,
+    pg: Any,
+    *,
+    schema: str = "marts",
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> dict[str, int]:
     """Replace the Postgres schema `schema`'s tables with every mart of the DuckDB `warehouse`.
 
-    One Postgres transaction: drop and create each mart's table (types from DuckDB's, lists and
-    structs as `jsonb`), `COPY` its rows in as CSV. Marts no longer built are dropped.
+    One Postgres transaction: every published table is locked at once first (`_lock_all`, so
+    no reader waits while publish waits for another), then each mart's table is dropped and
+    created (types from DuckDB's, lists and structs as `jsonb`) and its rows `COPY`ed in as
+    CSV. Marts no longer built are dropped.
+
+    Raises:
+        PublishLocked: a session kept a mart for `lock_timeout_s` (named); nothing changed.
 
     Returns:
         Rows per published table.
@@ -236,7 +263,9 @@ def publish(warehouse: Path, pg: Any, *, schema: str = "marts") -> dict[str, int
                 "select table_name from information_schema.tables where table_schema = %s",
                 [schema],
             )
-            for (stale,) in cur.fetchall():
+            existing = [name for (name,) in cur.fetchall()]
+            _lock_all(cur, schema, existing, lock_timeout_s)
+            for stale in existing:
                 if stale not in marts:
                     cur.execute(f"drop table {_quote(schema)}.{_quote(stale)}")
             for mart in marts:
@@ -270,6 +299,76 @@ def publish(warehouse: Path, pg: Any, *, schema: str = "marts") -> dict[str, int
     return counts
 
 
+def _lock_all(cur: Any, schema: str, tables: list[str], timeout_s: float) -> None:
+    """Take every table of `schema` at once, or none, until `timeout_s`; else name the holders.
+
+    Each attempt is `LOCK ... NOWAIT` of all the tables in one statement inside a savepoint: it
+    fails at once if any table is held, and rolling back to the savepoint lets go of those it
+    had taken, so readers of the other marts never queue behind a publish that waits.
+
+    Raises:
+        PublishLocked: still held after `timeout_s`: pid, application, state and since when.
+    """
+    if not tables:
+        return
+    names = ", ".join(f"{_quote(schema)}.{_quote(t)}" for t in tables)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cur.execute("savepoint esper_lock")
+        try:
+            cur.execute(f"lock table {names} in access exclusive mode nowait")
+        except Exception as error:
+            if getattr(error, "pgcode", None) != "55P03":  # lock_not_available
+                raise
+            cur.execute("rollback to savepoint esper_lock")
+            if time.monotonic() >= deadline:
+                raise PublishLocked(_holders_text(cur, schema, tables, timeout_s)) from None
+            time.sleep(LOCK_RETRY_S)
+            continue
+        cur.execute("release savepoint esper_lock")
+        return
+
+
+def _holders_text(cur: Any, schema: str, tables: list[str], timeout_s: float) -> str:
+    """Which sessions hold the tables (pg_locks joined to pg_stat_activity)."""
+    cur.execute(
+        "select distinct c.relname, a.pid, coalesce(nullif(a.application_name, ''), '?'), "
+        "a.state, coalesce(a.state_change, a.xact_start) "
+        "from pg_locks l join pg_class c on c.oid = l.relation "
+        "join pg_namespace n on n.oid = c.relnamespace "
+        "join pg_stat_activity a on a.pid = l.pid "
+        "where l.granted and l.pid <> pg_backend_pid() and n.nspname = %s "
+        "and c.relname = any(%s) order by 1, 2",
+        [schema, tables],
+    )
+    held = [
+        f"{schema}.{table} by pid {pid} ({app}, {state} since "
+        f"{since.isoformat(sep=' ', timespec='seconds') if since else '?'})"
+        for table, pid, app, state, since in cur.fetchall()
+    ]
+    return (
+        f"the marts are still in use after {timeout_s:g} s: "
+        + ("; ".join(held) or "the holder has just let go")
+        + ". Nothing was published (the old marts are unchanged); end that session or its "
+        "transaction, or raise --lock-timeout (ESPER_WAREHOUSE__PUBLISH_LOCK_TIMEOUT_S)"
+    )
+
+
+def _lock_timeout_default() -> float:
+    import dlt
+
+    value = dlt.config.get(LOCK_TIMEOUT_SETTING)
+    return float(value) if value is not None else DEFAULT_LOCK_TIMEOUT_S
+
+
+def _connection_lost(error: BaseException | None) -> bool:
+    """True for the driver's errors of a connection refused or lost (Postgres down)."""
+    code = getattr(error, "pgcode", None) or ""
+    return type(error).__name__ in ("OperationalError", "InterfaceError") and (
+        not code or code.startswith(CONNECTION_LOST)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres."""
     from .cli import apply_options, shared_options
@@ -285,6 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pull", action="store_true", help="copy the raw tables from Postgres")
     parser.add_argument("--schema", default="marts", help="Postgres schema of the marts")
+    parser.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=None,
+        help="seconds to wait for sessions reading the marts, then fail naming them "
+        f"(ESPER_WAREHOUSE__PUBLISH_LOCK_TIMEOUT_S, default {DEFAULT_LOCK_TIMEOUT_S:g})",
+    )
     args = parser.parse_args(argv)
     apply_options(args)
     started = time.perf_counter()
@@ -298,14 +404,32 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"pulled {len(pulled)} raw tables ({sum(pulled.values()):,} rows)")
                 built = models.build_models(args.warehouse)
                 print(f"built {len(built)} models")
-            counts = publish(args.warehouse, pg, schema=args.schema)
+            timeout = args.lock_timeout
+            counts = publish(
+                args.warehouse,
+                pg,
+                schema=args.schema,
+                lock_timeout_s=timeout if timeout is not None else _lock_timeout_default(),
+            )
         finally:
             pg.close()
+    except PublishLocked as error:
+        print(f"error: {error}", file=sys.stderr)
+        from .runner import EXIT_LOCKED
+
+        return EXIT_LOCKED
     except (PublishError, duckdb.Error) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2 if isinstance(error, PublishError) else 1
     except Exception as error:  # the driver's errors: type and message, never the DSN
-        print(f"error: {type(error).__name__}: {str(error).strip()}", file=sys.stderr)
+        if _connection_lost(error) and _connection_lost(error.__context__ or error):
+            error = error.__context__ or error  # the loss itself, not the rollback after it
+        text = f"{type(error).__name__}: {str(error).strip()}"
+        if _connection_lost(error):  # Postgres down mid-transaction: as at connect
+            print(f"error: lost the connection to Postgres: {text}; nothing was published "
+                  "(the transaction is rolled back)", file=sys.stderr)  # fmt: skip
+            return 2
+        print(f"error: {text}", file=sys.stderr)
         return 1
     buffer = io.StringIO()
     for mart, rows in counts.items():

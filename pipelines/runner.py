@@ -41,6 +41,7 @@ from sources.esper.datatap import table_name as data_tap_table
 from sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
 
 from . import bookkeeping
+from .ownership import check_owner
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
 from .warehouse import (
@@ -79,11 +80,11 @@ COMPANIONS: dict[str, tuple[str, ...]] = {
 APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
 
 # dlt settings this product relies on; an admin's environment or config.toml can still set them.
+# (Telemetry is off from the package's import on: pipelines/__init__.py.)
 DLT_DEFAULTS = {
     "EXTRACT__NEXT_ITEM_MODE": "fifo",  # device events read what the other resources saw
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_ID": "true",  # scd2 on Arrow needs _dlt_id
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID": "true",  # freshness per table
-    "RUNTIME__DLTHUB_TELEMETRY": "false",  # no network beyond the API
     # Files of at most 100,000 rows: normalize reads a whole file at once, and 2.6 million device
     # events of a 100,000-device first load in one file took it to 4 GB.
     "DATA_WRITER__FILE_MAX_ITEMS": "100000",
@@ -184,11 +185,7 @@ def exit_code_for(error: BaseException) -> int:
 
 def root_cause(error: BaseException) -> BaseException:
     """The innermost error that explains a failure (EsperError first, else the deepest)."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+    chain = _chain(error)
     for item in chain:
         if isinstance(item, EsperError | WarehouseLocked):
             return item
@@ -196,8 +193,52 @@ def root_cause(error: BaseException) -> BaseException:
 
 
 def error_text(error: BaseException) -> str:
+    """The innermost cause of a failure, as the user reads it.
+
+    An innermost error with no message of its own (`StopIteration` from a `next()` over
+    nothing, turned into a RuntimeError by the generator it escaped) also says where it was
+    raised and what the nearest error around it said, never just `StopIteration:`.
+    """
     cause = root_cause(error)
-    return f"{type(cause).__name__}: {cause}"
+    if str(cause):
+        return f"{type(cause).__name__}: {cause}"
+    chain = _chain(error)
+    text = f"{type(cause).__name__} (no message), raised at {_raised_at(chain)}"
+    around = next((e for e in reversed(chain[:-1]) if str(e)), None)
+    return f"{text}; around it: {type(around).__name__}: {around}" if around else text
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and its causes, outermost first (dlt's `exception` attribute, then Python's)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+    return chain
+
+
+def _raised_at(chain: Sequence[BaseException]) -> str:
+    """`file:line in function` where the innermost error outside dlt's own code was raised.
+
+    dlt's iteration leaves its own empty `StopIteration`s in the chain (as `__context__`); the
+    place a user can act on is the deepest frame outside dlt of the innermost error that has one.
+    """
+    dlt_dir = str(Path(dlt.__file__).resolve().parent)
+    for item in reversed(chain):
+        frames = []
+        tb = item.__traceback__
+        while tb is not None:
+            frames.append(tb)
+            tb = tb.tb_next
+        ours = [f for f in frames if not f.tb_frame.f_code.co_filename.startswith(dlt_dir)]
+        if ours:
+            code = ours[-1].tb_frame.f_code
+            path = Path(code.co_filename)
+            if path.is_relative_to(Path.cwd()):
+                path = path.relative_to(Path.cwd())
+            return f"{path}:{ours[-1].tb_lineno} in {code.co_name}"
+    return "an unknown place"
 
 
 def select(source: Any, names: Sequence[str] | None) -> Any:
@@ -409,6 +450,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
         wait_for_file(settings.warehouse, settings.lock_timeout_s)
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
+        check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
         if pipeline.has_pending_data:
             log.info("load: finishing a previous run's pending packages first")
             pipeline.normalize()

@@ -57,6 +57,7 @@ def esper(
     data_tap_stuck_s: float = s.DATA_TAP_STUCK_S,
     data_tap_row_limit: int = s.DATA_TAP_ROW_LIMIT,
     commit_every_devices: int = s.COMMIT_EVERY_DEVICES,
+    api_key_name: str = "SOURCES__ESPER__API_KEY",
     client: Any = None,
     ledger: Any = None,
 ) -> tuple[DltResource, ...]:
@@ -76,6 +77,8 @@ def esper(
 
     Args:
         client: an `EsperClient` to use (the pipeline passes one to read its counters).
+        api_key_name: where `api_key` came from, named when the API refuses it (a tenant's
+            `api_key_env`).
         ledger: a `RunLedger` to fill (the pipeline reads it to reconcile after the load).
     """
     client = client or EsperClient(
@@ -87,6 +90,7 @@ def esper(
         max_retry_wait=max_retry_wait_s,
         initial_concurrency=initial_concurrency,
         max_concurrency=max_concurrency,
+        key_name=api_key_name,
     )
     opts = Options(
         timedelta(hours=lag_hours),

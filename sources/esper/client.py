@@ -505,6 +505,7 @@ class EsperClient:
             (`Retry-After`, backoff, a cooldown another request's 429 imposed). When the API asks
             for a longer wait than is left, the request fails at once, quoting the API's value.
         clock: Monotonic seconds for the waits (tests inject one that `sleep` advances).
+        key_name: Where the key came from (an environment variable), named when it is refused.
 
     Raises:
         EsperConfigError: A bad base URL, a missing or unusable key, or inconsistent limits.
@@ -528,8 +529,10 @@ class EsperClient:
         rng: random.Random | None = None,
         max_retry_wait: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        key_name: str = "SOURCES__ESPER__API_KEY",
     ) -> None:
         self.base_url = _normalise_base_url(base_url)
+        self.key_name = key_name  # where the key came from, named when the API refuses it
         base = httpx.URL(self.base_url)
         self._origin = _origin(base)
         self._rewrites_logged: set[tuple[str, str]] = set()
@@ -938,7 +941,7 @@ class EsperClient:
         if status in (401, 403):
             return EsperAuthError(
                 f"the API key was refused (HTTP {status}) by {self._origin_text()}: check the "
-                "key (SOURCES__ESPER__API_KEY) and that it belongs to this tenant",
+                f"key ({self.key_name}) and that it belongs to this tenant",
                 status=status,
                 route=route,
             )

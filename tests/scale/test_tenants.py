@@ -128,3 +128,18 @@ def test_the_shipped_example_parses(tmp_path: Path) -> None:
     assert tenants.tenants
     for tenant in tenants.tenants.values():
         assert tenant.api_key_env.isupper() and tenant.warehouse.suffix == ".duckdb"
+
+
+def test_a_refused_tenant_key_names_the_tenants_variable(
+    tenant_sims: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_tenants(tmp_path / "tenants.toml", tenant_sims, tmp_path / "warehouses")
+
+    code = cli.main(["run", "--tenant", "gamma", "--tenants-file", str(path), "--no-models"])
+
+    out = capsys.readouterr()
+    assert code == 2
+    gamma = next(line for line in out.out.splitlines() if line.startswith("gamma"))
+    assert "EsperAuthError" in gamma and "ESPER_TEST_KEY_GAMMA" in gamma  # its api_key_env
+    assert "SOURCES__ESPER__API_KEY" not in out.out + out.err  # not the single-tenant variable
+    assert API_KEY not in out.out + out.err
