@@ -86,3 +86,28 @@ def test_a_first_load_killed_after_two_parts_goes_on_from_them(sim, wh: Path) ->
     sim.advance(hours=24)
     nightly = load(sim, wh, source_options=PARTS)
     assert nightly.exit_code == 0 and nightly.mode == "incremental", nightly.error
+
+
+def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
+    sim, wh: Path
+) -> None:
+    """SIGTERM once two parts are committed: the run is in `_esper_runs`, its message true."""
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    seen: list[str] = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=60)
+    log = "".join(seen) + rest
+    assert proc.returncode == 130, log
+    assert "could not record the run" not in log, log
+    assert "nothing of this run was loaded" not in log, log
+    assert "part(s) of this full scan are committed" in log, log
+    with duckdb.connect(str(wh), read_only=True) as con:
+        runs = con.sql("select status, error from esper._esper_runs").fetchall()
+    assert [r[0] for r in runs] == ["interrupted"], runs
+    assert "committed" in runs[0][1], runs
