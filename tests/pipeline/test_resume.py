@@ -111,3 +111,36 @@ def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
         runs = con.sql("select status, error from esper._esper_runs").fetchall()
     assert [r[0] for r in runs] == ["interrupted"], runs
     assert "committed" in runs[0][1], runs
+
+
+def test_status_and_models_tell_an_unfinished_first_load(
+    sim, wh: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed after two parts: `status` says the first load is unfinished, `models` refuses."""
+    from pipelines import models, status
+
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+    assert status.status(wh) == 0
+    said = capsys.readouterr().out
+    assert "the first load is unfinished" in said and "device(s) loaded so far" in said, said
+    assert models.main(["--warehouse", str(wh)]) == models.EXIT_UNFINISHED
+    assert "no model was built" in capsys.readouterr().err
+    with duckdb.connect(str(wh), read_only=True) as con:
+        marts = con.sql(
+            "select count(*) from information_schema.tables where table_schema = 'marts'"
+        ).fetchone()[0]  # type: ignore[index]
+    assert marts == 0
+
+    resumed = load(sim, wh, source_options=PARTS)
+    assert resumed.exit_code == 0, resumed.error
+    assert status.status(wh) == 0
+    assert "unfinished" not in capsys.readouterr().out
+    assert models.main(["--warehouse", str(wh)]) == 0
