@@ -87,8 +87,12 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
             yield page_table("devices", items)
 
     yield from pages(walk.take(needs))
-    if not walk.exhausted:
-        return  # a part: the next one goes on from here
+    if not walk.exhausted or not ledger.building_last:
+        # a part: the next one goes on from here. A part whose walk reached the list's end is
+        # not the last part either (that one reads the catalogues): the count, the cursor and
+        # `devices_full_scan_at` are committed with the last part, beside the census, so that
+        # a kill during the last part leaves a first load unfinished, not an incremental one.
+        return
     count = device_count(client)
     if count is not None and len(walk.seen) < count:
         log.info(

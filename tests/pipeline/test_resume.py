@@ -144,3 +144,31 @@ def test_status_and_models_tell_an_unfinished_first_load(
     assert status.status(wh) == 0
     assert "unfinished" not in capsys.readouterr().out
     assert models.main(["--warehouse", str(wh)]) == 0
+
+
+def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Path) -> None:
+    """SIGKILL as the last part (the catalogues, the census) starts: the resume completes both.
+
+    120 devices in parts of 25: the walk reaches the list's end within part 5, so part 6 is the
+    last part. The census, the device cursor and `devices_full_scan_at` belong to it.
+    """
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    last = -(-SMALL_FLEET // PART) + 1
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if f"part {last} started" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+
+    resumed = load(sim, wh, source_options=PARTS)
+    assert resumed.exit_code == 0, resumed.error
+    assert resumed.mode == "full"  # the first load is finished, not taken for a nightly
+    census = {c[0] for c in rows(wh, "device_census", ("id",))}
+    assert census == {d["id"] for d in sim.truth("devices")}
+    assert "devices" in {r["table_name"] for r in resumed.reconciliation}
+    assert all(r["ok"] for r in resumed.reconciliation)
+    for table in TABLES:
+        compare(sim, wh, table)
