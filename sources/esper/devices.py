@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dlt
@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from .client import EsperClient
 from .common import (
+    FIRST_LOAD_STARTED,
     ROWS_PER_BATCH,
     Options,
     advance_cursor,
@@ -87,6 +88,8 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
             yield page_table("devices", items)
 
     yield from pages(walk.take(needs))
+    if not ledger.completed_full_scan:  # kept from the first part until the first load ends
+        cursor_state().setdefault(FIRST_LOAD_STARTED, iso(ledger.as_of or datetime.now(UTC)))
     if not walk.exhausted or not ledger.building_last:
         # a part: the next one goes on from here. A part whose walk reached the list's end is
         # not the last part either (that one reads the catalogues): the count, the cursor and

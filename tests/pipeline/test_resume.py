@@ -172,3 +172,29 @@ def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Pa
     assert all(r["ok"] for r in resumed.reconciliation)
     for table in TABLES:
         compare(sim, wh, table)
+
+
+def test_a_first_load_resumed_a_day_later_loses_no_event(sim, wh: Path) -> None:
+    """SIGKILL after two parts, the API's clock moves 24 h, the resume: every event is loaded.
+
+    Devices of the committed parts whose `updated_at` did not move still have new events (and
+    commands) in the gap; their feeds are read again. Also after the next nightly.
+    """
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+
+    sim.advance(hours=24)
+    resumed = load(sim, wh, source_options=PARTS)
+    assert resumed.exit_code == 0, resumed.error
+    compare(sim, wh, "device_events")
+    sim.advance(hours=24)
+    nightly = load(sim, wh, source_options=PARTS)
+    assert nightly.exit_code == 0, nightly.error
+    compare(sim, wh, "device_events")
