@@ -23,6 +23,7 @@ RUNS = {
     "throttled": "bigint",
     "rows": "json",
     "error": "varchar",
+    "parts": "bigint",  # parts committed before the last (or failed) one: 0 = one part
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -34,7 +35,10 @@ RECONCILIATION = {
     "checked_at": "timestamp with time zone",
     "ok": "boolean",
 }
-ADDED = {"_esper_reconciliation": ("duplicates",)}  # columns added after the first release
+ADDED = {
+    "_esper_reconciliation": ("duplicates",),
+    "_esper_runs": ("parts",),
+}  # columns added after the first release
 
 
 def write(

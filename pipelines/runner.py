@@ -126,6 +126,7 @@ class RunResult:
     seconds: float = 0.0
     error: str | None = None
     models: list[str] = field(default_factory=list)
+    parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
 
 
 def _without_json_hint_warning(record: logging.LogRecord) -> bool:
@@ -461,6 +462,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             if last:
                 break
             committed_parts += 1
+            result.parts = committed_parts
             stage = "between parts"
             if held is not None:  # the file is free between parts
                 held = _release_warehouse(pipeline, settings, held)
@@ -644,6 +646,7 @@ def _record(
         "throttled": result.throttled,
         "rows": orjson.dumps(result.rows).decode(),
         "error": result.error,
+        "parts": result.parts,
     }
     try:
         with_lock_wait(
