@@ -24,6 +24,7 @@ RUNS = {
     "rows": "json",
     "error": "varchar",
     "unavailable": "json",  # table -> why this run skipped it (a partial run), else {}
+    "parts": "bigint",  # parts committed before the last (or failed) one: 0 = one part
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -37,7 +38,7 @@ RECONCILIATION = {
 }
 ADDED = {
     "_esper_reconciliation": ("duplicates",),
-    "_esper_runs": ("unavailable",),
+    "_esper_runs": ("unavailable", "parts"),
 }  # columns added after the first release
 
 
@@ -65,3 +66,42 @@ def write(
                     f"insert into {name} ({', '.join(columns)}) values ({marks})",
                     *[row.get(c) for c in columns],
                 )
+
+
+# A full scan that ended with these statuses walked the whole device list (its rows are all in).
+UNFINISHED = ("failed", "interrupted")
+
+
+def unfinished_first_load(con: Any, ds: str) -> str | None:
+    """What `status` and `models` say when devices are loaded but no full scan has completed.
+
+    A first load in parts (sources/esper/walk.py) commits devices part by part: until one full
+    scan ends, the warehouse holds part of the fleet. None when there is no such first load.
+
+    Args:
+        con: a DuckDB connection to the warehouse.
+        ds: the dataset's qualified schema name (e.g. `"catalog"."esper"`).
+    """
+    schema = ds.rsplit(".", 1)[-1].strip('"')
+    tables = {
+        r[0]
+        for r in con.execute(
+            "select table_name from information_schema.tables where table_schema = ?", [schema]
+        ).fetchall()
+    }
+    if "devices" not in tables:
+        return None
+    devices = con.execute(f"select count(distinct id) from {ds}.devices").fetchone()[0]
+    if not devices:
+        return None
+    if "_esper_runs" in tables:
+        marks = ", ".join(f"'{s}'" for s in UNFINISHED)
+        done = con.execute(
+            f"select count(*) from {ds}._esper_runs where mode = 'full' and status not in ({marks})"
+        ).fetchone()[0]
+        if done:
+            return None
+    return (
+        f"the first load is unfinished: {devices:,} device(s) loaded so far by committed parts; "
+        "`esper-warehouse run` goes on from them"
+    )

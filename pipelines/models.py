@@ -467,11 +467,29 @@ def build_models(
     return built
 
 
+EXIT_UNFINISHED = 4  # the data is incomplete, as for a run's reconciliation shortfall
+
+
+def _unfinished(warehouse: Path, dataset: str) -> str | None:
+    """The unfinished first load's message, or None (bookkeeping.unfinished_first_load)."""
+    from .bookkeeping import unfinished_first_load
+
+    try:
+        con = duckdb.connect(str(warehouse), read_only=True)
+    except duckdb.Error:
+        return None  # build_models reports why the file cannot be opened
+    try:
+        return unfinished_first_load(con, f'"{_catalog(con)}"."{dataset}"')
+    finally:
+        con.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse models`: build the models and print what was built.
 
     Exit codes: 0 built; 1 a model or data test failed (nothing changed); 2 no such warehouse
-    file (unless --create) or no seeds folder; 5 the file is held by another process.
+    file (unless --create) or no seeds folder; 4 a first load is unfinished (nothing built);
+    5 the file is held by another process.
     """
     from .cli import apply_options, shared_options
     from .status import missing_message, open_failure
@@ -492,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     if not warehouse.exists() and not args.create:
         print(f"error: {missing_message(warehouse)} (or pass --create)", file=sys.stderr)
         return 2
+    if warehouse.exists() and (unfinished := _unfinished(warehouse, args.dataset)):
+        print(f"error: {unfinished}; no model was built from part of the fleet", file=sys.stderr)
+        return EXIT_UNFINISHED
     started = time.perf_counter()
     try:
         built = build_models(warehouse, dataset=args.dataset)

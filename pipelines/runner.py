@@ -67,7 +67,10 @@ AFTER_INTERRUPT = {
     "next run loads it first",
     "load": "the load stopped part-way; the next run finishes it first (no row is doubled)",
     "after the load": "everything extracted was loaded; the next run checks it again",
+    "between parts": "no part was in progress",
 }
+# Said instead of "this run" once parts of it are committed (sources/esper/walk.py).
+IN_PROGRESS = "the part in progress"
 KEPT = ": the next run goes on from them"  # said of committed parts (sources/esper/walk.py)
 PIPELINE_NAME = "esper_warehouse"
 # Resources that come with another (`Endpoint.loaded_with`): selecting `devices` loads its
@@ -129,6 +132,7 @@ class RunResult:
     error: str | None = None
     models: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
 
 
 def _without_json_hint_warning(record: logging.LogRecord) -> bool:
@@ -505,9 +509,10 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             if last:
                 break
             committed_parts += 1
+            result.parts = committed_parts
+            stage = "between parts"
             if held is not None:  # the file is free between parts
-                held.close()
-                held = None
+                held = _release_warehouse(pipeline, settings, held)
             log.info(
                 "load: %scommitted (%d devices listed so far); a run killed from here on "
                 "goes on from this part",
@@ -539,7 +544,12 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
             _stop(client or ledger.client)  # requests in flight end now, none is retried
             result.status, result.exit_code = "interrupted", EXIT_INTERRUPTED
             extracted = f" ({progress.text()})" if stage == "extract" else ""
-            result.error = f"interrupted during {stage}{extracted}: {AFTER_INTERRUPT[stage]}"
+            after = AFTER_INTERRUPT[stage]
+            if committed_parts:
+                after = after.replace("this run", IN_PROGRESS).replace(
+                    "nothing was loaded; the next run starts afresh", "nothing more was loaded"
+                )
+            result.error = f"interrupted during {stage}{extracted}: {after}"
             if committed_parts:
                 result.error += (
                     f" ({committed_parts} part(s) of this full scan are committed{KEPT})"
@@ -656,6 +666,16 @@ def _hold_warehouse(settings: RunSettings) -> Any:
         ) from None
 
 
+def _release_warehouse(pipeline: dlt.Pipeline, settings: RunSettings, held: Any) -> None:
+    """Close the held DuckDB connection between parts; later queries open the file by its path.
+
+    `pipeline.load(credentials=held)` keeps the connection as the destination's credentials: the
+    run record written after a later part failed would otherwise meet a closed connection.
+    """
+    held.close()
+    pipeline.destination.config_params["credentials"] = str(settings.warehouse.resolve())
+
+
 def _row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
     info = pipeline.last_trace.last_normalize_info if pipeline.last_trace else None
     counts = dict(info.row_counts) if info else {}
@@ -679,6 +699,7 @@ def _record(
         "rows": orjson.dumps(result.rows).decode(),
         "error": result.error,
         "unavailable": orjson.dumps(result.unavailable).decode(),
+        "parts": result.parts,
     }
     try:
         with_lock_wait(

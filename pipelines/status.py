@@ -89,6 +89,10 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
     ds = f'"{catalog}"."{dataset}"'  # a file named like the dataset makes `esper.x` ambiguous
     out: list[str] = []
+    from .bookkeeping import unfinished_first_load
+
+    if unfinished := unfinished_first_load(con, ds):
+        out.append(unfinished)
     runs = []
     if "_esper_runs" in tables:  # an empty placeholder until the first run (pipelines/models.py)
         runs = con.execute(

@@ -121,7 +121,8 @@ def esper(
     apps = device_apps(**run)  # scd2: its rows' validity changes at the run's API time
     scd2 = hints_of("device_apps")["write_disposition"]
     apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.as_of})
-    if not ledger.last_part():  # a full scan in parts: the next devices and their fan-outs
+    ledger.building_last = ledger.last_part()
+    if not ledger.building_last:  # a full scan in parts: the next devices and their fan-outs
         page_events = device_list | device_events_of_page(**run)
         return (device_list, device_list | device_history, device_list | apps, page_events)
     census = [device_census(ledger=ledger)] if ledger.full_scan else []

@@ -253,9 +253,10 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     new ones. This resource runs last (`next_item_mode = "fifo"`) because it reads the activity
     the other resources noted in the ledger.
     """
-    # A run resuming an unfinished first load (walk.py) already holds the whole feeds of the
-    # devices it skips: activity says nothing new about them until a first load has completed.
-    active = ledger.active_devices if ledger.completed_full_scan or not ledger.full_scan else set()
+    # A run resuming an unfinished first load (walk.py) holds the feeds of the devices it skips
+    # as they were when their part committed: activity since then (`ledger.resumed_from`) counts.
+    counts = ledger.completed_full_scan or not ledger.full_scan or ledger.resumed_from is not None
+    active = ledger.active_devices if counts else set()
     targets = sorted((set(ledger.changed_devices) | active) - ledger.feeds_read)
     yield from _event_feeds(client, ledger, opts, targets)
 

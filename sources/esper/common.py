@@ -83,6 +83,11 @@ def cursor_state() -> dict[str, Any]:
     return dlt.current.source_state().setdefault("cursors", {})  # type: ignore[no-any-return]
 
 
+# The API time of a first load's first committed part (state, written by every part until the
+# first load completes): a run that resumes it treats what happened since as activity.
+FIRST_LOAD_STARTED = "first_load_started_at"
+
+
 def read_from(
     name: str, lag: timedelta, ledger: RunLedger, *, also_full: bool = False
 ) -> datetime | None:
@@ -92,6 +97,9 @@ def read_from(
     not how much to read: command-status and operation-device activity).
     """
     mark = cursor_state().get(name)
+    if also_full and not mark and ledger.resumed_from is not None:
+        # a resumed first load: everything since its first part committed is activity
+        return ledger.resumed_from - lag
     if (ledger.full_scan and not also_full) or not mark:
         return None
     return parse_time(mark) - lag  # type: ignore[operator]
@@ -140,6 +148,8 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     ledger.as_of = client.server_time or datetime.now(UTC)
     last_full = parse_time(cursor_state().get("devices_full_scan_at"))
     ledger.completed_full_scan = last_full is not None
+    if last_full is None:  # a first load; committed parts of an earlier run make it a resume
+        ledger.resumed_from = parse_time(cursor_state().get(FIRST_LOAD_STARTED))
     ledger.full_scan = bool(full_scan or last_full is None or ledger.as_of - last_full >= interval)
 
 

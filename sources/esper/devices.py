@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dlt
@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from .client import EsperClient, EsperError
 from .common import (
+    FIRST_LOAD_STARTED,
     ROWS_PER_BATCH,
     Options,
     advance_cursor,
@@ -91,8 +92,14 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
             yield page_table("devices", items)
 
     yield from pages(walk.take(needs))
-    if not walk.exhausted:
-        return  # a part: the next one goes on from here
+    if not ledger.completed_full_scan:  # kept from the first part until the first load ends
+        cursor_state().setdefault(FIRST_LOAD_STARTED, iso(ledger.as_of or datetime.now(UTC)))
+    if not walk.exhausted or not ledger.building_last:
+        # a part: the next one goes on from here. A part whose walk reached the list's end is
+        # not the last part either (that one reads the catalogues): the count, the cursor and
+        # `devices_full_scan_at` are committed with the last part, beside the census, so that
+        # a kill during the last part leaves a first load unfinished, not an incremental one.
+        return
     count = device_count(client)
     if count is not None and len(walk.seen) < count:
         log.info(

@@ -67,6 +67,8 @@ class RunLedger:
     device_count: int | None = None  # the API's count when the run opened
     completed_full_scan: bool = False  # a full scan has completed before (else: a first load)
     walk: Any = None  # a full scan's `walk.DeviceWalk`, shared by its parts
+    resumed_from: datetime | None = None  # a resumed first load: the API time of its first part
+    building_last: bool = True  # whether the source built now is the run's last part
     android_software: dict[str, dict[str, Any]] | None = None  # read once per run
     feeds_read: set[str] = field(default_factory=set)  # devices whose feed this run has read
     event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run

@@ -86,3 +86,116 @@ def test_a_first_load_killed_after_two_parts_goes_on_from_them(sim, wh: Path) ->
     sim.advance(hours=24)
     nightly = load(sim, wh, source_options=PARTS)
     assert nightly.exit_code == 0 and nightly.mode == "incremental", nightly.error
+
+
+def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
+    sim, wh: Path
+) -> None:
+    """SIGTERM once two parts are committed: the run is in `_esper_runs`, its message true."""
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    seen: list[str] = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=60)
+    log = "".join(seen) + rest
+    assert proc.returncode == 130, log
+    assert "could not record the run" not in log, log
+    assert "nothing of this run was loaded" not in log, log
+    assert "part(s) of this full scan are committed" in log, log
+    with duckdb.connect(str(wh), read_only=True) as con:
+        runs = con.sql("select status, error, parts from esper._esper_runs").fetchall()
+    assert [r[0] for r in runs] == ["interrupted"], runs
+    assert runs[0][2] >= 2, runs  # its committed parts
+    assert "committed" in runs[0][1], runs
+
+
+def test_status_and_models_tell_an_unfinished_first_load(
+    sim, wh: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed after two parts: `status` says the first load is unfinished, `models` refuses."""
+    from pipelines import models, status
+
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+    assert status.status(wh) == 0
+    said = capsys.readouterr().out
+    assert "the first load is unfinished" in said and "device(s) loaded so far" in said, said
+    assert models.main(["--warehouse", str(wh)]) == models.EXIT_UNFINISHED
+    assert "no model was built" in capsys.readouterr().err
+    with duckdb.connect(str(wh), read_only=True) as con:
+        marts = con.sql(
+            "select count(*) from information_schema.tables where table_schema = 'marts'"
+        ).fetchone()[0]  # type: ignore[index]
+    assert marts == 0
+
+    resumed = load(sim, wh, source_options=PARTS)
+    assert resumed.exit_code == 0, resumed.error
+    assert status.status(wh) == 0
+    assert "unfinished" not in capsys.readouterr().out
+    assert models.main(["--warehouse", str(wh)]) == 0
+
+
+def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Path) -> None:
+    """SIGKILL as the last part (the catalogues, the census) starts: the resume completes both.
+
+    120 devices in parts of 25: the walk reaches the list's end within part 5, so part 6 is the
+    last part. The census, the device cursor and `devices_full_scan_at` belong to it.
+    """
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    last = -(-SMALL_FLEET // PART) + 1
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if f"part {last} started" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+
+    resumed = load(sim, wh, source_options=PARTS)
+    assert resumed.exit_code == 0, resumed.error
+    assert resumed.mode == "full"  # the first load is finished, not taken for a nightly
+    census = {c[0] for c in rows(wh, "device_census", ("id",))}
+    assert census == {d["id"] for d in sim.truth("devices")}
+    assert "devices" in {r["table_name"] for r in resumed.reconciliation}
+    assert all(r["ok"] for r in resumed.reconciliation)
+    for table in TABLES:
+        compare(sim, wh, table)
+
+
+def test_a_first_load_resumed_a_day_later_loses_no_event(sim, wh: Path) -> None:
+    """SIGKILL after two parts, the API's clock moves 24 h, the resume: every event is loaded.
+
+    Devices of the committed parts whose `updated_at` did not move still have new events (and
+    commands) in the gap; their feeds are read again. Also after the next nightly.
+    """
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+
+    sim.advance(hours=24)
+    resumed = load(sim, wh, source_options=PARTS)
+    assert resumed.exit_code == 0, resumed.error
+    compare(sim, wh, "device_events")
+    sim.advance(hours=24)
+    nightly = load(sim, wh, source_options=PARTS)
+    assert nightly.exit_code == 0, nightly.error
+    compare(sim, wh, "device_events")
