@@ -227,20 +227,33 @@ def dropdown(values: Sequence[Any], label: str, everything: str = ALL) -> mo.ui.
     return mo.ui.dropdown(options=options, value=everything, label=label)
 
 
+def percent(value: float | None) -> str:
+    """A 0-1 rate as a percentage with one decimal ("40.0 %"), blank when unknown."""
+    return "" if value is None else f"{value:.1%}"
+
+
+def rate_formats(frame: pl.DataFrame) -> dict[str, Any]:
+    """Table formats that show every `*_rate` column of `frame` as a percentage."""
+    return {c: percent for c in frame.columns if c.endswith("_rate")}
+
+
 def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.table]:
     """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
 
     `view` needs `failure_rate`, `timeout_rate` and `p90_minutes_to_terminal`; `noun` names the
     rows ("command requests", "operations") in the tables' labels.
     """
+    formats = rate_formats(view)
     failing = mo.ui.table(
         view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
+        format_mapping=formats,
         selection="single",
         page_size=10,
         label=f"Most failing {noun} (failure + timeout rate)",
     )
     slow = mo.ui.table(
         view.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
+        format_mapping=formats,
         selection="single",
         page_size=10,
         label=f"Slowest {noun} (p90 minutes to a final state)",

@@ -32,3 +32,15 @@ def test_a_state_the_vocabulary_gains_gets_a_colour(tmp_path: Path) -> None:
         "command,REJECTED,rejected,true\n"
     )
     assert common._terminal_states(vocabulary) == ["success", "rejected"]
+
+
+def test_rollout_tables_show_rates_as_percentages() -> None:
+    import polars as pl
+
+    view = pl.DataFrame(
+        {"id": ["a"], "label": ["CLEAR_APP_DATA"], "failure_rate": [0.4], "timeout_rate": [0.0],
+         "p90_minutes_to_terminal": [10.0]}
+    )  # fmt: skip
+    failing, _ = common.worst_rollouts(view, "command requests")
+    shown = str(failing._component_args)  # what the table sends to the browser
+    assert "40.0%" in shown and "0.4000" not in shown
