@@ -8,6 +8,7 @@ notebook left open never holds the lock the nightly load needs.
 
 from __future__ import annotations
 
+import csv
 import os
 import time
 from collections.abc import Sequence
@@ -34,8 +35,26 @@ VERDICTS = ["compliant", "non_compliant", "unverified", "out_of_service"]
 VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1", "#5b616b"]
 BUCKETS = ["online", "active", "stale", "offline", "missing", "never_seen"]
 BUCKET_COLORS = ["#1a7f37", "#7cc47f", "#f2c94c", "#f08c3a", "#c0392b", "#6b6b6b"]
-OUTCOMES = ["success", "failure", "timeout", "pending"]
-OUTCOME_COLORS = ["#2e8540", "#d83933", "#f08c3a", "#a9aeb1"]
+# A colour per known outcome; a state the vocabulary gains later still gets one (OTHER_COLORS).
+_OUTCOME_COLOR = {"success": "#2e8540", "failure": "#d83933", "timeout": "#f08c3a",
+                  "cancelled": "#8e44ad", "pending": "#a9aeb1"}  # fmt: skip
+OTHER_COLORS = ["#1f77b4", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+
+
+def _terminal_states(
+    vocabulary: Path = REPO_ROOT / "sql" / "vocabulary" / "work_states.csv",
+) -> list[str]:
+    """The tidy terminal states of commands and operations, in first-seen order (the SQL's home)."""
+    with vocabulary.open(newline="") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return list(dict.fromkeys(r["state"] for r in rows if r["is_terminal"] == "true"))
+
+
+# A rollout's outcomes: every terminal state of sql/vocabulary/work_states.csv, then "pending"
+# (not yet terminal); the rollout marts have one `<outcome>_devices` column per outcome.
+OUTCOMES = [*_terminal_states(), "pending"]
+_extra = iter(OTHER_COLORS)
+OUTCOME_COLORS = [_OUTCOME_COLOR.get(o) or next(_extra, "#333333") for o in OUTCOMES]
 
 
 class WarehouseBusyError(RuntimeError):
@@ -208,20 +227,33 @@ def dropdown(values: Sequence[Any], label: str, everything: str = ALL) -> mo.ui.
     return mo.ui.dropdown(options=options, value=everything, label=label)
 
 
+def percent(value: float | None) -> str:
+    """A 0-1 rate as a percentage with one decimal ("40.0 %"), blank when unknown."""
+    return "" if value is None else f"{value:.1%}"
+
+
+def rate_formats(frame: pl.DataFrame) -> dict[str, Any]:
+    """Table formats that show every `*_rate` column of `frame` as a percentage."""
+    return {c: percent for c in frame.columns if c.endswith("_rate")}
+
+
 def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.table]:
     """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
 
     `view` needs `failure_rate`, `timeout_rate` and `p90_minutes_to_terminal`; `noun` names the
     rows ("command requests", "operations") in the tables' labels.
     """
+    formats = rate_formats(view)
     failing = mo.ui.table(
         view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
+        format_mapping=formats,
         selection="single",
         page_size=10,
         label=f"Most failing {noun} (failure + timeout rate)",
     )
     slow = mo.ui.table(
         view.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
+        format_mapping=formats,
         selection="single",
         page_size=10,
         label=f"Slowest {noun} (p90 minutes to a final state)",

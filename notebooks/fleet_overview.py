@@ -82,10 +82,14 @@ def _(common, mo, params, where):
     _n = devices.height
     _count = devices["verdict"].value_counts()
     _by = dict(zip(_count["verdict"].to_list(), _count["count"].to_list(), strict=True))
-    _unseen = devices.filter(devices["last_seen_bucket"].is_in(["stale", "offline", "missing"]))
+    # the devices of marts.stale_devices (the table further down): never_seen included
+    _unseen = devices.filter(~devices["last_seen_bucket"].is_in(["online", "active"]))
+
+    # one compliance rate: compliant ÷ devices in service (marts.fleet_compliance_daily)
+    _in_service = _n - _by.get("out_of_service", 0)
 
     def _share(k):
-        return f"{_by.get(k, 0) / _n:.0%} of devices" if _n else None
+        return f"{_by.get(k, 0) / _in_service:.0%} of devices in service" if _in_service else None
 
     mo.hstack(
         [
@@ -101,7 +105,11 @@ def _(common, mo, params, where):
                 label="Unverified",
                 caption="not seen for a week, or a value unknown",
             ),
-            mo.stat(f"{_unseen.height:,}", label="Not seen for a day or more"),
+            mo.stat(
+                f"{_unseen.height:,}",
+                label="Not seen for a day or more",
+                caption="or never checked in",
+            ),
         ],
         widths="equal",
     )
@@ -202,6 +210,7 @@ def _(alt, common, mo, params, where):
             sum(compliant_devices)::bigint as compliant,
             sum(non_compliant_devices)::bigint as non_compliant,
             sum(unverified_devices)::bigint as unverified,
+            sum(out_of_service_devices)::bigint as out_of_service,
             sum(compliant_devices)::double / nullif(sum(devices), 0) as compliance_rate
         from marts.fleet_compliance_daily
         where {where}
@@ -212,12 +221,12 @@ def _(alt, common, mo, params, where):
     )
     _long = daily.unpivot(
         index="day",
-        on=["compliant", "non_compliant", "unverified"],
+        on=["compliant", "non_compliant", "unverified", "out_of_service"],
         variable_name="verdict",
         value_name="devices",
     )
     _rate = (
-        alt.Chart(daily, title="Compliance rate (compliant ÷ all devices)")
+        alt.Chart(daily, title="Compliance rate (compliant ÷ devices in service)")
         .mark_line(point=True, color="#2e8540")
         .encode(
             x=alt.X("day:T", title=None, axis=alt.Axis(format="%b %d", tickCount="day")),

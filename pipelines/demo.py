@@ -24,6 +24,18 @@ DEMO_KEY = "demo-key-not-a-secret-0000"
 DEMO_ENTERPRISE = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 
 
+# The demo's "three worst command rollouts"; README "Worst command rollouts" is the same ranking
+# (tests/notebooks/test_readme_queries.py keeps the two in step).
+WORST_COMMAND_ROLLOUTS = (
+    "select command, created_at, target_devices, success_rate, "
+    "coalesce(failure_rate, 0) + coalesce(timeout_rate, 0), p90_minutes_to_terminal "
+    "from {marts}.command_rollout where target_devices >= 5 "
+    "order by coalesce(failure_rate, 0) + coalesce(timeout_rate, 0) desc, target_devices desc, "
+    "command_request_id "
+    "limit 3"
+)
+
+
 def _say(text: str) -> None:
     print(text, flush=True)
 
@@ -137,12 +149,7 @@ def _summary(warehouse: Path) -> None:
         _say(
             "\nThe three worst command rollouts (marts.command_rollout, by failure + timeout rate):"
         )
-        for command, created, targets, success, failed, p90 in rows(
-            "select command, created_at, target_devices, success_rate, "
-            "coalesce(failure_rate, 0) + coalesce(timeout_rate, 0), p90_minutes_to_terminal "
-            "from {marts}.command_rollout where target_devices >= 5 "
-            "order by 5 desc, target_devices desc limit 3"
-        ):
+        for command, created, targets, success, failed, p90 in rows(WORST_COMMAND_ROLLOUTS):
             p90_text = f"{p90:,.0f} min" if p90 is not None else "n/a"
             _say(
                 f"  {command:<24} {created:%Y-%m-%d}  {targets:>5,} devices  "

@@ -109,7 +109,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     else:
         out.append("no runs recorded yet")
     out.extend(_unavailable(con, ds) if runs else [])
-    out.append("tables (rows, last loaded):")
+    out.append("tables (whole table: all rows it holds, last loaded):")
     loads = "_dlt_loads" in tables
     for table in tables:
         if table.startswith("_"):
@@ -131,12 +131,15 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             ).fetchone()[0]
         out.append(f"  {table:<28} {count:>10,}  {fresh or ''}")
     if "_esper_reconciliation" in tables:
-        out.append("reconciliation (latest run):")
+        out.append(
+            "reconciliation (latest run only: rows the API announced and rows that run loaded;"
+            " not the table totals above):"
+        )
         for row in con.execute(
             f"select table_name, expected, loaded, missing, ok from "
             f"{ds}._esper_reconciliation where run_id = (select run_id from "
             f"{ds}._esper_reconciliation order by checked_at desc limit 1) order by 1"
         ).fetchall():
             flag = "ok" if row[4] else "SHORT"
-            out.append(f"  {row[0]:<28} expected {row[1]:>8}  loaded {row[2]:>8}  {flag}")
+            out.append(f"  {row[0]:<28} this run: expected {row[1]:>8}  loaded {row[2]:>8}  {flag}")
     return "\n".join(out)

@@ -105,7 +105,7 @@ def test_fleet_overview_shows_the_fleet_in_the_warehouse(report_run, demo_wareho
     ), sorted(shown)
     # The headline count is the warehouse's own, and the trend has one point per loaded day.
     assert f"{devices:,}" in shown_text(page)
-    trend = shown["Compliance rate (compliant ÷ all devices)"]
+    trend = shown["Compliance rate (compliant ÷ devices in service)"]
     rate_points = next(
         rows for rows in trend["datasets"].values() if rows and "compliance_rate" in rows[0]
     )

@@ -115,6 +115,15 @@ def test_the_instance_settings_limit_one_run_per_tenant_and_the_api_pool(
     assert config.pool_config.default_pool_limit == 2
 
 
+def test_the_shipped_instance_settings_turn_telemetry_off(
+    dg: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "dagster.yaml").write_text((ROOT / "orchestration" / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with dg.DagsterInstance.get() as instance:
+        assert instance.telemetry_enabled is False
+
+
 def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
     dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path
 ) -> None:
