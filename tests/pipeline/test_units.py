@@ -108,7 +108,7 @@ class _FakeTap:
         self.states = states
         self.posts = 0
 
-    def post(self, path: str, json: dict) -> dict:
+    def post(self, path: str, json: dict, retry: bool = True) -> dict:
         self.posts += 1
         return {"content": {"id": f"job{self.posts}", "status": "PENDING"}}
 
@@ -124,13 +124,13 @@ class _FakeTap:
         }
 
 
-def test_data_tap_polling_resubmits_stuck_jobs_and_fails_clearly() -> None:
+def test_data_tap_polling_never_resubmits_a_stuck_job_and_fails_clearly() -> None:
     clock = iter(range(0, 10_000, 10))
     tap = _FakeTap([])
     with pytest.raises(DataTapError, match=r"still (PENDING|RUNNING) after 100 s"):
         run_query(tap, "q", "select 1", deadline_s=100, stuck_s=30, row_limit=10,  # type: ignore[arg-type]
                   sleep=lambda s: None, clock=lambda: next(clock))  # fmt: skip
-    assert tap.posts >= 2  # resubmitted while stuck
+    assert tap.posts == 1  # a stuck job is waited for, never submitted again (quota, section 18)
     failed = _FakeTap(["RUNNING", "FAILED"])
     with pytest.raises(DataTapError, match="FAILED: boom"):
         run_query(failed, "q", "select 1", deadline_s=100, stuck_s=30, row_limit=10,  # type: ignore[arg-type]
