@@ -5,8 +5,9 @@ The runner is deliberately small and boring:
 1. Creates the schemas `seeds`, `staging`, `intermediate`, `marts`.
 2. Raw placeholders: for every raw table declared in `sql/raw_schema.sql` that does not exist yet
    in the raw dataset (`esper` by default), creates it empty with the contract's columns
-   (docs/contracts.md section 3). Existing raw tables are never touched. So every model builds on
-   an empty warehouse, before the first load; dlt later adds its own columns to a placeholder.
+   (docs/contracts.md section 3); an existing raw table only gains the contract's columns it lacks
+   (a warehouse of an earlier release). So every model builds on an empty warehouse, before the
+   first load; dlt later adds its own columns to a placeholder.
 3. Loads every `sql/vocabulary/*.csv` (state vocabularies, also read by the loader) and every
    `sql/seeds/*.csv` (the admin's targets) as a table `seeds.<file stem>` (all columns VARCHAR;
    the `stg_seeds__*` views type the targets). Lines starting with `#` are comments.
@@ -50,6 +51,7 @@ RAW_SCHEMA = "esper"
 TABLE_SWITCH = re.compile(r"^\s*--\s*materialized:\s*table\s*$", re.MULTILINE | re.IGNORECASE)
 RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.")
 CREATE_TABLE = re.compile(r"create\s+table\s+esper\.(\w+)\s*\(", re.IGNORECASE)
+CONTRACT_COLUMN = re.compile(r"^\s+(\w+)\s+(\w+),?\s*$", re.MULTILINE)  # `    name type,`
 
 
 class ModelError(RuntimeError):
@@ -153,12 +155,38 @@ def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, sql_dir: Path, data
         match = CREATE_TABLE.search(statement)
         if match is None:
             raise ModelError(path, f"expected `create table esper.<name> (...)`: {statement[:60]}")
-        if match.group(1) in existing:
-            continue
         try:
-            con.execute(_raw(statement, dataset, catalog))
+            if match.group(1) in existing:
+                _add_missing_columns(con, statement, match.group(1), dataset, catalog)
+            else:
+                con.execute(_raw(statement, dataset, catalog))
         except duckdb.Error as exc:
             raise ModelError(path, str(exc)) from exc
+
+
+def _add_missing_columns(
+    con: duckdb.DuckDBPyConnection, statement: str, table: str, dataset: str, catalog: str
+) -> None:
+    """Give an existing raw table the contract's columns it lacks (nullable, empty).
+
+    A warehouse loaded by an earlier release lacks a column the contract gained since (say
+    `devices.state_text`) until a load brings one; the staging views must build before that. dlt
+    compares its schema with the table's columns in storage before altering it, so it never adds
+    such a column a second time.
+    """
+    have = {
+        name
+        for (name,) in con.execute(
+            "select column_name from information_schema.columns where table_catalog = "
+            "current_database() and table_schema = ? and table_name = ?",
+            [dataset, table],
+        ).fetchall()
+    }
+    for name, type_ in CONTRACT_COLUMN.findall(statement):
+        if name not in have:
+            con.execute(
+                f'alter table "{catalog}"."{dataset}"."{table}" add column "{name}" {type_}'
+            )
 
 
 def seeds_dir(sql_dir: Path | None = None) -> Path:

@@ -109,6 +109,7 @@ TAGS = ("kiosk", "warehouse", "retail", "pilot", "loaner", "vip", "outdoor", "ni
 STATE_ACTIVE, STATE_DISABLED, STATE_OFFLINE = 1, 20, 60
 STATE_WIPE, STATE_ONBOARDING, STATE_ONBOARDING_FAILED = 70, 80, 90
 STATE_ONBOARDED, STATE_REGISTERED = 100, 200
+STATE_APPLYING_BLUEPRINT = 150  # one of the 110-190 blueprint steps (live §22)
 STATES_PROVISIONING = (30, 40, 50)  # Android only: provisioning begun, Google Play, policies
 
 # Devices in no group (live routes 11, 12, 14, 15: an Android device with `group_id` null on v2,

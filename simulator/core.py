@@ -12,6 +12,8 @@ from simulator.state import World
 from simulator.timeutil import to_datetime
 
 DEFAULT_START = datetime(2026, 10, 1, tzinfo=UTC)
+# Fleet sizes served; the live tenant the shapes were recorded on held 142,632 devices.
+MIN_DEVICES, MAX_DEVICES = 10, 250_000
 
 
 class Simulator:
@@ -21,7 +23,7 @@ class Simulator:
     :attr:`app` in any ASGI server.
 
     Args:
-        devices: fleet size, 10 to 100,000.
+        devices: fleet size, 10 to 250,000 (the live tenant held 142,632).
         seed: same seed (and same ``advance`` calls) -> same fleet and evolution.
         api_key: the only key accepted (``Authorization: Bearer <api_key>``).
         enterprise_id: UUID string; legacy paths with another id answer 404.
@@ -42,8 +44,8 @@ class Simulator:
         rate_limit: float | None = None,
         port: int = 0,
     ) -> None:
-        if not 10 <= devices <= 100_000:
-            raise ValueError("devices must be within 10..100000")
+        if not MIN_DEVICES <= devices <= MAX_DEVICES:
+            raise ValueError(f"devices must be within {MIN_DEVICES}..{MAX_DEVICES}")
         start = start or DEFAULT_START
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware (UTC)")

@@ -69,7 +69,7 @@ KINDS = frozenset(
     }
 )
 WORLD_KINDS = frozenset({"clock_skew", "late_events"})  # act on the clock or data, not a request
-DRIFT_VARIANTS = frozenset({"rename", "null_list", "envelope"})
+DRIFT_VARIANTS = frozenset({"rename", "null_list", "envelope", "as_text"})
 
 
 @dataclass(slots=True)
@@ -373,6 +373,10 @@ def _check_drift(spec: dict[str, Any]) -> None:
         isinstance(spec.get("field"), str) and isinstance(spec.get("to"), str)
     ):
         raise ValueError("a rename drift needs 'field' (dotted path) and 'to' (new key)")
+    if variant == "as_text" and not (
+        isinstance(spec.get("field"), str) and isinstance(spec.get("names"), dict)
+    ):
+        raise ValueError("an as_text drift needs 'field' (dotted path) and 'names' {value: text}")
 
 
 def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
@@ -384,6 +388,9 @@ def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
       record field to null instead, e.g. ``tags``).
     * ``envelope``: the content envelope becomes the legacy one (``{count, next, previous,
       results}``), and a ``{content: {...}}`` item becomes the bare object.
+    * ``as_text``: the value at ``field`` is served as text: ``names`` maps a value (as a string)
+      to its text, other values become their string (``state: 60`` -> ``"INACTIVE"``; Esper's
+      own support tool reads text device states, docs/spec/live-observations.md section 22).
     """
     payload = orjson.loads(orjson.dumps(payload))  # handlers may hand out the world's own dicts
     for spec in drifts:
@@ -403,6 +410,8 @@ def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
                 if isinstance(node, dict) and leaf in node:
                     if variant == "rename":
                         node[spec["to"]] = node.pop(leaf)
+                    elif variant == "as_text":
+                        node[leaf] = spec["names"].get(str(node[leaf]), str(node[leaf]))
                     else:
                         node[leaf] = None
     return payload

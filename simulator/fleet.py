@@ -468,8 +468,9 @@ def _initial_state(r: float, plat: int) -> int:
 
     Mostly online (1); 3 % disabled (20); under 1 % each being wiped (70), onboarding (80) or
     failed onboarding (90); about 0.3 % each onboarded (100) and registered (200), the states a
-    device passes on its way in; Android devices also still provisioning (30, 40, 50: 0.3 %)
-    and offline (60: about 2 %). Apple, Windows and Linux only use their subset of the codes.
+    device passes on its way in; Android devices also still applying their blueprint (150: 0.3 %),
+    provisioning (30, 40, 50: 0.3 %) and inactive (60: about 2 %). Apple, Windows and Linux only
+    use their subset of the codes.
     """
     if r < 0.03:
         return C.STATE_DISABLED
@@ -486,7 +487,9 @@ def _initial_state(r: float, plat: int) -> int:
     if plat != C.ANDROID:
         return C.STATE_ACTIVE
     if r < 0.057:
-        return C.STATES_PROVISIONING[int((r - 0.054) / 0.001) % 3]
-    if r < 0.077:
+        return C.STATE_APPLYING_BLUEPRINT
+    if r < 0.060:
+        return C.STATES_PROVISIONING[int((r - 0.057) / 0.001) % 3]
+    if r < 0.080:
         return C.STATE_OFFLINE
     return C.STATE_ACTIVE

@@ -9,7 +9,7 @@ declaration does not know yet are kept, typed from their values, so nothing the 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ class Col:
     name: str
     type: str = "text"
     path: tuple[str, ...] = ()
+    convert: Callable[[Any], Any] | None = None  # applied to each value before typing
 
     @property
     def source(self) -> tuple[str, ...]:
@@ -169,6 +170,8 @@ def to_arrow(
             values = [r.get(path[0]) for r in records]
         else:
             values = [_dig(r, path) for r in records]
+        if col.convert is not None:
+            values = [col.convert(v) for v in values]
         arrays[col.name] = _typed(values, col.type)
     if schema.keep_extra:
         declared = {c.source[0] for c in schema.columns if len(c.source) == 1} | set(arrays)

@@ -7,12 +7,15 @@ type, so a page where it is missing or null cannot change the table.
 from __future__ import annotations
 
 from .arrow import Col, TableSchema, cols, flat
+from .vocabulary import device_state_code, device_state_text
 
 TS, INT, BOOL, JSON = "timestamp", "bigint", "bool", "json"
 
 _DEVICE = (
     *cols("id name alias os platform serial os_version global_device_id tenant_id group_id"),
-    Col("state", INT),
+    # `state` is a code; a record that serves text ("inactive") keeps it in `state_text` too.
+    Col("state", INT, convert=device_state_code),
+    Col("state_text", path=("state",), convert=device_state_text),
     *cols("dpc_version eea_version managed_by provisioned_with template_name device_source"),
     *cols("created_by updated_by udid mqtt_topic fcm_id dep_profile dep_profile_status"),
     *cols("is_gms is_seamless is_esper_managed is_supervised is_locked_down is_ddm_enabled", BOOL),

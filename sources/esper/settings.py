@@ -16,8 +16,11 @@ from typing import Literal
 # `/v2/devices/` allows 1000 items per page (the spec's maximum; 142,632 devices walked at 1000
 # in the live smoke test). Every other list is read 250 at a time: the page size Esper's own
 # support tool settled on after trying 1000 (live-shapes.json `client_practice.page_size`).
+# `/v2/blueprints/` is read 20 at a time, as Esper's own support tool reads it (live-observations
+# section 23): blueprints carry their whole settings tree.
 MAX_PAGE_SIZE = 1000
 PAGE_SIZE = 250
+BLUEPRINT_PAGE_SIZE = 20
 
 # How dlt writes a table:
 # - merge: on its key (dlt's default merge; a first load appends: `runner.append_on_first_load`).
@@ -66,7 +69,7 @@ ENDPOINTS: dict[str, Endpoint] = {
                  loaded_with="devices", page_size=MAX_PAGE_SIZE),
         Endpoint("heartbeats", "/v2/heartbeat/", ("device_id", "timestamp"), "timestamp"),
         Endpoint("groups", "/enterprise/{eid}/devicegroup/", ("id",), disposition="replace"),
-        Endpoint("blueprints", "/v2/blueprints/", ("id",)),
+        Endpoint("blueprints", "/v2/blueprints/", ("id",), page_size=BLUEPRINT_PAGE_SIZE),
         Endpoint("blueprint_versions", "/v2/blueprints/{id}/versions/", ("version_id",),
                  loaded_with="blueprints"),
         Endpoint("tenant_apps", "/v2/tenant-apps", ("id",)),

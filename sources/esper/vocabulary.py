@@ -51,6 +51,60 @@ def device_states() -> dict[int, tuple[str, bool]]:
     }
 
 
+def _state_word(text: str) -> str:
+    return re.sub(r"[\s-]+", "_", text.strip().lower())
+
+
+@cache
+def _state_aliases() -> tuple[dict[str, int], tuple[tuple[str, int], ...]]:
+    """(exact words -> code, (prefix, code) pairs) from the names and aliases of the vocabulary."""
+    exact: dict[str, int] = {}
+    prefixes: list[tuple[str, int]] = []
+    for row in _rows("device_states.csv"):
+        code = int(row["code"])
+        exact[_state_word(row["name"])] = code
+        for alias in filter(None, (row.get("aliases") or "").split("|")):
+            if alias.endswith("*"):
+                prefixes.append((_state_word(alias[:-1]), code))
+            else:
+                exact[_state_word(alias)] = code
+    return exact, tuple(prefixes)
+
+
+def device_state_code(value: object) -> int | None:
+    """The state code of a device record's `state`, whether served as a code or as text.
+
+    `60`, `"60"` and `"INACTIVE"` all give 60; a text the vocabulary does not know gives None
+    (the loader keeps the text in `state_text`, so nothing is lost).
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    text = str(value).strip()
+    if not text:
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        pass
+    word = _state_word(text)
+    exact, prefixes = _state_aliases()
+    if word in exact:
+        return exact[word]
+    return next((code for prefix, code in prefixes if word.startswith(prefix)), None)
+
+
+def device_state_text(value: object) -> str | None:
+    """The state as served when it was text rather than a code (`"inactive"`), else None."""
+    if isinstance(value, str) and value.strip():
+        try:
+            float(value)
+        except ValueError:
+            return value
+    return None
+
+
 def tidy_state(kind: str, api_state: object) -> str:
     """The tidy state of an API state text (`unknown` when the vocabulary does not know it)."""
     return work_states().get((kind, state_key(api_state)), ("unknown", False))[0]

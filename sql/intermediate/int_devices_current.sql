@@ -73,7 +73,9 @@ final as (
         devices.hardware_model as hardware_model,
         devices.blueprint_upgrade_status as blueprint_upgrade_status,
         devices.device_state as device_state,
-        device_states.device_state_name as device_state_name,
+        -- a text state the vocabulary does not know is shown as served (lowercase)
+        coalesce(device_states.device_state_name, lower(devices.device_state_text))
+            as device_state_name,
         groups.group_name as group_name,
         groups.group_path as group_path,
         assigned_blueprints.blueprint_name as assigned_blueprint_name,

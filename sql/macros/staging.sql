@@ -37,6 +37,7 @@ select
     clean_text(hardware_info__manufacturer) as hardware_manufacturer,
     upper(clean_text(blueprint_info__blueprint_upgrade_status)) as blueprint_upgrade_status,
     as_json(tags) as tags,
+    clean_text(state_text) as device_state_text,
 
     -- numerics
     cast(state as integer) as device_state,

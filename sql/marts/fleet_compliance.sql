@@ -36,10 +36,12 @@
 --       Each check column: true = passes, false = fails, NULL = not evaluated: either no target
 --       for the platform (empty seed cell; no blueprint at all) or the device has not reported the
 --       value (then a reason says "... not reported").
---   device_state                 the API's integer state (1 online, 60 offline, 20 disabled, 70
---                                wipe in progress, 80 onboarding, ...: sql/vocabulary/device_states.csv)
+--   device_state                 the API's state code (1 online, 60 inactive, 20 disabled, 70
+--                                wipe in progress, 80-100 onboarding, 110-190 applying a blueprint,
+--                                200 registered: sql/vocabulary/device_states.csv); a text state
+--                                ("INACTIVE") is read as its code
 --   is_in_service                the state counts in compliance; false = disabled, provisioning,
---                                being wiped or onboarding
+--                                being wiped, onboarding or still applying its blueprint
 --   verdict                      out_of_service if the state does not count (never in a compliance
 --                                denominator); else unverified if not seen recently (whatever the
 --                                checks say); else non_compliant if any check is false; else

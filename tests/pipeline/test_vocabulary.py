@@ -12,7 +12,14 @@ import pytest
 
 from pipelines.models import create_macros, load_vocabulary
 from simulator import catalog as C
-from sources.esper.vocabulary import device_states, is_terminal, tidy_state, work_states
+from sources.esper.vocabulary import (
+    device_state_code,
+    device_state_text,
+    device_states,
+    is_terminal,
+    tidy_state,
+    work_states,
+)
 
 # The API's own texts, as the simulator serves them and as the spec spells them.
 API_TEXTS = {
@@ -75,6 +82,39 @@ def test_device_states_follow_the_spec_enum() -> None:
     in_service = {code for code, (_, counted) in device_states().items() if counted}
     assert {1, 60} <= in_service
     assert not in_service & {20, 30, 40, 50, 70, 80, 90}
+
+
+def test_onboarding_and_applying_a_blueprint_are_not_yet_in_service() -> None:
+    """Esper's own tools: 80-100 'Onboarding', 110-190 'Applying Blueprint' (live section 22);
+    200 registered and 60 inactive (unreachable, set by the cloud) count."""
+    in_service = {code for code, (_, counted) in device_states().items() if counted}
+    assert not in_service & set(range(80, 191, 10))
+    assert {1, 60, 200} <= in_service
+    assert device_states()[60][0] == "inactive"
+
+
+@pytest.mark.parametrize(
+    ("served", "code"),
+    [
+        (60, 60),
+        ("60", 60),
+        ("INACTIVE", 60),
+        ("inactive", 60),
+        ("Online", 1),
+        ("disabled", 20),
+        ("Wipe in progress", 70),
+        ("WIPE_REQUESTED", 70),
+        ("onboarding", 80),
+        ("Onboarding Failed", 90),
+        ("PROVISIONED", None),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_text_states_read_as_their_code(served: object, code: int | None) -> None:
+    assert device_state_code(served) == code
+    text = device_state_text(served)
+    assert text == (served if isinstance(served, str) and served and not served.isdigit() else None)
     assert device_states()[70][0] == "wipe_in_progress"
     assert device_states()[80][0] == "onboarding_in_progress"
     assert (C.STATE_WIPE, C.STATE_ONBOARDING) == (70, 80)

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 
 from simulator import catalog as C
 from simulator.fleet import _initial_state
@@ -36,7 +37,7 @@ def test_the_mix_per_platform_uses_only_the_platforms_codes() -> None:
         assert mix[1] / 100_000 > 0.9, "mostly online"
         assert {20, 70, 80, 90, 100, 200} <= set(mix), name
     android = _mix(C.ANDROID)
-    assert {30, 40, 50, 60} <= set(android)
+    assert {30, 40, 50, 60, 150} <= set(android)
     assert 0.01 < android[60] / 100_000 < 0.05
     assert 60 not in _mix(C.APPLE)
 
@@ -56,3 +57,14 @@ def test_served_states_are_in_the_platform_enum(client: httpx.Client, shared_sim
         assert isinstance(item["state"], int)
         assert item["state"] in ENUMS[item["platform"]], item
     assert len({i["state"] for i in items}) >= 4, "a mix, not only 1 and 20"
+
+
+def test_the_simulator_serves_a_fleet_of_the_live_tenant_s_size() -> None:
+    """The live tenant held 142,632 devices; the bound used to stop at 100,000 (the bench's
+    150,000-device row builds one; generating it here would take 20 s)."""
+    from simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
+
+    assert MAX_DEVICES >= 150_000 > 142_632
+    for outside in (MIN_DEVICES - 1, MAX_DEVICES + 1):
+        with pytest.raises(ValueError, match=rf"{MIN_DEVICES}\.\.{MAX_DEVICES}"):
+            Simulator(devices=outside)
