@@ -12,7 +12,9 @@ from simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
 def build_parser() -> argparse.ArgumentParser:
     """The ``simulate`` argument parser."""
     p = argparse.ArgumentParser(prog="esper-warehouse simulate", description=__doc__)
-    p.add_argument("--devices", type=int, default=200, help=f"fleet size ({MIN_DEVICES}..{MAX_DEVICES})")
+    p.add_argument(
+        "--devices", type=int, default=200, help=f"fleet size ({MIN_DEVICES}..{MAX_DEVICES})"
+    )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     p.add_argument("--api-key", default="test-key")

@@ -16,8 +16,24 @@ The shape follows Esper's Query API documentation (docs/spec/live-observations.m
 - Errors use the Reports family body ``{status, error, message}``.
 
 Tables (one row per entity per ``report_date``, captured at each simulated midnight for the
-last week of history and every day after ``start``): ``devices``, ``device_apps``, ``groups``,
-``device_stats``. With ``latest_data: true`` a snapshot of the current state is added first.
+last week of history and every day after ``start``; every table also carries
+``report_generation_timestamp``), in the columns and types the live client relied on
+(live-observations section 19):
+
+- ``devices``: ``state`` is the provisioning state as text (``PROVISIONED``; the codes' other
+  phases as ``DISABLED``, ``ONBOARDING``, ... — an inference: only ``PROVISIONED`` was seen),
+  ``last_seen`` is text (``try_cast(last_seen as timestamp)``), ``hardware_info`` JSON text; no
+  status or battery column.
+- ``device_stats``: ``battery_level``, ``latitude``, ``longitude`` as text to cast; JSON-text
+  ``memory_stats`` (``units: 'BYTE'``), ``battery_stats``, ``network_stats``,
+  ``location_stats``; no CPU figure.
+- ``device_apps``: ``version_name``, ``version_code``, ``package_name``, ``app_name``.
+- ``groups``: ``group_id``, ``group_name``, ``path``, ``parent_id``, ``device_count``.
+- ``users``: ``user_id`` and ``role_name`` (no display names).
+
+Queries are Spark SQL (``get_json_object``, ``try_cast``, ``interval 30 minutes``, backticks),
+translated to DuckDB with sqlglot; a double-quoted identifier fails the job, as live. With
+``latest_data: true`` a snapshot of the current state is added first.
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from simulator import catalog as C
@@ -45,18 +62,40 @@ DEFAULT_ROW_LIMIT = 10_000
 MAX_ROW_LIMIT = 100_000
 
 _DDL = """
-create table devices (report_date date, device_id varchar, name varchar, os varchar,
-    platform varchar, os_version varchar, state integer, group_id varchar,
-    security_patch_level date, agent_version varchar, blueprint_id varchar,
-    blueprint_version integer, blueprint_upgrade_status varchar, battery_level integer,
-    is_gms boolean, last_seen timestamptz, created_at timestamptz, updated_at timestamptz);
-create table device_apps (report_date date, device_id varchar, package_name varchar,
-    app_name varchar, version_name varchar, version_code varchar, updated_at timestamptz);
-create table groups (report_date date, group_id varchar, name varchar, path varchar,
-    parent_id varchar, device_count integer);
-create table device_stats (report_date date, device_id varchar, battery_level integer,
-    is_online boolean, hours_since_seen double, events integer);
+create table devices (report_date date, report_generation_timestamp timestamptz,
+    device_id varchar, name varchar, os varchar, platform varchar, os_version varchar,
+    state varchar, group_id varchar, security_patch_level date, agent_version varchar,
+    blueprint_id varchar, blueprint_version integer, blueprint_upgrade_status varchar,
+    is_gms boolean, hardware_info varchar, last_seen varchar, created_at timestamptz,
+    updated_at timestamptz);
+create table device_apps (report_date date, report_generation_timestamp timestamptz,
+    device_id varchar, package_name varchar, app_name varchar, version_name varchar,
+    version_code varchar, updated_at timestamptz);
+create table groups (report_date date, report_generation_timestamp timestamptz,
+    group_id varchar, group_name varchar, path varchar, parent_id varchar, device_count integer);
+create table device_stats (report_date date, report_generation_timestamp timestamptz,
+    device_id varchar, battery_level varchar, latitude varchar, longitude varchar,
+    memory_stats varchar, battery_stats varchar, network_stats varchar, location_stats varchar);
+create table users (report_date date, report_generation_timestamp timestamptz,
+    user_id varchar, role_name varchar, created_at timestamptz);
 """
+
+# `devices.state` as the live Data Tap table names it (a provisioning state, not the API's code).
+_PROVISIONING_STATE = {0: "UNSPECIFIED", 1: "PROVISIONED", 60: "PROVISIONED", 200: "PROVISIONED",
+                       20: "DISABLED", 70: "WIPE_IN_PROGRESS"}  # fmt: skip
+_ROLES = ("Enterprise Admin", "Group Viewer", "Group Admin", "Viewer")
+
+
+def _provisioning_state(code: int) -> str:
+    if code in _PROVISIONING_STATE:
+        return _PROVISIONING_STATE[code]
+    if 30 <= code <= 50:
+        return "PROVISIONING"
+    return "ONBOARDING" if code <= 100 else "APPLYING_BLUEPRINT"
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 # A finished job answers its result this many polls at most, then CLOSED (the result expired).
@@ -119,20 +158,6 @@ def _value(v: Any) -> Any:
     return v
 
 
-def _count_between(events: list[tuple[int, ...]], start: int, end: int) -> int:
-    """Events with ``start <= time < end``, scanning back from the newest.
-
-    A device's events are appended in time order, give or take one engine tick (an hour), so
-    the scan stops a day before ``start`` instead of walking the whole history.
-    """
-    n = 0
-    for e in reversed(events):
-        if e[1] < start - DAY:
-            break
-        n += start <= e[1] < end
-    return n
-
-
 _SINGLE_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'")
 _DOUBLE_QUOTED_NAME = re.compile(r'"[A-Za-z_][A-Za-z0-9_]*"')
 
@@ -157,6 +182,37 @@ def _spark_to_duckdb(sql: str) -> str:
         raise duckdb.Error(f"[PARSE_SYNTAX_ERROR] {str(error).splitlines()[0]}") from None
 
 
+def _device_stats(f: Any, live: list[int], ts: int) -> dict[str, pa.Array]:
+    """`device_stats` columns: figures as text, blobs as JSON text (live-observations §19)."""
+    ids, battery, lat, lon, memory, battery_blob, network, location = ([] for _ in range(8))
+    for i in live:
+        # a fixed place and memory size per device, drawn from its id; battery from the fleet
+        h = int(f.ids[i][:8], 16)
+        la, lo = round(-40 + (h % 8000) / 100, 5), round(-120 + (h // 8000 % 24000) / 100, 5)
+        total = (2 + h % 7) * 1024**3
+        ids.append(f.ids[i])
+        battery.append(str(f.battery[i]) if f.battery[i] is not None else None)
+        lat.append(str(la))
+        lon.append(str(lo))
+        memory.append(_json({"units": "BYTE", "total_ram": total,
+                             "available_ram": total * (20 + h % 60) // 100}))  # fmt: skip
+        battery_blob.append(_json({"level": f.battery[i], "charging": bool(h % 3 == 0)}))
+        network.append(_json({"network_type": "WIFI" if h % 4 else "MOBILE",
+                              "signal_strength": -40 - h % 50}))  # fmt: skip
+        location.append(_json({"latitude": la, "longitude": lo}))
+    text = pa.string()
+    return {
+        "device_id": pa.array(ids, text),
+        "battery_level": pa.array(battery, text),
+        "latitude": pa.array(lat, text),
+        "longitude": pa.array(lon, text),
+        "memory_stats": pa.array(memory, text),
+        "battery_stats": pa.array(battery_blob, text),
+        "network_stats": pa.array(network, text),
+        "location_stats": pa.array(location, text),
+    }
+
+
 class DataTap:
     """Snapshot store, DuckDB database and query jobs of one world."""
 
@@ -168,7 +224,6 @@ class DataTap:
         self.lock = threading.Lock()
         self.con = duckdb.connect(config={"enable_external_access": False, "threads": 1})
         self.con.execute(_DDL)
-        self.day_events: dict[int, int] = {}
         # The tenant's Data Tap quota (live: 25 requests per hour, submissions and polls alike,
         # answered 429 without Retry-After); None: no quota. Wall-clock seconds of each request.
         self.quota_per_hour: int | None = None
@@ -198,14 +253,20 @@ class DataTap:
 
     def _tables(self, ts: int, day: int) -> dict[str, pa.Table]:
         f = self.world.fleet
-        w = self.world.wire
         rd = datetime.fromtimestamp(day, UTC).date()
+        generated = datetime.fromtimestamp(ts, UTC)  # report_generation_timestamp
         live = f.live()
         n = len(live)
         tz = pa.timestamp("s", tz="UTC")
 
         def col(values: list[Any], typ: pa.DataType) -> pa.Array:
             return pa.array(values, type=typ)
+
+        def stamp(count: int) -> dict[str, pa.Array]:
+            return {
+                "report_date": col([rd] * count, pa.date32()),
+                "report_generation_timestamp": col([generated] * count, tz),
+            }
 
         ls = [f.last_seen[i] if f.last_seen[i] >= 0 else None for i in live]
         patch = [
@@ -214,13 +275,13 @@ class DataTap:
         ]
         devices = pa.table(
             {
-                "report_date": col([rd] * n, pa.date32()),
+                **stamp(n),
                 "device_id": col([f.ids[i] for i in live], pa.string()),
                 "name": col([f.name[i] for i in live], pa.string()),
                 "os": col([C.OS_NAMES[f.os[i]] for i in live], pa.string()),
                 "platform": col([C.PLATFORMS[C.OS_PLATFORM[f.os[i]]] for i in live], pa.string()),
                 "os_version": col([C.OS_VERSIONS[f.os[i]][f.osv[i]][0] for i in live], pa.string()),
-                "state": col([f.state[i] for i in live], pa.int32()),
+                "state": col([_provisioning_state(f.state[i]) for i in live], pa.string()),
                 "group_id": col(
                     [f.groups[f.group[i]].id if f.group[i] != C.NO_GROUP else None for i in live],
                     pa.string(),
@@ -236,9 +297,22 @@ class DataTap:
                 "blueprint_upgrade_status": col(
                     [C.UPGRADE_STATUSES[f.bp_status[i]] for i in live], pa.string()
                 ),
-                "battery_level": col([f.battery[i] for i in live], pa.int32()),
                 "is_gms": col([f.is_gms[i] for i in live], pa.bool_()),
-                "last_seen": col(ls, tz),
+                "hardware_info": col(
+                    [
+                        _json({"serialNumber": f.serial[i], "manufacturer": C.OS_NAMES[f.os[i]]})
+                        for i in live
+                    ],
+                    pa.string(),
+                ),
+                # text, as live: "2026-10-01 09:30:00" (cast it with try_cast)
+                "last_seen": col(
+                    [
+                        datetime.fromtimestamp(x, UTC).strftime("%Y-%m-%d %H:%M:%S") if x else None
+                        for x in ls
+                    ],
+                    pa.string(),
+                ),
                 "created_at": col([f.created[i] for i in live], tz),
                 "updated_at": col([f.updated[i] for i in live], tz),
             }
@@ -258,7 +332,7 @@ class DataTap:
         m = len(app_rows["device_id"])
         device_apps = pa.table(
             {
-                "report_date": col([rd] * m, pa.date32()),
+                **stamp(m),
                 **{k: col(vals, pa.string()) for k, vals in app_rows.items() if k != "updated_at"},
                 "updated_at": col(app_rows["updated_at"], tz),
             }
@@ -267,9 +341,9 @@ class DataTap:
         g_n = len(f.groups)
         groups = pa.table(
             {
-                "report_date": col([rd] * g_n, pa.date32()),
+                **stamp(g_n),
                 "group_id": col([g.id for g in f.groups], pa.string()),
-                "name": col([g.name for g in f.groups], pa.string()),
+                "group_name": col([g.name for g in f.groups], pa.string()),
                 "path": col([g.path for g in f.groups], pa.string()),
                 "parent_id": col(
                     [f.groups[g.parent].id if g.parent >= 0 else None for g in f.groups],
@@ -278,26 +352,23 @@ class DataTap:
                 "device_count": col(counts, pa.int32()),
             }
         )
-        start = ts - DAY
-        events = [_count_between(f.events[i], start, ts) for i in live]
-        stats = pa.table(
+        stats = pa.table({**stamp(n), **_device_stats(f, live, ts)})
+        users = pa.table(
             {
-                "report_date": col([rd] * n, pa.date32()),
-                "device_id": col([f.ids[i] for i in live], pa.string()),
-                "battery_level": col([f.battery[i] for i in live], pa.int32()),
-                "is_online": col([x is not None and ts - x <= 3600 for x in ls], pa.bool_()),
-                "hours_since_seen": col(
-                    [round((ts - x) / 3600, 2) if x is not None else None for x in ls], pa.float64()
+                **stamp(len(f.users)),
+                "user_id": col(list(f.users), pa.string()),
+                "role_name": col(
+                    [_ROLES[k % len(_ROLES)] for k in range(len(f.users))], pa.string()
                 ),
-                "events": col(events, pa.int32()),
+                "created_at": col([self.keep_from] * len(f.users), tz),
             }
         )
-        del w
         return {
             "devices": devices,
             "device_apps": device_apps,
             "groups": groups,
             "device_stats": stats,
+            "users": users,
         }
 
     def _materialize(self) -> None:

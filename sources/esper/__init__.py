@@ -56,6 +56,8 @@ def esper(
     data_tap_deadline_s: float = s.DATA_TAP_DEADLINE_S,
     data_tap_stuck_s: float = s.DATA_TAP_STUCK_S,
     data_tap_row_limit: int = s.DATA_TAP_ROW_LIMIT,
+    data_tap_requests_per_hour: int = s.DATA_TAP_REQUESTS_PER_HOUR,
+    data_tap_poll_s: Any = s.DATA_TAP_POLL_S,  # "10,20,30" (environment) or a TOML list
     commit_every_devices: int = s.COMMIT_EVERY_DEVICES,
     api_key_name: str = "SOURCES__ESPER__API_KEY",
     client: Any = None,
@@ -163,6 +165,9 @@ def esper(
             deadline_s=data_tap_deadline_s,
             stuck_s=data_tap_stuck_s,
             row_limit=data_tap_row_limit,
+            poll_s=s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"],
+            requests_per_hour=data_tap_requests_per_hour,
+            ledger=ledger,
         ),
     )
 

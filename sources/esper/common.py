@@ -180,6 +180,23 @@ def skip_unavailable(ledger: RunLedger, table: str) -> Iterator[None]:
         yield
     except EsperUnavailableError as error:
         ledger.mark_unavailable(table or error.table, error)
+        keep_what_was_loaded()
+
+
+def keep_what_was_loaded() -> None:
+    """Let the table of the resource running now keep its rows although it yields nothing.
+
+    dlt truncates the table of a `replace` resource that yielded no data at the end of the
+    extract; a table skipped in this run (refused route, Data Tap quota) must instead keep what
+    earlier runs loaded. An empty `append` changes nothing, and the next run's resource is
+    `replace` again.
+    """
+    try:
+        resource = dlt.current.resource()
+    except Exception:  # not inside a pipeline's extract (a resource iterated by hand)
+        return
+    if resource.write_disposition == "replace":
+        resource.apply_hints(write_disposition="append")
 
 
 DEVICE_REFUSALS = {

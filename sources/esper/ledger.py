@@ -104,7 +104,10 @@ class RunLedger:
 
     def mark_unavailable(self, table: str, error: Any) -> None:
         """Record (and log once) that `table` is skipped in this run, with the route and status."""
-        text = f"skipped: {error.route} answered {error.status} ({error.reason})"
+        if error.route and error.status:
+            text = f"skipped: {error.route} answered {error.status} ({error.reason})"
+        else:  # not an answer of a route (a Data Tap job that failed, a spent request budget)
+            text = f"skipped: {error.reason}"
         with self._lock:
             if table in self.unavailable:
                 return

@@ -119,6 +119,11 @@ COMMIT_EVERY_DEVICES = 1000
 DATA_TAP_DEADLINE_S = 900.0
 DATA_TAP_STUCK_S = 300.0
 DATA_TAP_ROW_LIMIT = 100_000
+# Data Tap's quota is the tenant's, shared with its console and other tools: Esper's own reporting
+# client budgets 25 requests per rolling hour (submissions and polls alike) and polls after 10,
+# 20, then 30 s (live-observations section 18); the last wait repeats.
+DATA_TAP_REQUESTS_PER_HOUR = 25
+DATA_TAP_POLL_S = (10.0, 20.0, 30.0)
 
 
 # ------------------------------------------------------------------ accepted values, checked once
@@ -140,6 +145,8 @@ class Setting:
     def accepted(self) -> str:
         if self.kind is bool:
             return "true or false"
+        if self.kind is tuple:
+            return f"comma-separated seconds, each from {self.low:g} to {self.high:g}"
         if self.kind is dict:
             return (
                 "a JSON object of name -> SQL text, or name -> {sql, cursor, key, lag_days} "
@@ -169,6 +176,8 @@ SETTINGS: dict[str, Setting] = {
     "data_tap_deadline_s": Setting(float, DATA_TAP_DEADLINE_S, 1, 86400),
     "data_tap_stuck_s": Setting(float, DATA_TAP_STUCK_S, 1, 86400),
     "data_tap_row_limit": Setting(int, DATA_TAP_ROW_LIMIT, 1, 10_000_000),
+    "data_tap_requests_per_hour": Setting(int, DATA_TAP_REQUESTS_PER_HOUR, 2, 100_000),
+    "data_tap_poll_s": Setting(tuple, DATA_TAP_POLL_S, 0, 3600),
 }
 
 
@@ -226,6 +235,18 @@ def _coerce(name: str, spec: Setting, value: object) -> object:
         ):
             raise bad
         return dict(value)
+    if spec.kind is tuple:
+        parts = value.split(",") if isinstance(value, str) else value
+        try:
+            waits = tuple(float(part) for part in parts)  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            raise bad from None
+        if not waits or any(
+            math.isnan(w) or not spec.low <= w <= spec.high  # type: ignore[operator]
+            for w in waits
+        ):
+            raise bad
+        return waits
     if isinstance(value, bool):
         raise bad
     try:

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from pipelines.runner import EXIT_API
+from pipelines.runner import EXIT_PARTIAL
 from sources.esper import datatap
 
-from .helpers import load, rows
+from .helpers import ROOT, TABLES, cli, compare, load, reading, rows
 
-QUERY = (
-    "select device_id, battery_level, is_gms, last_seen, report_date from devices "
-    "where report_date = (select max(report_date) from devices)"
+QUERY = (  # the live dialect over the live columns (text last_seen and battery_level)
+    "select d.device_id, try_cast(s.battery_level as int) as battery_level, d.is_gms, "
+    "try_cast(d.last_seen as timestamp) as last_seen, d.report_date "
+    "from devices d join device_stats s using (report_date, device_id) "
+    "where d.report_date = (select max(report_date) from devices)"
 )
 
 
@@ -54,12 +58,19 @@ def test_a_query_lands_in_its_own_typed_table(sim, wh: Path) -> None:
         ({"data_tap_queries": {"bad": QUERY}, "data_tap_row_limit": 5}, "truncated"),
     ],
 )
-def test_a_failed_or_truncated_query_fails_the_run_clearly(sim, wh: Path, options, message):
-    result = load(sim, wh, resources=["data_tap__bad"], source_options=options)
-    assert result.exit_code == EXIT_API
-    assert message in result.error and "'bad'" in result.error
+def test_a_failed_or_truncated_query_skips_its_table_and_the_rest_loads(
+    sim, wh: Path, options, message
+):
+    result = load(sim, wh, source_options=options)
+    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert set(result.unavailable) == {"data_tap__bad"}
+    why = result.unavailable["data_tap__bad"]
+    assert message in why and "'bad'" in why
     if "FAILED" in message:
-        assert "nowhere" in result.error
+        assert "nowhere" in why
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
 
 
 class _Jobs:
@@ -161,7 +172,8 @@ def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
 
 def test_an_incremental_query_binds_its_cursor_and_keeps_history(sim, wh: Path) -> None:
     spec = {
-        "sql": "select device_id, report_date, battery_level from device_stats "
+        "sql": "select device_id, report_date, try_cast(battery_level as int) as battery_level "
+        "from device_stats "
         "where report_date > {cursor}",
         "cursor": "report_date",
         "key": ["device_id", "report_date"],
@@ -181,3 +193,61 @@ def test_an_incremental_query_binds_its_cursor_and_keeps_history(sim, wh: Path) 
     assert second.exit_code == 0, second.error
     assert submitted and f"DATE'{max(r[1] for r in before).isoformat()}'" in submitted[0]
     assert set(before) <= set(rows(wh, "data_tap__daily", ("device_id", "report_date")))
+
+
+def _data_tap_requests(sim) -> int:
+    return sum(n for route, n in sim.stats()["routes"].items() if "/data-tap/" in route)
+
+
+def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) -> None:
+    """Each simulator job costs a submission and three polls (PENDING, RUNNING, SUCCEEDED): a
+    budget of 5 affords one query; the next is skipped unsent, and a run right after sends none."""
+    options = {
+        "data_tap_queries": {"a": "select 1 as one", "b": "select 2 as two"},
+        "data_tap_requests_per_hour": 5,
+        "data_tap_poll_s": "0",
+    }
+    sim.reset_stats()
+    first = load(sim, wh, source_options=options)
+    assert first.exit_code == EXIT_PARTIAL, first.error
+    assert set(first.unavailable) == {"data_tap__b"}
+    assert "request budget spent (5 per hour)" in first.unavailable["data_tap__b"]
+    assert rows(wh, "data_tap__a", ("one",)) == [(1,)]
+    assert _data_tap_requests(sim) == 4
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
+
+    sim.reset_stats()
+    second = load(sim, wh, source_options=options)
+    assert second.exit_code == EXIT_PARTIAL, second.error
+    assert set(second.unavailable) == {"data_tap__a", "data_tap__b"}
+    assert _data_tap_requests(sim) == 0, "the hour's 4 requests are remembered across runs"
+    assert rows(wh, "data_tap__a", ("one",)) == [(1,)], "the skipped table keeps its rows"
+
+
+def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
+    sim, wh: Path
+) -> None:
+    """The tenant's quota answers 429 without Retry-After: one submission, the message quoted,
+    exit 6, every other table loaded and committed, `status` naming the skipped table."""
+    sim.world.datatap.quota_per_hour = 0
+    sim.reset_stats()
+    queries = '{"daily": "select 1 as one", "other": "select 2 as two"}'
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__DATA_TAP_QUERIES": queries})
+    out, err = proc.communicate(timeout=300)
+    text = out + err
+    assert proc.returncode == EXIT_PARTIAL, text
+    assert "Traceback" not in text
+    assert "Tenant rate limit exceeded: 0 requests per hour" in text
+    assert _data_tap_requests(sim) == 1, "one submission, never re-sent"
+    with reading(wh):
+        for table in TABLES:
+            compare(sim, wh, table)
+    shown = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "status", "--warehouse", str(wh)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "data_tap__daily" in shown.stdout and "quota" in shown.stdout
+    assert "data_tap__other" in shown.stdout

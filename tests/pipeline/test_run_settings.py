@@ -132,6 +132,8 @@ def _readme_default(value: object) -> str:
         return "none"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(format(v, "g") for v in value)
     return format(value, "g")
 
 

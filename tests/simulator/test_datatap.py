@@ -31,11 +31,11 @@ def _run(client, body: dict) -> dict:
 
 def test_query_returns_typed_rows(client, shared_sim):
     sql = """
-        select platform, count(*) as devices, avg(battery_level) as avg_battery,
-               max(report_date) as day
-        from devices
-        where report_date = (select max(report_date) from devices)
-        group by platform order by platform
+        select d.platform, count(*) as devices, avg(try_cast(s.battery_level as int)) as avg_battery,
+               max(d.report_date) as day
+        from devices d join device_stats s using (report_date, device_id)
+        where d.report_date = (select max(report_date) from devices)
+        group by d.platform order by d.platform
     """
     content = _run(client, {"query": sql, "latest_data": True})
     result = content["result"]
@@ -189,3 +189,44 @@ def test_every_readme_data_tap_example_runs_on_the_simulator(client):
         sql = query if isinstance(query, str) else bind_cursor(query["sql"], query, "2026-01-02")
         outcome = _outcome(client, sql)
         assert outcome["status"] == "SUCCEEDED", (sql, outcome["error_message"])
+
+
+def test_the_tables_hold_the_live_columns_and_the_live_dialect_reads_them(client):
+    """live-observations section 19: text `last_seen` and figures, JSON-text stats blobs,
+    `users.role_name`, `groups.group_name`, provisioning `state`, report_generation_timestamp."""
+    types = _outcome(
+        client,
+        "select d.last_seen, s.battery_level, s.latitude, s.memory_stats, d.state, "
+        "d.report_generation_timestamp from devices d join device_stats s "
+        "using (report_date, device_id) limit 1",
+    )
+    assert types["status"] == "SUCCEEDED", types["error_message"]
+    assert [c["type_name"] for c in types["result"]["schema"]["columns"]] == [
+        "STRING", "STRING", "STRING", "STRING", "STRING", "TIMESTAMP",
+    ]  # fmt: skip
+    live = _outcome(
+        client,
+        """
+        select
+            get_json_object(s.memory_stats, '$.units') as units,
+            try_cast(get_json_object(s.battery_stats, '$.level') as int) as level,
+            try_cast(s.battery_level as int) as battery_level,
+            count(*) as n
+        from devices d
+        join device_stats s using (report_date, device_id)
+        join groups g on g.group_id = d.group_id and g.report_date = d.report_date
+        where d.state = 'PROVISIONED'
+          and try_cast(d.last_seen as timestamp)
+              > d.report_generation_timestamp - interval 30 days
+          and g.group_name is not null
+        group by 1, 2, 3
+        """,
+    )
+    assert live["status"] == "SUCCEEDED", live["error_message"]
+    rows = live["result"]["data_array"]
+    assert rows and {r[0] for r in rows} == {"BYTE"}
+    assert all(r[1] == r[2] for r in rows), "the blob and the column agree"
+    roles = _outcome(client, "select distinct role_name from users")
+    assert roles["status"] == "SUCCEEDED" and len(roles["result"]["data_array"]) > 1
+    missing = _outcome(client, "select battery_level from devices")
+    assert missing["status"] == "FAILED", "live devices has no battery column"
