@@ -26,22 +26,30 @@ def _(mo):
         # Data Tap: your own SQL, loaded every night
 
         Esper's **Data Tap** runs SQL on Esper's side over its daily snapshot tables
-        (`devices`, `device_apps`, `groups`, `device_stats`, each keyed by `report_date`).
-        Every query you configure runs on each load and lands in the warehouse as the table
-        **`esper.data_tap__<name>`**, with the column types of the query's result.
+        (`devices`, `device_apps`, `groups`, `device_stats`, `users`, each keyed by
+        `report_date`). Every query you configure runs on each load and lands in the warehouse
+        as the table **`esper.data_tap__<name>`**, with the column types of the query's result.
 
         ## Add a query
 
-        Give it a name (letters, digits, `_`) in `.dlt/config.toml`, under `[sources.esper]`:
+        Data Tap speaks Spark SQL: quote names with backticks, cast the text columns
+        (`try_cast(last_seen as timestamp)`, `try_cast(battery_level as int)`) and read the
+        JSON-text blobs of `device_stats` with `get_json_object`. Give the query a name
+        (letters, digits, `_`) in `.dlt/config.toml`, under `[sources.esper]`:
 
         ```toml
         [sources.esper.data_tap_queries]
         devices_per_group = '''
-        select report_date, group_name, count(*) as devices
-        from devices
-        group by report_date, group_name
+        select d.report_date, g.group_name, count(*) as devices
+        from devices d
+        join groups g on g.group_id = d.group_id and g.report_date = d.report_date
+        group by d.report_date, g.group_name
         '''
         ```
+
+        A query with a `cursor` and a `key` is incremental: it reads only the days after the
+        last one loaded and keeps the history (README, "Data Tap"). `esper-warehouse demo`
+        configures one, `device_stats_daily`.
 
         or, without touching the file (a JSON object of name → SQL):
 

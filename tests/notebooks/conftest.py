@@ -23,11 +23,13 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
     """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
     night-by-night incremental load per simulated day, the models built by the last run only (as
     `pipelines/demo.py` does: every model is rebuilt whole from the raw tables)."""
+    from pipelines.demo import DEMO_DATA_TAP
     from pipelines.runner import RunSettings, run
     from simulator import Simulator
 
     with Simulator(devices=devices, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
-        options = {"base_url": sim.base_url, "api_key": API_KEY, "enterprise_id": ENTERPRISE_ID}
+        options = {"base_url": sim.base_url, "api_key": API_KEY, "enterprise_id": ENTERPRISE_ID,
+                   **DEMO_DATA_TAP}  # fmt: skip
         for night in range(nights):
             result = run(
                 RunSettings(

@@ -158,3 +158,16 @@ def test_a_failing_cell_fails_the_export(tmp_path, demo_warehouse):
     assert "some cells failed to execute" in result.errors
     assert "'devices'" in result.errors
     assert cell_errors(result.html)  # the page records the failing cell too
+
+
+def test_data_tap_shows_the_demo_s_incremental_query(report_run, demo_warehouse):
+    """The demo configures a Data Tap query, so the notebook has a table to explore after it."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        total, days = con.execute(
+            "select count(*), count(distinct report_date) from esper.data_tap__device_stats_daily"
+        ).fetchone()
+    assert total > 0 and days >= 2, "one row per device and day, several days kept"
+    text = shown_text(report_run.out / "data_tap.html")
+    assert "esper.data_tap__device_stats_daily" in text
+    assert f"{total:,} rows" in text
+    assert "Ask your own question" in text
