@@ -8,6 +8,9 @@ resources never sleep or retry by themselves:
 * Adaptive concurrency: every request passes through a limiter that starts at about 20 requests
   in flight, doubles after each window of healthy answers until the first 429 (slow start), then
   adds one slot per window (AIMD) and halves on a 429.
+* A polite pace (`pacing.RatePacer`): from the first 429 on, every worker's requests are spaced
+  at a rate learnt from the API's answers (a little below what it answered when it refused), so
+  a rate-limited tenant sees few refused requests instead of a worker knocking per 429.
 * 429 honours `Retry-After` (seconds, or an HTTP date read against the response's own `Date`
   header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped
   connections and 200 answers whose body is not JSON are retried a bounded number of times.
@@ -49,6 +52,8 @@ from typing import Any, TypeVar
 import httpcore
 import httpx
 import orjson
+
+from .pacing import RatePacer
 
 __all__ = [
     "EsperAPIError",
@@ -562,6 +567,7 @@ class EsperClient:
         self._sleep = sleep if sleep is not None else self._sleep_unless_stopped
         self._clock = clock
         self._rng = rng or random.Random()
+        self._pacer = RatePacer(clock)
         self._limiter = _AdaptiveLimiter(
             min(max(initial_concurrency, min_concurrency), max_concurrency),
             min_concurrency,
@@ -821,6 +827,11 @@ class EsperClient:
             EsperError: For answers that are never retried (401/403, 404, other 4xx, 3xx).
         """
         self._check_stopped(route)
+        pace = self._pacer.reserve()  # spaced at the rate learnt from 429s (pacing.py)
+        if pace > 0:
+            self._sleep(pace)
+            self._check_stopped(route)
+        sent_at = self._clock()
         epoch = self._limiter.acquire(urgent=not getattr(self._thread, "bulk", False))
         started = time.monotonic()
         limiter_outcome = "neutral"
@@ -865,6 +876,7 @@ class EsperClient:
             stats.bytes = response.num_bytes_downloaded or len(response.content)
             self._note_date(response)
             status = response.status_code
+            self._pacer.answered(throttled=status == 429, sent_at=sent_at)
             log.debug("%s -> %s (%d bytes)", route, status, stats.bytes)
             if status == 429:
                 stats.throttled = 1
