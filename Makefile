@@ -6,7 +6,7 @@ VENV := .venv
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench bench-quick lint format report clean
+.PHONY: install browser demo test bench bench-quick lint format report clean
 
 $(STAMP): pyproject.toml uv.lock
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 \
@@ -19,7 +19,17 @@ install: $(STAMP)
 demo: install
 	$(VENV)/bin/esper-warehouse demo
 
-test: install
+# The report's browser test opens the pages in Debian's Chromium: installed here when it is
+# missing and apt-get can (root); otherwise that test says how to install it.
+browser:
+	@[ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1 \
+		|| { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+			&& echo "installing Chromium (Debian) for the report's browser test" \
+			&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				chromium >/dev/null; } \
+		|| echo "note: Chromium is missing; the report's browser test will fail (apt-get install chromium)"
+
+test: install browser
 	$(VENV)/bin/python -m pytest -q
 
 bench: install

@@ -155,7 +155,7 @@ def _pacer_off() -> None:
     from sources.esper import pacing
 
     pacing.RatePacer.reserve = lambda self: 0.0  # type: ignore[method-assign]
-    pacing.RatePacer.answered = lambda self, throttled, sent_at=None: None  # type: ignore[method-assign]
+    pacing.RatePacer.answered = lambda self, throttled, reserved_at=None: None  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:

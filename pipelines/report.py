@@ -3,7 +3,10 @@
     esper-warehouse report [--warehouse esper_warehouse.duckdb] [--out report/] [--charts docs/img/]
 
 Each notebook under ``notebooks/`` runs headless through ``marimo export html`` against the
-warehouse (passed as ``$ESPER_WAREHOUSE``); a cell that fails makes the command fail. ``--charts``
+warehouse (passed as ``$ESPER_WAREHOUSE``); a cell that fails makes the command fail. marimo's
+page (``<name>.interactive.html``) loads marimo's code from a CDN, so each is also written as a
+self-contained page, ``<name>.html`` (``offline.py``: inline SVG charts, HTML tables, no network),
+the one ``index.html`` links first: it opens on a locked-down machine and as a ticket attachment. ``--charts``
 also runs the notebooks in-process and writes the charts listed in ``CHARTS`` as PNG files (through
 vl-convert), so the README's pictures are the notebooks' own charts, produced by a command.
 """
@@ -23,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from . import offline
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
@@ -56,6 +61,7 @@ class Export:
     seconds: float
     errors: str  # marimo's stderr: the failing cells' errors when not ok
     busy: bool = False  # the page says the warehouse was held by another process
+    interactive: Path | None = None  # marimo's own page (needs its CDN)
 
 
 def notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
@@ -75,7 +81,7 @@ def export_notebook(
     marimo 0.25 still writes the page when a cell raises, then exits 1 with "Export was
     successful, but some cells failed to execute." and the cell errors on stderr.
     """
-    target = out_dir / f"{notebook.stem}.html"
+    target = out_dir / f"{notebook.stem}.interactive.html"
     command = [
         *_marimo(),
         "export",
@@ -95,12 +101,28 @@ def export_notebook(
     # A chart that cannot be serialised is only logged by marimo, but the page shows no chart.
     ok = done.returncode == 0 and target.exists() and RENDER_FAILURE not in log
     busy = target.exists() and BUSY_PAGE in target.read_text(encoding="utf-8", errors="replace")
-    return Export(notebook, target, ok and not busy, seconds, log, busy)
+    page = out_dir / f"{notebook.stem}.html"
+    if target.exists():
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        footer = (
+            f"esper-warehouse report, {html.escape(str(warehouse))}, exported {stamp}. "
+            f'Interactive version (needs internet): <a href="{target.name}">{target.name}</a>.'
+        )
+        try:
+            offline.write_offline(target, page, notebook.stem.replace("_", " "), footer)
+        except Exception as error:  # a page marimo wrote without its session: say so
+            ok, log = False, f"{log}\nno offline page for {notebook.name}: {error!r}"
+    return Export(notebook, page, ok and not busy, seconds, log, busy, target)
 
 
 def _index(exports: Sequence[Export], warehouse: Path) -> str:
     rows = "\n".join(
         f'<li><a href="{e.html.name}">{html.escape(e.notebook.stem.replace("_", " "))}</a>'
+        + (
+            f' (<a href="{e.interactive.name}">interactive</a>, needs internet)'
+            if e.interactive is not None
+            else ""
+        )
         + (
             ""
             if e.ok
@@ -121,7 +143,9 @@ code{{background:#f3f3f3;padding:0 .3em}}</style></head>
 <ul>
 {rows}
 </ul>
-<p>Open a notebook interactively with <code>marimo edit notebooks/&lt;name&gt;.py</code>.</p>
+<p>Each page opens without network access (charts and tables are in the file). The
+interactive pages load marimo from its CDN. To explore, run
+<code>marimo edit notebooks/&lt;name&gt;.py</code>.</p>
 </body></html>
 """
 

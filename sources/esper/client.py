@@ -827,16 +827,17 @@ class EsperClient:
             EsperError: For answers that are never retried (401/403, 404, other 4xx, 3xx).
         """
         self._check_stopped(route)
-        pace = self._pacer.reserve()  # spaced at the rate learnt from 429s (pacing.py)
-        if pace > 0:
-            self._sleep(pace)
-            self._check_stopped(route)
-        sent_at = self._clock()
         epoch = self._limiter.acquire(urgent=not getattr(self._thread, "bulk", False))
         started = time.monotonic()
         limiter_outcome = "neutral"
         stats = RouteStats()
         try:
+            # Paced last, with the slot taken: the request goes out when its pace slot is due,
+            # never later behind other waits (a late burst is what the pacer prevents).
+            reserved_at = self._clock()
+            pace = self._pacer.reserve()  # spaced at the rate learnt from 429s (pacing.py)
+            if pace > 0:
+                self._sleep(pace)
             self._check_stopped(route)
             stats.requests = 1
             self._guard.begin(self._timeout)
@@ -876,7 +877,7 @@ class EsperClient:
             stats.bytes = response.num_bytes_downloaded or len(response.content)
             self._note_date(response)
             status = response.status_code
-            self._pacer.answered(throttled=status == 429, sent_at=sent_at)
+            self._pacer.answered(throttled=status == 429, reserved_at=reserved_at)
             log.debug("%s -> %s (%d bytes)", route, status, stats.bytes)
             if status == 429:
                 stats.throttled = 1

@@ -9,11 +9,12 @@ round trips even a few requests in flight exceed the bucket, and every worker ke
 * Until the first 429 it does not pace at all: a tenant without a tight limit is read at full
   speed.
 * On a 429 (with or without `Retry-After`) it sets the pace for *every* worker to a little below
-  the rate the API was answering (`CUT` x the answered rate over the last `WINDOW_S` seconds),
+  the rate the API was accepting (`CUT` x the requests sent and not refused over the last
+  `WINDOW_S` seconds),
   (and below the pace that was refused), and remembers that rate as the ceiling; with nothing
   answered lately it halves the pace (a 429 before any answer leaves the wait to the retry's
-  backoff or `Retry-After`). 429s for requests sent before the last cut are the same overshoot
-  and cut nothing; one for a request sent after it cuts again.
+  backoff or `Retry-After`). 429s for requests paced before the last cut are the same overshoot
+  and cut nothing; one for a request paced after it cuts again.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second) up to `NEAR` x the
   ceiling, then slowly (`SLOW_GROWTH` per second) past it, so it finds a raised limit again
   and spends a long time near the allowed rate for each overshoot.
@@ -52,7 +53,8 @@ class RatePacer:
         self.rate: float | None = None  # requests per second; None: not paced (no 429 yet)
         self.ceiling: float | None = None  # the answered rate when the last 429 came
         self._next = 0.0  # the earliest time the next request may be sent
-        self._answered: deque[float] = deque()  # times of non-429 answers in the last window
+        self._sent: deque[float] = deque()  # send times in the last window
+        self._refused: deque[float] = deque()  # times of 429 answers in the last window
         self._last_cut = float("-inf")
         self._grown_at = 0.0
 
@@ -60,34 +62,39 @@ class RatePacer:
         """Take the next send slot; returns how many seconds to wait before sending."""
         with self._lock:
             now = self._clock()
-            if self.rate is None:
-                return 0.0
-            self._grow(now)
-            at = max(now, self._next)
-            self._next = at + 1.0 / self.rate
+            at = now
+            if self.rate is not None:
+                self._grow(now)
+                at = max(now, self._next)
+                self._next = at + 1.0 / self.rate
+            self._sent.append(at)
             return at - now
 
-    def answered(self, throttled: bool, sent_at: float | None = None) -> None:
-        """Record an answer: a 429 (`throttled`) cuts the pace, others count towards the rate.
+    def answered(self, throttled: bool, reserved_at: float | None = None) -> None:
+        """Record an answer: a 429 (`throttled`) cuts the pace.
 
         Args:
             throttled: the answer was a 429.
-            sent_at: when the request was sent (the pacer's clock); a 429 for a request sent
-                before the last cut is the same overshoot, not news.
+            reserved_at: when the request took its slot (`reserve`, the pacer's clock); a 429
+                for a request paced before the last cut is the same overshoot, not news.
         """
         with self._lock:
-            now = self._clock()
-            while self._answered and self._answered[0] < now - WINDOW_S:
-                self._answered.popleft()
             if not throttled:
-                self._answered.append(now)
                 return
-            if (sent_at if sent_at is not None else now) <= self._last_cut:
-                return  # sent before the last cut: that cut already answered it
-            if self._answered:
-                # over at least MIN_SPAN_S: the first answers of a run come as a burst (the
-                # bucket's saved tokens) and would overstate the rate over a shorter span
-                observed = len(self._answered) / max(MIN_SPAN_S, now - self._answered[0])
+            now = self._clock()
+            for times in (self._sent, self._refused):
+                while times and times[0] < now - WINDOW_S:
+                    times.popleft()
+            self._refused.append(now)
+            if (reserved_at if reserved_at is not None else now) <= self._last_cut:
+                return  # paced before the last cut: that cut already answered it
+            # (slots reserved for later are not sent yet)
+            accepted = sum(1 for t in self._sent if t <= now) - len(self._refused)
+            if accepted > 0:
+                # Requests sent and not refused: a 429 comes back before the answers of the
+                # requests sent with it, so counting answers would understate the rate. Over at
+                # least MIN_SPAN_S: the first requests of a run use the bucket's saved tokens.
+                observed = accepted / max(MIN_SPAN_S, now - self._sent[0])
                 self.ceiling = observed
                 paced = CUT * self.rate if self.rate is not None else float("inf")
                 self.rate = max(MIN_RATE, min(CUT * observed, paced))

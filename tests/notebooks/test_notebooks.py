@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines import report
+from pipelines import offline, report
 
 NOTEBOOKS = report.notebooks()
 # Errors marimo shows on purpose: cells below an `mo.stop`, or interrupted.
@@ -23,11 +23,13 @@ INTENTIONAL = {"ancestor-stopped", "ancestor-prevented", "interruption"}
 
 
 def session(page: Path) -> dict:
-    """The run recorded in an exported page: every cell's outputs, as the browser shows them."""
-    text = page.read_text(encoding="utf-8")
-    start = text.index('"session": ') + len('"session": ')
-    recorded, _ = json.JSONDecoder().raw_decode(text, start)
-    return recorded
+    """The run recorded in an exported page: every cell's outputs, as the browser shows them.
+
+    `report/<name>.html` is the offline page written from it; marimo's own page, which records
+    the session, is `<name>.interactive.html`."""
+    if not page.name.endswith(".interactive.html"):
+        page = page.with_name(page.name.removesuffix(".html") + ".interactive.html")
+    return offline.session_of(page)
 
 
 def cell_errors(page: Path) -> list[str]:
@@ -77,10 +79,17 @@ def shown_text(page: Path) -> str:
 
 def test_the_report_writes_one_page_per_notebook(report_run):
     pages = sorted(p.name for p in report_run.out.glob("*.html"))
-    assert pages == sorted([*(f"{nb.stem}.html" for nb in NOTEBOOKS), "index.html"])
+    assert pages == sorted(
+        [
+            *(f"{nb.stem}.html" for nb in NOTEBOOKS),
+            *(f"{nb.stem}.interactive.html" for nb in NOTEBOOKS),
+            "index.html",
+        ]
+    )
     index = (report_run.out / "index.html").read_text(encoding="utf-8")
     for nb in NOTEBOOKS:
         assert f'href="{nb.stem}.html"' in index
+        assert f'href="{nb.stem}.interactive.html"' in index
     assert report_run.exit_code == 0, report_run.log
 
 

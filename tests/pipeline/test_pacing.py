@@ -24,6 +24,14 @@ class Clock:
         return self.now
 
 
+def _traffic(pacer: RatePacer, clock: Clock, per_second: int = 20, seconds: int = 2) -> None:
+    """Requests sent and answered at `per_second` for `seconds`, none refused."""
+    for _ in range(per_second * seconds):
+        clock.now += 1 / per_second
+        assert pacer.reserve() == 0.0
+        pacer.answered(throttled=False)
+
+
 def test_no_pace_before_the_first_429() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
@@ -36,9 +44,7 @@ def test_no_pace_before_the_first_429() -> None:
 def test_a_429_paces_every_request_below_the_rate_the_api_answered() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
-    for _ in range(40):  # 20 answers a second for two seconds
-        clock.now += 0.05
-        pacer.answered(throttled=False)
+    _traffic(pacer, clock)
     pacer.answered(throttled=True)
     assert pacer.rate == pytest.approx(0.9 * 20, rel=0.05)
     waits = [pacer.reserve() for _ in range(10)]  # ten workers asking at the same instant
@@ -50,9 +56,7 @@ def test_a_429_paces_every_request_below_the_rate_the_api_answered() -> None:
 def test_a_burst_of_429s_cuts_once_and_a_storm_never_stops_the_pace() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
-    for _ in range(40):
-        clock.now += 0.05
-        pacer.answered(throttled=False)
+    _traffic(pacer, clock)
     for _ in range(20):  # the requests already under way come back refused
         pacer.answered(throttled=True)
     assert pacer.rate == pytest.approx(18, rel=0.05)
@@ -66,9 +70,7 @@ def test_a_burst_of_429s_cuts_once_and_a_storm_never_stops_the_pace() -> None:
 def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
-    for _ in range(40):
-        clock.now += 0.05
-        pacer.answered(throttled=False)
+    _traffic(pacer, clock)
     pacer.answered(throttled=True)
     ceiling = pacer.ceiling
     clock.now += 2
@@ -92,7 +94,7 @@ def _behind_a_token_bucket(rate: float, retry_after: bool, seconds: float = 120)
     rng = random.Random(7)
     tokens, filled_at, cooldown = float(rate), 0.0, 0.0
     sent = refused = answered = 0
-    # (time, order, kind, worker, 429s in a row, sent at); kinds: begin, send, answer, refusal
+    # (time, order, kind, worker, 429s in a row, paced at); kinds: begin, send, answer, refusal
     events: list[tuple[float, int, str, int, int, float]] = []
     order = iter(range(10**9))
 
@@ -110,23 +112,23 @@ def _behind_a_token_bucket(rate: float, retry_after: bool, seconds: float = 120)
             if cooldown > now:  # the client's shared Retry-After wait comes first
                 at(cooldown, "begin", worker, strikes)
             else:
-                at(now + pacer.reserve(), "send", worker, strikes)
+                at(now + pacer.reserve(), "send", worker, strikes, now)
         elif kind == "send":
             sent += 1
             tokens = min(float(rate), tokens + (now - filled_at) * rate)
             filled_at = now
             if tokens >= 1:
                 tokens -= 1
-                at(now + 0.05, "answer", worker, 0, now)
+                at(now + 0.05, "answer", worker, 0, sent_at)
             else:
-                at(now + 0.05, "refusal", worker, strikes + 1, now)
+                at(now + 0.05, "refusal", worker, strikes + 1, sent_at)
         elif kind == "answer":
             answered += 1
-            pacer.answered(throttled=False, sent_at=sent_at)
+            pacer.answered(throttled=False, reserved_at=sent_at)
             at(now, "begin", worker, 0)
         else:
             refused += 1
-            pacer.answered(throttled=True, sent_at=sent_at)
+            pacer.answered(throttled=True, reserved_at=sent_at)
             if retry_after:
                 cooldown = max(cooldown, now + 1.0)
                 at(now, "begin", worker, strikes)

@@ -1,0 +1,214 @@
+"""A notebook page that opens anywhere: static HTML, inline SVG charts, no network at all.
+
+`marimo export html` writes an interactive page that loads marimo's JavaScript from a CDN: on a
+locked-down machine, or attached to a ticket and opened offline, it is a white page. This turns
+what such a page recorded (every cell's outputs, stored in the page as its "session") into a
+self-contained page: markdown and HTML as they are, each Vega-Lite chart drawn to an inline SVG
+(vl-convert, no browser needed), marimo's widgets as what they showed (a table as an HTML table,
+a statistic as a box, a dropdown as its chosen value, a code editor as its code). No `http(s)`
+resource is referenced: the page renders the same with the network off.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+VEGA_LITE = "application/vnd.vegalite.v6+json"
+MAX_TABLE_ROWS = 200  # rows of a table written into the page (the rest are counted)
+
+STYLE = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
+       margin: 0; background: #fafafa; }
+main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 48px; background: white; }
+h1 { font-size: 26px; } h2 { font-size: 20px; margin-top: 28px; } h3 { font-size: 16px; }
+.cell { margin: 14px 0; } .paragraph { display: block; margin: 6px 0; }
+table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f4f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.stat { border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 12px; min-width: 120px; }
+.stat .label { color: #57606a; font-size: 12px; } .stat .value { font-size: 24px; font-weight: 600; }
+.stat .caption { color: #57606a; font-size: 12px; }
+.control { color: #57606a; } .more { color: #57606a; font-style: italic; }
+.callout { border-left: 4px solid #54aeff; background: #f6f8fa; padding: 6px 12px; }
+pre { background: #f6f8fa; padding: 8px 12px; overflow-x: auto; }
+svg { max-width: 100%; height: auto; }
+footer { color: #57606a; font-size: 12px; margin-top: 32px; }
+"""
+
+
+def session_of(page: Path) -> dict[str, Any]:
+    """The cell outputs a `marimo export html` page recorded (its "session")."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index('"session": ') + len('"session": ')
+    recorded, _ = json.JSONDecoder().raw_decode(text, start)
+    return recorded
+
+
+def _json(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def chart_svg(spec: str | dict[str, Any]) -> str:
+    """A Vega-Lite spec drawn as an SVG element."""
+    import vl_convert
+
+    text = spec if isinstance(spec, str) else json.dumps(spec)
+    svg = vl_convert.vegalite_to_svg(text)
+    return svg[svg.index("<svg") :] if "<svg" in svg else svg
+
+
+def _cell_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return html.escape(value if isinstance(value, str) else json.dumps(value))
+
+
+def table_html(rows: list[dict[str, Any]]) -> str:
+    """Rows (dicts) as an HTML table; numbers right-aligned; at most `MAX_TABLE_ROWS`."""
+    if not rows:
+        return '<p class="more">(no rows)</p>'
+    columns = [c for c in rows[0] if not c.startswith("_marimo")]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for row in rows[:MAX_TABLE_ROWS]:
+        cells = []
+        for c in columns:
+            value = row.get(c)
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            cells.append(f"<td{' class=num' if numeric else ''}>{_cell_text(value)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    more = len(rows) - MAX_TABLE_ROWS
+    note = f'<p class="more">… and {more:,} more rows</p>' if more > 0 else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
+
+
+class _Static(HTMLParser):
+    """Rewrites marimo's custom elements into plain HTML, copying everything else as it is."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.out: list[str] = []
+        self.closing: list[str] = []  # what each open marimo element closes with
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if not tag.startswith("marimo-"):
+            self.out.append(self.get_starttag_text() or "")
+            return
+        data = {k.removeprefix("data-"): _json(v) for k, v in attrs}
+        opened, closing = self._replace(tag, data)
+        self.out.append(opened)
+        self.closing.append(closing)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag.startswith("marimo-"):
+            self.out.append(self.closing.pop() if self.closing else "")
+        else:
+            self.out.append(f"</{tag}>")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag.startswith("marimo-"):
+            self.handle_starttag(tag, attrs)
+            self.handle_endtag(tag)
+        else:
+            self.out.append(self.get_starttag_text() or "")
+
+    def handle_data(self, data: str) -> None:
+        self.out.append(data)
+
+    def handle_entityref(self, name: str) -> None:
+        self.out.append(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self.out.append(f"&#{name};")
+
+    def handle_comment(self, data: str) -> None:
+        pass
+
+    @staticmethod
+    def _replace(tag: str, data: dict[str, Any]) -> tuple[str, str]:
+        label = data.get("label")
+        label_html = f"{label}: " if isinstance(label, str) and label else ""
+        if tag == "marimo-stat":
+            caption = data.get("caption")
+            return (
+                '<div class="stat">'
+                f'<div class="label">{html.escape(str(label or ""))}</div>'
+                f'<div class="value">{html.escape(str(data.get("value", "")))}</div>'
+                + (f'<div class="caption">{html.escape(str(caption))}</div>' if caption else "")
+                + "</div>",
+                "",
+            )
+        if tag == "marimo-table":
+            rows = data.get("data")
+            rows = _json(rows) if isinstance(rows, str) else rows
+            return label_html + table_html(rows if isinstance(rows, list) else []), ""
+        if tag == "marimo-mime-renderer":
+            mime, payload = data.get("mime"), data.get("data")
+            if mime == VEGA_LITE:
+                return chart_svg(payload), ""
+            if mime == "text/html":
+                return str(payload), ""
+            return f"<pre>{html.escape(str(payload))}</pre>", ""
+        if tag == "marimo-dropdown":
+            chosen = ", ".join(map(str, data.get("initial-value") or [])) or "—"
+            return f'<p class="control">{label_html}<b>{html.escape(chosen)}</b></p>', ""
+        if tag == "marimo-code-editor":
+            return (
+                f"<p>{label_html}</p><pre>{html.escape(str(data.get('initial-value')))}</pre>",
+                "",
+            )
+        if tag == "marimo-accordion":
+            labels = " · ".join(str(x) for x in data.get("labels") or [])
+            return f"<details open><summary>{labels}</summary>", "</details>"
+        if tag == "marimo-callout-output":
+            return f'<div class="callout">{data.get("html", "")}</div>', ""
+        return "", ""  # a wrapper (marimo-ui-element, ...): keep what it holds
+
+
+def static_html(fragment: str) -> str:
+    """An HTML output of a cell with marimo's elements replaced by plain HTML."""
+    parser = _Static()
+    parser.feed(fragment)
+    parser.close()
+    return "".join(parser.out)
+
+
+def write_offline(page: Path, target: Path, title: str, footer: str) -> Path:
+    """Write the self-contained page of an exported notebook `page` to `target`."""
+    parts = []
+    for cell in session_of(page)["cells"]:
+        shown = []
+        for output in cell["outputs"]:
+            if output["type"] != "data":
+                continue
+            data = output["data"]
+            if VEGA_LITE in data:
+                shown.append(chart_svg(data[VEGA_LITE]))
+            elif "text/html" in data:
+                shown.append(static_html(data["text/html"]))
+            elif "text/markdown" in data:
+                shown.append(static_html(data["text/markdown"]))
+            elif (text := data.get("text/plain", "").strip()) and text != "None":
+                shown.append(f"<pre>{html.escape(text)}</pre>")
+        if shown:
+            parts.append(f'<div class="cell">{"".join(shown)}</div>')
+    target.write_text(
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
+        f"<body><main>{''.join(parts)}<footer>{footer}</footer></main></body></html>\n",
+        encoding="utf-8",
+    )
+    return target
