@@ -24,7 +24,7 @@ from dagster import AssetExecutionContext, ScheduleEvaluationContext
 
 from . import models
 from .runner import LOADED, RunSettings
-from .tenants import Tenant, Tenants, load_tenants, run_tenant, tenant_lock
+from .tenants import Tenant, Tenants, build_fleet, load_tenants, run_tenant, tenant_lock
 
 API_POOL = "esper_api"
 NIGHTLY_CRON = "0 2 * * *"  # 02:00 UTC
@@ -152,6 +152,23 @@ def build_definitions(
                         asset_key=spec.key, metadata={"rows": int(rows[0]) if rows else 0}
                     )
 
+    @dg.asset(
+        key=["fleet", "marts"],
+        deps=[spec.key for spec in mart_specs],
+        group_name="fleet",
+        kinds={"duckdb"},
+        automation_condition=dg.AutomationCondition.eager(),
+        description=(
+            "Every tenant's marts copied into fleet.duckdb with a `tenant` column (the code "
+            "`esper-warehouse tenants` runs). Rebuilt after any tenant's marts: Dagster's "
+            "automation sensor (on by default) requests it."
+        ),
+    )
+    def esper_fleet(context: AssetExecutionContext) -> dg.MaterializeResult:
+        rows = build_fleet(tenants, None, lock_timeout_s=base.lock_timeout_s)
+        context.log.info(f"fleet: {sum(rows.values())} rows in {len(rows)} marts")
+        return dg.MaterializeResult(metadata={f"rows_{name}": n for name, n in rows.items()})
+
     job = dg.define_asset_job(
         "esper_nightly",
         selection=dg.AssetSelection.assets(esper_load, esper_models),
@@ -164,7 +181,9 @@ def build_definitions(
             yield dg.RunRequest(run_key=f"{name}-{night}", partition_key=name)
 
     return dg.Definitions(
-        assets=[esper_load, esper_models], jobs=[job], schedules=[esper_nightly_schedule]
+        assets=[esper_load, esper_models, esper_fleet],
+        jobs=[job],
+        schedules=[esper_nightly_schedule],
     )
 
 

@@ -74,7 +74,10 @@ def test_definitions_load_without_network(
     assert {f"marts/{m}" for m in MARTS} <= keys
     assert {"esper/devices", "esper/device_events", "esper/command_statuses"} <= keys
     assert not any(k.startswith("esper/_") for k in keys)  # the run ledger is not an asset
-    assert len(keys) == len(ENDPOINTS) + len(MARTS)  # a raw asset per declared table
+    assert len(keys) == len(ENDPOINTS) + len(MARTS) + 1  # a raw asset per table, and the fleet
+    fleet = graph.get(dg.AssetKey(["fleet", "marts"]))
+    assert {f"marts/{m}" for m in MARTS} == {"/".join(p.path) for p in fleet.parent_keys}
+    assert fleet.automation_condition is not None, "rebuilt after the tenants' marts"
 
     # lineage from the model SQL, through staging and intermediate
     parents = {k: {"/".join(p.path) for p in graph.get(dg.AssetKey(k.split("/"))).parent_keys}
@@ -212,3 +215,46 @@ def test_the_webserver_starts_on_loopback_and_lists_the_assets(
     keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
     assert {f"marts/{m}" for m in MARTS} | {"esper/devices"} <= keys
     assert proc.returncode is not None
+
+
+def test_the_fleet_asset_rebuilds_fleet_duckdb_from_the_tenants_current_marts(
+    dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path
+) -> None:
+    """Under Dagster the cross-tenant file must not go stale: after the tenants' partitions,
+    the fleet asset copies their marts, and again after a tenant's next night."""
+    from pipelines.dagster_defs import build_definitions
+
+    warehouses = tmp_path / "w"
+    defs = build_definitions(
+        write_tenants(tmp_path / "tenants.toml", {t: tenant_sims[t] for t in ("alpha", "beta")},
+                      warehouses),
+        base=RunSettings(lock_timeout_s=5.0),
+    )  # fmt: skip
+    tenant_assets = [defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])),
+                     defs.resolve_assets_def(dg.AssetKey(["marts", "fleet_compliance"]))]  # fmt: skip
+    fleet_asset = defs.resolve_assets_def(dg.AssetKey(["fleet", "marts"]))
+
+    def fleet_rows() -> dict[str, int]:
+        with duckdb.connect(str(warehouses / "fleet.duckdb"), read_only=True) as con:
+            return dict(
+                con.sql("select tenant, count(*) from marts.fleet_compliance group by 1").fetchall()
+            )
+
+    def tenant_rows(tenant: str) -> int:
+        with duckdb.connect(str(warehouses / f"{tenant}.duckdb"), read_only=True) as con:
+            return con.sql("select count(*) from marts.fleet_compliance").fetchone()[0]
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        for tenant in ("alpha", "beta"):
+            assert dg.materialize(tenant_assets, partition_key=tenant, instance=instance).success
+        assert dg.materialize([fleet_asset], instance=instance).success
+        assert fleet_rows() == {"alpha": tenant_rows("alpha"), "beta": tenant_rows("beta")}
+
+        with duckdb.connect(str(warehouses / "alpha.duckdb")) as con:  # a stale mart, to see it go
+            con.execute("delete from marts.fleet_compliance where device_id in "
+                        "(select device_id from marts.fleet_compliance limit 3)")  # fmt: skip
+        assert fleet_rows()["alpha"] == tenant_rows("alpha") + 3
+        tenant_sims["alpha"].advance(hours=24)  # type: ignore[attr-defined]
+        assert dg.materialize(tenant_assets, partition_key="alpha", instance=instance).success
+        assert dg.materialize([fleet_asset], instance=instance).success
+        assert fleet_rows() == {"alpha": tenant_rows("alpha"), "beta": tenant_rows("beta")}
