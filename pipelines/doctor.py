@@ -1057,6 +1057,7 @@ def probe(
         min_concurrency=1,
         max_concurrency=1,
         transport=recorder,
+        pace=False,  # one request at a time, within MAX_REQUESTS and TIME_BUDGET_S
     )
     d = Doctor(client, recorder, max(1, min(limit, 10)), max_retries)
     stopped = None

@@ -511,6 +511,8 @@ class EsperClient:
             for a longer wait than is left, the request fails at once, quoting the API's value.
         clock: Monotonic seconds for the waits (tests inject one that `sleep` advances).
         key_name: Where the key came from (an environment variable), named when it is refused.
+        pace: Pace requests at the rate learnt from 429s (`pacing.py`). `doctor` turns it off:
+            it sends one request at a time within its own request and time allowances.
 
     Raises:
         EsperConfigError: A bad base URL, a missing or unusable key, or inconsistent limits.
@@ -535,6 +537,7 @@ class EsperClient:
         max_retry_wait: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         key_name: str = "SOURCES__ESPER__API_KEY",
+        pace: bool = True,
     ) -> None:
         self.base_url = _normalise_base_url(base_url)
         self.key_name = key_name  # where the key came from, named when the API refuses it
@@ -567,7 +570,7 @@ class EsperClient:
         self._sleep = sleep if sleep is not None else self._sleep_unless_stopped
         self._clock = clock
         self._rng = rng or random.Random()
-        self._pacer = RatePacer(clock)
+        self._pacer = RatePacer(clock) if pace else None
         self._limiter = _AdaptiveLimiter(
             min(max(initial_concurrency, min_concurrency), max_concurrency),
             min_concurrency,
@@ -835,7 +838,7 @@ class EsperClient:
             # Paced last, with the slot taken: the request goes out when its pace slot is due,
             # never later behind other waits (a late burst is what the pacer prevents).
             reserved_at = self._clock()
-            pace = self._pacer.reserve()  # spaced at the rate learnt from 429s (pacing.py)
+            pace = self._pacer.reserve() if self._pacer else 0.0  # the rate learnt from 429s
             if pace > 0:
                 self._sleep(pace)
             self._check_stopped(route)
@@ -877,7 +880,8 @@ class EsperClient:
             stats.bytes = response.num_bytes_downloaded or len(response.content)
             self._note_date(response)
             status = response.status_code
-            self._pacer.answered(throttled=status == 429, reserved_at=reserved_at)
+            if self._pacer is not None:
+                self._pacer.answered(throttled=status == 429, reserved_at=reserved_at)
             log.debug("%s -> %s (%d bytes)", route, status, stats.bytes)
             if status == 429:
                 stats.throttled = 1

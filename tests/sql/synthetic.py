@@ -54,7 +54,7 @@ select
     id, 'name-' || i, null,
     case platform when 'ANDROID' then 'Android' when 'APPLE' then 'iOS'
          when 'WINDOWS' then 'Windows' else 'Linux' end,
-    platform, 1, 'SN' || i,
+    platform, 1, null, 'SN' || i,
     case platform
         when 'ANDROID' then cast(10 + hash(i, 'o') % 5 as varchar)
         when 'APPLE' then cast(16 + hash(i, 'o') % 3 as varchar) || '.' || cast(hash(i, 'm') % 6 as varchar)

@@ -525,9 +525,10 @@ STATES = (
     "cancelled",
 )
 TERMINAL = ("success", "failure", "timeout", "cancelled")
-# The spec's DeviceStateEnum read independently of sql/vocabulary: disabled, provisioning (30-50),
-# factory reset / wipe in progress, onboarding in progress, onboarding failed.
-OUT_OF_SERVICE_STATES = {20, 30, 40, 50, 70, 80, 90}
+# The spec's DeviceStateEnum and Esper's own tools (live-observations section 22) read
+# independently of sql/vocabulary: disabled, provisioning (30-50), factory reset / wipe in
+# progress, onboarding (80-100: in progress, failed, onboarded), applying a blueprint (110-190).
+OUT_OF_SERVICE_STATES = {20, 30, 40, 50, 70, *range(80, 191, 10)}
 
 
 def latest_per_device(
