@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .exit_codes import Exit
+
 log = logging.getLogger("esper_warehouse")
 
 
@@ -204,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .doctor import main as doctor
 
         return doctor(json_path=args.json, data_tap_sql=args.data_tap)
-    return 1
+    return Exit.FAILED
 
 
 def _command_index(argv: list[str]) -> int | None:
@@ -230,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as error:  # a .dlt/*.toml dlt cannot read, or a timeout that is no number
         problem = toml_problem(error) or f"ESPER_WAREHOUSE__LOCK_TIMEOUT_S: {error}"
         print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return Exit.CONFIG
     settings = RunSettings(
         warehouse=args.warehouse,
         destination=args.destination,

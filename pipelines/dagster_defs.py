@@ -122,7 +122,7 @@ def build_definitions(
         if result.exit_code not in LOADED:  # a partial run is loaded: its tables materialize
             raise dg.Failure(
                 description=f"tenant {tenant.name}: {result.error}",
-                metadata={"exit_code": result.exit_code, "run_id": result.run_id},
+                metadata={"exit_code": int(result.exit_code), "run_id": result.run_id},
             )
         for spec in raw_specs:
             table = spec.key.path[-1]

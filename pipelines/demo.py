@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from .exit_codes import Exit
 from .runner import RunSettings, run
 from .warehouse import working_dir
 
@@ -84,7 +85,7 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
     from simulator import Simulator
 
     if not _fresh(warehouse):
-        return 2
+        return Exit.CONFIG
     started = time.monotonic()
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start = today - timedelta(days=days)
@@ -131,7 +132,7 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
         "                          SOURCES__ESPER__ENTERPRISE_ID, then .venv/bin/esper-warehouse run\n"
         "                          (README: 'Using it on a real tenant')"
     )
-    return 0
+    return Exit.OK
 
 
 def _report(result: object, label: str = "full load") -> None:

@@ -59,7 +59,9 @@ from sources.esper.common import apps_route
 from sources.esper.pagination import parse_page
 from sources.esper.schemas import SCHEMAS
 
-EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = 0, 2, 3
+from .exit_codes import Exit
+
+EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = Exit.OK, Exit.CONFIG, Exit.DRIFT  # exit_codes.py
 MAX_REQUESTS = 40  # attempts on the wire, retries included; a hard bound (see Doctor.probe)
 MAX_RETRIES = 2  # retries of one probe (429, 5xx, timeouts): a probe sends at most 3 requests
 MAX_RETRY_WAIT_S = 10.0  # seconds one probe may wait between its attempts (Retry-After, backoff)

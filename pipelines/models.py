@@ -43,6 +43,8 @@ from typing import Any
 
 import duckdb
 
+from .exit_codes import Exit
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 LAYERS = ("staging", "intermediate", "marts")
 SCHEMAS = ("seeds", *LAYERS)
@@ -495,7 +497,7 @@ def build_models(
     return built
 
 
-EXIT_UNFINISHED = 4  # the data is incomplete, as for a run's reconciliation shortfall
+EXIT_UNFINISHED = Exit.UNFINISHED  # the data is incomplete, as for a reconciliation shortfall
 
 
 def _unfinished(warehouse: Path, dataset: str) -> str | None:
@@ -537,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     warehouse: Path = args.warehouse
     if not warehouse.exists() and not args.create:
         print(f"error: {missing_message(warehouse)} (or pass --create)", file=sys.stderr)
-        return 2
+        return Exit.CONFIG
     if warehouse.exists() and (unfinished := _unfinished(warehouse, args.dataset)):
         print(f"error: {unfinished}; no model was built from part of the fleet", file=sys.stderr)
         return EXIT_UNFINISHED
@@ -546,10 +548,10 @@ def main(argv: list[str] | None = None) -> int:
         built = build_models(warehouse, dataset=args.dataset)
     except SeedsMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return Exit.CONFIG
     except ModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     except duckdb.Error as exc:
         code, message = open_failure(warehouse, exc)
         print(f"error: {message}", file=sys.stderr)
@@ -557,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     for relation in built:
         print(relation)
     print(f"built {len(built)} relations in {time.perf_counter() - started:.2f} s into {warehouse}")
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":

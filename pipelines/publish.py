@@ -31,6 +31,8 @@ from typing import Any
 
 import duckdb
 
+from .exit_codes import Exit
+
 log = logging.getLogger("esper_warehouse")
 
 CREDENTIALS = "destination.postgres.credentials"
@@ -420,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_LOCKED
     except (PublishError, duckdb.Error) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, PublishError) else 1
+        return Exit.CONFIG if isinstance(error, PublishError) else Exit.FAILED
     except Exception as error:  # the driver's errors: type and message, never the DSN
         if _connection_lost(error) and _connection_lost(error.__context__ or error):
             error = error.__context__ or error  # the loss itself, not the rollback after it
@@ -428,15 +430,15 @@ def main(argv: list[str] | None = None) -> int:
         if _connection_lost(error):  # Postgres down mid-transaction: as at connect
             print(f"error: lost the connection to Postgres: {text}; nothing was published "
                   "(the transaction is rolled back)", file=sys.stderr)  # fmt: skip
-            return 2
+            return Exit.CONFIG
         print(f"error: {text}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     buffer = io.StringIO()
     for mart, rows in counts.items():
         print(f"  {args.schema}.{mart:<28} {rows:>10,}", file=buffer)
     print(buffer.getvalue(), end="")
     print(f"published {len(counts)} marts in {time.perf_counter() - started:.2f} s")
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -28,13 +28,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import offline
+from .exit_codes import Exit
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 RENDER_FAILURE = "Failed to get mimebundle"
 # The notebooks' banner when the warehouse stayed locked past their wait (notebooks/_common.py).
 BUSY_PAGE = "The warehouse is busy"
-EXIT_FAILED, EXIT_MISSING, EXIT_LOCKED = 1, 2, 5
+EXIT_FAILED, EXIT_MISSING, EXIT_LOCKED = Exit.FAILED, Exit.CONFIG, Exit.LOCKED  # exit_codes.py
 
 # (notebook, variable holding an altair chart, file name): the pictures the README shows.
 CHARTS: tuple[tuple[str, str, str], ...] = (
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: cells failed in {names}", file=sys.stderr)
         return EXIT_FAILED
     print(f"report: open {(args.out / 'index.html').resolve()}")
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from sources.esper.datatap import table_name as data_tap_table
 from sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
 
 from . import bookkeeping
+from .exit_codes import LOADED, Exit
 from .ownership import check_owner
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
@@ -55,10 +56,10 @@ from .warehouse import (
 
 log = logging.getLogger("esper_warehouse")
 
-EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API, EXIT_RECONCILIATION, EXIT_LOCKED = 0, 1, 2, 3, 4, 5
-EXIT_PARTIAL = 6  # loaded and committed, some tables or device feeds refused (a missing capability)
-LOADED = (EXIT_OK, EXIT_PARTIAL)  # the exit codes of a run whose load is committed
-EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
+# Exit codes: pipelines/exit_codes.py is their home; the names below are the runner's words for them.
+EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API = Exit.OK, Exit.FAILED, Exit.CONFIG, Exit.API
+EXIT_RECONCILIATION, EXIT_LOCKED, EXIT_PARTIAL = Exit.UNFINISHED, Exit.LOCKED, Exit.PARTIAL
+EXIT_INTERRUPTED = Exit.INTERRUPTED
 # What an interruption leaves, by the step it stopped (the run's summary says it).
 AFTER_INTERRUPT = {
     "start": "nothing was loaded; the next run starts afresh",

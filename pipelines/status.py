@@ -8,7 +8,9 @@ from pathlib import Path
 import duckdb
 import orjson
 
-EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = 2, 5, 1
+from .exit_codes import Exit
+
+EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILED  # exit_codes.py
 
 
 def missing_message(warehouse: Path) -> str:
@@ -54,7 +56,7 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
         print(render(con, dataset))
     finally:
         con.close()
-    return 0
+    return Exit.OK
 
 
 def _tables(con: duckdb.DuckDBPyConnection, dataset: str) -> list[str]:

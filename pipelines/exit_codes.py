@@ -1,0 +1,27 @@
+"""The exit codes of every `esper-warehouse` command: their one home.
+
+Every command returns one of these; README's "exit code" table lists exactly these values
+(tests/pipeline/test_exit_codes.py keeps the two in step). A scheduler reads them: 0 and 6 mean
+the night's data is loaded and committed (6 with a warning), anything else means it is not.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """What a command's exit code tells a scheduler."""
+
+    OK = 0  # everything done (loaded and reconciled, built, exported, published)
+    FAILED = 1  # an unexpected error, a model or data test that failed, a notebook cell that failed
+    CONFIG = 2  # settings, key, enterprise id, base URL, a missing warehouse file, Postgres lost
+    API = 3  # the API kept failing after retries
+    DRIFT = 3  # `doctor`: an answer's shape would break a run (the API's fault, as for API)
+    UNFINISHED = 4  # a reconciliation shortfall; `models`: a first load is unfinished
+    LOCKED = 5  # the warehouse (or the published marts) stayed held by another process
+    PARTIAL = 6  # loaded and committed, but some tables, device feeds or Data Tap queries skipped
+    INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
+
+
+LOADED = (Exit.OK, Exit.PARTIAL)  # the exit codes of a run whose load is committed

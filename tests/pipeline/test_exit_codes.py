@@ -1,0 +1,32 @@
+"""Exit codes have one home, pipelines/exit_codes.py: README lists exactly its values, and no
+command writes a code as a bare number."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pipelines.exit_codes import LOADED, Exit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_table_lists_exactly_the_exit_codes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
+    listed = {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert listed == {int(e) for e in Exit}
+
+
+def test_no_command_writes_an_exit_code_as_a_number() -> None:
+    literal = re.compile(r"^\s*(return \d+\s*$|EXIT_\w+(, EXIT_\w+)* = \d)", re.M)
+    found = {
+        path.name: literal.findall(path.read_text())
+        for path in (ROOT / "pipelines").glob("*.py")
+        if path.name != "exit_codes.py"
+    }
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_a_scheduler_treats_ok_and_partial_as_loaded() -> None:
+    assert set(LOADED) == {Exit.OK, Exit.PARTIAL} == {0, 6}
