@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from sources.esper.client import EsperClient
-from sources.esper.datatap import RequestBudget, run_query
-from sources.esper.settings import DATA_TAP_POLL_S
+from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.datatap import RequestBudget, run_query
+from esper_warehouse.sources.esper.settings import DATA_TAP_POLL_S
 
 API_KEY = "bench-datatap-key-0123456789"
 ENTERPRISE_ID = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
@@ -23,7 +23,7 @@ BEFORE = (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64)  # the earlier schedule: 0.25 s, do
 
 def cost(job_seconds: float, poll_s: tuple[float, ...]) -> tuple[int, float]:
     """(requests, seconds) of one query whose job runs `job_seconds`."""
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     with Simulator(devices=50, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
         sim.world.datatap.job_seconds = job_seconds

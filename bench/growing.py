@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator import Simulator  # noqa: E402
+from esper_warehouse.simulator import Simulator  # noqa: E402
+
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
 from tests.scale.conftest import write_tenants  # noqa: E402
 from tests.scale.postgres import postgres_server  # noqa: E402
@@ -53,8 +54,7 @@ def all_tenants(tmp: Path, devices: int = 2000) -> None:
 
 def dagster_partition(tmp: Path, devices: int = 2000) -> None:
     import dagster as dg
-
-    from pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.dagster_defs import build_definitions
 
     with Simulator(devices=devices, seed=4, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
         os.environ["ESPER_TEST_KEY_WEST"] = API_KEY
@@ -70,8 +70,8 @@ def dagster_partition(tmp: Path, devices: int = 2000) -> None:
 
 
 def publish_postgres(tmp: Path, devices: int = 20000) -> None:
-    from pipelines import publish
-    from pipelines.runner import RunSettings, run
+    from esper_warehouse.pipelines import publish
+    from esper_warehouse.pipelines.runner import RunSettings, run
 
     warehouse = tmp / "big.duckdb"
     with Simulator(devices=devices, seed=5, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:

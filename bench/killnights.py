@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
+from esper_warehouse.simulator import Simulator  # noqa: E402
+from esper_warehouse.sources.esper.settings import ENDPOINTS  # noqa: E402
 
 from bench.realtenant import write_section  # noqa: E402
-from simulator import Simulator  # noqa: E402
-from sources.esper.settings import ENDPOINTS  # noqa: E402
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
 from tests.pipeline.helpers import TABLES, cli, compare, load, rows  # noqa: E402
 

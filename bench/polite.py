@@ -111,8 +111,8 @@ class TokenBucketProxy:
 
 def first_load(devices: int, rate: float, retry_after: bool, latency_ms: float) -> dict[str, Any]:
     """One first load through the token bucket; what the proxy counted."""
-    from pipelines.runner import RunSettings, run
-    from simulator import Simulator
+    from esper_warehouse.pipelines.runner import RunSettings, run
+    from esper_warehouse.simulator import Simulator
 
     with Simulator(
         devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID, latency_ms=latency_ms
@@ -152,7 +152,7 @@ def first_load(devices: int, rate: float, retry_after: bool, latency_ms: float) 
 
 def _pacer_off() -> None:
     """The client as it was before the pacer: no pace, 429s only lower the concurrency."""
-    from sources.esper import pacing
+    from esper_warehouse.sources.esper import pacing
 
     pacing.RatePacer.reserve = lambda self: 0.0  # type: ignore[method-assign]
     pacing.RatePacer.answered = lambda self, throttled, reserved_at=None: None  # type: ignore[method-assign]

@@ -35,9 +35,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.runner import run  # noqa: E402
-from simulator import Simulator  # noqa: E402
-from sources.esper.settings import COMMIT_EVERY_DEVICES  # noqa: E402
+from esper_warehouse.pipelines.runner import run  # noqa: E402
+from esper_warehouse.simulator import Simulator  # noqa: E402
+from esper_warehouse.sources.esper.settings import COMMIT_EVERY_DEVICES  # noqa: E402
+
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
 from tests.pipeline.helpers import TABLES, cli, compare, load, settings  # noqa: E402
 

@@ -66,7 +66,9 @@ def pipeline_settings() -> dict[str, int]:
     """The pipeline's maximum concurrency and status batch size (its settings, env overrides)."""
     found = {"max_concurrency": 20, "status_batch": 100}
     try:
-        from sources.esper import settings  # the pipeline's defaults, read, never changed
+        from esper_warehouse.sources.esper import (
+            settings,
+        )  # the pipeline's defaults, read, never changed
     except Exception:
         return found
     found["max_concurrency"] = int(getattr(settings, "MAX_CONCURRENCY", 20))
@@ -85,7 +87,7 @@ def pipeline_command(*args: str) -> list[str]:
     script = Path(sys.executable).parent / "esper-warehouse"
     if script.exists():
         return [str(script), *args]
-    return [PYTHON, "-c", "from pipelines.cli import entry; entry()", *args]
+    return [PYTHON, "-c", "from esper_warehouse.pipelines.cli import entry; entry()", *args]
 
 
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO esper_warehouse: (.*)$")
@@ -360,7 +362,7 @@ class Scenario:
                 enterprise_id=ENTERPRISE_ID,
                 latency_ms=self.profile.latency_ms,
                 rate_limit=self.profile.rate_limit,
-                log_path=self.work / "logs" / "simulator.log",
+                log_path=self.work / "logs" / "esper_warehouse.simulator.log",
             ) as sim:
                 self.sim = sim
                 self.result["simulator_startup_s"] = sim.startup_s

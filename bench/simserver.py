@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-limit", type=float, default=None)
     args = parser.parse_args(argv)
 
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

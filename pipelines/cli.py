@@ -256,18 +256,18 @@ def _run(args: argparse.Namespace) -> int:
 
 def _dispatch(command: str, rest: list[str]) -> int:
     if command == "simulate":
-        from simulator import cli as simulator_cli  # type: ignore[attr-defined]
+        from esper_warehouse.simulator import cli as simulator_cli  # type: ignore[attr-defined]
 
         return int(simulator_cli.main(rest) or 0)
     if command == "models":
-        from pipelines import models  # type: ignore[attr-defined]
+        from esper_warehouse.pipelines import models  # type: ignore[attr-defined]
 
         return int(models.main(rest) or 0)
     if command == "publish":
-        from pipelines import publish
+        from esper_warehouse.pipelines import publish
 
         return int(publish.main(rest) or 0)
-    from pipelines import report  # type: ignore[attr-defined]
+    from esper_warehouse.pipelines import report  # type: ignore[attr-defined]
 
     return int(report.main(rest) or 0)
 

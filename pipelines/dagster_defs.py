@@ -12,7 +12,7 @@ docs/decisions.md). The load step runs in the pool `esper_api`; the models step 
 tenant's DuckDB file. A nightly schedule asks for one run per tenant; `orchestration/dagster.yaml`
 limits runs to one per tenant (`dagster/partition` tag) and the API pool.
 
-    ESPER_WAREHOUSE__TENANTS_FILE=tenants.toml dagster dev -m pipelines.dagster_defs
+    ESPER_WAREHOUSE__TENANTS_FILE=tenants.toml dagster dev -m esper_warehouse.pipelines.dagster_defs
 """
 
 import re
@@ -188,7 +188,7 @@ def build_definitions(
 
 
 def __getattr__(name: str) -> dg.Definitions:
-    """`defs`, built when Dagster asks for it (`dagster dev -m pipelines.dagster_defs`)."""
+    """`defs`, built when Dagster asks for it (`dagster dev -m esper_warehouse.pipelines.dagster_defs`)."""
     if name == "defs":
         return build_definitions()
     raise AttributeError(name)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+
+from esper_warehouse import data_path
 
 from .exit_codes import Exit
 from .runner import RunSettings, run
@@ -82,7 +85,7 @@ def _fresh(warehouse: Path) -> bool:
 
 def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7) -> int:
     """Run the demo; returns the exit code of the last load (0 when everything worked)."""
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     if not _fresh(warehouse):
         return Exit.CONFIG
@@ -121,18 +124,33 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
     _say(f"4/4  Models built: {len(result.models)}; total {time.monotonic() - started:.0f} s")
     _summary(warehouse)
     query = "from marts.fleet_compliance limit 5"
+    tool, notebook = _here("esper-warehouse"), _here(data_path("notebooks", "fleet_overview.py"))
     _say(
         "\nNext steps:\n"
-        "  explore in a notebook   .venv/bin/marimo edit notebooks/fleet_overview.py\n"
-        '  query with SQL          .venv/bin/python -c "import duckdb; '
+        f"  explore in a notebook   {_here('marimo')} edit {notebook}\n"
+        f'  query with SQL          {_here("python")} -c "import duckdb; '
         f"duckdb.connect('{warehouse}', read_only=True).sql('{query}').show()\"\n"
-        f"  export the report       .venv/bin/esper-warehouse report --warehouse {warehouse}\n"
-        f"  see the runs            .venv/bin/esper-warehouse status --warehouse {warehouse}\n"
+        f"  export the report       {tool} report --warehouse {warehouse}\n"
+        f"  see the runs            {tool} status --warehouse {warehouse}\n"
         "  your own tenant         set SOURCES__ESPER__API_KEY, SOURCES__ESPER__BASE_URL and\n"
-        "                          SOURCES__ESPER__ENTERPRISE_ID, then .venv/bin/esper-warehouse run\n"
+        f"                          SOURCES__ESPER__ENTERPRISE_ID, then {tool} run\n"
         "                          (README: 'Using it on a real tenant')"
     )
     return Exit.OK
+
+
+def _here(what: str | Path) -> str:
+    """A command of this installation or a shipped file, as the user can type it from here.
+
+    A checkout's ``.venv/bin/marimo`` stays that; elsewhere the full path (the tool's own
+    environment, e.g. pipx's), except ``esper-warehouse`` itself when the PATH finds this one.
+    """
+    path = what if isinstance(what, Path) else Path(sys.executable).parent / what
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        on_path = shutil.which(what) if isinstance(what, str) else None
+        return what if on_path and Path(on_path) == path else str(path)
 
 
 def _report(result: object, label: str = "full load") -> None:

@@ -45,9 +45,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-
-from sources.esper import settings
-from sources.esper.client import (
+from esper_warehouse.sources.esper import settings
+from esper_warehouse.sources.esper.client import (
     EsperAuthError,
     EsperClient,
     EsperConfigError,
@@ -55,9 +54,11 @@ from sources.esper.client import (
     EsperNotFoundError,
     EsperResponseError,
 )
-from sources.esper.common import apps_route
-from sources.esper.pagination import parse_page
-from sources.esper.schemas import SCHEMAS
+from esper_warehouse.sources.esper.common import apps_route
+from esper_warehouse.sources.esper.pagination import parse_page
+from esper_warehouse.sources.esper.schemas import SCHEMAS
+
+from esper_warehouse import data_path
 
 from .exit_codes import Exit
 
@@ -70,7 +71,7 @@ REQUEST_TIMEOUT_S = 15.0  # one request's timeout
 TIME_BUDGET_S = 120.0  # no probe starts after this; the whole doctor ends within ~TIME_LIMIT_S
 PROBE_LIMIT = 3  # items per list page (the live evidence was recorded at limit 3)
 DATA_TAP_POLL_S = 1.0  # between the reads of the probe query's status
-SPEC_DIR = Path(__file__).resolve().parent.parent / "docs" / "spec"
+SPEC_DIR = data_path("docs", "spec")
 LIVE_SHAPES = SPEC_DIR / "live-shapes.json"
 OPENAPI = SPEC_DIR / "esper-openapi-subset.json"
 # What the paginator reads from a list envelope (`sources/esper/pagination.py`, `parse_page`).

@@ -43,9 +43,11 @@ from typing import Any
 
 import duckdb
 
+from esper_warehouse import data_path
+
 from .exit_codes import Exit
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SQL_DIR = data_path("sql")
 LAYERS = ("staging", "intermediate", "marts")
 SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"

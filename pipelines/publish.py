@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         pg = connect()
         try:
             if args.pull:
-                from pipelines import models
+                from esper_warehouse.pipelines import models
 
                 pulled = pull(pg, args.dataset, args.warehouse)
                 print(f"pulled {len(pulled)} raw tables ({sum(pulled.values()):,} rows)")

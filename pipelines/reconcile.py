@@ -17,9 +17,8 @@ from typing import Any
 import dlt
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from sources.esper.ledger import RunLedger, fingerprint
-from sources.esper.settings import ENDPOINTS
+from esper_warehouse.sources.esper.ledger import RunLedger, fingerprint
+from esper_warehouse.sources.esper.settings import ENDPOINTS
 
 log = logging.getLogger("esper_warehouse")
 

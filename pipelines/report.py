@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from esper_warehouse import data_path
+
 from . import offline
 from .exit_codes import Exit
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS_DIR = data_path("notebooks")
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 RENDER_FAILURE = "Failed to get mimebundle"
 # The notebooks' banner when the warehouse stayed locked past their wait (notebooks/_common.py).

@@ -28,17 +28,16 @@ import orjson
 from dlt.common.configuration.container import Container
 from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from dlt.common.schema.utils import has_table_seen_data
-
-from sources.esper import RunLedger, esper
-from sources.esper.client import (
+from esper_warehouse.sources.esper import RunLedger, esper
+from esper_warehouse.sources.esper.client import (
     EsperAuthError,
     EsperClient,
     EsperConfigError,
     EsperError,
     EsperNotFoundError,
 )
-from sources.esper.datatap import table_name as data_tap_table
-from sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
+from esper_warehouse.sources.esper.datatap import table_name as data_tap_table
+from esper_warehouse.sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
 
 from . import bookkeeping
 from .exit_codes import LOADED, Exit
@@ -730,7 +729,7 @@ def _build_models(settings: RunSettings, result: RunResult) -> None:
     if not (Path(__file__).parent / "models.py").exists():
         log.info("models: skipped (pipelines/models.py is not there yet)")
         return
-    from pipelines import models  # type: ignore[attr-defined]
+    from esper_warehouse.pipelines import models  # type: ignore[attr-defined]
 
     log.info("models: building")
     try:

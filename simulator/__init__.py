@@ -1,8 +1,8 @@
 """A faithful simulator of the Esper device-management API, served on loopback.
 
-``from simulator import Simulator`` — see docs/contracts.md for the interface.
+``from esper_warehouse.simulator import Simulator`` — see docs/contracts.md for the interface.
 """
 
-from simulator.core import Simulator
+from esper_warehouse.simulator.core import Simulator
 
 __all__ = ["Simulator"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from simulator.cli import main
+from esper_warehouse.simulator.cli import main
 
 sys.exit(main(sys.argv[1:]))

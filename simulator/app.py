@@ -14,12 +14,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
-
-from simulator.faults import Faults, apply_drift, rewrite_next, swap_page_edges
-from simulator.http import LEGACY, ApiError, Req, error_body
-from simulator.routes import ROUTES, Handler
-from simulator.state import TRUTH_TABLES, World
-from simulator.timeutil import http_date, iso
+from esper_warehouse.simulator.faults import Faults, apply_drift, rewrite_next, swap_page_edges
+from esper_warehouse.simulator.http import LEGACY, ApiError, Req, error_body
+from esper_warehouse.simulator.routes import ROUTES, Handler
+from esper_warehouse.simulator.state import TRUTH_TABLES, World
+from esper_warehouse.simulator.timeutil import http_date, iso
 
 _PARAM = re.compile(r"\{(\w+)\}")
 
@@ -128,7 +127,7 @@ class SimApp:
 
     def _is_android(self, device_id: str) -> bool:
         """Whether a listed device is Android (unknown ids: True, so the route answers 404)."""
-        from simulator import catalog
+        from esper_warehouse.simulator import catalog
 
         with self.world.lock:
             i = self.world.fleet.index.get(device_id.lower())

@@ -6,7 +6,7 @@ import argparse
 import signal
 import threading
 
-from simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
+from esper_warehouse.simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
 
 
 def build_parser() -> argparse.ArgumentParser:

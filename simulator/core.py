@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from simulator.app import SimApp
-from simulator.faults import Faults
-from simulator.server import BackgroundServer
-from simulator.state import World
-from simulator.timeutil import to_datetime
+from esper_warehouse.simulator.app import SimApp
+from esper_warehouse.simulator.faults import Faults
+from esper_warehouse.simulator.server import BackgroundServer
+from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.timeutil import to_datetime
 
 DEFAULT_START = datetime(2026, 10, 1, tzinfo=UTC)
 # Fleet sizes served; the live tenant the shapes were recorded on held 142,632 devices.

@@ -49,14 +49,13 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 import pyarrow as pa
-
-from simulator import catalog as C
-from simulator.fleet import DAY, new_id
-from simulator.http import ApiError, Req
-from simulator.timeutil import iso
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.fleet import DAY, new_id
+from esper_warehouse.simulator.http import ApiError, Req
+from esper_warehouse.simulator.timeutil import iso
 
 if TYPE_CHECKING:
-    from simulator.state import World
+    from esper_warehouse.simulator.state import World
 
 DEFAULT_ROW_LIMIT = 10_000
 MAX_ROW_LIMIT = 100_000

@@ -21,8 +21,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from simulator import catalog as C
-from simulator.fleet import (
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.fleet import (
     DAY,
     HOUR,
     CommandRequest,

@@ -287,7 +287,9 @@ def add_late_events(fleet: Any, rng: random.Random, now: int, args: dict[str, An
     Returns:
         How many events were added.
     """
-    from simulator import catalog as C  # the fleet's vocabulary (kept out of the fault parsing)
+    from esper_warehouse.simulator import (
+        catalog as C,  # the fleet's vocabulary (kept out of the fault parsing)
+    )
 
     live = [i for i in fleet.live() if not fleet.dark[i] and fleet.last_seen[i] >= 0]
     if not live:

@@ -11,7 +11,7 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 
-from simulator import catalog as C
+from esper_warehouse.simulator import catalog as C
 
 DAY = 86_400
 HOUR = 3_600

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from simulator.timeutil import parse_iso
+from esper_warehouse.simulator.timeutil import parse_iso
 
 MAX_LIMIT = 1000
 UUID_RE = re.compile(

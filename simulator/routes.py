@@ -13,11 +13,18 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-
-from simulator import catalog as C
-from simulator import datatap
-from simulator.http import LEGACY, REPORTS, V2, ApiError, Req, check_uuid, page_links
-from simulator.state import DEVICE_ORDERINGS, World
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator import datatap
+from esper_warehouse.simulator.http import (
+    LEGACY,
+    REPORTS,
+    V2,
+    ApiError,
+    Req,
+    check_uuid,
+    page_links,
+)
+from esper_warehouse.simulator.state import DEVICE_ORDERINGS, World
 
 Body = Any
 Handler = Callable[[World, Req], tuple[int, Body]]
@@ -160,7 +167,7 @@ def _device_filter(w: World, req: Req) -> Callable[[int], bool] | None:
 
 
 def _encode_cursor(w: World, i: int, direction: str) -> str:
-    from simulator.timeutil import iso
+    from esper_warehouse.simulator.timeutil import iso
 
     f = w.fleet
     token = {"sv": [{"c": "updated_at", "v": iso(f.updated[i]), "o": "DESC"}], "uv": f.ids[i]}
@@ -170,7 +177,7 @@ def _encode_cursor(w: World, i: int, direction: str) -> str:
 
 
 def _decode_cursor(raw: str) -> tuple[int, str, str]:
-    from simulator.timeutil import parse_iso
+    from esper_warehouse.simulator.timeutil import parse_iso
 
     try:
         data = orjson.loads(base64.b64decode(raw + "=" * (-len(raw) % 4), validate=False))

@@ -6,11 +6,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from simulator import catalog as C
-from simulator import dynamics
-from simulator.datatap import DataTap
-from simulator.fleet import DAY, Fleet, derived_id
-from simulator.wire import Record, Wire
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator import dynamics
+from esper_warehouse.simulator.datatap import DataTap
+from esper_warehouse.simulator.fleet import DAY, Fleet, derived_id
+from esper_warehouse.simulator.wire import Record, Wire
 
 TRUTH_TABLES = (
     "devices",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from simulator import catalog as C
-from simulator.fleet import App, Fleet, derived_id
-from simulator.timeutil import iso
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.fleet import App, Fleet, derived_id
+from esper_warehouse.simulator.timeutil import iso
 
 Record = dict[str, Any]
 

@@ -34,7 +34,7 @@ def sim(stopping: list[threading.Thread]) -> Iterator[object]:
     wind down (longer while a killed client's connection lingers), and nothing uses its port any
     more (every simulator serves on a free port of its own).
     """
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     server = Simulator(
         devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID

@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 import re
 from functools import cache
-from pathlib import Path
 
-VOCABULARY_DIR = Path(__file__).resolve().parents[2] / "sql" / "vocabulary"
+from esper_warehouse import data_path
+
+VOCABULARY_DIR = data_path("sql", "vocabulary")
 
 _PREFIX = re.compile(r"^(COMMAND\s+|OPERATION_)")
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from esper_warehouse.pipelines import report
 
-from pipelines import report
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 
 DEVICES = 300  # enough for every chart to have several platforms, groups and rollouts
@@ -23,9 +23,9 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
     """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
     night-by-night incremental load per simulated day, the models built by the last run only (as
     `pipelines/demo.py` does: every model is rebuilt whole from the raw tables)."""
-    from pipelines.demo import DEMO_DATA_TAP
-    from pipelines.runner import RunSettings, run
-    from simulator import Simulator
+    from esper_warehouse.pipelines.demo import DEMO_DATA_TAP
+    from esper_warehouse.pipelines.runner import RunSettings, run
+    from esper_warehouse.simulator import Simulator
 
     with Simulator(devices=devices, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
         options = {"base_url": sim.base_url, "api_key": API_KEY, "enterprise_id": ENTERPRISE_ID,

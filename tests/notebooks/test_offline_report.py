@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-
-from pipelines import report
+from esper_warehouse.pipelines import report
 
 from .browser import open_offline
 

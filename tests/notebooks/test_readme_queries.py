@@ -6,8 +6,7 @@ import re
 from pathlib import Path
 
 import duckdb
-
-from pipelines.demo import WORST_COMMAND_ROLLOUTS
+from esper_warehouse.pipelines.demo import WORST_COMMAND_ROLLOUTS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from esper_warehouse.pipelines.runner import RunResult
+from esper_warehouse.pipelines.warehouse import working_dir
 
-from pipelines.runner import RunResult
-from pipelines.warehouse import working_dir
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET
 from tests.pipeline.helpers import load
 from tests.pipeline.test_client import LoopbackServer, Reply, Seen
@@ -49,7 +49,7 @@ def shared_first_load(tmp_path_factory: pytest.TempPathFactory) -> FirstLoad:
     nothing), so this warehouse is what `load(sim, wh)` gives on any fresh `sim`; only the URL
     fields (`enterprise`, `device`, `parent`) name this simulator's port, and no test compares them.
     """
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     warehouse = tmp_path_factory.mktemp("first_load") / "warehouse.duckdb"
     with Simulator(

@@ -14,10 +14,10 @@ from typing import Any
 import duckdb
 import httpx
 import orjson
+from esper_warehouse.pipelines.runner import RunResult, RunSettings, run
+from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.scan import parse_time
 
-from pipelines.runner import RunResult, RunSettings, run
-from sources.esper.client import EsperClient
-from sources.esper.scan import parse_time
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def cli(
         "PYTHONPATH": str(ROOT),
     }
     env.update(popen.pop("env", {}))
-    argv = [sys.executable, "-m", "pipelines.cli", *args]
+    argv = [sys.executable, "-m", "esper_warehouse.pipelines.cli", *args]
     if "run" in args:
         argv += ["--warehouse", str(warehouse), "--no-models"]
     return subprocess.Popen(

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from esper_warehouse.pipelines.runner import EXIT_LOCKED
+from esper_warehouse.pipelines.warehouse import working_dir
 
-from pipelines.runner import EXIT_LOCKED
-from pipelines.warehouse import working_dir
 from tests.conftest import API_KEY
 
 from .helpers import TABLES, cli, compare, load, reading

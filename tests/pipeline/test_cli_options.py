@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from esper_warehouse.pipelines.models import SEEDS_ENV, SQL_DIR
 
-from pipelines.models import SEEDS_ENV, SQL_DIR
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 from .helpers import hold_file
@@ -29,7 +29,7 @@ def esper_warehouse(cwd: Path, *args: str, env: dict[str, str] | None = None):
     environment["PYTHONPATH"] = str(ROOT)
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "esper_warehouse.pipelines.cli", *args],
         cwd=cwd,
         env=environment,
         capture_output=True,

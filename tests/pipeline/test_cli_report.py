@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from pipelines import report
-from pipelines.models import build_models
+from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.models import build_models
 
 from .helpers import hold_file
 

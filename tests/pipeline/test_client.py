@@ -22,8 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-
-from sources.esper.client import (
+from esper_warehouse.sources.esper.client import (
     EsperAPIError,
     EsperAuthError,
     EsperClient,

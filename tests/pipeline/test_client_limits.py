@@ -19,8 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+from esper_warehouse.sources.esper.client import (
+    EsperAPIError,
+    EsperClient,
+    EsperConfigError,
+    EsperInterrupted,
+)
 
-from sources.esper.client import EsperAPIError, EsperClient, EsperConfigError, EsperInterrupted
 from tests.pipeline.test_client import (
     BASE,
     EID,
@@ -388,7 +393,7 @@ def test_ctrl_c_during_a_read_ahead_page_walk_stops_at_once(
 def test_a_run_the_api_asks_to_wait_too_long_ends_with_exit_3_quoting_it(
     serve: Any, tmp_path: Any, source_options: dict[str, Any], asked: str, budget: str
 ) -> None:
-    from pipelines.runner import EXIT_API, RunSettings, run
+    from esper_warehouse.pipelines.runner import EXIT_API, RunSettings, run
 
     server = serve(lambda seen: Reply(status=429, headers={"Retry-After": asked}))
     options = {"base_url": server.url + "/api", "api_key": KEY, "enterprise_id": EID}

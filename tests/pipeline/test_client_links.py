@@ -12,9 +12,9 @@ import logging
 from typing import Any
 
 import pytest
+from esper_warehouse.sources.esper.client import EsperClient, EsperConfigError
+from esper_warehouse.sources.esper.pagination import iter_pages
 
-from sources.esper.client import EsperClient, EsperConfigError
-from sources.esper.pagination import iter_pages
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.test_client import LoopbackServer, Reply
 

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from esper_warehouse.pipelines.runner import EXIT_API, run
+from esper_warehouse.sources.esper.client import EsperClient
 
-from pipelines.runner import EXIT_API, run
-from sources.esper.client import EsperClient
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import settings, with_body
 

@@ -9,9 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
-from pipelines.runner import EXIT_PARTIAL
-from sources.esper import datatap
+from esper_warehouse.pipelines.runner import EXIT_PARTIAL
+from esper_warehouse.sources.esper import datatap
 
 from .helpers import ROOT, TABLES, cli, compare, load, reading, rows
 
@@ -88,7 +87,7 @@ class _Jobs:
 
 
 def test_a_closed_job_fails_clearly_and_the_status_path_has_no_trailing_slash():
-    from sources.esper.datatap import DataTapError, run_query
+    from esper_warehouse.sources.esper.datatap import DataTapError, run_query
 
     jobs = _Jobs({"status": "RUNNING", "result": None}, {"status": "CLOSED", "result": None})
     with pytest.raises(DataTapError, match="ended CLOSED: the job was closed"):
@@ -107,7 +106,7 @@ class _Quota:
         self.posts: list[bool] = []
 
     def post(self, path: str, json: dict, retry: bool = True) -> dict:
-        from sources.esper.client import EsperAPIError
+        from esper_warehouse.sources.esper.client import EsperAPIError
 
         self.posts.append(retry)
         raise EsperAPIError(
@@ -118,8 +117,8 @@ class _Quota:
 
 
 def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run():
-    from sources.esper.client import EsperUnavailableError
-    from sources.esper.datatap import data_tap_resources
+    from esper_warehouse.sources.esper.client import EsperUnavailableError
+    from esper_warehouse.sources.esper.datatap import data_tap_resources
 
     client = _Quota()
     options = {"deadline_s": 60, "stuck_s": 30, "row_limit": 10, "sleep": lambda s: None}
@@ -139,7 +138,7 @@ def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run(
 
 
 def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s():
-    from sources.esper.datatap import result_to_arrow, run_query
+    from esper_warehouse.sources.esper.datatap import result_to_arrow, run_query
 
     waits: list[float] = []
     jobs = _Jobs(
@@ -156,7 +155,8 @@ def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s()
 
 
 def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
-    from sources.esper.client import EsperClient, EsperUnavailableError
+    from esper_warehouse.sources.esper.client import EsperClient, EsperUnavailableError
+
     from tests.conftest import API_KEY, ENTERPRISE_ID
 
     sim.world.datatap.quota_per_hour = 0
@@ -245,7 +245,7 @@ def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
         for table in TABLES:
             compare(sim, wh, table)
     shown = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "status", "--warehouse", str(wh)],
+        [sys.executable, "-m", "esper_warehouse.pipelines.cli", "status", "--warehouse", str(wh)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr

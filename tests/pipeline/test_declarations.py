@@ -15,18 +15,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import dlt
+import esper_warehouse.sources.esper as esper_package
 import pytest
 from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.extract.source import DltSource
-
-import sources.esper as esper_package
-from pipelines import bookkeeping
-from pipelines.runner import COMPANIONS, merge_where_needed
-from sources.esper import RunLedger, esper
-from sources.esper.arrow import ROW_VERSION
-from sources.esper.ledger import TIME_KEYS
-from sources.esper.schemas import SCHEMAS, TS
-from sources.esper.settings import ENDPOINTS, Endpoint
+from esper_warehouse.pipelines import bookkeeping
+from esper_warehouse.pipelines.runner import COMPANIONS, merge_where_needed
+from esper_warehouse.sources.esper import RunLedger, esper
+from esper_warehouse.sources.esper.arrow import ROW_VERSION
+from esper_warehouse.sources.esper.ledger import TIME_KEYS
+from esper_warehouse.sources.esper.schemas import SCHEMAS, TS
+from esper_warehouse.sources.esper.settings import ENDPOINTS, Endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 10, 1, 2, 30, tzinfo=UTC)

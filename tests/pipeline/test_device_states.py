@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 
 from .helpers import load
@@ -99,7 +99,7 @@ def test_text_states_load_as_their_codes_and_unknown_text_is_kept(sim, tmp_path:
 def test_models_build_on_a_warehouse_loaded_before_state_text(sim, tmp_path: Path) -> None:
     """A warehouse of an earlier release has no `state_text` until a load brings one; the models
     build anyway (the column is added, empty), and the next load fills it without a second add."""
-    from pipelines.models import build_models
+    from esper_warehouse.pipelines.models import build_models
 
     wh = tmp_path / "w.duckdb"
     assert load(sim, wh).exit_code == 0

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from esper_warehouse.pipelines import doctor
+from esper_warehouse.pipelines.cli import main as cli_main
+from esper_warehouse.sources.esper import settings
 
-from pipelines import doctor
-from pipelines.cli import main as cli_main
-from sources.esper import settings
 from tests import live_shapes
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import with_body

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipelines.exit_codes import LOADED, Exit
+from esper_warehouse.pipelines.exit_codes import LOADED, Exit
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,12 +11,18 @@ import duckdb
 import httpx
 import orjson
 import pytest
+from esper_warehouse.pipelines.runner import (
+    EXIT_API,
+    EXIT_CONFIG,
+    EXIT_RECONCILIATION,
+    PIPELINE_NAME,
+    run,
+)
+from esper_warehouse.pipelines.warehouse import working_dir
+from esper_warehouse.simulator import faults as simulator_faults
+from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.scan import read_all
 
-import simulator.faults
-from pipelines.runner import EXIT_API, EXIT_CONFIG, EXIT_RECONCILIATION, PIPELINE_NAME, run
-from pipelines.warehouse import working_dir
-from sources.esper.client import EsperClient
-from sources.esper.scan import read_all
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 from .helpers import TABLES, compare, load, reading, rows, settings, with_body
@@ -96,7 +102,7 @@ def test_the_run_completes_through_transient_faults(
     options: dict[str, Any] = {"timeout": 1.5}
     if faults[0]["kind"] == "rate_limit":  # Retry-After waits of >= 1 s: on a shared clock
         clock = SleepClock()
-        monkeypatch.setattr(simulator.faults, "time", clock)  # the token bucket's time.monotonic
+        monkeypatch.setattr(simulator_faults, "time", clock)  # the token bucket's time.monotonic
         options.update(sleep=clock.sleep, clock=clock.monotonic)
     sim.set_faults(faults)
     result = load(sim, wh, client_options=options)

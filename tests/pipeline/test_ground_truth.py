@@ -10,11 +10,11 @@ import duckdb
 import httpx
 import orjson
 import pytest
+from esper_warehouse.pipelines.runner import run
+from esper_warehouse.pipelines.status import status
+from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.scan import iso
 
-from pipelines.runner import run
-from pipelines.status import status
-from sources.esper.client import EsperClient
-from sources.esper.scan import iso
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 from .helpers import TABLES, compare, load, reading, rows, settings, with_body

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from esper_warehouse.sources.esper.scan import parse_time
 
-from sources.esper.scan import parse_time
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 from .helpers import compare, load, reading, rows

@@ -12,8 +12,7 @@ import itertools
 import random
 
 import pytest
-
-from sources.esper.pacing import MIN_RATE, RatePacer
+from esper_warehouse.sources.esper.pacing import MIN_RATE, RatePacer
 
 
 class Clock:

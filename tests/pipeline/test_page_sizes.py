@@ -7,8 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-
-from sources.esper.settings import ENDPOINTS
+from esper_warehouse.sources.esper.settings import ENDPOINTS
 
 from .helpers import load
 from .test_client import Reply, Seen

@@ -13,16 +13,16 @@ from typing import Any
 
 import httpx
 import pytest
-
-from sources.esper.client import EsperClient, EsperConfigError, EsperResponseError
-from sources.esper.pagination import (
+from esper_warehouse.sources.esper.client import EsperClient, EsperConfigError, EsperResponseError
+from esper_warehouse.sources.esper.pagination import (
     Page,
     iter_cursor_pages,
     iter_pages,
     iter_pages_parallel,
     parse_page,
 )
-from sources.esper.scan import read_all
+from esper_warehouse.sources.esper.scan import read_all
+
 from tests.live_shapes import route, routes, synthesize
 
 BASE = "https://acme-api.esper.cloud/api"

@@ -7,9 +7,8 @@ from pathlib import Path
 import duckdb
 import orjson
 import pytest
-
-from pipelines.runner import EXIT_CONFIG, EXIT_PARTIAL
-from pipelines.status import status
+from esper_warehouse.pipelines.runner import EXIT_CONFIG, EXIT_PARTIAL
+from esper_warehouse.pipelines.status import status
 
 from .helpers import TABLES, cli, compare, load, reading, rows
 
@@ -104,8 +103,8 @@ def test_a_refused_legacy_feed_skips_only_those_devices_and_counts_them(sim, wh:
 
 
 def test_the_tenant_runner_treats_partial_as_loaded_never_hiding_a_failure() -> None:
-    from pipelines.runner import EXIT_API, RunResult
-    from pipelines.tenants import exit_code, summary
+    from esper_warehouse.pipelines.runner import EXIT_API, RunResult
+    from esper_warehouse.pipelines.tenants import exit_code, summary
 
     ok, partial = RunResult("a", 0, "ok"), RunResult("b", EXIT_PARTIAL, "partial")
     failed = RunResult("c", EXIT_API, "failed", error="boom")

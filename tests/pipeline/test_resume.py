@@ -13,8 +13,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET
 
 from .helpers import TABLES, cli, compare, load, rows
@@ -118,7 +118,7 @@ def test_status_and_models_tell_an_unfinished_first_load(
     sim, wh: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Killed after two parts: `status` says the first load is unfinished, `models` refuses."""
-    from pipelines import models, status
+    from esper_warehouse.pipelines import models, status
 
     proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
     assert proc.stderr is not None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipelines.runner import EXIT_LOCKED
-from pipelines.warehouse import run_lock_path
+from esper_warehouse.pipelines.runner import EXIT_LOCKED
+from esper_warehouse.pipelines.warehouse import run_lock_path
 
 from .helpers import cli, compare, reading
 

@@ -6,7 +6,7 @@ import signal
 import time
 from pathlib import Path
 
-from pipelines.runner import EXIT_INTERRUPTED
+from esper_warehouse.pipelines.runner import EXIT_INTERRUPTED
 
 from .helpers import cli, compare, reading, rows
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.runner import EXIT_RECONCILIATION, summary
+from esper_warehouse.pipelines.warehouse import working_dir
 
-from pipelines.runner import EXIT_RECONCILIATION, summary
-from pipelines.warehouse import working_dir
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 from .helpers import ROOT, cli, compare, load, reading, rows
@@ -43,7 +43,7 @@ elif at == "events-committed":
             os.kill(os.getpid(), signal.SIGKILL)  # committed in DuckDB, not yet marked done
         return save(self, load_id, file_name, *args, **kwargs)
     PackageStorage.save_pending_transition = killing_save
-from pipelines.cli import main
+from esper_warehouse.pipelines.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

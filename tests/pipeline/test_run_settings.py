@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-
-from pipelines.runner import EXIT_CONFIG
-from sources.esper import esper
-from sources.esper.settings import ENV_PREFIX, SETTINGS
+from esper_warehouse.pipelines.runner import EXIT_CONFIG
+from esper_warehouse.sources.esper import esper
+from esper_warehouse.sources.esper.settings import ENV_PREFIX, SETTINGS
 
 from .helpers import ROOT, cli, compare, load, reading
 

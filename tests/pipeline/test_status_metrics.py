@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-
-from pipelines.models import build_models
+from esper_warehouse.pipelines.models import build_models
 
 from .helpers import load
 

@@ -64,12 +64,12 @@ def test_cli_outside_the_repository_connects_to_loopback_only(
     warehouse = elsewhere / "w.duckdb"
     if command[0] == "status":  # a warehouse to report on
         subprocess.run(
-            [sys.executable, "-m", "pipelines.cli", "run", "--no-models", "--warehouse", str(warehouse)],
+            [sys.executable, "-m", "esper_warehouse.pipelines.cli", "run", "--no-models", "--warehouse", str(warehouse)],
             cwd=elsewhere, env={**env, "CONNECTIONS_RECORD": os.devnull}, check=True,
             capture_output=True, timeout=300,
         )  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *command, "--warehouse", str(warehouse)],
+        [sys.executable, "-m", "esper_warehouse.pipelines.cli", *command, "--warehouse", str(warehouse)],
         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -108,7 +108,7 @@ def _counts(warehouse: Path) -> dict[str, int]:
 def test_a_second_pipeline_on_a_loaded_dataset_is_refused_not_appended(
     sim, warehouse: Path, first: str, second: str, how: str
 ) -> None:
-    from pipelines.runner import EXIT_CONFIG
+    from esper_warehouse.pipelines.runner import EXIT_CONFIG
 
     from .helpers import load
 
@@ -135,10 +135,10 @@ def _nothing_found(*args: object, **kwargs: object) -> object:
 def test_an_error_without_a_message_names_where_it_was_raised_and_v_prints_the_traceback(
     sim, warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys, verbose: bool
 ) -> None:
-    import sources.esper.resources
-    from pipelines import cli
+    from esper_warehouse.pipelines import cli
+    from esper_warehouse.sources.esper import resources as esper_resources
 
-    monkeypatch.setattr(sources.esper.resources, "read_all", _nothing_found)
+    monkeypatch.setattr(esper_resources, "read_all", _nothing_found)
     monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
     monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
     monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)

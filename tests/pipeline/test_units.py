@@ -6,13 +6,18 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
+from esper_warehouse.sources.esper.arrow import to_arrow
+from esper_warehouse.sources.esper.datatap import (
+    DataTapError,
+    result_to_arrow,
+    run_query,
+    table_name,
+)
+from esper_warehouse.sources.esper.devices import legacy_software, with_software
+from esper_warehouse.sources.esper.pagination import Page
+from esper_warehouse.sources.esper.scan import DescScan
+from esper_warehouse.sources.esper.schemas import SCHEMAS
 
-from sources.esper.arrow import to_arrow
-from sources.esper.datatap import DataTapError, result_to_arrow, run_query, table_name
-from sources.esper.devices import legacy_software, with_software
-from sources.esper.pagination import Page
-from sources.esper.scan import DescScan
-from sources.esper.schemas import SCHEMAS
 from tests.live_shapes import document, route, synthesize
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-
-from pipelines.models import create_macros, load_vocabulary
-from simulator import catalog as C
-from sources.esper.vocabulary import (
+from esper_warehouse.pipelines.models import create_macros, load_vocabulary
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.sources.esper.vocabulary import (
     device_state_code,
     device_state_text,
     device_states,

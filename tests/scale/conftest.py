@@ -31,7 +31,7 @@ def write_tenants(path: Path, sims: dict[str, object], warehouse_dir: Path) -> P
 @pytest.fixture
 def tenant_sims(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
     """Three simulators on loopback (60, 120, 200 devices); gamma's key is not the one we hold."""
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     sims: dict[str, object] = {}
     try:

@@ -17,9 +17,9 @@ from types import ModuleType
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.runner import RunSettings
+from esper_warehouse.sources.esper.settings import ENDPOINTS
 
-from pipelines.runner import RunSettings
-from sources.esper.settings import ENDPOINTS
 from tests.scale.conftest import write_tenants
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def _offline_tenants(tmp_path: Path) -> Path:
 def test_definitions_load_without_network(
     dg: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipelines.dagster_defs import API_POOL, build_definitions
+    from esper_warehouse.pipelines.dagster_defs import API_POOL, build_definitions
 
     path = _offline_tenants(tmp_path)
 
@@ -130,7 +130,7 @@ def test_the_shipped_instance_settings_turn_telemetry_off(
 def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
     dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path
 ) -> None:
-    from pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.dagster_defs import build_definitions
 
     warehouses = tmp_path / "w"
     defs = build_definitions(
@@ -182,7 +182,7 @@ def test_the_webserver_starts_on_loopback_and_lists_the_assets(
            "ESPER_WAREHOUSE__TENANTS_FILE": str(_offline_tenants(tmp_path))}  # fmt: skip
     webserver = Path(sys.executable).parent / "dagster-webserver"
     proc = subprocess.Popen(
-        [str(webserver), "-m", "pipelines.dagster_defs", "-a", "defs",
+        [str(webserver), "-m", "esper_warehouse.pipelines.dagster_defs", "-a", "defs",
          "-h", "127.0.0.1", "-p", str(port)],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
@@ -222,7 +222,7 @@ def test_the_fleet_asset_rebuilds_fleet_duckdb_from_the_tenants_current_marts(
 ) -> None:
     """Under Dagster the cross-tenant file must not go stale: after the tenants' partitions,
     the fleet asset copies their marts, and again after a tenant's next night."""
-    from pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.dagster_defs import build_definitions
 
     warehouses = tmp_path / "w"
     defs = build_definitions(

@@ -16,8 +16,8 @@ from typing import Any
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines import models
 
-from pipelines import models
 from tests.pipeline.helpers import load
 
 CALL = re.compile(r"\b(greatest|least)\s*\(", re.IGNORECASE)
@@ -63,7 +63,8 @@ def _differences(base: dict[str, list[tuple]], other: dict[str, list[tuple]]) ->
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
+
     from tests.conftest import API_KEY, ENTERPRISE_ID
 
     warehouse = tmp_path_factory.mktemp("portable") / "warehouse.duckdb"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines import cli, publish
 
-from pipelines import cli, publish
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.scale.postgres import postgres_server
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines import cli, publish
+from esper_warehouse.pipelines.runner import EXIT_LOCKED
 
-from pipelines import cli, publish
-from pipelines.runner import EXIT_LOCKED
 from tests.scale.postgres import postgres_server
 
 

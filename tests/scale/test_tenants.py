@@ -6,10 +6,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines import cli
+from esper_warehouse.pipelines.tenants import load_tenants
+from esper_warehouse.sources.esper.client import EsperConfigError
 
-from pipelines import cli
-from pipelines.tenants import load_tenants
-from sources.esper.client import EsperConfigError
 from tests.conftest import API_KEY
 from tests.scale.conftest import write_tenants
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 
 

@@ -6,8 +6,9 @@ import itertools
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 
-from simulator import Simulator
-from simulator.catalog import CMD_TRANSITIONS, COMMAND_STATES
+from esper_warehouse.simulator import Simulator
+from esper_warehouse.simulator.catalog import CMD_TRANSITIONS, COMMAND_STATES
+
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 from tests.simulator.conftest import make_client
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import ENTERPRISE_ID
 from tests.simulator.conftest import make_client
 from tests.simulator.openapi import validate_datatap, validate_response
@@ -333,7 +333,7 @@ def test_v1_application_routes_are_the_live_shapes(client, shared_sim):
 
 def test_every_route_is_exercised(shared_sim):
     """Guard: the conformance tests above reached every API route the simulator serves."""
-    from simulator.routes import ROUTES
+    from esper_warehouse.simulator.routes import ROUTES
 
     served = set(shared_sim.stats()["routes"])
     missing = {f"{m} {t}" for m, t, _f, _h in ROUTES} - served

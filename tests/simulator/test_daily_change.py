@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 
 

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from simulator import catalog as C
-from simulator.fleet import _initial_state
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.fleet import _initial_state
 
 SUBSET = Path(__file__).resolve().parents[2] / "docs" / "spec" / "esper-openapi-subset.json"
 SCHEMAS = json.loads(SUBSET.read_text())["components"]["schemas"]
@@ -62,7 +61,7 @@ def test_served_states_are_in_the_platform_enum(client: httpx.Client, shared_sim
 def test_the_simulator_serves_a_fleet_of_the_live_tenant_s_size() -> None:
     """The live tenant held 142,632 devices; the bound used to stop at 100,000 (the bench's
     150,000-device row builds one; generating it here would take 20 s)."""
-    from simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
+    from esper_warehouse.simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
 
     assert MAX_DEVICES >= 150_000 > 142_632
     for outside in (MIN_DEVICES - 1, MAX_DEVICES + 1):

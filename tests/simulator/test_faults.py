@@ -6,8 +6,8 @@ import time
 
 import httpx
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.simulator.conftest import make_client
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+from esper_warehouse.simulator import Simulator
 
-from simulator import Simulator
 from tests.conftest import ENTERPRISE_ID
 from tests.live_shapes import document, route, shape_of, shape_problems
 
@@ -296,7 +296,7 @@ def test_the_route_table_names_every_served_route() -> None:
     """docs/spec/README.md says, per served route, its envelope and whether it is live-backed."""
     from pathlib import Path
 
-    from simulator.routes import ROUTES as SERVED
+    from esper_warehouse.simulator.routes import ROUTES as SERVED
 
     table = (Path(__file__).resolve().parents[2] / "docs" / "spec" / "README.md").read_text()
     missing = [t for _m, t, _f, _h in SERVED if t not in table]

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from esper_warehouse.simulator.faults import other_host, parse
 
-from simulator.faults import other_host, parse
 from tests.conftest import API_KEY
 from tests.simulator.conftest import make_client
 

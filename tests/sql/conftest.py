@@ -9,8 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.models import SEEDS_ENV, build_models
 
-from pipelines.models import SEEDS_ENV, build_models
 from tests.sql import scenarios
 from tests.sql.rawdata import make_warehouse
 

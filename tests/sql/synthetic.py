@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.pipelines import models as pipeline_models
+from esper_warehouse.pipelines.models import build_models, create_macros, load_vocabulary
 
-import pipelines.models
-from pipelines.models import build_models, create_macros, load_vocabulary
 from tests.sql.rawdata import create_raw_tables
 
 AS_OF = "2026-10-31 12:00:00+00"
@@ -209,7 +209,7 @@ def fill(path: Path, devices: int) -> dict[str, int]:
 def layer_times() -> Iterator[dict[str, list[float]]]:
     """Collect [wall s, CPU s] per layer while build_models runs (wraps its per-model step)."""
     times: dict[str, list[float]] = {}
-    build_model = pipelines.models._build_model
+    build_model = pipeline_models._build_model
 
     def timed(con, model, dataset):
         started, cpu = time.perf_counter(), os.times()
@@ -219,11 +219,11 @@ def layer_times() -> Iterator[dict[str, list[float]]]:
         spent[0] += time.perf_counter() - started
         spent[1] += (after.user - cpu.user) + (after.system - cpu.system)
 
-    pipelines.models._build_model = timed
+    pipeline_models._build_model = timed
     try:
         yield times
     finally:
-        pipelines.models._build_model = build_model
+        pipeline_models._build_model = build_model
 
 
 def main(argv: list[str] | None = None) -> int:

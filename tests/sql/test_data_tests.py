@@ -12,8 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from pipelines.models import (
+from esper_warehouse.pipelines.models import (
     LAYERS,
     SQL_DIR,
     DataTestError,
@@ -23,6 +22,7 @@ from pipelines.models import (
     load_models,
     run_data_tests,
 )
+
 from tests.sql.conftest import TEST_SEEDS, query_fn
 
 

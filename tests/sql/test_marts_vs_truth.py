@@ -20,9 +20,9 @@ from typing import Any
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.runner import RunSettings, run
 
-from pipelines.models import build_models
-from pipelines.runner import RunSettings, run
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ class Loaded:
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
-    from simulator import Simulator
+    from esper_warehouse.simulator import Simulator
 
     path = tmp_path_factory.mktemp("marts_vs_truth") / "warehouse.duckdb"
     with Simulator(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.models import SQL_DIR, ModelError, build_models, main
 
-from pipelines.models import SQL_DIR, ModelError, build_models, main
 from tests.sql import scenarios
 from tests.sql.conftest import query_fn, querying
 from tests.sql.rawdata import create_raw_tables, insert_rows, make_warehouse, raw_columns
@@ -143,7 +143,7 @@ def test_main_exit_codes(tmp_path, capsys, monkeypatch, broken_sql):
     assert main(["--warehouse", str(path), "--create"]) == 0
     out = capsys.readouterr().out
     assert "marts.fleet_compliance" in out
-    monkeypatch.setattr("pipelines.models.SQL_DIR", broken_sql)
+    monkeypatch.setattr("esper_warehouse.pipelines.models.SQL_DIR", broken_sql)
     assert main(["--warehouse", str(path)]) == 1
     err = capsys.readouterr().err
     assert "zz_broken.sql" in err and "no_such_column" in err
@@ -254,8 +254,8 @@ def test_raw_placeholders_match_the_declared_tables():
     declares (or dlt's own `_dlt_*`, or the run record's), with the type dlt gives it. A model can
     therefore only read a raw column that a load creates with the same type.
     """
-    from pipelines import bookkeeping
-    from sources.esper.schemas import SCHEMAS
+    from esper_warehouse.pipelines import bookkeeping
+    from esper_warehouse.sources.esper.schemas import SCHEMAS
 
     con = duckdb.connect(":memory:")
     create_raw_tables(con)  # the placeholders, as the model build creates them

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.models import SQL_DIR, build_models
 
-from pipelines.models import SQL_DIR, build_models
 from tests.sql.synthetic import fill
 
 REFERENCE_SPINE = """
