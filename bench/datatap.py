@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from esper_warehouse.sources.esper.client import EsperClient
 from esper_warehouse.sources.esper.datatap import RequestBudget, run_query
+from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.settings import DATA_TAP_POLL_S
 
 API_KEY = "bench-datatap-key-0123456789"

@@ -152,7 +152,7 @@ def first_load(devices: int, rate: float, retry_after: bool, latency_ms: float) 
 
 def _pacer_off() -> None:
     """The client as it was before the pacer: no pace, 429s only lower the concurrency."""
-    from esper_warehouse.sources.esper import pacing
+    from esper_warehouse.sources.esper.http import pacing
 
     pacing.RatePacer.reserve = lambda self: 0.0  # type: ignore[method-assign]
     pacing.RatePacer.answered = lambda self, throttled, reserved_at=None: None  # type: ignore[method-assign]

@@ -46,7 +46,8 @@ from typing import Any, TextIO
 
 import httpx
 from esper_warehouse.sources.esper import settings
-from esper_warehouse.sources.esper.client import (
+from esper_warehouse.sources.esper.common import apps_route
+from esper_warehouse.sources.esper.http import (
     EsperAuthError,
     EsperClient,
     EsperConfigError,
@@ -54,7 +55,6 @@ from esper_warehouse.sources.esper.client import (
     EsperNotFoundError,
     EsperResponseError,
 )
-from esper_warehouse.sources.esper.common import apps_route
 from esper_warehouse.sources.esper.pagination import parse_page
 from esper_warehouse.sources.esper.schemas import SCHEMAS
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
-from esper_warehouse.sources.esper.client import EsperConfigError
+from esper_warehouse.sources.esper.http import EsperConfigError
 
 STATE_TABLE = "_dlt_pipeline_state"  # dlt's own table: one row per load, with `pipeline_name`
 

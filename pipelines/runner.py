@@ -29,14 +29,14 @@ from dlt.common.configuration.container import Container
 from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from dlt.common.schema.utils import has_table_seen_data
 from esper_warehouse.sources.esper import RunLedger, esper
-from esper_warehouse.sources.esper.client import (
+from esper_warehouse.sources.esper.datatap import table_name as data_tap_table
+from esper_warehouse.sources.esper.http import (
     EsperAuthError,
     EsperClient,
     EsperConfigError,
     EsperError,
     EsperNotFoundError,
 )
-from esper_warehouse.sources.esper.datatap import table_name as data_tap_table
 from esper_warehouse.sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
 
 from . import bookkeeping

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esper_warehouse.sources.esper.client import EsperConfigError
+from esper_warehouse.sources.esper.http import EsperConfigError
 
 from .runner import (
     EXIT_CONFIG,

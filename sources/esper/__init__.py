@@ -17,10 +17,10 @@ from .activity import (
     operation_devices,
     operations,
 )
-from .client import EsperClient
 from .common import Options, hints_of, open_run, page_limit
 from .datatap import data_tap_resources
 from .devices import device_apps, device_census, device_history, devices, heartbeats
+from .http import EsperClient
 from .ledger import RunLedger
 from .resources import (
     application_versions,

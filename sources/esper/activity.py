@@ -10,7 +10,6 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .client import EsperClient, EsperError, EsperNotFoundError
 from .common import (
     ROWS_PER_BATCH,
     Options,
@@ -24,6 +23,7 @@ from .common import (
     read_from,
     skip_refused_device,
 )
+from .http import EsperClient, EsperError, EsperNotFoundError
 from .ledger import RunLedger
 from .pagination import iter_pages
 from .scan import (

@@ -18,7 +18,7 @@ import dlt
 import pyarrow as pa
 
 from .arrow import ROW_VERSION, to_arrow
-from .client import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
+from .http import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .ledger import RunLedger
 from .pagination import parse_page
 from .scan import iso, parse_time

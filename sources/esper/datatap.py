@@ -30,8 +30,8 @@ import dlt
 import pyarrow as pa
 from dlt.extract.resource import DltResource
 
-from .client import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .common import keep_what_was_loaded
+from .http import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
 from .settings import DATA_TAP_PATH, DATA_TAP_POLL_S, DATA_TAP_REQUESTS_PER_HOUR
 
 log = logging.getLogger("esper_warehouse.source")

@@ -10,7 +10,6 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .client import EsperClient, EsperError
 from .common import (
     FIRST_LOAD_STARTED,
     ROWS_PER_BATCH,
@@ -27,6 +26,7 @@ from .common import (
     read_from,
     skip_refused_device,
 )
+from .http import EsperClient, EsperError
 from .ledger import RunLedger
 from .pagination import iter_cursor_pages
 from .scan import DescScan, fan_out, first_seen, iso, parse_time, read_all, read_all_or_gone

@@ -30,7 +30,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from .client import EsperClient, EsperResponseError
+from .http import EsperClient, EsperResponseError
 
 __all__ = ["Page", "iter_cursor_pages", "iter_pages", "iter_pages_parallel", "parse_page"]
 

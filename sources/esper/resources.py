@@ -10,7 +10,6 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .client import EsperClient, EsperResponseError
 from .common import (
     Options,
     cursor_state,
@@ -20,6 +19,7 @@ from .common import (
     page_table,
     skip_unavailable,
 )
+from .http import EsperClient, EsperResponseError
 from .ledger import RunLedger
 from .scan import fan_out, read_all, read_all_or_gone
 from .settings import ENDPOINTS

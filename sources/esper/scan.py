@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .client import EsperClient, EsperNotFoundError
+from .http import EsperClient, EsperNotFoundError
 from .pagination import Page, iter_pages, iter_pages_parallel
 
 log = logging.getLogger("esper_warehouse.source")

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .client import EsperClient
 from .common import cursor_of
+from .http import EsperClient
 from .pagination import iter_cursor_pages
 from .scan import DescScan, first_seen
 

@@ -15,7 +15,7 @@ import duckdb
 import httpx
 import orjson
 from esper_warehouse.pipelines.runner import RunResult, RunSettings, run
-from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.scan import parse_time
 
 from tests.conftest import API_KEY, ENTERPRISE_ID

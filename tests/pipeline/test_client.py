@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from esper_warehouse.sources.esper.client import (
+from esper_warehouse.sources.esper.http import (
     EsperAPIError,
     EsperAuthError,
     EsperClient,
@@ -31,8 +31,8 @@ from esper_warehouse.sources.esper.client import (
     EsperNotFoundError,
     EsperResponseError,
     RouteStats,
-    _AdaptiveLimiter,
 )
+from esper_warehouse.sources.esper.http.limiter import AdaptiveLimiter
 
 KEY = "sk-live-SECRET-7f3a9c1e2b4d6f80"
 EID = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
@@ -378,7 +378,7 @@ def test_slow_start_doubles_per_healthy_window_until_the_first_429() -> None:
 
 
 def test_bulk_requests_yield_free_slots_to_direct_ones() -> None:
-    limiter = _AdaptiveLimiter(initial=1, minimum=1, maximum=1)
+    limiter = AdaptiveLimiter(initial=1, minimum=1, maximum=1)
     order: list[str] = []
     epoch = limiter.acquire()  # the only slot is taken
 

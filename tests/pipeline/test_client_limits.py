@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from esper_warehouse.sources.esper.client import (
+from esper_warehouse.sources.esper.http import (
     EsperAPIError,
     EsperClient,
     EsperConfigError,
@@ -138,9 +138,8 @@ def test_a_cooldown_set_by_another_request_is_charged_to_the_budget() -> None:
     client, clock = budget_client(script, max_retry_wait=150)
     assert client.get("/v2/devices/") == {"ok": True}  # A: waits 100, then succeeds
     assert clock.sleeps == [pytest.approx(100)]
-    client._max_retry_wait = 40  # B's budget
-    with client._lock:
-        client._cooldown_until = clock.now + 100
+    client._retry.max_wait = 40  # B's budget
+    client._retry.hold_until(clock.now + 100)
     with pytest.raises(EsperAPIError, match="asked to wait 100 s"):
         client.get("/v2/devices/")
     assert clock.sleeps[1:] == [pytest.approx(40)]

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import pytest
-from esper_warehouse.sources.esper.client import EsperClient, EsperConfigError
+from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
 from esper_warehouse.sources.esper.pagination import iter_pages
 
 from tests.conftest import API_KEY, ENTERPRISE_ID

@@ -15,7 +15,7 @@ import httpx
 import orjson
 import pytest
 from esper_warehouse.pipelines.runner import EXIT_API, run
-from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.http import EsperClient
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import settings, with_body

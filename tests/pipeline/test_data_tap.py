@@ -106,7 +106,7 @@ class _Quota:
         self.posts: list[bool] = []
 
     def post(self, path: str, json: dict, retry: bool = True) -> dict:
-        from esper_warehouse.sources.esper.client import EsperAPIError
+        from esper_warehouse.sources.esper.http import EsperAPIError
 
         self.posts.append(retry)
         raise EsperAPIError(
@@ -117,8 +117,8 @@ class _Quota:
 
 
 def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run():
-    from esper_warehouse.sources.esper.client import EsperUnavailableError
     from esper_warehouse.sources.esper.datatap import data_tap_resources
+    from esper_warehouse.sources.esper.http import EsperUnavailableError
 
     client = _Quota()
     options = {"deadline_s": 60, "stuck_s": 30, "row_limit": 10, "sleep": lambda s: None}
@@ -155,7 +155,7 @@ def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s()
 
 
 def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
-    from esper_warehouse.sources.esper.client import EsperClient, EsperUnavailableError
+    from esper_warehouse.sources.esper.http import EsperClient, EsperUnavailableError
 
     from tests.conftest import API_KEY, ENTERPRISE_ID
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from esper_warehouse.pipelines.runner import run
 from esper_warehouse.pipelines.status import status
-from esper_warehouse.sources.esper.client import EsperClient
+from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.scan import iso
 
 from tests.conftest import API_KEY, ENTERPRISE_ID

@@ -1,4 +1,4 @@
-"""The pacer learns a tenant's rate from its 429s (sources/esper/pacing.py).
+"""The pacer learns a tenant's rate from its 429s (sources/esper/http/pacing.py).
 
 The first tests drive the pacer with a fake clock. The last one runs it against a token bucket in
 simulated time (workers, round trips, the client's shared Retry-After cooldown and backoff), the
@@ -12,7 +12,7 @@ import itertools
 import random
 
 import pytest
-from esper_warehouse.sources.esper.pacing import MIN_RATE, RatePacer
+from esper_warehouse.sources.esper.http.pacing import MIN_RATE, RatePacer
 
 
 class Clock:

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from esper_warehouse.sources.esper.client import EsperClient, EsperConfigError, EsperResponseError
+from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError, EsperResponseError
 from esper_warehouse.sources.esper.pagination import (
     Page,
     iter_cursor_pages,

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines import cli
 from esper_warehouse.pipelines.tenants import load_tenants
-from esper_warehouse.sources.esper.client import EsperConfigError
+from esper_warehouse.sources.esper.http import EsperConfigError
 
 from tests.conftest import API_KEY
 from tests.scale.conftest import write_tenants

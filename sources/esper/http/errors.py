@@ -1,0 +1,101 @@
+"""The errors of the Esper client. None of their messages ever contains the API key.
+
+Each says what is probably wrong in words an admin can act on; the runner maps them to exit
+codes (`pipelines/exit_codes.py`): `EsperConfigError` and `EsperAuthError` are settings (2),
+`EsperAPIError` and `EsperResponseError` the API (3), `EsperUnavailableError` a skipped table
+(6), `EsperInterrupted` an interrupted run (130).
+"""
+
+from __future__ import annotations
+
+
+class EsperError(Exception):
+    """Base of every error the client raises. Its message never contains the API key.
+
+    Attributes:
+        status: The HTTP status of the last answer, or None (no answer, or not an HTTP problem).
+        route: The route template, e.g. ``"GET /v2/devices/{id}/device-apps/"``, or None.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, route: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.route = route
+
+
+class EsperAuthError(EsperError):
+    """The API key was refused (401/403). Never retried."""
+
+
+class EsperNotFoundError(EsperError):
+    """The API answered 404.
+
+    Attributes:
+        tenant_level: True when the path names no record below the tenant (a list route or
+            ``/enterprise/{eid}/...`` itself), so the enterprise id or base URL is the likely cause.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = 404,
+        route: str | None = None,
+        tenant_level: bool = False,
+    ):
+        super().__init__(message, status=status, route=route)
+        self.tenant_level = tenant_level
+
+
+class EsperAPIError(EsperError):
+    """Retries exhausted (429, 5xx, timeout, dropped connection), or another 4xx answer."""
+
+
+class EsperResponseError(EsperError):
+    """A body that is not the JSON expected (malformed page), after bounded retries."""
+
+
+class EsperConfigError(EsperError):
+    """Bad settings: base URL, key, limits, or a link that leaves the configured origin."""
+
+
+class EsperUnavailableError(EsperError):
+    """A table cannot be read in this run, though the run's first requests proved the settings.
+
+    A missing capability, not a wrong setting: the key lacks a scope, the tenant's plan lacks
+    the feature, the route does not serve this platform, or a quota (Data Tap) is spent. The run
+    skips that table, names it with `reason`, loads the rest and ends partial.
+
+    Attributes:
+        table: The raw table that is skipped (e.g. ``"status_metrics"``, ``"data_tap_daily"``).
+        reason: A short likely meaning for people, e.g. ``"missing scope or plan feature"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str,
+        reason: str,
+        status: int | None = None,
+        route: str | None = None,
+    ):
+        super().__init__(message, status=status, route=route)
+        self.table = table
+        self.reason = reason
+
+
+UNAVAILABLE_MEANING = {
+    403: "refused for this route: the key lacks a scope or the plan lacks the feature",
+    404: "route not served for this tenant: plan, platform or API version",
+}
+
+
+class EsperInterrupted(KeyboardInterrupt):
+    """The client was stopped (`EsperClient.stop()`, `close()`, or Ctrl-C during `map`).
+
+    A `KeyboardInterrupt`, not an `EsperError`: an interruption is not an API failure, is never
+    retried, and passes through every ``except Exception`` on its way to the run, which reports
+    it as interrupted. Requests in flight when the client stops end with it within about
+    `deadline.STOP_POLL_S` seconds; no request is sent after it.
+    """

@@ -1,0 +1,88 @@
+"""The client's worker threads: a bounded fan-out (`map`) and a one-page read-ahead.
+
+Both wait in slices (`deadline.wait_interruptibly`) so that Ctrl-C is noticed at once, and call
+`on_interrupt` (the client's `stop`) before re-raising it, so the workers' requests end now
+instead of being retried.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
+from typing import TypeVar
+
+from .deadline import wait_interruptibly
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_concurrently(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    workers: int,
+    initializer: Callable[[], None] | None,
+    on_interrupt: Callable[[], None],
+) -> Iterator[R]:
+    """`fn(item)` for every item on `workers` threads, in completion order (`EsperClient.map`).
+
+    At most ``2 * workers`` calls are queued at once; the first exception of `fn` is raised
+    after cancelling the calls that have not started.
+    """
+    window = 2 * workers
+    source = iter(items)
+    # Finished calls queue themselves here (a done-callback): taking the next one is O(1),
+    # where `concurrent.futures.wait` would re-register a waiter on every pending call.
+    finished: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
+    pending: set[Future[R]] = set()
+    with ThreadPoolExecutor(
+        max_workers=workers,
+        thread_name_prefix="esper-map",
+        initializer=initializer,
+    ) as pool:
+
+        def submit(count: int) -> None:
+            for item in islice(source, count):
+                future = pool.submit(fn, item)
+                pending.add(future)
+                future.add_done_callback(finished.put)
+
+        submit(window)
+        try:
+            while pending:
+                future = wait_interruptibly(finished.get, queue.Empty)
+                pending.discard(future)
+                error = future.exception()
+                if error is not None:
+                    raise error
+                submit(1)  # before yielding: the pool keeps working while the caller does
+                yield future.result()
+        except KeyboardInterrupt:
+            on_interrupt()  # Ctrl-C: the workers' requests end now instead of being retried
+            raise
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def read_ahead(items: Iterator[T], on_interrupt: Callable[[], None]) -> Iterator[T]:
+    """Yield from `items` while its next item is produced on another thread (`EsperClient.read_ahead`)."""
+    done = object()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="esper-read-ahead") as pool:
+        future = pool.submit(next, items, done)
+        try:
+            while True:
+                # Wait with `exception`, which raises TimeoutError only for its own timeout
+                # (`result` would also re-raise a TimeoutError of the page walk).
+                wait_interruptibly(future.exception, TimeoutError)
+                if (item := future.result()) is done:
+                    break
+                future = pool.submit(next, items, done)
+                yield item
+        except KeyboardInterrupt:
+            on_interrupt()
+            raise
+        finally:
+            future.cancel()
