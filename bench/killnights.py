@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 from esper_warehouse.simulator import Simulator  # noqa: E402
-from esper_warehouse.sources.esper.settings import ENDPOINTS  # noqa: E402
+from esper_warehouse.sources.esper.tables import TABLES as DECLARED  # noqa: E402
 
 from bench.realtenant import write_section  # noqa: E402
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
@@ -49,7 +49,7 @@ def duplicate_keys(wh: Path) -> dict[str, int]:
     """Rows beyond one per key, per raw table (current rows of `device_apps`)."""
     found = {}
     with duckdb.connect(str(wh), read_only=True) as con:
-        for table, endpoint in ENDPOINTS.items():
+        for table, endpoint in DECLARED.items():
             if not endpoint.key:
                 continue  # replaced whole by each run (the census)
             where = " where _dlt_valid_to is null" if table == "device_apps" else ""

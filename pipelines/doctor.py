@@ -12,7 +12,7 @@ reference, never a hand-kept copy of the wire:
   shapes in ``live-shapes.json`` ``docs_only``).
 
 What the source *reads* comes from its own declarations: each table's key and cursor and the nested
-fields its schema flattens (`sources/esper/settings.py`, `schemas.py`), in snake_case or camelCase,
+fields its schema flattens (their `Table` declarations in `sources/esper/tables/`), in snake_case or camelCase,
 where the reference has them; plus the envelope keys the paginator reads (``results``, ``count``,
 ``next``, ``next_cursor``, ``has_more``), and the source's own `parse_page` as a last judge.
 
@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-from esper_warehouse.sources.esper import settings
 from esper_warehouse.sources.esper.common import apps_route
 from esper_warehouse.sources.esper.http import (
     EsperAuthError,
@@ -56,7 +55,9 @@ from esper_warehouse.sources.esper.http import (
     EsperResponseError,
 )
 from esper_warehouse.sources.esper.pagination import parse_page
-from esper_warehouse.sources.esper.schemas import SCHEMAS
+from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables.data_tap import DATA_TAP_PATH
+from esper_warehouse.sources.esper.tables.devices import LEGACY_DEVICES_PATH, V2_DEVICE_APPS_PATH
 
 from esper_warehouse import data_path
 
@@ -357,9 +358,9 @@ def known_keys() -> frozenset[str]:
             _keys_of(route.get("response_shape"), names)
     for schema in _walk_properties(_openapi()):
         names.add(schema)
-    for endpoint in settings.ENDPOINTS.values():
+    for endpoint in TABLES.values():
         names |= set(endpoint.key) | ({endpoint.cursor} if endpoint.cursor else set())
-    for table in SCHEMAS.values():
+    for table in TABLES.values():
         for column in table.columns:
             names |= set(column.path or ())
     names |= {_camel(n) for n in names}
@@ -445,7 +446,7 @@ def _has(node: Node | None, path: tuple[str, ...]) -> bool:
 def required_paths(table: str | None, record: Node | None) -> set[tuple[str, ...]]:
     """The record fields a run cannot do without on a route: the table's primary key and cursor
     (every declared column is nullable: `sources/esper/arrow.py`), where the reference has them."""
-    endpoint = settings.ENDPOINTS.get(table) if table else None
+    endpoint = TABLES.get(table) if table else None
     if endpoint is None or record is None:
         return set()
     names = [(k,) for k in endpoint.key] + ([(endpoint.cursor,)] if endpoint.cursor else [])
@@ -463,12 +464,12 @@ def read_paths(table: str | None, record: Node | None) -> set[tuple[str, ...]]:
     if table is None or record is None:
         return set()
     names: list[tuple[str, ...]] = []
-    endpoint = settings.ENDPOINTS.get(table)
+    endpoint = TABLES.get(table)
     if endpoint is not None:
         names += [(k,) for k in endpoint.key]
         names += [(endpoint.cursor,)] if endpoint.cursor else []
-    if table in SCHEMAS:
-        names += [c.path for c in SCHEMAS[table].columns if c.path]
+    if table in TABLES:
+        names += [c.path for c in TABLES[table].columns if c.path]
     found = set()
     for path in names:
         for variant in (path, tuple(_camel(p) for p in path)):
@@ -597,9 +598,9 @@ class _Stop(Exception):
 
 
 def _used_paths() -> set[str]:
-    paths = {e.path for e in settings.ENDPOINTS.values()}
-    paths |= {v for k, v in vars(settings).items() if k.endswith("_PATH") and isinstance(v, str)}
-    paths.add(settings.DATA_TAP_PATH + "/{id}")  # the job's status (sources/esper/datatap.py)
+    paths = {e.path for e in TABLES.values()}
+    paths |= {LEGACY_DEVICES_PATH, V2_DEVICE_APPS_PATH, DATA_TAP_PATH}  # routes beside the tables
+    paths.add(DATA_TAP_PATH + "/{id}")  # the job's status (sources/esper/tables/data_tap.py)
     return {_norm(p) for p in paths}
 
 
@@ -835,7 +836,7 @@ def _id(item: dict | None, *names: str) -> str | None:
 
 
 def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
-    e, lim = settings.ENDPOINTS, d.limit
+    e, lim = TABLES, d.limit
     page = {"limit": lim, "offset": 0}
     devices = d.probe("devices (offset)", e["devices"].path, "devices", page, first=True)
     d.probe("groups", e["groups"].path, "groups", page, first=True)
@@ -851,11 +852,11 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
     android = _first(devices, lambda i: apps_route(i) == "legacy") or device
     apple = _first(devices, lambda i: apps_route(i) == "v2") or device
     d.probe("device detail", "/v2/devices/{id}", "devices", parent=device_id)
-    legacy_path = getattr(settings, "LEGACY_DEVICES_PATH", "/enterprise/{eid}/device/")
+    legacy_path = LEGACY_DEVICES_PATH
     d.probe("devices (legacy list)", legacy_path, "devices", page)
     d.probe("device apps (legacy)", e["device_apps"].path, "device_apps", page,
             parent=_id(android, "id"))  # fmt: skip
-    d.probe("device apps (v2)", settings.V2_DEVICE_APPS_PATH, "device_apps", page,
+    d.probe("device apps (v2)", V2_DEVICE_APPS_PATH, "device_apps", page,
             parent=_id(apple, "id"))  # fmt: skip
     for parent_table, child_table in (
         ("blueprints", "blueprint_versions"),
@@ -899,7 +900,7 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
 def _probe_data_tap(d: Doctor, sql: str) -> None:
     """Submit one small query, then read its status a few times (about 1 s apart)."""
     body = {"query": sql, "is_download": False, "row_limit": 1, "latest_data": True}
-    created = d.probe("data tap (submit)", settings.DATA_TAP_PATH, None, method="POST", body=body)
+    created = d.probe("data tap (submit)", DATA_TAP_PATH, None, method="POST", body=body)
     content = created.get("content") if isinstance(created, dict) else None
     query_id = _id(content if isinstance(content, dict) else None, "id")
     for attempt in range(5):  # the report keeps the last status read
@@ -908,9 +909,7 @@ def _probe_data_tap(d: Doctor, sql: str) -> None:
         if attempt:
             time.sleep(DATA_TAP_POLL_S)
             d.reports.pop()
-        answer = d.probe(
-            "data tap (status)", settings.DATA_TAP_PATH + "/{id}", None, parent=query_id
-        )
+        answer = d.probe("data tap (status)", DATA_TAP_PATH + "/{id}", None, parent=query_id)
         content = answer.get("content") if isinstance(answer, dict) else None
         if not isinstance(content, dict) or content.get("status") not in ("PENDING", "RUNNING"):
             return

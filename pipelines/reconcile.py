@@ -17,13 +17,13 @@ from typing import Any
 import dlt
 import pyarrow as pa
 import pyarrow.compute as pc
-from esper_warehouse.sources.esper.ledger import RunLedger, fingerprint
-from esper_warehouse.sources.esper.settings import ENDPOINTS
+from esper_warehouse.sources.esper.run.ledger import RunLedger, fingerprint
+from esper_warehouse.sources.esper.tables import TABLES
 
 log = logging.getLogger("esper_warehouse")
 
-# scd2 tables (settings.ENDPOINTS): only the rows valid now hold one row per key
-CURRENT_ROWS = {t: "_dlt_valid_to is null" for t, e in ENDPOINTS.items() if e.disposition == "scd2"}
+# scd2 tables (their `Table` declarations): only the rows valid now hold one row per key
+CURRENT_ROWS = {t: "_dlt_valid_to is null" for t, e in TABLES.items() if e.disposition == "scd2"}
 FETCH_ROWS = 100_000  # warehouse keys are read and fingerprinted this many at a time
 
 
@@ -49,7 +49,7 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
         for table, scan in sorted(ledger.scans.items()):
             if table in ledger.unavailable:  # skipped this run (a refused route): no shortfall
                 continue
-            key = ENDPOINTS[table].key
+            key = TABLES[table].key
             where = f" where {CURRENT_ROWS[table]}" if table in CURRENT_ROWS else ""
             sql = f"select {', '.join(key)} from {client.make_qualified_table_name(table)}{where}"
             read = pa.array(scan.keys, pa.int64()).unique()
@@ -137,7 +137,7 @@ def remove_duplicate_keys(pipeline: dlt.Pipeline, tables: list[str]) -> dict[str
         return removed
     with pipeline.sql_client() as client:
         for table in tables:
-            key = ", ".join(ENDPOINTS[table].key)
+            key = ", ".join(TABLES[table].key)
             name = client.make_qualified_table_name(table)
             try:
                 client.execute_sql(f"select 1 from {name} limit 1")

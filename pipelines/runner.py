@@ -29,7 +29,6 @@ from dlt.common.configuration.container import Container
 from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from dlt.common.schema.utils import has_table_seen_data
 from esper_warehouse.sources.esper import RunLedger, esper
-from esper_warehouse.sources.esper.datatap import table_name as data_tap_table
 from esper_warehouse.sources.esper.http import (
     EsperAuthError,
     EsperClient,
@@ -37,7 +36,9 @@ from esper_warehouse.sources.esper.http import (
     EsperError,
     EsperNotFoundError,
 )
-from esper_warehouse.sources.esper.settings import ENDPOINTS, SETTINGS, SettingError, check_settings
+from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, check_settings
+from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables.data_tap import table_name as data_tap_table
 
 from . import bookkeeping
 from .exit_codes import LOADED, Exit
@@ -76,8 +77,8 @@ PIPELINE_NAME = "esper_warehouse"
 # Resources that come with another (`Endpoint.loaded_with`): selecting `devices` loads its
 # history and census too.
 COMPANIONS: dict[str, tuple[str, ...]] = {
-    parent: tuple(t for t, e in ENDPOINTS.items() if e.loaded_with == parent)
-    for parent in sorted({e.loaded_with for e in ENDPOINTS.values() if e.loaded_with})
+    parent: tuple(t for t, e in TABLES.items() if e.loaded_with == parent)
+    for parent in sorted({e.loaded_with for e in TABLES.values() if e.loaded_with})
 }
 # The declared dispositions a first load appends into (`append_on_first_load`).
 APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
@@ -263,7 +264,7 @@ def select(source: Any, names: Sequence[str] | None) -> Any:
 def merge_where_needed(source: Any, pipeline: dlt.Pipeline) -> None:
     """Tables declared `insert-only` take dlt's default merge where the destination lacks it.
 
-    Device events are declared `insert-only` (settings.ENDPOINTS): inserted when new, never
+    Device events are declared `insert-only` (their `Table` declarations): inserted when new, never
     rewritten. Events are immutable. dlt's default merge (delete-insert) de-duplicates the whole
     load with a window over every column: the 2.6 million events of a first 100,000-device load
     took DuckDB to 3.2 GB and 4.6 s; `insert-only` (a MERGE that inserts the ids not yet stored)
@@ -273,7 +274,7 @@ def merge_where_needed(source: Any, pipeline: dlt.Pipeline) -> None:
     if "insert-only" in (pipeline.destination.capabilities().supported_merge_strategies or []):
         return
     for resource in source.resources.values():
-        endpoint = ENDPOINTS.get(resource.table_name)
+        endpoint = TABLES.get(resource.table_name)
         if endpoint is not None and endpoint.disposition == "insert-only":
             resource.apply_hints(write_disposition="merge")
 
@@ -386,7 +387,7 @@ def _read_appended(marker: Path) -> list[str]:
     except FileNotFoundError:
         return []
     except orjson.JSONDecodeError:  # written by a run killed mid-write: every table it may name
-        return sorted(t for t, e in ENDPOINTS.items() if e.disposition in APPENDED_ON_FIRST_LOAD)
+        return sorted(t for t, e in TABLES.items() if e.disposition in APPENDED_ON_FIRST_LOAD)
 
 
 def _note_appended(marker: Path, tables: Sequence[str]) -> None:

@@ -9,31 +9,34 @@ import dlt
 from dlt.extract.resource import DltResource
 
 from . import settings as s
-from .activity import (
-    command_requests,
-    command_statuses,
-    device_events,
-    device_events_of_page,
-    operation_devices,
-    operations,
-)
-from .common import Options, hints_of, open_run, page_limit
-from .datatap import data_tap_resources
-from .devices import device_apps, device_census, device_history, devices, heartbeats
+from .common import Options
 from .http import EsperClient
-from .ledger import RunLedger
-from .resources import (
+from .run.ledger import RunLedger
+from .run.opening import open_run
+from .run.scope import fan_out_scope
+from .run.walk import DeviceWalk
+from .tables.catalogues import (
     application_versions,
     applications,
     blueprint_versions,
     blueprints,
     groups,
-    status_metrics,
     tenant_app_versions,
     tenant_apps,
 )
-from .walk import DeviceWalk
-from .weekly import fan_out_scope
+from .tables.commands import command_requests, command_statuses, operation_devices, operations
+from .tables.data_tap import data_tap_resources
+from .tables.devices import (
+    DEVICE_APPS,
+    DEVICES,
+    device_apps,
+    device_census,
+    device_history,
+    devices,
+    heartbeats,
+)
+from .tables.events import device_events, device_events_of_page
+from .tables.status_metrics import status_metrics
 
 
 @dlt.source(name="esper")
@@ -113,15 +116,15 @@ def esper(
         parted = (ledger.device_count or 0) > commit_every_devices
         ledger.walk = DeviceWalk(
             client,
-            s.ENDPOINTS["devices"].path,
-            page_limit("devices", opts),
+            DEVICES.path,
+            DEVICES.limit(opts.page_size),
             commit_every_devices if parted else None,
         )
     run = {"client": client, "ledger": ledger, "opts": opts}
 
     device_list = devices(**run)
     apps = device_apps(**run)  # scd2: its rows' validity changes at the run's API time
-    scd2 = hints_of("device_apps")["write_disposition"]
+    scd2 = DEVICE_APPS.hints()["write_disposition"]
     apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.as_of})
     ledger.building_last = ledger.last_part()
     if not ledger.building_last:  # a full scan in parts: the next devices and their fan-outs

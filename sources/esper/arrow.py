@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
@@ -43,18 +43,13 @@ class Col:
         return self.path or (self.name,)
 
 
-@dataclass(frozen=True)
-class TableSchema:
-    """The declared columns of one raw table."""
+class Declared(Protocol):
+    """What `to_arrow` reads of a table's declaration (`table.Table`)."""
 
     name: str
     columns: tuple[Col, ...]
-    keep_extra: bool = True
-    extra: Mapping[str, str] = field(default_factory=dict)
-
-    def dlt_columns(self) -> dict[str, dict[str, Any]]:
-        """Column hints for the dlt resource (JSON columns are text in Arrow, `json` in dlt)."""
-        return {c.name: {"data_type": c.type, "nullable": True} for c in self.columns}
+    keep_extra: bool
+    extra: Mapping[str, str]
 
 
 def cols(spec: str, type_: str = "text") -> tuple[Col, ...]:
@@ -144,7 +139,7 @@ def _infer(values: Iterable[Any]) -> str | None:
 
 def to_arrow(
     records: Sequence[Mapping[str, Any]],
-    schema: TableSchema,
+    schema: Declared,
     *,
     add: Mapping[str, tuple[str, Any]] | None = None,
     row_hash: bool = False,

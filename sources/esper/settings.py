@@ -1,102 +1,13 @@
-"""What the source loads, declared once: one line per table, plus the defaults of every setting.
+"""The source's settings: each one's default, type and accepted range, checked once.
 
-Each `Endpoint` says where a table comes from, how many items a page may hold, its key, its cursor,
-how dlt writes it and which table it comes with. The resources read these declarations (their dlt
-hints come from `common.hints_of`, which adds the columns of `schemas.SCHEMAS`); nothing else in
-the package repeats a path, a page size, a key or a write disposition. How each table is kept up to
-date, in words, is in the docstring of its resource and in README's "Raw tables", whose tables and
-keys are tested against this one (tests/pipeline/test_declarations.py).
+What each table is (route, key, cursor, columns) is declared beside its resource, in `tables/`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-# `/v2/devices/` allows 1000 items per page (the spec's maximum; 142,632 devices walked at 1000
-# in the live smoke test). Every other list is read 250 at a time: the page size Esper's own
-# support tool settled on after trying 1000 (live-shapes.json `client_practice.page_size`).
-# `/v2/blueprints/` is read 20 at a time, as Esper's own support tool reads it (live-observations
-# section 23): blueprints carry their whole settings tree.
-MAX_PAGE_SIZE = 1000
-PAGE_SIZE = 250
-BLUEPRINT_PAGE_SIZE = 20
-
-# How dlt writes a table:
-# - merge: on its key (dlt's default merge; a first load appends: `runner.append_on_first_load`).
-# - insert-only: merged by inserting the keys not yet stored, never rewriting a row (immutable
-#   records); where a destination lacks it, dlt's default merge (`runner.merge_where_needed`).
-# - replace: the whole table each run.
-# - scd2: dlt's history of versions, validity at the run's API time (`__init__.py` sets it); rows
-#   of a merge key absent from a new read are retired; `key` is unique among the current rows.
-Disposition = Literal["merge", "insert-only", "replace", "scd2"]
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One raw table: its route, key, cursor, write disposition and page size.
-
-    Attributes:
-        table: the raw table (and resource) name.
-        path: the route; `{eid}` = enterprise id, `{id}` = parent id.
-        key: the columns that identify a row (the dlt primary key, except for scd2 tables,
-            whose rows are versions); empty: none (a replaced snapshot).
-        cursor: the record field whose newest value read is the table's watermark; None: the
-            table is read whole, or per parent, or rides on another table's scan.
-        disposition: how dlt writes the table (see `Disposition`).
-        merge_key: scd2 only: the column whose rows one read replaces as a whole.
-        loaded_with: the table whose selection (`run --resources <it>`) loads this one too.
-        page_size: the most items one page may hold.
-    """
-
-    table: str
-    path: str
-    key: tuple[str, ...]
-    cursor: str | None = None
-    disposition: Disposition = "merge"
-    merge_key: str | None = None
-    loaded_with: str | None = None
-    page_size: int = PAGE_SIZE
-
-
-ENDPOINTS: dict[str, Endpoint] = {
-    e.table: e
-    for e in (
-        Endpoint("devices", "/v2/devices/", ("id",), "updated_at", page_size=MAX_PAGE_SIZE),
-        Endpoint("device_history", "/v2/devices/", ("id", "updated_at"), loaded_with="devices",
-                 page_size=MAX_PAGE_SIZE),
-        Endpoint("device_census", "/v2/devices/", (), disposition="replace",
-                 loaded_with="devices", page_size=MAX_PAGE_SIZE),
-        Endpoint("heartbeats", "/v2/heartbeat/", ("device_id", "timestamp"), "timestamp"),
-        Endpoint("groups", "/enterprise/{eid}/devicegroup/", ("id",), disposition="replace"),
-        Endpoint("blueprints", "/v2/blueprints/", ("id",), page_size=BLUEPRINT_PAGE_SIZE),
-        Endpoint("blueprint_versions", "/v2/blueprints/{id}/versions/", ("version_id",),
-                 loaded_with="blueprints"),
-        Endpoint("tenant_apps", "/v2/tenant-apps", ("id",)),
-        Endpoint("tenant_app_versions", "/v2/tenant-apps/{id}/versions", ("id",),
-                 loaded_with="tenant_apps"),
-        Endpoint("applications", "/v1/enterprise/{eid}/application/", ("id",)),
-        Endpoint("application_versions", "/v1/enterprise/{eid}/application/{id}/version/",
-                 ("id",)),
-        Endpoint("device_apps", "/enterprise/{eid}/device/{id}/app/", ("device_id", "id"),
-                 disposition="scd2", merge_key="device_id"),
-        Endpoint("command_requests", "/commands/v0/commands/", ("id",), "created_at"),
-        Endpoint("command_statuses", "/commands/v0/status/", ("id",), "updated_at"),
-        Endpoint("operations", "/v0/operations/", ("id",), "updated_at"),
-        Endpoint("operation_devices", "/v0/operations/{id}/devices/", ("id",), "updated_at"),
-        Endpoint("device_events", "/enterprise/{eid}/device/{id}/download/eventfeed/", ("id",),
-                 "created_on", disposition="insert-only"),
-        Endpoint("status_metrics", "/v2/enterprise/{eid}/report/status-metrics",
-                 ("snapshot_date",)),
-    )
-}  # fmt: skip
-
-V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"
-# The legacy device list: the only list that carries Android patch levels and build numbers
-# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
-# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
-LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
-DATA_TAP_PATH = "/data-tap/v0/queries"
+from .table import MAX_PAGE_SIZE
 
 # Which command and operation states are terminal: sql/vocabulary/work_states.csv, read through
 # `vocabulary.is_terminal` (the SQL models read the same file).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines.runner import EXIT_PARTIAL
-from esper_warehouse.sources.esper import datatap
+from esper_warehouse.sources.esper.tables import data_tap as datatap
 
 from .helpers import ROOT, TABLES, cli, compare, load, reading, rows
 
@@ -87,7 +87,7 @@ class _Jobs:
 
 
 def test_a_closed_job_fails_clearly_and_the_status_path_has_no_trailing_slash():
-    from esper_warehouse.sources.esper.datatap import DataTapError, run_query
+    from esper_warehouse.sources.esper.tables.data_tap import DataTapError, run_query
 
     jobs = _Jobs({"status": "RUNNING", "result": None}, {"status": "CLOSED", "result": None})
     with pytest.raises(DataTapError, match="ended CLOSED: the job was closed"):
@@ -117,8 +117,8 @@ class _Quota:
 
 
 def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run():
-    from esper_warehouse.sources.esper.datatap import data_tap_resources
     from esper_warehouse.sources.esper.http import EsperUnavailableError
+    from esper_warehouse.sources.esper.tables.data_tap import data_tap_resources
 
     client = _Quota()
     options = {"deadline_s": 60, "stuck_s": 30, "row_limit": 10, "sleep": lambda s: None}
@@ -138,7 +138,7 @@ def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run(
 
 
 def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s():
-    from esper_warehouse.sources.esper.datatap import result_to_arrow, run_query
+    from esper_warehouse.sources.esper.tables.data_tap import result_to_arrow, run_query
 
     waits: list[float] = []
     jobs = _Jobs(

@@ -1,9 +1,9 @@
-"""One declaration per raw table: `settings.ENDPOINTS` (+ `schemas.SCHEMAS`) against every copy.
+"""One declaration per raw table (`sources/esper/tables/`, a `Table` each) against every copy.
 
 The source's dlt hints, the runner's companions and fallbacks, and the two lists of raw tables in
 the docs (README "Raw tables", docs/contracts.md section 3) must say what the declaration says.
-`sql/raw_schema.sql` is checked against `SCHEMAS` in tests/sql/test_runner.py
-(`test_raw_placeholders_match_the_declared_tables`); the table sets are tied here.
+The empty raw tables of the SQL build are made from the declarations (tests/sql/test_runner.py
+checks them); the table sets are tied here.
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ from esper_warehouse.pipelines import bookkeeping
 from esper_warehouse.pipelines.runner import COMPANIONS, merge_where_needed
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
-from esper_warehouse.sources.esper.ledger import TIME_KEYS
-from esper_warehouse.sources.esper.schemas import SCHEMAS, TS
-from esper_warehouse.sources.esper.settings import ENDPOINTS, Endpoint
+from esper_warehouse.sources.esper.run.ledger import TIME_KEYS
+from esper_warehouse.sources.esper.table import TS
+from esper_warehouse.sources.esper.table import Table as Endpoint
+from esper_warehouse.sources.esper.tables import TABLES as ENDPOINTS
+from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 10, 1, 2, 30, tzinfo=UTC)
@@ -144,7 +146,7 @@ def test_the_declaration_is_consistent() -> None:
     """Every declared table has columns; keys, merge keys and cursors are declared columns."""
     assert set(SCHEMAS) == set(ENDPOINTS), "schemas.SCHEMAS and settings.ENDPOINTS differ"
     for table, e in ENDPOINTS.items():
-        assert e.table == table
+        assert e.name == table
         types = {c.name: c.type for c in SCHEMAS[table].columns}
         for column in (*e.key, *([e.merge_key] if e.merge_key else [])):
             assert column in types, f"{table}: key column {column} is not in SCHEMAS"

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from esper_warehouse.pipelines import doctor
 from esper_warehouse.pipelines.cli import main as cli_main
-from esper_warehouse.sources.esper import settings
+from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables.data_tap import DATA_TAP_PATH
+from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
 
 from tests import live_shapes
 from tests.conftest import API_KEY, ENTERPRISE_ID
@@ -83,9 +85,9 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     assert stats["total"] <= doctor.MAX_REQUESTS
     assert report["requests"] == stats["total"]
     probed = {(r["method"], r["route"]) for r in report["routes"] if r["status"] == 200}
-    read_by_source = {e.path for e in settings.ENDPOINTS.values()} | {settings.V2_DEVICE_APPS_PATH}
+    read_by_source = {e.path for e in TABLES.values()} | {V2_DEVICE_APPS_PATH}
     assert {("GET", p) for p in read_by_source} <= probed
-    assert ("POST", settings.DATA_TAP_PATH) in {(r["method"], r["route"]) for r in report["routes"]}
+    assert ("POST", DATA_TAP_PATH) in {(r["method"], r["route"]) for r in report["routes"]}
 
     text = captured.out + captured.err + json_path.read_text()
     leaked = sorted(v for v in _identifying_values(sim) if v in text)
@@ -336,12 +338,12 @@ def test_every_route_is_probed_after_a_403_and_the_refused_are_listed(
     code, out, _, report = _run(sim, json_path=json_path)
 
     probed = {(r["method"], r["route"]) for r in report["routes"]}
-    assert ("GET", settings.ENDPOINTS["status_metrics"].path) in probed
-    assert ("GET", settings.ENDPOINTS["heartbeats"].path) in probed
+    assert ("GET", TABLES["status_metrics"].path) in probed
+    assert ("GET", TABLES["heartbeats"].path) in probed
     refused = {r["route"]: r["status"] for r in report["refused"]}
     assert refused == {
-        f"GET {settings.ENDPOINTS['blueprints'].path}": 403,
-        f"GET {settings.ENDPOINTS['operations'].path}": 404,
+        f"GET {TABLES['blueprints'].path}": 403,
+        f"GET {TABLES['operations'].path}": 404,
     }
     assert "The key cannot read (a run would skip these tables: a partial run):" in out
     assert "Would break a run" not in out

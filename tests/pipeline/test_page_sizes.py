@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-from esper_warehouse.sources.esper.settings import ENDPOINTS
+from esper_warehouse.sources.esper.tables import TABLES
 
 from .helpers import load
 from .test_client import Reply, Seen
@@ -33,7 +33,7 @@ def test_blueprints_are_read_20_a_page_and_other_lists_at_most_250(
     result = load(sim, tmp_path / "w.duckdb", source_options={"base_url": base})
     assert result.exit_code == 0, result.error
 
-    blueprint_path = urlsplit(sim.base_url).path + ENDPOINTS["blueprints"].path
+    blueprint_path = urlsplit(sim.base_url).path + TABLES["blueprints"].path
     assert limits[blueprint_path] == {20}
     for path, sent in limits.items():
         if path.endswith("/v2/devices/"):

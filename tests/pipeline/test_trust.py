@@ -136,7 +136,7 @@ def test_an_error_without_a_message_names_where_it_was_raised_and_v_prints_the_t
     sim, warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys, verbose: bool
 ) -> None:
     from esper_warehouse.pipelines import cli
-    from esper_warehouse.sources.esper import resources as esper_resources
+    from esper_warehouse.sources.esper.tables import catalogues as esper_resources
 
     monkeypatch.setattr(esper_resources, "read_all", _nothing_found)
     monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)

@@ -7,16 +7,16 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
-from esper_warehouse.sources.esper.datatap import (
+from esper_warehouse.sources.esper.pagination import Page
+from esper_warehouse.sources.esper.scan import DescScan
+from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
+from esper_warehouse.sources.esper.tables.data_tap import (
     DataTapError,
     result_to_arrow,
     run_query,
     table_name,
 )
-from esper_warehouse.sources.esper.devices import legacy_software, with_software
-from esper_warehouse.sources.esper.pagination import Page
-from esper_warehouse.sources.esper.scan import DescScan
-from esper_warehouse.sources.esper.schemas import SCHEMAS
+from esper_warehouse.sources.esper.tables.devices import legacy_software, with_software
 
 from tests.live_shapes import document, route, synthesize
 

@@ -18,7 +18,7 @@ from types import ModuleType
 import duckdb
 import pytest
 from esper_warehouse.pipelines.runner import RunSettings
-from esper_warehouse.sources.esper.settings import ENDPOINTS
+from esper_warehouse.sources.esper.tables import TABLES
 
 from tests.scale.conftest import write_tenants
 
@@ -74,7 +74,7 @@ def test_definitions_load_without_network(
     assert {f"marts/{m}" for m in MARTS} <= keys
     assert {"esper/devices", "esper/device_events", "esper/command_statuses"} <= keys
     assert not any(k.startswith("esper/_") for k in keys)  # the run ledger is not an asset
-    assert len(keys) == len(ENDPOINTS) + len(MARTS) + 1  # a raw asset per table, and the fleet
+    assert len(keys) == len(TABLES) + len(MARTS) + 1  # a raw asset per table, and the fleet
     fleet = graph.get(dg.AssetKey(["fleet", "marts"]))
     assert {f"marts/{m}" for m in MARTS} == {"/".join(p.path) for p in fleet.parent_keys}
     assert fleet.automation_condition is not None, "rebuilt after the tenants' marts"

@@ -175,7 +175,7 @@ def test_every_readme_and_notebook_data_tap_example_runs_on_the_simulator(client
     import tomllib
     from pathlib import Path
 
-    from esper_warehouse.sources.esper.datatap import bind_cursor
+    from esper_warehouse.sources.esper.tables.data_tap import bind_cursor
 
     root = Path(__file__).parents[2]
     readme = (root / "README.md").read_text() + (root / "notebooks" / "data_tap.py").read_text()

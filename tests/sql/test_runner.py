@@ -255,7 +255,7 @@ def test_raw_placeholders_match_the_declared_tables():
     therefore only read a raw column that a load creates with the same type.
     """
     from esper_warehouse.pipelines import bookkeeping
-    from esper_warehouse.sources.esper.schemas import SCHEMAS
+    from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
 
     con = duckdb.connect(":memory:")
     create_raw_tables(con)  # the placeholders, as the model build creates them

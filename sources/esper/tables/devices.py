@@ -10,37 +10,120 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from .common import (
+from ..common import ROWS_PER_BATCH, Options, apps_route, skip_refused_device
+from ..http import EsperClient, EsperError
+from ..pagination import iter_cursor_pages, parse_page
+from ..run.ledger import RunLedger
+from ..run.state import (
+    DEVICES_FULL_SCAN_AT,
+    DEVICES_INCREMENTAL_AT,
     FIRST_LOAD_STARTED,
-    ROWS_PER_BATCH,
-    Options,
+    HEARTBEATS_SEEN,
     advance_cursor,
-    apps_route,
-    cursor_of,
     cursor_state,
-    device_count,
-    endpoint_path,
-    hints_of,
-    page_limit,
-    page_table,
     read_from,
-    skip_refused_device,
 )
-from .http import EsperClient, EsperError
-from .ledger import RunLedger
-from .pagination import iter_cursor_pages
-from .scan import DescScan, fan_out, first_seen, iso, parse_time, read_all, read_all_or_gone
-from .settings import ENDPOINTS, LEGACY_DEVICES_PATH, PAGE_SIZE, V2_DEVICE_APPS_PATH
+from ..scan import DescScan, fan_out, first_seen, iso, parse_time, read_all, read_all_or_gone
+from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Table, cols, flat
+from ..vocabulary import device_state_code, device_state_text
 
 log = logging.getLogger("esper_warehouse.source")
 
+_DEVICE = (
+    *cols("id name alias os platform serial os_version global_device_id tenant_id group_id"),
+    # `state` is a code; a record that serves text ("inactive") keeps it in `state_text` too.
+    Col("state", INT, convert=device_state_code),
+    Col("state_text", path=("state",), convert=device_state_text),
+    *cols("dpc_version eea_version managed_by provisioned_with template_name device_source"),
+    *cols("created_by updated_by udid mqtt_topic fcm_id dep_profile dep_profile_status"),
+    *cols("is_gms is_seamless is_esper_managed is_supervised is_locked_down is_ddm_enabled", BOOL),
+    *cols("created_at updated_at provisioned_on last_seen", TS),
+    *cols("dep_profile_push_time dep_profile_assign_time", TS),
+    *cols("tags hardware_info software_info network_info memory_info network_stats", JSON),
+    *cols("location_stats memory_stats cpu_stats blueprint_info battery_stats policy", JSON),
+    *cols("enrolment_info tokens windows_config app_mode_meta foundation_info", JSON),
+    *flat("hardware_info__brand hardware_info__model hardware_info__manufacturer"),
+    *flat("software_info__security_patch_level software_info__os_build_number"),
+    *flat("software_info__esper_agent_info__version_name"),
+    *flat("blueprint_info__assigned_blueprint_id blueprint_info__current_blueprint_id"),
+    *flat("blueprint_info__current_blueprint_version_id blueprint_info__blueprint_upgrade_status"),
+    *flat("battery_stats__battery_level", INT),
+)
+
+# Apple apps (v2 device-apps, live §9): `bundle_id` and `apple_app_version` are their package and
+# version (VPP and ESPER_IOS apps are in no tenant app list); staging reads them as such.
+_DEVICE_APP = (
+    *cols("id package_name app_name version_code version_name app_id app_version_id app_type"),
+    *cols("bundle_id apple_app_version platform"),
+    Col("device_families", JSON),
+    *cols("state product_id device"),
+    *cols("is_active whitelisted is_data_clearable is_uninstallable is_kiosk_app", BOOL),
+    *cols("is_esper_controlled auto_update", BOOL),
+    *cols("created_on updated_on created_at updated_at", TS),
+)
+
+DEVICES = Table(
+    "devices",
+    "/v2/devices/",
+    ("id",),
+    "updated_at",
+    page_size=MAX_PAGE_SIZE,
+    columns=_DEVICE,
+)
+DEVICE_HISTORY = Table(
+    "device_history",
+    "/v2/devices/",
+    ("id", "updated_at"),
+    loaded_with="devices",
+    page_size=MAX_PAGE_SIZE,
+    columns=_DEVICE,
+)
+DEVICE_CENSUS = Table(
+    "device_census",
+    "/v2/devices/",
+    (),
+    disposition="replace",
+    loaded_with="devices",
+    page_size=MAX_PAGE_SIZE,
+    columns=(Col("id"), Col("updated_at", TS), Col("census_at", TS)),
+    keep_extra=False,
+)
+HEARTBEATS = Table(
+    "heartbeats",
+    "/v2/heartbeat/",
+    ("device_id", "timestamp"),
+    "timestamp",
+    columns=(Col("device_id"), Col("timestamp", TS), Col("status", INT)),
+    keep_extra=False,
+)
+DEVICE_APPS = Table(
+    "device_apps",
+    "/enterprise/{eid}/device/{id}/app/",
+    ("device_id", "id"),
+    disposition="scd2",
+    merge_key="device_id",
+    columns=(Col("device_id"), Col("route"), *_DEVICE_APP),
+)
+V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
+# The legacy device list: the only list that carries Android patch levels and build numbers
+# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
+# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
+LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
+TABLES = (DEVICES, DEVICE_HISTORY, DEVICE_CENSUS, HEARTBEATS, DEVICE_APPS)  # fmt: skip
+
 # ---------------------------------------------------------------------------------- devices
+
+
+def device_count(client: EsperClient) -> int | None:
+    """The API's device count: offset mode with limit=1 (cursor pages carry no count)."""
+    body = client.get(DEVICES.path, {"limit": 1, "offset": 0})
+    return parse_page(body, where=DEVICES.path).count
 
 
 SKIPPED = object()  # a device whose app list the API refused (counted in the ledger)
 
 
-@dlt.resource(**hints_of("devices"))
+@dlt.resource(**DEVICES.hints())
 def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
 
@@ -54,20 +137,18 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         yield from _full_scan(client, ledger, opts)
         return
     software = android_software(client, opts)
-    scan = DescScan(cursor_of("devices"), since)  # an incremental read: it stops early, no count
-    pages = iter_cursor_pages(
-        client, endpoint_path("devices", client), limit=page_limit("devices", opts)
-    )
+    scan = DescScan(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
+    pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
     seen: set[tuple[Any, ...]] = set()
     for _page, fresh in scan.pages(pages):
-        items = first_seen(fresh, seen, ENDPOINTS["devices"].key)
+        items = first_seen(fresh, seen, DEVICES.key)
         for item in items:
             ledger.changed_devices[item["id"]] = apps_route(item)
             with_software(item, software)
         if items:
-            yield page_table("devices", items)
+            yield DEVICES.page(items)
     advance_cursor("devices", scan.newest)
-    cursor_state()["devices_incremental_at"] = iso(ledger.as_of or datetime.now().astimezone())
+    cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.as_of or datetime.now().astimezone())
 
 
 def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
@@ -89,7 +170,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
         for items in parts:
             for item in items:
                 with_software(item, software)
-            yield page_table("devices", items)
+            yield DEVICES.page(items)
 
     yield from pages(walk.take(needs))
     if not ledger.completed_full_scan:  # kept from the first part until the first load ends
@@ -109,7 +190,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     ledger.set_expected("devices", count if count is not None else len(walk.seen))
     ledger.add_scan("devices", 0, ({"id": i} for i in walk.seen), ("id",))
     advance_cursor("devices", walk.newest)
-    cursor_state()["devices_full_scan_at"] = iso(ledger.as_of or datetime.now().astimezone())
+    cursor_state()[DEVICES_FULL_SCAN_AT] = iso(ledger.as_of or datetime.now().astimezone())
 
 
 def android_software(client: EsperClient, opts: Options) -> dict[str, dict[str, Any]]:
@@ -154,13 +235,13 @@ def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
     item["software_info"] = info
 
 
-@dlt.transformer(**hints_of("device_history"))
+@dlt.transformer(**DEVICE_HISTORY.hints())
 def device_history(page: pa.Table) -> Iterator[pa.Table]:
     """Every device version the devices scan sees (one row per id and `updated_at`)."""
     yield page
 
 
-@dlt.resource(**hints_of("device_census"))
+@dlt.resource(**DEVICE_CENSUS.hints())
 def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     """The devices present in this complete scan (full scans; after `devices` has ended the walk).
 
@@ -170,11 +251,11 @@ def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     census_at = ledger.as_of
     rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in ledger.walk.seen.items()]
     for start in range(0, len(rows), ROWS_PER_BATCH):
-        yield page_table("device_census", rows[start : start + ROWS_PER_BATCH])
+        yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH])
 
 
 @dlt.transformer(
-    **hints_of("device_apps"),  # scd2; its validity boundary is set per run (`__init__.py`)
+    **DEVICE_APPS.hints(),  # scd2; its validity boundary is set per run (`__init__.py`)
     # In a dlt worker thread: a page's fan-out runs while the device scan and the other
     # resources go on (the client's limiter bounds the requests of all fan-outs together).
     parallelized=True,
@@ -192,12 +273,12 @@ def device_apps(
         for d in page.column("id").to_pylist()
         if ledger.changed_devices.get(d)
     ]
-    limit, key = page_limit("device_apps", opts), ENDPOINTS["device_apps"].key
+    limit, key = DEVICE_APPS.limit(opts.page_size), DEVICE_APPS.key
 
     def fetch(target: tuple[str, str]) -> Any:
         device_id, route = target
         path = (
-            endpoint_path("device_apps", client, device_id)
+            DEVICE_APPS.path_for(client, device_id)
             if route == "legacy"
             else (V2_DEVICE_APPS_PATH.format(id=device_id))
         )
@@ -219,15 +300,13 @@ def device_apps(
         ledger.add_scan("device_apps", read.count, items, key)
         rows.extend(items)
     if rows:
-        yield page_table("device_apps", rows, row_hash=True)
+        yield DEVICE_APPS.page(rows, row_hash=True)
 
 
-# The newest heartbeat `timestamp` read (the name before it, `heartbeats`, held the API's clock).
-HEARTBEATS_SEEN = "heartbeats_timestamp"
 HEARTBEAT_AHEAD = timedelta(days=30)  # the window's end past the API's `Date`
 
 
-@dlt.resource(**hints_of("heartbeats"))
+@dlt.resource(**HEARTBEATS.hints())
 def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Last-seen observations from the newest one loaded (minus the lag) onwards.
 
@@ -240,17 +319,17 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     assert now is not None
     start = read_from(HEARTBEATS_SEEN, opts.lag, ledger) or now - opts.heartbeat_start
     params = {"last_seen_gt": iso(start), "last_seen_lt": iso(max(now, start) + HEARTBEAT_AHEAD)}
-    key, cursor = ENDPOINTS["heartbeats"].key, cursor_of("heartbeats")
+    key, cursor = HEARTBEATS.key, HEARTBEATS.cursor_field
     read = read_all(
         client,
-        endpoint_path("heartbeats", client),
+        HEARTBEATS.path_for(client),
         params,
-        limit=page_limit("heartbeats", opts),
+        limit=HEARTBEATS.limit(opts.page_size),
         key=key,
         parallel=True,
     )
     ledger.add_scan("heartbeats", read.count, read.items, key)
     if read.items:
-        yield page_table("heartbeats", read.items)
+        yield HEARTBEATS.page(read.items)
     seen = (parse_time(item.get(cursor)) for item in read.items)
     advance_cursor(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))

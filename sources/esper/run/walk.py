@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .common import cursor_of
-from .http import EsperClient
-from .pagination import iter_cursor_pages
-from .scan import DescScan, first_seen
+from ..http import EsperClient
+from ..pagination import iter_cursor_pages
+from ..scan import DescScan, first_seen
+from ..tables.devices import DEVICES
 
 
 @dataclass
@@ -51,7 +51,7 @@ class DeviceWalk:
     newest: datetime | None = None  # the newest `updated_at` listed: the cursor once complete
     _keys: set[tuple[Any, ...]] = field(default_factory=set, repr=False)
     _scan: DescScan = field(
-        default_factory=lambda: DescScan(cursor_of("devices"), None), repr=False
+        default_factory=lambda: DescScan(DEVICES.cursor_field, None), repr=False
     )
     _pages: Iterator[list[dict]] | None = field(default=None, repr=False)
     _held: list[dict] = field(default_factory=list, repr=False)
@@ -98,7 +98,7 @@ class DeviceWalk:
         if self._pages is not None:
             self._pages.close()  # ends the first walk's read-ahead
         self._pages, self._held, self.exhausted = None, [], False
-        self._scan = DescScan(cursor_of("devices"), None)
+        self._scan = DescScan(DEVICES.cursor_field, None)
         part, self.part_devices = self.part_devices, None
         try:
             yield from self.take(needs)
@@ -116,6 +116,6 @@ class DeviceWalk:
             self.newest = max(filter(None, (self.newest, self._scan.newest)), default=None)
             fresh = first_seen(items, self._keys, ("id",))
             for item in fresh:
-                self.seen[str(item.get("id"))] = item.get(cursor_of("devices"))
+                self.seen[str(item.get("id"))] = item.get(DEVICES.cursor_field)
             if fresh:
                 yield fresh

@@ -30,16 +30,18 @@ import dlt
 import pyarrow as pa
 from dlt.extract.resource import DltResource
 
-from .common import keep_what_was_loaded
-from .http import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
-from .settings import DATA_TAP_PATH, DATA_TAP_POLL_S, DATA_TAP_REQUESTS_PER_HOUR
+from ..common import keep_what_was_loaded
+from ..http import EsperAPIError, EsperClient, EsperError, EsperUnavailableError
+from ..run.state import DATA_TAP_REQUESTS
+from ..settings import DATA_TAP_POLL_S, DATA_TAP_REQUESTS_PER_HOUR
+
+DATA_TAP_PATH = "/data-tap/v0/queries"
 
 log = logging.getLogger("esper_warehouse.source")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,50}$")
 _WAITING = {"PENDING", "RUNNING", "QUEUED"}
 _HOUR_S = 3600.0
-_STATE_KEY = "data_tap_requests"  # source state: wall-clock times of Data Tap requests this hour
 _QUOTA = re.compile(r"Tenant rate limit exceeded[^\"'}]*")
 _FAILED = {"FAILED", "CANCELED", "CANCELLED", "CLOSED"}
 
@@ -89,7 +91,7 @@ class RequestBudget:
 
     def attach(self, state: dict[str, Any]) -> None:
         """Share the request times kept in `state` (dlt source state: committed with the load)."""
-        kept = state.setdefault(_STATE_KEY, [])
+        kept = state.setdefault(DATA_TAP_REQUESTS, [])
         if kept is not self.sent:
             kept.extend(t for t in self.sent if t not in kept)
             self.sent = kept

@@ -1,0 +1,37 @@
+"""A run's first two requests: prove the key and the enterprise id, read the API's clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from ..http import EsperClient
+from ..scan import parse_time
+from ..tables.catalogues import GROUPS
+from ..tables.devices import device_count
+from .ledger import RunLedger
+from .state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
+
+
+def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: timedelta) -> None:
+    """Start a run: check the key and the tenant, read the API's clock, decide on a full scan.
+
+    Two requests: the device count (a wrong key fails here, and its `Date` is the API's now, the
+    time this run's windows and validity ranges use), then one group (a wrong enterprise id fails
+    here; otherwise every Android device's legacy list would look gone). A full scan happens on
+    the first run, when asked, or when the last one is older than `interval`.
+    """
+    ledger.client = client
+    ledger.device_count = device_count(client)
+    check_enterprise(client)
+    client.settings_proven = True
+    ledger.as_of = client.server_time or datetime.now(UTC)
+    last_full = parse_time(cursor_state().get(DEVICES_FULL_SCAN_AT))
+    ledger.completed_full_scan = last_full is not None
+    if last_full is None:  # a first load; committed parts of an earlier run make it a resume
+        ledger.resumed_from = parse_time(cursor_state().get(FIRST_LOAD_STARTED))
+    ledger.full_scan = bool(full_scan or last_full is None or ledger.as_of - last_full >= interval)
+
+
+def check_enterprise(client: EsperClient) -> None:
+    """One tenant-level legacy request: a wrong enterprise id fails here, clearly (404)."""
+    client.get(GROUPS.path_for(client), {"limit": 1, "offset": 0})

@@ -1,0 +1,75 @@
+"""What the source keeps in dlt state between runs: every key, named once, and how cursors move.
+
+Everything lives in the source state's `cursors` dict, written only after a resource has
+yielded everything it read, so a run that fails part-way leaves it where it was (dlt commits
+state together with the load package). Watermarks are keyed by table name (`devices`,
+`command_requests`, ...); the other keys are below. Per-device event watermarks are read from
+the warehouse instead (`tables/events.py`), and a Data Tap query's incremental cursor is its
+resource's own state (`tables/data_tap.py`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import dlt
+
+from ..scan import iso, parse_time
+from .ledger import RunLedger
+
+CURSORS = "cursors"
+# When the last complete device list was read (the weekly full scan's clock), and the last
+# incremental devices read.
+DEVICES_FULL_SCAN_AT = "devices_full_scan_at"
+DEVICES_INCREMENTAL_AT = "devices_incremental_at"
+# The API time of a first load's first committed part (written by every part until the first
+# load completes): a run that resumes it treats what happened since as activity.
+FIRST_LOAD_STARTED = "first_load_started_at"
+# Cursors taken from the data: the newest `updated_at` read (the `*_as_of` names before them held
+# the API's clock, which can run ahead of the data; a new name starts each one afresh).
+STATUSES_SEEN = "command_statuses_updated_at"
+OPERATION_DEVICES_SEEN = "operation_devices_updated_at"
+# The newest heartbeat `timestamp` read (the name before it, `heartbeats`, held the API's clock).
+HEARTBEATS_SEEN = "heartbeats_timestamp"
+# Command requests and operations not yet finished: their statuses / devices are read again.
+OPEN_REQUESTS = "open_requests"
+OPEN_OPERATIONS = "open_operations"
+# Each blueprint's and application's head version last read: unchanged heads skip their lists.
+BLUEPRINT_HEADS = "blueprint_heads"
+APPLICATION_HEADS = "application_heads"
+# Wall-clock times of the Data Tap requests of the last hour (the tenant's quota, across runs):
+# at the root of the source state, beside `cursors`.
+DATA_TAP_REQUESTS = "data_tap_requests"
+
+
+def cursor_state() -> dict[str, Any]:
+    """The source state's `cursors` dict: every key below lives in it."""
+    return dlt.current.source_state().setdefault(CURSORS, {})  # type: ignore[no-any-return]
+
+
+def read_from(
+    name: str, lag: timedelta, ledger: RunLedger, *, also_full: bool = False
+) -> datetime | None:
+    """Where an incremental read starts: the stored watermark minus the lag; None = everything.
+
+    `also_full`: the watermark holds on a full scan too (a cursor that says which rows moved,
+    not how much to read: command-status and operation-device activity).
+    """
+    mark = cursor_state().get(name)
+    if also_full and not mark and ledger.resumed_from is not None:
+        # a resumed first load: everything since its first part committed is activity
+        return ledger.resumed_from - lag
+    if (ledger.full_scan and not also_full) or not mark:
+        return None
+    return parse_time(mark) - lag  # type: ignore[operator]
+
+
+def advance_cursor(name: str, newest: datetime | None) -> None:
+    """Move a watermark forward (never back) once everything up to it has been yielded."""
+    if newest is None:
+        return
+    state = cursor_state()
+    old = parse_time(state.get(name))
+    if old is None or newest > old:
+        state[name] = iso(newest)

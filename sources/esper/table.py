@@ -1,0 +1,139 @@
+"""`Table`: everything about one raw table, declared once, beside the resource that loads it.
+
+A declaration says where the table comes from (route, page size), how rows are identified and
+kept up to date (key, cursor, write disposition), which table it comes with, its declared
+columns, and how `doctor` probes it. Everything else is derived from it: the resource's dlt hints
+(`Table.hints`), the Arrow pages (`Table.page`), the empty raw tables the SQL build starts from
+(`pipelines/models.py`), Dagster's raw assets, `doctor`'s probes of plain lists, `run
+--resources` companions, and the tests that keep README's "Raw tables" in step.
+
+Example:
+    >>> GEOFENCES = Table("geofences", "/v0/enterprise/{eid}/geofence/", ("id",),
+    ...                   disposition="replace", columns=(*cols("id name"), Col("radius", INT)))
+    >>> @dlt.resource(**GEOFENCES.hints())
+    ... def geofences(client, ledger, opts): ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from .arrow import ROW_VERSION, Col, cols, flat, to_arrow
+
+if TYPE_CHECKING:
+    from .http import EsperClient
+
+__all__ = ["BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Table", "cols", "flat"]
+
+TS, INT, BOOL, JSON = "timestamp", "bigint", "bool", "json"
+
+# `/v2/devices/` allows 1000 items per page (the spec's maximum; 142,632 devices walked at 1000
+# in the live smoke test). Every other list is read 250 at a time: the page size Esper's own
+# support tool settled on after trying 1000 (live-shapes.json `client_practice.page_size`).
+MAX_PAGE_SIZE = 1000
+PAGE_SIZE = 250
+
+# How dlt writes a table:
+# - merge: on its key (dlt's default merge; a first load appends: `runner.append_on_first_load`).
+# - insert-only: merged by inserting the keys not yet stored, never rewriting a row (immutable
+#   records); where a destination lacks it, dlt's default merge (`runner.merge_where_needed`).
+# - replace: the whole table each run.
+# - scd2: dlt's history of versions, validity at the run's API time (`__init__.py` sets it); rows
+#   of a merge key absent from a new read are retired; `key` is unique among the current rows.
+Disposition = Literal["merge", "insert-only", "replace", "scd2"]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One raw table.
+
+    Attributes:
+        name: the raw table (and resource) name.
+        path: the route; `{eid}` = enterprise id, `{id}` = parent id.
+        key: the columns that identify a row (the dlt primary key, except for scd2 tables,
+            whose rows are versions); empty: none (a replaced snapshot).
+        cursor: the record field whose newest value read is the table's watermark; None: the
+            table is read whole, or per parent, or rides on another table's scan.
+        disposition: how dlt writes the table (see `Disposition`).
+        merge_key: scd2 only: the column whose rows one read replaces as a whole.
+        loaded_with: the table whose selection (`run --resources <it>`) loads this one too.
+        page_size: the most items one page may hold.
+        columns: the declared columns (names are the API's own; docs/contracts.md section 3).
+            Fields not declared are still loaded, typed from their values; declaring a field
+            fixes its type, so a page where it is missing or null cannot change the table.
+        keep_extra: load undeclared fields too (False: only the declared columns).
+        probe: `doctor` asks for one page of this route and checks these fields. True (a
+            tenant-level list, the default when `path` names no `{id}`): derived from the
+            declaration; False: `doctor` probes it by hand (a parent's ids, a time window).
+        after: tables whose resources must have run before this one's (extraction order,
+            checked by tests/source/test_tables.py against the source's tuple).
+    """
+
+    name: str
+    path: str
+    key: tuple[str, ...]
+    cursor: str | None = None
+    disposition: Disposition = "merge"
+    merge_key: str | None = None
+    loaded_with: str | None = None
+    page_size: int = PAGE_SIZE
+    columns: tuple[Col, ...] = ()
+    keep_extra: bool = True
+    extra: dict[str, str] = field(default_factory=dict, hash=False)
+    probe: bool | None = None
+    after: tuple[str, ...] = ()
+
+    @property
+    def probed_as_list(self) -> bool:
+        """`doctor` derives this table's probe: one page of a tenant-level list."""
+        return self.probe if self.probe is not None else "{id}" not in self.path
+
+    @property
+    def cursor_field(self) -> str:
+        """The record field the table's watermark follows."""
+        if self.cursor is None:
+            raise ValueError(f"{self.name} declares no cursor")
+        return self.cursor
+
+    def hints(self) -> dict[str, Any]:
+        """The dlt hints, all from the declaration: `@dlt.resource(**TABLE.hints())`.
+
+        An scd2 table gets no primary key (its rows are versions) but its merge key and its row
+        version column, which `page(..., row_hash=True)` fills; its validity boundary (the run's
+        API time) is added per run in `__init__.py`.
+        """
+        hints: dict[str, Any] = {"name": self.name, "columns": self.dlt_columns()}
+        if self.disposition == "scd2":
+            hints["merge_key"] = self.merge_key
+            hints["write_disposition"] = {
+                "disposition": "merge",
+                "strategy": "scd2",
+                "row_version_column_name": ROW_VERSION,
+            }
+            return hints
+        if self.key:
+            hints["primary_key"] = self.key
+        if self.disposition == "insert-only":
+            hints["write_disposition"] = {"disposition": "merge", "strategy": "insert-only"}
+        else:
+            hints["write_disposition"] = self.disposition
+        return hints
+
+    def dlt_columns(self) -> dict[str, dict[str, Any]]:
+        """Column hints for dlt (JSON columns are text in Arrow, `json` in dlt)."""
+        return {c.name: {"data_type": c.type, "nullable": True} for c in self.columns}
+
+    def path_for(self, client: EsperClient, parent: str | None = None) -> str:
+        """The route with the tenant's enterprise id and, for a per-parent list, the parent."""
+        return self.path.format(eid=client.enterprise_id, id=parent)
+
+    def limit(self, page_size: int | None) -> int:
+        """Items per page: the run's `page_size` setting, never more than the route allows."""
+        return min(page_size or self.page_size, self.page_size)
+
+    def page(self, items: list[dict], **kwargs: Any) -> pa.Table:
+        """One page of records as an Arrow table with this table's declared columns."""
+        return to_arrow(items, self, **kwargs)

@@ -1,0 +1,24 @@
+"""Every raw table of the source: one `Table` declaration per table, beside its resource.
+
+One module per part of the tenant: `devices` (devices, history, census, heartbeats, installed
+apps), `catalogues` (groups, blueprints, tenant apps, the app catalogue), `commands` (command
+requests and statuses, operations and their devices), `events` (device event feeds),
+`status_metrics`, and `data_tap` (tables named by the user's queries, declared at run time).
+
+`TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
+build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, README's
+"Raw tables" test). To add a table: docs/recipes/add-a-resource.md.
+"""
+
+from __future__ import annotations
+
+from ..table import Table
+from . import catalogues, commands, devices, events, status_metrics
+
+TABLES: dict[str, Table] = {
+    table.name: table
+    for module in (devices, catalogues, commands, events, status_metrics)
+    for table in module.TABLES
+}
+
+__all__ = ["TABLES", "Table"]

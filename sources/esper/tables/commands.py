@@ -1,0 +1,218 @@
+"""What admins ask devices to do: command requests and their statuses, operations and their devices."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import dlt
+import pyarrow as pa
+
+from ..common import ROWS_PER_BATCH, Options
+from ..http import EsperClient
+from ..pagination import iter_pages
+from ..run.ledger import RunLedger
+from ..run.state import (
+    OPEN_OPERATIONS,
+    OPEN_REQUESTS,
+    OPERATION_DEVICES_SEEN,
+    STATUSES_SEEN,
+    advance_cursor,
+    cursor_state,
+    read_from,
+)
+from ..scan import (
+    DescScan,
+    batches,
+    fan_out,
+    first_seen,
+    parse_time,
+    read_all,
+    read_all_or_gone,
+    url_id,
+)
+from ..table import INT, JSON, TS, Col, Table, cols
+from ..vocabulary import is_terminal
+
+log = logging.getLogger("esper_warehouse.source")
+
+COMMAND_REQUESTS = Table(
+    "command_requests",
+    "/commands/v0/commands/",
+    ("id",),
+    "created_at",
+    columns=(
+        *cols("id enterprise command_type command device_type schedule reason alias"),
+        *cols("created_by issued_by"),
+        *cols("command_args devices groups schedule_args status", JSON),
+        *cols("created_at created_on updated_at", TS),
+    ),
+)
+COMMAND_STATUSES = Table(
+    "command_statuses",
+    "/commands/v0/status/",
+    ("id",),
+    "updated_at",
+    columns=(
+        *cols("id request device state reason command"),
+        Col("requeue_value", INT),
+        *cols("command_args issued_by command_meta", JSON),
+        *cols("created_at updated_at created_on updated_on", TS),
+    ),
+)
+OPERATIONS = Table(
+    "operations",
+    "/v0/operations/",
+    ("id",),
+    "updated_at",
+    columns=(
+        *cols("id operation state alias reason schedule_type created_by updated_by"),
+        *cols("schedule_args operation_device_query arguments", JSON),
+        *cols("operation_stats operation_activity", JSON),
+        *cols("created_at updated_at", TS),
+    ),
+)
+OPERATION_DEVICES = Table(
+    "operation_devices",
+    "/v0/operations/{id}/devices/",
+    ("id",),
+    "updated_at",
+    columns=(
+        *cols("id operation_id device_id state reason"),
+        Col("device_operation_activity", JSON),
+        *cols("created_at updated_at", TS),
+    ),
+)
+TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
+
+
+# --------------------------------------------------------------- commands and operations
+
+
+def _desc_list(
+    table: Table,
+    client: EsperClient,
+    ledger: RunLedger,
+    opts: Options,
+    params: dict | None = None,
+    *,
+    fallback: str | None = None,
+) -> Iterator[tuple[pa.Table, list[dict]]]:
+    """A list read newest first by the table's cursor, with an early stop; a complete read is
+    reconciled. `fallback`: the field read where an item lacks the cursor."""
+    since = read_from(table.name, opts.lag, ledger)
+    cursor = table.cursor_field
+    scan = DescScan((cursor, fallback) if fallback else cursor, since)
+    key = table.key
+    seen: set[tuple[Any, ...]] = set()
+    count = 0
+    pages = iter_pages(client, table.path_for(client), params, limit=table.limit(opts.page_size))
+    for page, fresh in scan.pages(pages):
+        count = max(count, page.count or 0)
+        items = first_seen(fresh, seen, key)  # a complete read keeps every item as fresh
+        if items:
+            yield table.page(items), items
+    if since is None:  # a complete read of the whole list: reconcile it with its count
+        ledger.add_scan(table.name, count, (dict(zip(key, k, strict=True)) for k in seen), key)
+    advance_cursor(table.name, scan.newest)
+
+
+@dlt.resource(**COMMAND_REQUESTS.hints())
+def command_requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Newest first is not documented: stop early only while the observed order supports it."""
+    for table, fresh in _desc_list(COMMAND_REQUESTS, client, ledger, opts, fallback="created_on"):
+        ledger.new_requests.update(i["id"] for i in fresh)
+        yield table
+
+
+@dlt.resource(**COMMAND_STATUSES.hints())
+def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Statuses of requests new in this run or still open, `request=` batches fetched together.
+
+    The open request ids are kept in dlt state; a request leaves it once all its statuses are
+    terminal (sql/vocabulary/work_states.csv: Success, Failure, TimeOut, Cancelled).
+    """
+    state = cursor_state()
+    requests = set(state.get(OPEN_REQUESTS, [])) | ledger.new_requests
+    # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
+    # API's clock, which may run ahead of its data) minus the lag.
+    active_since = read_from(STATUSES_SEEN, opts.lag, ledger, also_full=True)
+    newest: datetime | None = None
+    limit, key = COMMAND_STATUSES.limit(opts.page_size), COMMAND_STATUSES.key
+    cursor = COMMAND_STATUSES.cursor_field
+
+    def fetch(batch: list[str]) -> Any:
+        return read_all(
+            client,
+            COMMAND_STATUSES.path_for(client),
+            {"request": ",".join(batch)},
+            limit=limit,
+            key=key,
+        )
+
+    open_requests = {r for r in requests if r in ledger.new_requests}  # no statuses yet: retry once
+    closed: set[str] = set()
+    for _batch, read in fan_out(client, batches(sorted(requests), opts.status_batch_size), fetch):
+        ledger.add_scan("command_statuses", read.count, read.items, key)
+        for item in read.items:
+            (closed if is_terminal("command", item.get("state")) else open_requests).add(
+                item.get("request")
+            )
+            ts = parse_time(item.get(cursor))
+            newest = max(filter(None, (newest, ts)), default=None)
+            if active_since is None or ts is None or ts >= active_since:
+                ledger.mark_active([url_id(item.get("device"))])
+        if read.items:
+            yield COMMAND_STATUSES.page(read.items)
+    state[OPEN_REQUESTS] = sorted(r for r in open_requests if r)
+    advance_cursor(STATUSES_SEEN, newest)
+
+
+@dlt.resource(**OPERATIONS.hints())
+def operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """`ordering=-updated_at`: stop at watermark - lag."""
+    ordering = {"ordering": f"-{OPERATIONS.cursor_field}"}
+    for table, fresh in _desc_list(OPERATIONS, client, ledger, opts, ordering):
+        ledger.changed_operations.update({i["id"]: i.get("state") for i in fresh})
+        yield table
+
+
+@dlt.resource(**OPERATION_DEVICES.hints())
+def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Per-device rows of operations new in this run or not yet terminal."""
+    state = cursor_state()
+    previously_open = set(state.get(OPEN_OPERATIONS, []))
+    changed = ledger.changed_operations
+    active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
+    newest: datetime | None = None
+    key, limit = OPERATION_DEVICES.key, OPERATION_DEVICES.limit(opts.page_size)
+    cursor = OPERATION_DEVICES.cursor_field
+
+    def fetch(operation_id: str) -> Any:
+        return read_all_or_gone(
+            client, OPERATION_DEVICES.path_for(client, operation_id), limit=limit
+        )
+
+    rows: list[dict] = []
+    gone: set[str] = set()
+    for operation_id, read in fan_out(client, sorted(previously_open | set(changed)), fetch):
+        if read is None:
+            gone.add(operation_id)
+            continue
+        ledger.add_scan("operation_devices", read.count, read.items, key)
+        for item in read.items:
+            ts = parse_time(item.get(cursor))
+            newest = max(filter(None, (newest, ts)), default=None)
+            if active_since is None or ts is None or ts >= active_since:
+                ledger.mark_active([item.get("device_id")])
+        rows.extend(read.items)
+        if len(rows) >= ROWS_PER_BATCH:
+            yield OPERATION_DEVICES.page(rows)
+            rows = []
+    if rows:
+        yield OPERATION_DEVICES.page(rows)
+    still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
+    state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open)
+    advance_cursor(OPERATION_DEVICES_SEEN, newest)

@@ -1,0 +1,55 @@
+"""The tenant's status counters (`/v2/enterprise/{eid}/report/status-metrics`): a daily snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC
+
+import dlt
+import pyarrow as pa
+
+from ..common import Options, skip_unavailable
+from ..http import EsperClient, EsperResponseError
+from ..run.ledger import RunLedger
+from ..table import INT, JSON, TS, Col, Table, cols, flat
+
+STATUS_METRICS = Table(
+    "status_metrics",
+    "/v2/enterprise/{eid}/report/status-metrics",
+    ("snapshot_date",),
+    columns=(  # a bare object of counters (live route 23) + the snapshot's day
+        Col("snapshot_date"),  # ISO date (UTC) of the API's clock: the key
+        Col("as_of", TS),  # the API's time of the request
+        *cols("recently_added low_battery under_provisioning unprovisioned_devices", INT),
+        *cols("secure low_risk medium_risk high_risk total_devices_under_risk", INT),
+        Col("unspecified", INT),
+        Col("last_seen", JSON),
+        *flat("last_seen__first_period last_seen__second_period", INT),
+        *flat("last_seen__third_period", INT),
+    ),
+)
+TABLES = (STATUS_METRICS,)
+
+
+@dlt.resource(**STATUS_METRICS.hints())
+def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """The tenant's status counters as of this run: one row per day of the API's clock.
+
+    The route answers one bare object of counters (live route 23), no list. The row is keyed by
+    the UTC date of the run's API time (`ledger.as_of`), so a second run the same day replaces
+    that day's row and the next day's run adds one: a daily snapshot.
+    """
+    path = STATUS_METRICS.path_for(client)
+    body = None
+    with skip_unavailable(ledger, "status_metrics"):
+        body = client.get(path)
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise EsperResponseError(
+            f"{path}: expected an object of counters, got {type(body).__name__}"
+        )
+    assert ledger.as_of is not None  # set by open_run, before any resource runs
+    as_of = ledger.as_of.astimezone(UTC)
+    row = {**body, "snapshot_date": as_of.date().isoformat(), "as_of": as_of.isoformat()}
+    yield STATUS_METRICS.page([row])
