@@ -22,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 from dagster import AssetExecutionContext, ScheduleEvaluationContext
 
-from . import models
+from . import models, raw_contract
 from .runner import LOADED, RunSettings
 from .tenants import Tenant, Tenants, build_fleet, load_tenants, run_tenant, tenant_lock
 
@@ -31,10 +31,9 @@ NIGHTLY_CRON = "0 2 * * *"  # 02:00 UTC
 REFERENCE = re.compile(r"\b(esper|seeds|staging|intermediate|marts)\.(\w+)\b")
 
 
-def raw_tables(sql_dir: Path = models.SQL_DIR) -> list[str]:
-    """The raw tables of the contract (`sql/raw_schema.sql`), without the run bookkeeping."""
-    names = models.CREATE_TABLE.findall((sql_dir / "raw_schema.sql").read_text())
-    return [name for name in names if not name.startswith("_")]
+def raw_tables() -> list[str]:
+    """The raw tables the source declares (`raw_contract.py`), without the run bookkeeping."""
+    return [name for name in raw_contract.raw_tables() if not name.startswith("_")]
 
 
 def _references(sql: str) -> set[tuple[str, str]]:
@@ -51,7 +50,7 @@ def mart_lineage(sql_dir: Path = models.SQL_DIR) -> dict[str, set[dg.AssetKey]]:
     layers = {
         layer: {m.name: m for m in models.load_models(sql_dir, layer)} for layer in models.LAYERS
     }
-    raw = set(models.CREATE_TABLE.findall((sql_dir / "raw_schema.sql").read_text()))
+    raw = set(raw_contract.raw_tables())
 
     def upstream(layer: str, name: str, seen: set[tuple[str, str]]) -> set[dg.AssetKey]:
         keys: set[dg.AssetKey] = set()
@@ -61,7 +60,9 @@ def mart_lineage(sql_dir: Path = models.SQL_DIR) -> dict[str, set[dg.AssetKey]]:
             seen.add((ref_layer, ref))
             if ref_layer == "esper":
                 if ref not in raw:
-                    raise ValueError(f"{layer}.{name} reads esper.{ref}, not in raw_schema.sql")
+                    raise ValueError(
+                        f"{layer}.{name} reads esper.{ref}, which the source does not declare"
+                    )
                 if not ref.startswith("_"):
                     keys.add(dg.AssetKey(["esper", ref]))
             elif ref not in layers[ref_layer]:

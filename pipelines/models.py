@@ -3,9 +3,9 @@
 The runner is deliberately small and boring:
 
 1. Creates the schemas `seeds`, `staging`, `intermediate`, `marts`.
-2. Raw placeholders: for every raw table declared in `sql/raw_schema.sql` that does not exist yet
-   in the raw dataset (`esper` by default), creates it empty with the contract's columns
-   (docs/contracts.md section 3); an existing raw table only gains the contract's columns it lacks
+2. Raw placeholders: for every raw table the source declares (`raw_contract.py`) that does not
+   exist yet in the raw dataset (`esper` by default), creates it empty with its declared columns;
+   an existing raw table only gains the declared columns it lacks
    (a warehouse of an earlier release). So every model builds on an empty warehouse, before the
    first load; dlt later adds its own columns to a placeholder.
 3. Loads every `sql/vocabulary/*.csv` (state vocabularies, also read by the loader) and every
@@ -45,6 +45,7 @@ import duckdb
 
 from esper_warehouse import data_path
 
+from . import raw_contract
 from .exit_codes import Exit
 
 SQL_DIR = data_path("sql")
@@ -54,8 +55,6 @@ SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
 RAW_SCHEMA = "esper"
 TABLE_SWITCH = re.compile(r"^\s*--\s*materialized:\s*table\s*$", re.MULTILINE | re.IGNORECASE)
 RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.")
-CREATE_TABLE = re.compile(r"create\s+table\s+esper\.(\w+)\s*\(", re.IGNORECASE)
-CONTRACT_COLUMN = re.compile(r"^\s+(\w+)\s+(\w+),?\s*$", re.MULTILINE)  # `    name type,`
 
 
 class ModelError(RuntimeError):
@@ -150,26 +149,28 @@ def _catalog(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0]) if row else ""
 
 
-def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, sql_dir: Path, dataset: str) -> None:
-    path = sql_dir / "raw_schema.sql"
+def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, dataset: str) -> None:
+    """Each raw table of the contract (`raw_contract.py`): created empty, or given its columns."""
     catalog = _catalog(con)
     con.execute(f'create schema if not exists "{catalog}"."{dataset}"')
     existing = _existing(con, dataset)
-    for statement in _statements(path.read_text()):
-        match = CREATE_TABLE.search(statement)
-        if match is None:
-            raise ModelError(path, f"expected `create table esper.<name> (...)`: {statement[:60]}")
+    for table, columns in raw_contract.raw_tables().items():
         try:
-            if match.group(1) in existing:
-                _add_missing_columns(con, statement, match.group(1), dataset, catalog)
+            if table in existing:
+                _add_missing_columns(con, columns, table, dataset, catalog)
             else:
+                statement = raw_contract.create_statement(table, columns)
                 con.execute(_raw(statement, dataset, catalog))
         except duckdb.Error as exc:
-            raise ModelError(path, str(exc)) from exc
+            raise ModelError(Path(raw_contract.__file__), f"{table}: {exc}") from exc
 
 
 def _add_missing_columns(
-    con: duckdb.DuckDBPyConnection, statement: str, table: str, dataset: str, catalog: str
+    con: duckdb.DuckDBPyConnection,
+    columns: list[tuple[str, str]],
+    table: str,
+    dataset: str,
+    catalog: str,
 ) -> None:
     """Give an existing raw table the contract's columns it lacks (nullable, empty).
 
@@ -186,7 +187,7 @@ def _add_missing_columns(
             [dataset, table],
         ).fetchall()
     }
-    for name, type_ in CONTRACT_COLUMN.findall(statement):
+    for name, type_ in columns:
         if name not in have:
             con.execute(
                 f'alter table "{catalog}"."{dataset}"."{table}" add column "{name}" {type_}'
@@ -475,7 +476,7 @@ def build_models(
         try:
             for schema in SCHEMAS:
                 con.execute(f"create schema if not exists {schema}")
-            _create_raw_placeholders(con, sql_dir, dataset)
+            _create_raw_placeholders(con, dataset)
             # State vocabularies (sql/vocabulary/, also read by the loader) and the admin's
             # targets, before the macros that read them.
             built = load_vocabulary(con, sql_dir)

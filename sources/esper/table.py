@@ -68,8 +68,8 @@ class Table:
         probe: `doctor` asks for one page of this route and checks these fields. True (a
             tenant-level list, the default when `path` names no `{id}`): derived from the
             declaration; False: `doctor` probes it by hand (a parent's ids, a time window).
-        after: tables whose resources must have run before this one's (extraction order,
-            checked by tests/source/test_tables.py against the source's tuple).
+        after: tables whose resources must have run before this one's on a nightly run (the
+            extraction order: `__init__.py`'s tuple, checked by tests/pipeline/test_declarations.py).
     """
 
     name: str

@@ -1,33 +1,23 @@
 """Hand-built raw warehouses for the SQL model tests.
 
-The raw tables are created from `sql/raw_schema.sql` (the contract's columns, docs/contracts.md
-section 3) and filled from Python dicts: a missing key is NULL, lists and dicts become JSON text.
+The raw tables are created from the source's declarations (`pipelines/raw_contract.py`) and filled from Python dicts: a missing key is NULL, lists and dicts become JSON text.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.pipelines import raw_contract
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
-_TABLE = re.compile(r"create table esper\.(\w+) \((.*?)\n\);", re.DOTALL)
 
 
 def raw_columns() -> dict[str, list[tuple[str, str]]]:
-    """Raw table name -> [(column, DuckDB type)], as declared in sql/raw_schema.sql."""
-    text = (SQL_DIR / "raw_schema.sql").read_text()
-    tables = {}
-    for name, body in _TABLE.findall(text):
-        columns = []
-        for line in body.strip().splitlines():
-            column, kind = line.strip().rstrip(",").split(" ", 1)
-            columns.append((column, kind))
-        tables[name] = columns
-    return tables
+    """Raw table name -> [(column, DuckDB type)], as the source declares them."""
+    return raw_contract.raw_tables()
 
 
 def _schema(con: duckdb.DuckDBPyConnection) -> str:

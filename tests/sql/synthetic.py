@@ -5,7 +5,7 @@
 a daily heartbeat per checked-in device, 15 apps per device (10 % updated during the month),
 groups, blueprints, command requests with statuses and operations with per-device records, then
 builds the models and prints the time each layer took. Rows are generated in DuckDB SQL (hash-based
-pseudo-randomness, deterministic), in the contract's raw tables (sql/raw_schema.sql).
+pseudo-randomness, deterministic), in the contract's raw tables (pipelines/raw_contract.py).
 """
 
 from __future__ import annotations
@@ -49,7 +49,15 @@ select
     end as last_seen
 from range({n}) as t(i);
 
-insert into esper.devices
+insert into esper.devices (
+    id, name, alias, os, platform, state, state_text, serial, os_version, group_id, tags,
+    is_gms, dpc_version, created_at, updated_at, provisioned_on, last_seen,
+    hardware_info__brand, hardware_info__model, hardware_info__manufacturer,
+    software_info__security_patch_level, software_info__os_build_number,
+    software_info__esper_agent_info__version_name, blueprint_info__assigned_blueprint_id,
+    blueprint_info__current_blueprint_id, blueprint_info__current_blueprint_version_id,
+    blueprint_info__blueprint_upgrade_status, battery_stats__battery_level
+)
 select
     id, 'name-' || i, null,
     case platform when 'ANDROID' then 'Android' when 'APPLE' then 'iOS'
@@ -77,7 +85,7 @@ from gen_devices;
 
 insert into esper.device_history select * from esper.devices;
 -- ~2 % of devices change per day: an older version (older OS) of each changed device
-insert into esper.device_history
+insert into esper.device_history by name
 select
     * replace (
         updated_at - to_seconds(cast(86400 * (1 + hash(id, 'h') % {days}) as bigint)) as updated_at,
@@ -86,27 +94,39 @@ select
 from esper.devices
 where hash(id, 'c') % 100 < 2 * {days} / 2;
 
-insert into esper.device_census
+insert into esper.device_census (
+    id, updated_at, census_at
+)
 select id, updated_at, timestamptz '{as_of}' - interval 1 hour
 from esper.devices where hash(id, 'rm') % 500 <> 0;
 
 -- one heartbeat per day per device that checked in that day
-insert into esper.heartbeats
+insert into esper.heartbeats (
+    device_id, timestamp, status
+)
 select g.id, timestamptz '{as_of}' - to_days(cast(d as integer)) - to_seconds(cast(hash(g.i, d) % 3600 as bigint)), 1
 from gen_devices as g, range({days}) as r(d)
 where g.last_seen is not null
     and timestamptz '{as_of}' - to_days(cast(d as integer)) <= g.last_seen + interval 1 hour;
 
-insert into esper.groups
+insert into esper.groups (
+    id, name, parent, path, device_count, children_count, blueprint, created_on, enterprise
+)
 select 'grp-' || i, 'Group ' || i, null, 'All devices/Region ' || (i % 5) || '/Group ' || i,
        0, 0, null, timestamptz '2025-01-01 00:00:00+00', null
 from range(50) as t(i);
 
-insert into esper.blueprints
+insert into esper.blueprints (
+    id, name, version_id, version_number, minor_version_number, publish, settings, created_at,
+    updated_at
+)
 select 'bp-' || i, 'Blueprint ' || i, 'bp-' || i || '-v3', 3, 0, true, '{{}}',
        timestamptz '2026-01-01 00:00:00+00', timestamptz '2026-09-01 00:00:00+00'
 from range(10) as t(i);
-insert into esper.blueprint_versions
+insert into esper.blueprint_versions (
+    id, name, version_id, version_number, minor_version_number, publish, settings, created_at,
+    updated_at
+)
 select 'bp-' || i, 'Blueprint ' || i, 'bp-' || i || '-v' || v, v, 0, true, '{{}}',
        timestamptz '2026-01-01 00:00:00+00' + to_days(cast(60 * v as integer)), null
 from range(10) as t(i), range(1, 4) as r(v);
@@ -127,7 +147,11 @@ select
 from gen_devices as g, range({apps}) as r(a)
 where hash(g.i, 'noapps') % 50 <> 0;
 
-insert into esper.device_apps
+insert into esper.device_apps (
+    id, device_id, route, package_name, app_name, version_code, version_name, app_id,
+    app_version_id, app_type, bundle_id, apple_app_version, state, is_active, created_on,
+    updated_on, created_at, updated_at, _dlt_valid_from, _dlt_valid_to
+)
 select
     device_id || ':' || package_name || ':new', device_id,
     case when platform = 'ANDROID' then 'legacy' else 'v2' end,
@@ -137,7 +161,11 @@ select
     case when was_updated then changed_at else timestamptz '2026-09-01 00:00:00+00' end,
     null
 from gen_apps;
-insert into esper.device_apps
+insert into esper.device_apps (
+    id, device_id, route, package_name, app_name, version_code, version_name, app_id,
+    app_version_id, app_type, bundle_id, apple_app_version, state, is_active, created_on,
+    updated_on, created_at, updated_at, _dlt_valid_from, _dlt_valid_to
+)
 select
     device_id || ':' || package_name || ':old', device_id,
     case when platform = 'ANDROID' then 'legacy' else 'v2' end,
@@ -146,18 +174,25 @@ select
     timestamptz '2026-09-01 00:00:00+00', changed_at
 from gen_apps where was_updated;
 
-insert into esper._esper_runs
+insert into esper._esper_runs (
+    run_id, started_at, finished_at, as_of, mode, status, requests, retries, throttled, rows
+)
 select 'run-' || d, null, null, timestamptz '{as_of}' - to_days(cast(d as integer)),
        'incremental', 'ok', 0, 0, 0, '{{}}'
 from range({days} + 1) as r(d);
 
 -- commands: 10 a day, ~100 target devices each
-insert into esper.command_requests
+insert into esper.command_requests (
+    id, command_type, command, command_args, devices, groups, device_type, schedule, reason,
+    alias, created_by, created_at
+)
 select 'req-' || r, 'DEVICE', 'REBOOT', '{{}}', '[]', '[]', 'all', 'IMMEDIATE', null, null,
        'admin',
        timestamptz '{as_of}' - to_seconds(cast(hash(r, 'c') % ({days} * 86400) as bigint))
 from range(10 * {days}) as t(r);
-insert into esper.command_statuses
+insert into esper.command_statuses (
+    id, request, device, state, reason, created_at, updated_at
+)
 select
     'st-' || r || '-' || k, 'req-' || r, 'dev-' || (hash(r, k) % {n}),
     case hash(r, k, 's') % 10 when 0 then 'Command Failure' when 1 then 'Command TimeOut'
@@ -167,12 +202,18 @@ select
 from range(10 * {days}) as t(r), range(100) as u(k), esper.command_requests as q
 where q.id = 'req-' || r;
 
-insert into esper.operations
+insert into esper.operations (
+    id, operation, state, alias, reason, schedule_type, created_at, updated_at,
+    operation_stats, operation_activity
+)
 select 'op-' || r, 'INSTALL_APP', 'COMPLETED', null, null, 'IMMEDIATE',
        timestamptz '{as_of}' - to_days(cast(r % {days} as integer)),
        timestamptz '{as_of}' - to_days(cast(r % {days} as integer)), '{{}}', '[]'
 from range(3 * {days}) as t(r);
-insert into esper.operation_devices
+insert into esper.operation_devices (
+    id, operation_id, device_id, state, reason, created_at, updated_at,
+    device_operation_activity
+)
 select 'od-' || r || '-' || k, 'op-' || r, 'dev-' || (hash(r, k, 'o') % {n}),
        case hash(r, k) % 10 when 0 then 'FAILED' when 1 then 'CREATED' else 'SUCCEDED' end,
        null, o.created_at, o.created_at + to_seconds(cast(hash(r, k) % 3600 as bigint)), '[]'

@@ -248,7 +248,7 @@ DLT_DUCKDB_TYPES = {
 
 
 def test_raw_placeholders_match_the_declared_tables():
-    """sql/raw_schema.sql (placeholders) against sources/esper/schemas.py and the bookkeeping.
+    """The raw placeholders against the source's `Table` declarations and the bookkeeping.
 
     Every declared table has a placeholder; every placeholder column is a column the loader
     declares (or dlt's own `_dlt_*`, or the run record's), with the type dlt gives it. A model can
