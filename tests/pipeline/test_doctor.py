@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from esper_warehouse.pipelines import doctor
 from esper_warehouse.pipelines.cli import main as cli_main
+from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap import DATA_TAP_PATH
 from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
@@ -71,7 +72,7 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
     monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
     # The simulator's query moves on per status read, not per second: no real waits between reads.
-    monkeypatch.setattr(doctor, "DATA_TAP_POLL_S", 0.0)
+    monkeypatch.setattr(probes, "DATA_TAP_POLL_S", 0.0)
     json_path = tmp_path / "doctor.json"
 
     code = cli_main(["doctor", "--json", str(json_path), "--data-tap"])
@@ -229,7 +230,7 @@ def test_values_used_as_keys_and_the_key_itself_are_never_printed(
 ) -> None:
     """An object keyed by names, serials, ids or the API key (the server echoing it) on every
     device answer: neither the text report nor the JSON names them; they are "unknown key"s."""
-    original = doctor._StatusRecorder.handle_request
+    original = probes._StatusRecorder.handle_request
 
     def keyed(self: Any, request: Any) -> Any:
         response = original(self, request)
@@ -243,7 +244,7 @@ def test_values_used_as_keys_and_the_key_itself_are_never_printed(
             item.update({API_KEY: 1, "Lobby-Kiosk-07": API_KEY})
         return with_body(response, body)
 
-    monkeypatch.setattr(doctor._StatusRecorder, "handle_request", keyed)
+    monkeypatch.setattr(probes._StatusRecorder, "handle_request", keyed)
     json_path = tmp_path / "doctor.json"
 
     code, out, err, report = _run(sim, json_path=json_path)
@@ -289,14 +290,14 @@ def test_a_503_storm_is_bounded_in_requests_and_time(
 ) -> None:
     """Every answer 503 (real waits): requests within the budget, and no probe starts after the
     time budget, so the whole probe ends within the budget plus one probe's retries."""
-    monkeypatch.setattr(doctor, "TIME_BUDGET_S", 1.0)
+    monkeypatch.setattr(probes, "TIME_BUDGET_S", 1.0)
     sim.set_faults([{"kind": "status", "status": 503}])
 
     result = _probe(sim)
 
     assert sim.stats()["total"] <= doctor.MAX_REQUESTS
     one_probe = doctor.MAX_RETRIES * doctor.BACKOFF_MAX_S + 3  # backoffs + 3 quick answers
-    assert result.seconds < doctor.TIME_BUDGET_S + one_probe
+    assert result.seconds < probes.TIME_BUDGET_S + one_probe
     assert any("time budget" in s for s in result.skipped)
     assert "failed (HTTP 503) after retries" in doctor.render(result)
 

@@ -21,8 +21,8 @@ def test_the_readme_table_lists_exactly_the_exit_codes() -> None:
 def test_no_command_writes_an_exit_code_as_a_number() -> None:
     literal = re.compile(r"^\s*(return \d+\s*$|EXIT_\w+(, EXIT_\w+)* = \d)", re.M)
     found = {
-        path.name: literal.findall(path.read_text())
-        for path in (ROOT / "pipelines").glob("*.py")
+        str(path.relative_to(ROOT)): literal.findall(path.read_text())
+        for path in (ROOT / "pipelines").rglob("*.py")
         if path.name != "exit_codes.py"
     }
     assert {name: hits for name, hits in found.items() if hits} == {}

@@ -1,5 +1,5 @@
 """Every route's responses (first, middle and last pages; each platform; each error) validate
-against the OpenAPI subset (quirks handled in tests/simulator/openapi.py only)."""
+against the OpenAPI subset (quirks handled in pipelines/shapes/openapi.py only)."""
 
 from __future__ import annotations
 
@@ -271,7 +271,9 @@ def test_datatap_bodies_validate(client):
 
 def test_status_metrics_is_the_live_bare_object(client, shared_sim):
     """Not in the OpenAPI subset: the live answer (route 23) is the reference, type for type."""
-    from tests.live_shapes import route, shape_of
+    from esper_warehouse.pipelines.shapes import shape_of
+
+    from tests.live_shapes import route
 
     resp = client.get(f"/v2/enterprise/{EID}/report/status-metrics")
     assert resp.status_code == 200, resp.text
@@ -283,7 +285,9 @@ def test_status_metrics_is_the_live_bare_object(client, shared_sim):
 
 def test_v1_application_routes_are_the_live_shapes(client, shared_sim):
     """Not in the OpenAPI subset: the live answers (routes 2, 6, 9, 10) are the reference."""
-    from tests.live_shapes import route, shape_of, shape_problems
+    from esper_warehouse.pipelines.shapes import shape_of, shape_problems
+
+    from tests.live_shapes import route
 
     app = shared_sim.truth("applications")[0]
     version = app["versions"][-1]["id"]

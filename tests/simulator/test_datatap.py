@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.live_shapes import document, shape_of
+from esper_warehouse.pipelines.shapes import shape_of
+
+from tests.live_shapes import document
 
 DOCUMENTED = document()["docs_only"][0]["routes"]
 STATUS_SHAPE = next(r for r in DOCUMENTED if r["method"] == "GET")["response_shape"]["content"]

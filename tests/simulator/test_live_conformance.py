@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
+from esper_warehouse.pipelines.shapes import shape_of, shape_problems
 from esper_warehouse.simulator import Simulator
 
 from tests.conftest import ENTERPRISE_ID
-from tests.live_shapes import document, route, shape_of, shape_problems
+from tests.live_shapes import document, route
 
 
 def route_practice(name: str) -> list[str]:

@@ -1,0 +1,68 @@
+"""The `doctor` command: read the settings, probe, print the report, write the JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from esper_warehouse.sources.esper.http import EsperConfigError
+
+from .probes import probe
+from .report import EXIT_CONFIG, render
+
+
+def run(
+    base_url: str | None,
+    api_key: str | None,
+    enterprise_id: str | None,
+    *,
+    json_path: Path | None = None,
+    data_tap_sql: str | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """The `doctor` command: probe, print the report, write the JSON; the exit code."""
+    out, err = out or sys.stdout, err or sys.stderr
+    missing = [
+        name
+        for name, value in (
+            ("SOURCES__ESPER__BASE_URL", base_url),
+            ("SOURCES__ESPER__API_KEY", api_key),
+            ("SOURCES__ESPER__ENTERPRISE_ID", enterprise_id),
+        )
+        if not value
+    ]
+    if missing:
+        print(f"doctor: missing configuration: {', '.join(missing)}", file=err)
+        return EXIT_CONFIG
+    try:
+        result = probe(str(base_url), str(api_key), str(enterprise_id), data_tap_sql=data_tap_sql)
+    except EsperConfigError as error:
+        print(f"doctor: {error}", file=err)  # the client's texts never hold the key
+        return EXIT_CONFIG
+    print(_without(render(result), str(api_key)), file=out)
+    if json_path is not None:
+        text = json.dumps(result.as_json(), indent=2) + "\n"
+        json_path.write_text(_without(text, str(api_key)))
+        print(f"JSON report: {json_path}", file=out)
+    return result.exit_code
+
+
+def _without(text: str, secret: str) -> str:
+    """The text with the API key masked: a last guard, the report already holds no values."""
+    return text.replace(secret, "<api key>") if len(secret) >= 4 else text
+
+
+def main(json_path: Path | None = None, data_tap_sql: str | None = None) -> int:
+    """Read the source's settings the dlt way (environment, `.dlt/`) and run the probe."""
+    import dlt
+
+    return run(
+        dlt.config.get("sources.esper.base_url"),
+        dlt.secrets.get("sources.esper.api_key"),
+        dlt.config.get("sources.esper.enterprise_id"),
+        json_path=json_path,
+        data_tap_sql=data_tap_sql,
+    )

@@ -1,0 +1,154 @@
+"""What doctor saw: one report per route, the whole result, and the human report (no values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exit_codes import Exit
+from ..shapes import BREAK, NOTE, Finding, Seen
+
+EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = Exit.OK, Exit.CONFIG, Exit.DRIFT  # exit_codes.py
+_MAX_NOTES_PER_ROUTE = 25
+REFUSED = "refused: a run would skip this table (partial run)"
+REFUSED_MEANING = {
+    403: "the key lacks the scope for it, or the tenant's plan or platform does not offer it",
+    404: "the tenant's plan or platform does not offer it",
+}
+
+
+@dataclass
+class RouteReport:
+    """What one probe saw (no values)."""
+
+    name: str
+    method: str
+    route: str
+    used_by_source: bool
+    basis: str  # "live", "spec", "docs" or "none"
+    status: int | None = None
+    envelope: str | None = None
+    expected_envelope: list[str] = field(default_factory=list)
+    envelope_keys: dict[str, str] = field(default_factory=dict)
+    items: int | None = None
+    count: int | None = None
+    seconds: float = 0.0
+    attempts: int = 0
+    throttled: int = 0
+    shape: Any = None
+    findings: list[Finding] = field(default_factory=list)
+
+    def saw(self, seen: Seen) -> None:
+        """Take what the answer showed (`shapes.check_answer`)."""
+        self.shape, self.envelope = seen.shape, seen.envelope
+        self.envelope_keys, self.items, self.count = seen.envelope_keys, seen.items, seen.count
+
+
+@dataclass
+class Result:
+    """The whole probe: its exit code, routes and findings (for the report and the tests)."""
+
+    exit_code: int
+    routes: list[RouteReport]
+    requests: int
+    retries: int
+    throttled: int
+    seconds: float
+    stopped: str | None = None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.routes for f in r.findings]
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """The routes the key cannot read (403/404 after the first two requests): a run would
+        skip their tables (a partial run), it would not break."""
+        return [
+            {
+                "route": f"{r.method} {r.route}",
+                "status": r.status,
+                "meaning": REFUSED_MEANING.get(r.status or 0, ""),
+                "used_by_source": r.used_by_source,
+            }
+            for r in self.routes
+            if any(f.where == "route" and f.problem.startswith(REFUSED) for f in r.findings)
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        verdict = {EXIT_OK: "ok", EXIT_CONFIG: "config", EXIT_DRIFT: "drift"}[self.exit_code]
+        return {
+            "tool": "esper-warehouse doctor",
+            "verdict": verdict,
+            "exit_code": self.exit_code,
+            "stopped": self.stopped,
+            "requests": self.requests,
+            "retries": self.retries,
+            "throttled": self.throttled,
+            "seconds": round(self.seconds, 3),
+            "skipped": self.skipped,
+            "refused": self.refused,
+            "routes": [
+                {
+                    **{k: v for k, v in vars(r).items() if k != "findings"},
+                    "findings": [vars(f) for f in r.findings],
+                }
+                for r in self.routes
+            ],
+        }
+
+
+def render(result: Result) -> str:
+    """The human report."""
+    lines = [
+        f"esper-warehouse doctor: {result.requests} requests, {result.retries} retries, "
+        f"{result.throttled} throttled (429), {result.seconds:.1f} s",
+        "",
+        f"{'route':<62} {'status':>6}  {'envelope':<14} {'items':>5} {'count':>7} "
+        f"{'seconds':>7}  {'basis':<5}  result",
+    ]
+    for r in result.routes:
+        worst = (
+            "BREAKS"
+            if any(f.severity == BREAK for f in r.findings)
+            else f"{len(r.findings)} notes"
+            if r.findings
+            else "ok"
+        )
+        used = "" if r.used_by_source else " (not read)"
+        lines.append(
+            f"{(r.method + ' ' + r.route + used)[:62]:<62} {r.status or '-':>6}  "
+            f"{r.envelope or '-':<14} {_n(r.items):>5} {_n(r.count):>7} {r.seconds:>7.3f}  "
+            f"{r.basis:<5}  {worst}"
+        )
+    breaks = [f for f in result.findings if f.severity == BREAK]
+    notes = [f for f in result.findings if f.severity == NOTE and not f.problem.startswith(REFUSED)]
+    if result.refused:
+        lines += ["", "The key cannot read (a run would skip these tables: a partial run):"]
+        lines += [f"  {r['route']}: HTTP {r['status']}, {r['meaning']}" for r in result.refused]
+    if breaks:
+        lines += ["", "Would break a run:"] + [f"  {f.text()}" for f in breaks]
+    if notes:
+        lines += ["", f"Notes ({len(notes)}; a run copes with these):"]
+        lines += [f"  {f.text()}" for f in notes[: _MAX_NOTES_PER_ROUTE * 2]]
+        if len(notes) > _MAX_NOTES_PER_ROUTE * 2:
+            lines.append(f"  ... {len(notes) - _MAX_NOTES_PER_ROUTE * 2} more in the JSON report")
+    if result.skipped:
+        lines += ["", "Not probed:"]
+        lines += [f"  {s}" for s in result.skipped]
+    lines.append("")
+    if result.stopped:
+        lines.append(f"Stopped: {result.stopped} (exit {EXIT_CONFIG})")
+    elif breaks:
+        plural = "s" if len(breaks) != 1 else ""
+        lines.append(
+            f"Verdict: {len(breaks)} problem{plural} would break a run (exit {EXIT_DRIFT})."
+        )
+    else:
+        lines.append("Verdict: nothing found that would break a run (exit 0).")
+    return "\n".join(lines)
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,311 @@
+"""The references an answer is compared with, and the notation of shapes.
+
+Two documents, found with `data_path` (a checkout and an installed wheel alike):
+
+* `docs/spec/live-shapes.json`: what the real API answered, as type maps (every leaf a Python
+  type name, a list its distinct element shapes, containers five levels deep collapsed to
+  ``"dict"``/``"list"``), plus the documented shapes of routes with no live sample (``docs_only``);
+* `docs/spec/esper-openapi-subset.json`: the OpenAPI subset, read as Esper wrote it here (its
+  known errors are patched for the strict checks only: `openapi.py`).
+
+A reference is a `Node`: an expected JSON value, merged over every variant the document shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from esper_warehouse import data_path
+
+SPEC_DIR = data_path("docs", "spec")
+LIVE_SHAPES = SPEC_DIR / "live-shapes.json"
+OPENAPI = SPEC_DIR / "esper-openapi-subset.json"
+_PLACEHOLDER = re.compile(r"\{[^}]*\}")
+_LIVE_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "NoneType": "null",
+    "dict": "object",
+    "list": "list",
+}
+_SPEC_TYPES = {
+    "string": "string",
+    "integer": "integer",
+    "number": "number",
+    "boolean": "boolean",
+    "object": "object",
+    "array": "list",
+}
+
+
+@dataclass
+class Node:
+    """An expected JSON value, merged over every variant the reference shows.
+
+    Attributes:
+        types: JSON types seen (``object list string integer number boolean null``); empty = any.
+        keys: An object's keys; None when the reference does not show them (``{}``, ``"dict"``).
+        required: Keys present in every object variant.
+        items: A list's element; None when the reference does not show one (``[]``, null).
+    """
+
+    types: set[str] = field(default_factory=set)
+    keys: dict[str, Node] | None = None
+    required: set[str] = field(default_factory=set)
+    items: Node | None = None
+
+
+def merge(a: Node | None, b: Node | None) -> Node | None:
+    """Two variants of a value as one expectation (a key is required only if both have it)."""
+    if a is None or b is None:
+        return a or b
+    out = Node(a.types | b.types)
+    objects = [n for n in (a, b) if "object" in n.types]
+    if objects and all(n.keys is not None for n in objects):
+        out.keys = {}
+        for n in objects:
+            for key, child in (n.keys or {}).items():
+                out.keys[key] = merge(out.keys.get(key), child)  # type: ignore[assignment]
+        out.required = set.intersection(*(n.required for n in objects))
+    for n in (a, b):
+        if "list" in n.types:
+            out.items = merge(out.items, n.items)
+    return out
+
+
+def from_live(shape: Any) -> Node:
+    """A reference from a live-shapes.json type map (also used for the documented Data Tap shapes,
+    whose leaves may read ``"int|NoneType"`` or ``"str (required, SQL)"``)."""
+    if isinstance(shape, str):
+        types = {_LIVE_TYPES.get(t.split(" ")[0].strip(), "") for t in shape.split("|")}
+        return Node(types - {""})
+    if isinstance(shape, dict):
+        if not shape:
+            return Node({"object"})
+        return Node({"object"}, {k: from_live(v) for k, v in shape.items()}, set(shape))
+    node = Node({"list"})
+    for variant in shape:
+        node.items = merge(node.items, from_live(variant))
+    return node
+
+
+def from_spec(schema: Mapping[str, Any], doc: Mapping[str, Any], seen: tuple = ()) -> Node:
+    """A reference from an OpenAPI schema (``$ref``, ``allOf``, ``oneOf``/``anyOf``, nullable)."""
+    if "$ref" in schema:
+        name = str(schema["$ref"]).rsplit("/", 1)[-1]
+        if name in seen:
+            return Node()
+        return from_spec(doc["components"]["schemas"][name], doc, (*seen, name))
+    node: Node | None = None
+    for union in ("oneOf", "anyOf"):
+        for variant in schema.get(union, ()):
+            node = merge(node, from_spec(variant, doc, seen))
+    if "allOf" in schema:
+        whole = Node({"object"}, {}, set())
+        for part in schema["allOf"]:
+            sub = from_spec(part, doc, seen)
+            whole.keys.update(sub.keys or {})  # type: ignore[union-attr]
+            whole.required |= sub.required
+        node = merge(node, whole)
+    kinds = schema.get("type")
+    kinds = set(kinds) if isinstance(kinds, list) else {kinds}
+    if "object" in kinds or "properties" in schema:
+        props = schema.get("properties")
+        keys = {k: from_spec(v, doc, seen) for k, v in props.items()} if props else None
+        node = merge(node, Node({"object"}, keys, set(schema.get("required", ()))))
+    if "array" in kinds:
+        node = merge(node, Node({"list"}, items=from_spec(schema.get("items", {}), doc, seen)))
+    for kind in kinds - {"object", "array"}:
+        if kind == "null":
+            node = merge(node, Node({"null"}))
+        elif kind in _SPEC_TYPES:
+            node = merge(node, Node({_SPEC_TYPES[kind]}))
+    node = node or Node()
+    if schema.get("nullable"):
+        node.types.add("null")
+    return node
+
+
+@cache
+def live_document() -> dict[str, Any]:
+    """The whole live evidence file (``routes``, ``docs_only``, ``client_practice``, ...).
+
+    Shared and cached: callers read it, never change it.
+    """
+    return json.loads(LIVE_SHAPES.read_text())  # type: ignore[no-any-return]
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI subset as the file holds it (shared and cached: read it, never change it)."""
+    return json.loads(OPENAPI.read_text())  # type: ignore[no-any-return]
+
+
+def norm_path(path: str) -> str:
+    """A route template with every placeholder spelt ``{}`` and no trailing slash, so that
+    ``/enterprise/{enterprise_id}/device/`` and ``/enterprise/{eid}/device`` are one route."""
+    return _PLACEHOLDER.sub("{}", path).rstrip("/")
+
+
+def live_reference(method: str, path: str) -> Node | None:
+    """The live recording of a route (answered 200), or None when there is none."""
+    for route in live_document()["routes"]:
+        if (
+            route["method"] == method
+            and norm_path(route["path"]) == norm_path(path)
+            and route.get("status") == 200
+        ):
+            return from_live(route["observed"])
+    return None
+
+
+def docs_reference(method: str, path: str) -> Node | None:
+    """The documented shape of a route with no live recording (Data Tap), or None."""
+    for doc in live_document().get("docs_only", ()):
+        for route in doc.get("routes", ()):
+            if route["method"] == method and norm_path(route["path"]) == norm_path(path):
+                return from_live(route["response_shape"])
+    return None
+
+
+def spec_reference(method: str, path: str) -> Node | None:
+    """The OpenAPI subset's 200 answer of a route, or None."""
+    doc = openapi_document()
+    for spec_path, ops in doc["paths"].items():
+        if norm_path(spec_path) != norm_path(path):
+            continue
+        answer = ops.get(method.lower(), {}).get("responses", {})
+        answer = answer.get("200") or answer.get("201") or {}
+        schema = answer.get("content", {}).get("application/json", {}).get("schema")
+        return from_spec(schema, doc) if schema else None
+    return None
+
+
+@dataclass
+class Reference:
+    """What a route's answer is compared with, and where that came from."""
+
+    root: Node | None
+    record: Node | None
+    basis: str  # "live", "docs", "spec" or "none"
+
+
+def reference(method: str, template: str, *, cursor: bool = False) -> Reference:
+    """The live recording of a route, else its documented shape, else the OpenAPI subset's;
+    records fall back to the spec's where the live sample had none (an empty list).
+
+    The ``/v2/devices/`` cursor mode has no live recording (the evidence pages by offset): its
+    envelope is the spec's, its records the live ones.
+    """
+    live = None if cursor else live_reference(method, template)
+    docs = docs_reference(method, template)
+    spec = spec_reference(method, template)
+    root = live or docs or spec
+    basis = "live" if live else "docs" if docs else "spec" if spec else "none"
+    records = live or docs or (live_reference(method, template) if cursor else None)
+    return Reference(root, record_node(records) or record_node(spec), basis)
+
+
+def families(root: Node | Mapping[str, Any] | None) -> set[str]:
+    """Envelope families of a reference node or of an answer."""
+    if root is None:
+        return set()
+    if isinstance(root, Node):
+        top = set(root.keys or {}) if "object" in root.types else set()
+        content_node = (root.keys or {}).get("content")
+        content = (
+            set(content_node.keys or {})
+            if content_node is not None and "object" in content_node.types
+            else None
+        )
+    elif isinstance(root, Mapping):
+        top = set(root)
+        inner = root.get("content")
+        content = set(inner) if isinstance(inner, Mapping) else None
+    else:
+        return {"list" if isinstance(root, list) else json_type(root)}
+    if content is not None and "results" not in top:
+        found = set()
+        if {"next_cursor", "has_more"} & content:
+            found.add("cursor-list")
+        if "results" in content and ({"next", "count"} & content or not found):
+            found.add("content-list")
+        return found or {"content-object"}
+    return {"legacy-list"} if "results" in top else {"bare-object"}
+
+
+def envelope_node(root: Node) -> Node:
+    """The object that holds a list's ``results`` (``content`` in a content envelope)."""
+    content = (root.keys or {}).get("content")
+    return content if content is not None and "results" not in (root.keys or {}) else root
+
+
+def record_node(root: Node | None) -> Node | None:
+    """Where the records sit in a reference: list items, the content object, or the root."""
+    if root is None:
+        return None
+    envelope = envelope_node(root)
+    results = (envelope.keys or {}).get("results")
+    if results is not None:
+        return results.items
+    return envelope
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    return "object"
+
+
+def shape_of(
+    value: Any, *, max_depth: int | None = None, key: Callable[[str], str] | None = None
+) -> Any:
+    """The type map of a JSON value, in live-shapes.json's notation (lists: distinct shapes).
+
+    Args:
+        value: A parsed JSON value.
+        max_depth: Containers this deep are shown as ``"dict"``/``"list"``, as the recorder of
+            live-shapes.json did (doctor: 5); None shows every level (the simulator tests).
+        key: How a key is shown (doctor hides the keys it does not know); None shows it as is.
+    """
+    return _shape(value, 0, max_depth, key)
+
+
+def _shape(value: Any, depth: int, max_depth: int | None, key: Callable[[str], str] | None) -> Any:
+    if isinstance(value, dict):
+        if max_depth is not None and depth >= max_depth:
+            return "dict"
+        return {
+            (key(k) if key else k): _shape(v, depth + 1, max_depth, key) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        if max_depth is not None and depth >= max_depth:
+            return "list"
+        shapes: list[Any] = []
+        seen: set[str] = set()  # one canonical text per shape: linear in the body
+        for item in value:
+            s = _shape(item, depth + 1, max_depth, key)
+            text = json.dumps(s, sort_keys=True)
+            if text not in seen:
+                seen.add(text)
+                shapes.append(s)
+        return shapes
+    return type(value).__name__
