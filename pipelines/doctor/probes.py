@@ -105,6 +105,7 @@ class Doctor:
         self.reports: list[RouteReport] = []
         self.used = _used_paths()
         self.skipped: list[str] = []
+        self.tables: set[str] = set()  # the raw tables probed so far
         # A probe sends at most 1 + MAX_RETRIES requests: checked before it starts, the request
         # budget is never overrun; nor is the time budget by more than one probe's bound.
         self.attempts_per_probe = 1 + max_retries
@@ -135,6 +136,8 @@ class Doctor:
             first: A key/enterprise/base-URL failure here stops the probe (exit 2).
         """
         route = template
+        if table is not None:
+            self.tables.add(table)
         if self.recorder.sent + self.attempts_per_probe > MAX_REQUESTS:
             self.skipped.append(f"{method} {route}: the request budget ({MAX_REQUESTS}) is spent")
             return None
@@ -313,6 +316,9 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
     d.probe("device_events", e["device_events"].path, "device_events", page,
             parent=device_id)  # fmt: skip
     d.probe("status_metrics", e["status_metrics"].path, "status_metrics")
+    for table in TABLES.values():  # any other declared list: one page, derived from its `Table`
+        if table.probed_as_list and table.name not in d.tables:
+            d.probe(table.name, table.path, table.name, page)
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)
 
