@@ -10,7 +10,8 @@ from esper_warehouse.simulator import catalog as C
 from esper_warehouse.simulator import dynamics
 from esper_warehouse.simulator.datatap import DataTap
 from esper_warehouse.simulator.fleet import DAY, Fleet, derived_id
-from esper_warehouse.simulator.wire import Record, Wire
+from esper_warehouse.simulator.wire import Wire
+from esper_warehouse.simulator.wire.base import Record
 
 TRUTH_TABLES = (
     "devices",
