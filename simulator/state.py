@@ -7,10 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from esper_warehouse.simulator import catalog as C
-from esper_warehouse.simulator import dynamics
 from esper_warehouse.simulator.datatap import DataTap
+from esper_warehouse.simulator.dynamics import Engine
+from esper_warehouse.simulator.dynamics.rates import HISTORY_DAYS
 from esper_warehouse.simulator.fleet import DAY, Fleet, derived_id
-from esper_warehouse.simulator.wire import Record, Wire
+from esper_warehouse.simulator.wire import Wire
+from esper_warehouse.simulator.wire.base import Record
 
 TRUTH_TABLES = (
     "devices",
@@ -69,10 +71,10 @@ class World:
         self.fleet = Fleet(seed, enterprise_id, tenant_id)
         self.wire = Wire(self.fleet, link_base)
         self._orders: dict[str, tuple[int, list[int]]] = {}
-        self.engine = dynamics.Engine(self.fleet, seed)
+        self.engine = Engine(self.fleet, seed)
         self.datatap = DataTap(self, keep_from=start - 7 * DAY)
         self.engine.on_midnight = self.datatap.capture
-        self.fleet.generate(n_devices, start - dynamics.HISTORY_DAYS * DAY)
+        self.fleet.generate(n_devices, start - HISTORY_DAYS * DAY)
         self.engine.run_until(start)
 
     # -- clock ---------------------------------------------------------------------------

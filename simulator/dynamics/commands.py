@@ -1,0 +1,204 @@
+"""Commands and operations: issued to a few to a few hundred devices, their per-device
+statuses then walk forward through legal states over hours to days (scheduled steps).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.dynamics.base import EngineBase
+from esper_warehouse.simulator.fleet import (
+    HOUR,
+    CommandRequest,
+    CommandStatus,
+    Operation,
+    OperationDevice,
+    new_id,
+)
+
+
+class CommandsAndOperations(EngineBase):
+    """Issuing commands and operations and stepping their statuses."""
+
+    # -- scheduled steps -----------------------------------------------------------------
+
+    def _schedule(self, ts: int, kind: str, idx: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (ts, self.seq, kind, idx))
+
+    def _fire_due(self, t1: int) -> None:
+        while self.heap and self.heap[0][0] < t1:
+            _ts, _seq, kind, idx = heapq.heappop(self.heap)
+            if kind == "status":
+                self._step_status(idx)
+            elif kind == "opdev":
+                self._step_op_device(idx)
+            else:
+                self._step_operation(idx)
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _target_size(self) -> int:
+        """A few to a few hundred devices, at most 2 % of the fleet (5 on a tiny one)."""
+        r = self.rng.random()
+        if r < 0.5:
+            n = self.rng.randint(1, 5)
+        elif r < 0.85:
+            n = self.rng.randint(10, 60)
+        else:
+            n = self.rng.randint(100, 300)
+        return max(1, min(n, max(5, len(self.f.ids) // 50)))
+
+    def _issue_command(self, ts: int) -> None:
+        f, rng = self.f, self.rng
+        group = -1
+        if rng.random() < 0.2:
+            group = rng.choice(f.leaf_groups)
+            devices = sorted(i for i in self._members_of(group) if not f.removed[i])
+        else:
+            devices = sorted(set(self._sample_live(self._target_size())))
+        if not devices:
+            return
+        schedule = "WINDOW" if rng.random() < 0.15 else "IMMEDIATE"
+        r = len(f.commands)
+        req = CommandRequest(
+            new_id(rng),
+            rng.randrange(len(C.COMMANDS)),
+            devices,
+            group,
+            schedule,
+            ts,
+            rng.choice(f.users),
+        )
+        f.commands.append(req)
+        f.command_index[req.id] = r
+        for d in devices:
+            s = len(f.statuses)
+            first = C.CMD_SCHEDULED if schedule == "WINDOW" else C.CMD_QUEUED
+            st = CommandStatus(
+                new_id(rng), r, d, first, ts, ts, plan=self._status_plan(d, ts, first)
+            )
+            f.statuses.append(st)
+            f.status_index[st.id] = s
+            req.statuses.append(s)
+            f.add_event(d, ts, C.EV_COMMAND, req.command, first)
+            self._schedule(st.plan[0][0], "status", s)
+
+    def _status_plan(self, d: int, ts: int, first: int) -> list[tuple[int, int]]:
+        """The future (time, state) path of a new status, legal step by legal step."""
+        f, rng = self.f, self.rng
+        plan: list[tuple[int, int]] = []
+        t = ts
+        if first == C.CMD_SCHEDULED:
+            t += rng.randint(2 * HOUR, 24 * HOUR)
+            if rng.random() < 0.15:
+                return [(t, C.CMD_CANCELLED)]
+            plan.append((t, C.CMD_QUEUED))
+        if f.dark[d] or f.last_seen[d] < 0:
+            return [*plan, (t + 48 * HOUR, C.CMD_TIMEOUT)]
+        r = rng.random()
+        if r < 0.02:
+            return [*plan, (t + rng.randint(HOUR, 12 * HOUR), C.CMD_CANCELLED)]
+        t += rng.randint(30, 4 * HOUR)
+        plan.append((t, C.CMD_INITIATED))
+        t += rng.randint(5, 120)
+        plan.append((t, C.CMD_ACKNOWLEDGED))
+        if r < 0.05:
+            return [*plan, (t + 24 * HOUR, C.CMD_TIMEOUT)]
+        t += rng.randint(5, 300)
+        plan.append((t, C.CMD_IN_PROGRESS))
+        t += rng.randint(10, 2 * HOUR)
+        plan.append((t, C.CMD_FAILURE if r < 0.12 else C.CMD_SUCCESS))
+        return plan
+
+    def _step_status(self, s: int) -> None:
+        f = self.f
+        st = f.statuses[s]
+        ts, state = st.plan.pop(0)
+        st.state = state
+        st.updated = ts
+        if state == C.CMD_FAILURE:
+            st.reason = "Command failed on device"
+        elif state == C.CMD_TIMEOUT:
+            st.reason = "Device did not respond in time"
+        elif state == C.CMD_CANCELLED:
+            st.reason = "Cancelled"
+        req = f.commands[st.request]
+        if not f.removed[st.device]:
+            f.add_event(st.device, ts, C.EV_COMMAND, req.command, state)
+        if st.plan:
+            self._schedule(st.plan[0][0], "status", s)
+
+    # -- operations ----------------------------------------------------------------------
+
+    def _issue_operation(self, ts: int) -> None:
+        f, rng = self.f, self.rng
+        devices = sorted(set(self._sample_live(self._target_size())))
+        if not devices:
+            return
+        o = len(f.operations)
+        op = Operation(
+            new_id(rng), f"converge-{o + 1}", C.OP_CREATED, ts, ts, rng.choice(f.users), devices
+        )
+        op.activity.append(("CREATED", ts))
+        f.operations.append(op)
+        f.operation_index[op.id] = o
+        t = ts + rng.randint(5, 60)
+        op.plan = [(t, C.OP_RESOLVING)]
+        t += rng.randint(10, 120)
+        op.plan.append((t, C.OP_RESOLVED))
+        t += rng.randint(10, 60)
+        op.plan.append((t, C.OP_DISPATCHING))
+        dispatch = t
+        last = t
+        n_failed = 0
+        for d in devices:
+            p = len(f.op_devices)
+            od = OperationDevice(new_id(rng), o, d, C.OPD_CREATED, dispatch, dispatch)
+            od.activity.append(("CREATED", dispatch))
+            ti = dispatch + rng.randint(1, 30)
+            if f.dark[d] or f.last_seen[d] < 0:
+                tf, final = dispatch + 24 * HOUR, C.OPD_FAILED
+            else:
+                tf = ti + rng.randint(60, 6 * HOUR)
+                final = C.OPD_FAILED if rng.random() < 0.08 else C.OPD_SUCCEEDED
+            n_failed += final == C.OPD_FAILED
+            od.plan = [(ti, C.OPD_INITIATED), (tf, final)]
+            last = max(last, tf)
+            f.op_devices.append(od)
+            op.parts.append(p)
+        final_op = C.OP_FAILED if n_failed == len(devices) else C.OP_COMPLETED
+        op.plan.append((last + rng.randint(1, 60), final_op))
+        self._schedule(op.plan[0][0], "op", o)
+
+    def _step_operation(self, o: int) -> None:
+        f = self.f
+        op = f.operations[o]
+        ts, state = op.plan.pop(0)
+        op.state = state
+        op.updated = max(op.updated, ts)
+        op.activity.extend((name, ts) for name in C.OPERATION_ACTIVITY[state])
+        if state == C.OP_DISPATCHING:
+            for p in op.parts:
+                od = f.op_devices[p]
+                od.updated = max(od.updated, ts)
+                self._schedule(od.plan[0][0], "opdev", p)
+        if op.plan:
+            self._schedule(op.plan[0][0], "op", o)
+
+    def _step_op_device(self, p: int) -> None:
+        f = self.f
+        od = f.op_devices[p]
+        ts, state = od.plan.pop(0)
+        od.state = state
+        od.updated = ts
+        od.activity.append((C.OP_DEVICE_STATES[state], ts))
+        if state == C.OPD_FAILED:
+            od.reason = "Device did not converge"
+        op = f.operations[od.operation]
+        op.updated = max(op.updated, ts)  # operation_stats changed
+        if not f.removed[od.device]:
+            f.add_event(od.device, ts, C.EV_OPERATION, 0, state)
+        if od.plan:
+            self._schedule(od.plan[0][0], "opdev", p)
