@@ -7,9 +7,10 @@ run that failed before loading anything still leaves its row.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dlt
+if TYPE_CHECKING:  # annotations only: `status` and `models` read this module without dlt (~1 s)
+    import dlt
 
 RUNS = {
     "run_id": "varchar",

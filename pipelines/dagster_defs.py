@@ -18,12 +18,15 @@ limits runs to one per tenant (`dagster/partition` tag) and the API pool.
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import duckdb
 from dagster import AssetExecutionContext, ScheduleEvaluationContext
 
 from . import models, raw_contract
-from .runner import LOADED, RunSettings
+from .exit_codes import LOADED
+from .run_types import RunSettings
 from .tenants import Tenant, Tenants, build_fleet, load_tenants, run_tenant, tenant_lock
 
 API_POOL = "esper_api"
@@ -104,6 +107,26 @@ def build_definitions(
         )
         for name, deps in lineage.items()
     ]
+    esper_load = _load_asset(tenants, base, partitions, raw_specs)
+    esper_models = _models_asset(tenants, base, partitions, mart_specs)
+    job = dg.define_asset_job(
+        "esper_nightly",
+        selection=dg.AssetSelection.assets(esper_load, esper_models),
+    )
+    return dg.Definitions(
+        assets=[esper_load, esper_models, _fleet_asset(tenants, base, mart_specs)],
+        jobs=[job],
+        schedules=[_nightly_schedule(tenants, job)],
+    )
+
+
+def _load_asset(
+    tenants: Tenants,
+    base: RunSettings,
+    partitions: dg.PartitionsDefinition,
+    raw_specs: list[dg.AssetSpec],
+) -> dg.AssetsDefinition:
+    """`esper_load`: one tenant's run (the project's runner), one materialization per raw table."""
 
     @dg.multi_asset(
         name="esper_load",
@@ -132,6 +155,17 @@ def build_definitions(
                 metadata={"rows_loaded": result.rows.get(table, 0), "run_id": result.run_id},
             )
 
+    return esper_load
+
+
+def _models_asset(
+    tenants: Tenants,
+    base: RunSettings,
+    partitions: dg.PartitionsDefinition,
+    mart_specs: list[dg.AssetSpec],
+) -> dg.AssetsDefinition:
+    """`esper_models`: build the SQL models in one tenant's file, one materialization per mart."""
+
     @dg.multi_asset(
         name="esper_models",
         specs=mart_specs,
@@ -139,8 +173,6 @@ def build_definitions(
         description="Build the SQL models (seeds, staging, intermediate, marts) in the tenant's file.",
     )
     def esper_models(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
-        import duckdb
-
         tenant = _tenant(tenants, context)
         with tenant_lock(tenant, base.lock_timeout_s):
             built = models.build_models(tenant.warehouse, dataset=base.dataset)
@@ -152,6 +184,14 @@ def build_definitions(
                     yield dg.MaterializeResult(
                         asset_key=spec.key, metadata={"rows": int(rows[0]) if rows else 0}
                     )
+
+    return esper_models
+
+
+def _fleet_asset(
+    tenants: Tenants, base: RunSettings, mart_specs: list[dg.AssetSpec]
+) -> dg.AssetsDefinition:
+    """`fleet/marts`: every tenant's marts in fleet.duckdb, rebuilt after any tenant's marts."""
 
     @dg.asset(
         key=["fleet", "marts"],
@@ -170,10 +210,11 @@ def build_definitions(
         context.log.info(f"fleet: {sum(rows.values())} rows in {len(rows)} marts")
         return dg.MaterializeResult(metadata={f"rows_{name}": n for name, n in rows.items()})
 
-    job = dg.define_asset_job(
-        "esper_nightly",
-        selection=dg.AssetSelection.assets(esper_load, esper_models),
-    )
+    return esper_fleet
+
+
+def _nightly_schedule(tenants: Tenants, job: Any) -> dg.ScheduleDefinition:
+    """One run request per tenant each night at `NIGHTLY_CRON` (UTC)."""
 
     @dg.schedule(job=job, cron_schedule=NIGHTLY_CRON, execution_timezone="UTC")
     def esper_nightly_schedule(context: ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
@@ -181,11 +222,7 @@ def build_definitions(
         for name in tenants.tenants:
             yield dg.RunRequest(run_key=f"{name}-{night}", partition_key=name)
 
-    return dg.Definitions(
-        assets=[esper_load, esper_models, esper_fleet],
-        jobs=[job],
-        schedules=[esper_nightly_schedule],
-    )
+    return esper_nightly_schedule
 
 
 def __getattr__(name: str) -> dg.Definitions:

@@ -7,6 +7,7 @@ as it would against a real tenant.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import shutil
 import sys
@@ -18,8 +19,8 @@ import duckdb
 
 from esper_warehouse import data_path
 
+from .command import Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
-from .runner import RunSettings, run
 from .warehouse import working_dir
 
 log = logging.getLogger("esper_warehouse")
@@ -85,7 +86,11 @@ def _fresh(warehouse: Path) -> bool:
 
 def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7) -> int:
     """Run the demo; returns the exit code of the last load (0 when everything worked)."""
+    # The runner (dlt) and the simulator take ~1 s to import; `esper-warehouse` imports this
+    # module for every subcommand (to list `demo`), so only the demo pays for them.
     from esper_warehouse.simulator import Simulator
+
+    from .runner import RunSettings, run
 
     if not _fresh(warehouse):
         return Exit.CONFIG
@@ -210,3 +215,27 @@ def _summary(warehouse: Path) -> None:
         _say(f"  (the marts are not available: {exc})")
     finally:
         con.close()
+
+
+def _demo_options() -> list[argparse.ArgumentParser]:
+    # The demo writes its own file (it refuses one it did not create), never the real warehouse.
+    return [config_options(), warehouse_options(Path("demo.duckdb"), dataset=False)]
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--devices", type=int, default=2000)
+    parser.add_argument("--days", type=int, default=14)
+    parser.add_argument("--seed", type=int, default=7)
+
+
+def _command(args: argparse.Namespace) -> int:
+    return demo(args.warehouse, devices=args.devices, days=args.days, seed=args.seed)
+
+
+SUBCOMMAND = Subcommand(
+    "demo",
+    "a simulated fleet, two weeks of nightly loads, models",
+    run=_command,
+    parents=_demo_options,
+    arguments=_demo_arguments,
+)

@@ -59,7 +59,7 @@ def _json(value: str | None) -> Any:
 
 def chart_svg(spec: str | dict[str, Any]) -> str:
     """A Vega-Lite spec drawn as an SVG element."""
-    import vl_convert
+    import vl_convert  # the `notebooks` extra: only the report's pages draw charts
 
     text = spec if isinstance(spec, str) else json.dumps(spec)
     svg = vl_convert.vegalite_to_svg(text)

@@ -14,6 +14,8 @@ from typing import Any
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 from esper_warehouse.sources.esper.http import EsperConfigError
 
+from .run_types import PIPELINE_NAME
+
 STATE_TABLE = "_dlt_pipeline_state"  # dlt's own table: one row per load, with `pipeline_name`
 
 
@@ -32,8 +34,6 @@ def owners(pipeline: Any) -> list[str]:
 
 def how_to_run(owner: str, warehouse: str, dataset: str) -> str:
     """The command that runs the owning pipeline."""
-    from .runner import PIPELINE_NAME
-
     if owner.startswith(f"{PIPELINE_NAME}__"):  # a tenant's (pipelines/tenants.py)
         return f"esper-warehouse run --tenant {owner.removeprefix(f'{PIPELINE_NAME}__')}"
     if owner == PIPELINE_NAME:

@@ -31,6 +31,8 @@ from typing import Any
 
 import duckdb
 
+from . import models
+from .command import Subcommand, add_lock_timeout, apply_options, shared_options
 from .exit_codes import Exit
 
 log = logging.getLogger("esper_warehouse")
@@ -103,7 +105,7 @@ CONNECTION_LOST = ("08", "57P")
 def dsn(credentials: str | Mapping[str, Any] | None = None) -> str:
     """A libpq connection string from `credentials`, else from dlt's postgres credentials."""
     if credentials is None:
-        import dlt
+        import dlt  # ~0.4 s: `esper-warehouse` imports this module for every subcommand
 
         credentials = dlt.secrets.get(CREDENTIALS)
     if not credentials:
@@ -114,7 +116,7 @@ def dsn(credentials: str | Mapping[str, Any] | None = None) -> str:
         )
     if isinstance(credentials, str):
         return credentials
-    from dlt.destinations.impl.postgres.configuration import PostgresCredentials
+    from dlt.destinations.impl.postgres.configuration import PostgresCredentials  # as above
 
     parsed = PostgresCredentials()
     for key, value in dict(credentials).items():
@@ -124,7 +126,7 @@ def dsn(credentials: str | Mapping[str, Any] | None = None) -> str:
 
 def connect(credentials: str | Mapping[str, Any] | None = None) -> Any:
     """A psycopg2 connection (the driver dlt's postgres destination installs), UTC session."""
-    import psycopg2
+    import psycopg2  # the `postgres` extra: only `publish` needs it
 
     try:
         con = psycopg2.connect(dsn(credentials), application_name=APPLICATION_NAME)
@@ -357,7 +359,7 @@ def _holders_text(cur: Any, schema: str, tables: list[str], timeout_s: float) ->
 
 
 def _lock_timeout_default() -> float:
-    import dlt
+    import dlt  # as in `dsn`: not for every subcommand
 
     value = dlt.config.get(LOCK_TIMEOUT_SETTING)
     return float(value) if value is not None else DEFAULT_LOCK_TIMEOUT_S
@@ -373,8 +375,6 @@ def _connection_lost(error: BaseException | None) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres."""
-    from .cli import apply_options, shared_options
-
     parser = argparse.ArgumentParser(
         prog="esper-warehouse publish",
         description="Publish the marts to Postgres (schema marts); with --pull, first copy the "
@@ -382,15 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         "the models there. Credentials: DESTINATION__POSTGRES__CREDENTIALS. --warehouse: the "
         "warehouse to publish, or the compute file with --pull; --dataset: the Postgres schema "
         "of the raw tables.",
-        parents=shared_options(),  # -v, --project-dir, --warehouse, --dataset (pipelines/cli.py)
+        parents=shared_options(),  # -v, --project-dir, --warehouse, --dataset (pipelines/command.py)
     )
     parser.add_argument("--pull", action="store_true", help="copy the raw tables from Postgres")
     parser.add_argument("--schema", default="marts", help="Postgres schema of the marts")
-    parser.add_argument(
-        "--lock-timeout",
-        type=float,
-        default=None,
-        help="seconds to wait for sessions reading the marts, then fail naming them "
+    add_lock_timeout(
+        parser,
+        "seconds to wait for sessions reading the marts, then fail naming them "
         f"(ESPER_WAREHOUSE__PUBLISH_LOCK_TIMEOUT_S, default {DEFAULT_LOCK_TIMEOUT_S:g})",
     )
     args = parser.parse_args(argv)
@@ -400,8 +398,6 @@ def main(argv: list[str] | None = None) -> int:
         pg = connect()
         try:
             if args.pull:
-                from esper_warehouse.pipelines import models
-
                 pulled = pull(pg, args.dataset, args.warehouse)
                 print(f"pulled {len(pulled)} raw tables ({sum(pulled.values()):,} rows)")
                 built = models.build_models(args.warehouse)
@@ -417,9 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             pg.close()
     except PublishLocked as error:
         print(f"error: {error}", file=sys.stderr)
-        from .runner import EXIT_LOCKED
-
-        return EXIT_LOCKED
+        return Exit.LOCKED
     except (PublishError, duckdb.Error) as error:
         print(f"error: {error}", file=sys.stderr)
         return Exit.CONFIG if isinstance(error, PublishError) else Exit.FAILED
@@ -440,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"published {len(counts)} marts in {time.perf_counter() - started:.2f} s")
     return Exit.OK
 
+
+SUBCOMMAND = Subcommand("publish", "publish the marts to Postgres (pipelines.publish)", main=main)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -27,10 +27,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
+
 from esper_warehouse import data_path
 
 from . import offline
+from .command import Subcommand, apply_options, shared_options
 from .exit_codes import Exit
+from .status import locked_message, missing_message, open_failure
 
 NOTEBOOKS_DIR = data_path("notebooks")
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
@@ -197,7 +201,7 @@ def _run_notebook(name: str) -> dict[str, object]:
 
 def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[Path]:
     """Write the ``CHARTS`` as PNG files; raise when a notebook no longer defines one."""
-    import vl_convert
+    import vl_convert  # the `notebooks` extra: only `report --charts` needs it
 
     charts_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -216,10 +220,6 @@ def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[
 
 def _locked(warehouse: Path) -> str | None:
     """The shared "held by another process" message when the file cannot be opened read-only."""
-    import duckdb
-
-    from .status import open_failure
-
     try:
         duckdb.connect(str(warehouse), read_only=True).close()
     except duckdb.Error as error:
@@ -231,9 +231,6 @@ def _locked(warehouse: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse report`. Exit codes: 0 every page rendered; 1 a cell failed; 2 no such
     warehouse file; 5 the warehouse was held by another process (before or while exporting)."""
-    from .cli import apply_options, shared_options
-    from .status import locked_message, missing_message
-
     parser = argparse.ArgumentParser(
         prog="esper-warehouse report",
         description="Export every notebook to HTML (and the README charts to PNG).",
@@ -299,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: open {(args.out / 'index.html').resolve()}")
     return Exit.OK
 
+
+SUBCOMMAND = Subcommand("report", "write the report (pipelines.report)", main=main)
 
 if __name__ == "__main__":
     raise SystemExit(main())

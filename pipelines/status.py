@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 import duckdb
 import orjson
 
+from .bookkeeping import unfinished_first_load
+from .command import Subcommand
 from .exit_codes import Exit
+from .warehouse import is_lock_error
 
 EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILED  # exit_codes.py
 
@@ -31,8 +35,6 @@ def locked_message(warehouse: Path) -> str:
 
 def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
     """The exit code and message for a warehouse DuckDB cannot open: 5 when it is locked."""
-    from .warehouse import is_lock_error
-
     if is_lock_error(error):
         return EXIT_LOCKED, locked_message(warehouse)
     return EXIT_UNEXPECTED, f"{warehouse}: cannot open it ({error})"
@@ -91,8 +93,6 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
     ds = f'"{catalog}"."{dataset}"'  # a file named like the dataset makes `esper.x` ambiguous
     out: list[str] = []
-    from .bookkeeping import unfinished_first_load
-
     if unfinished := unfinished_first_load(con, ds):
         out.append(unfinished)
     runs = []
@@ -145,3 +145,10 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             flag = "ok" if row[4] else "SHORT"
             out.append(f"  {row[0]:<28} this run: expected {row[1]:>8}  loaded {row[2]:>8}  {flag}")
     return "\n".join(out)
+
+
+def _command(args: argparse.Namespace) -> int:
+    return status(args.warehouse, args.dataset)
+
+
+SUBCOMMAND = Subcommand("status", "last runs, table freshness, reconciliation", run=_command)

@@ -18,6 +18,7 @@ import fcntl
 import logging
 import os
 import re
+import sys
 import time
 import tomllib
 from collections.abc import Iterator, Sequence
@@ -26,19 +27,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import dlt
+import duckdb
 from esper_warehouse.sources.esper.http import EsperConfigError
 
-from .runner import (
+from .exit_codes import LOADED
+from .run_types import (
     EXIT_CONFIG,
     EXIT_LOCKED,
     EXIT_OK,
     EXIT_PARTIAL,
-    LOADED,
     PIPELINE_NAME,
     RunResult,
     RunSettings,
-    run,
 )
+from .runner import run
 from .warehouse import WarehouseLocked, with_lock_wait
 
 log = logging.getLogger("esper_warehouse")
@@ -72,8 +75,6 @@ class Tenant:
         """
         value = os.environ.get(self.api_key_env)
         if not value:
-            import dlt
-
             value = dlt.secrets.get(self.api_key_env)
         if not value:
             raise EsperConfigError(
@@ -348,81 +349,17 @@ def build_fleet(
     Returns:
         Rows per fleet mart.
     """
-    import duckdb
-
     results = results or {}
     tenants.fleet.parent.mkdir(parents=True, exist_ok=True)
     con = with_lock_wait(
         lambda: duckdb.connect(str(tenants.fleet)), tenants.fleet, lock_timeout_s, "the fleet"
     )
     try:
-        sources: dict[str, list[str]] = {}
-        freshness: list[tuple[Any, ...]] = []
-        for tenant in tenants.tenants.values():
-            if not tenant.warehouse.exists():
-                continue
-            alias = f"tenant__{tenant.name}"
-            with_lock_wait(
-                lambda t=tenant, a=alias: con.execute(
-                    f"attach '{t.warehouse.resolve()}' as {a} (read_only)"
-                ),
-                tenant.warehouse,
-                lock_timeout_s,
-                "the fleet copy",
-            )
-            marts = _marts(con, alias)
-            if marts:
-                sources[tenant.name] = marts
-            as_of = None
-            if con.execute(
-                "select count(*) from information_schema.tables where table_catalog = ? "
-                "and table_schema = 'esper' and table_name = '_esper_runs'",
-                [alias],
-            ).fetchone()[0]:
-                as_of = con.execute(
-                    f"select max(as_of) from {alias}.esper._esper_runs "
-                    "where status in ('ok', 'partial')"
-                ).fetchone()[0]
-            result = results.get(tenant.name)
-            freshness.append(
-                (
-                    tenant.name,
-                    str(tenant.warehouse),
-                    as_of,
-                    result.status if result else None,
-                    result.exit_code if result else None,
-                    bool(marts),
-                )
-            )
+        sources, freshness = _attach_tenants(con, tenants, results, lock_timeout_s)
         names = sorted({mart for marts in sources.values() for mart in marts})
-        counts: dict[str, int] = {}
         con.execute("begin transaction")
         try:
-            con.execute("create schema if not exists marts")
-            for name in names:
-                parts = [
-                    f"select '{tenant}' as tenant, * from tenant__{tenant}.marts.{name}"
-                    for tenant, marts in sources.items()
-                    if name in marts
-                ]
-                con.execute(
-                    f"create or replace table marts.{name} as\n"
-                    + "\nunion all by name\n".join(parts)
-                )
-                counts[name] = con.execute(f"select count(*) from marts.{name}").fetchone()[0]
-            for (stale,) in con.execute(
-                "select table_name from information_schema.tables where table_catalog = "
-                "current_database() and table_schema = 'marts'"
-            ).fetchall():
-                if stale not in names and stale != "tenants":
-                    con.execute(f"drop table marts.{stale}")
-            con.execute(
-                "create or replace table marts.tenants (tenant varchar, warehouse varchar, "
-                "as_of timestamptz, last_status varchar, last_exit_code integer, "
-                "has_marts boolean)"
-            )
-            if freshness:
-                con.executemany("insert into marts.tenants values (?, ?, ?, ?, ?, ?)", freshness)
+            counts = _copy_marts(con, sources, names, freshness)
             con.execute("commit")
         except BaseException:
             con.execute("rollback")
@@ -433,14 +370,96 @@ def build_fleet(
         con.close()
 
 
+def _attach_tenants(
+    con: Any, tenants: Tenants, results: dict[str, RunResult], lock_timeout_s: float
+) -> tuple[dict[str, list[str]], list[tuple[Any, ...]]]:
+    """Attach each tenant file read-only (as `tenant__<name>`).
+
+    Returns:
+        The marts of each tenant that has some, and one `marts.tenants` row per tenant file.
+    """
+    sources: dict[str, list[str]] = {}
+    freshness: list[tuple[Any, ...]] = []
+    for tenant in tenants.tenants.values():
+        if not tenant.warehouse.exists():
+            continue
+        alias = f"tenant__{tenant.name}"
+        with_lock_wait(
+            lambda t=tenant, a=alias: con.execute(
+                f"attach '{t.warehouse.resolve()}' as {a} (read_only)"
+            ),
+            tenant.warehouse,
+            lock_timeout_s,
+            "the fleet copy",
+        )
+        marts = _marts(con, alias)
+        if marts:
+            sources[tenant.name] = marts
+        result = results.get(tenant.name)
+        freshness.append(
+            (
+                tenant.name,
+                str(tenant.warehouse),
+                _as_of(con, alias),
+                result.status if result else None,
+                result.exit_code if result else None,
+                bool(marts),
+            )
+        )
+    return sources, freshness
+
+
+def _as_of(con: Any, alias: str) -> Any:
+    """The API time of the attached tenant's latest successful load (None: no such run)."""
+    if not con.execute(
+        "select count(*) from information_schema.tables where table_catalog = ? "
+        "and table_schema = 'esper' and table_name = '_esper_runs'",
+        [alias],
+    ).fetchone()[0]:
+        return None
+    return con.execute(
+        f"select max(as_of) from {alias}.esper._esper_runs where status in ('ok', 'partial')"
+    ).fetchone()[0]
+
+
+def _copy_marts(
+    con: Any, sources: dict[str, list[str]], names: list[str], freshness: list[tuple[Any, ...]]
+) -> dict[str, int]:
+    """Write the fleet's marts (in the caller's transaction); drop those no tenant has any more."""
+    counts: dict[str, int] = {}
+    con.execute("create schema if not exists marts")
+    for name in names:
+        parts = [
+            f"select '{tenant}' as tenant, * from tenant__{tenant}.marts.{name}"
+            for tenant, marts in sources.items()
+            if name in marts
+        ]
+        con.execute(
+            f"create or replace table marts.{name} as\n" + "\nunion all by name\n".join(parts)
+        )
+        counts[name] = con.execute(f"select count(*) from marts.{name}").fetchone()[0]
+    for (stale,) in con.execute(
+        "select table_name from information_schema.tables where table_catalog = "
+        "current_database() and table_schema = 'marts'"
+    ).fetchall():
+        if stale not in names and stale != "tenants":
+            con.execute(f"drop table marts.{stale}")
+    con.execute(
+        "create or replace table marts.tenants (tenant varchar, warehouse varchar, "
+        "as_of timestamptz, last_status varchar, last_exit_code integer, "
+        "has_marts boolean)"
+    )
+    if freshness:
+        con.executemany("insert into marts.tenants values (?, ?, ?, ?, ?, ?)", freshness)
+    return counts
+
+
 def main(base: RunSettings, names: Sequence[str] | None, path: Path | None = None) -> int:
     """`esper-warehouse run --tenant NAME ... | --all-tenants`: run, print the summary, exit code.
 
     `base` carries the command line's options; each tenant replaces the warehouse file, the
     pipeline, the base URL, the enterprise id and the key with its own.
     """
-    import sys
-
     try:
         tenants = load_tenants(path)
         tenants.pick(names)  # an unknown name fails before anything runs

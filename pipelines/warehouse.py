@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
 
+import duckdb
+
 log = logging.getLogger("esper_warehouse")
 
 T = TypeVar("T")
@@ -82,8 +84,6 @@ def with_lock_wait(
 
 def wait_for_file(warehouse: Path, timeout_s: float) -> None:
     """Block until the DuckDB file can be opened for writing (or does not exist yet)."""
-    import duckdb
-
     if not warehouse.exists():
         return
 

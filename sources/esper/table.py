@@ -37,9 +37,9 @@ MAX_PAGE_SIZE = 1000
 PAGE_SIZE = 250
 
 # How dlt writes a table:
-# - merge: on its key (dlt's default merge; a first load appends: `runner.append_on_first_load`).
+# - merge: on its key (dlt's default merge; a first load appends: `dispositions.append_on_first_load`).
 # - insert-only: merged by inserting the keys not yet stored, never rewriting a row (immutable
-#   records); where a destination lacks it, dlt's default merge (`runner.merge_where_needed`).
+#   records); where a destination lacks it, dlt's default merge (`dispositions.merge_where_needed`).
 # - replace: the whole table each run.
 # - scd2: dlt's history of versions, validity at the run's API time (`__init__.py` sets it); rows
 #   of a merge key absent from a new read are retired; `key` is unique among the current rows.

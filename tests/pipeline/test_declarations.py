@@ -19,7 +19,7 @@ import pytest
 from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.extract.source import DltSource
 from esper_warehouse.pipelines import bookkeeping
-from esper_warehouse.pipelines.runner import COMPANIONS, merge_where_needed
+from esper_warehouse.pipelines.dispositions import COMPANIONS, merge_where_needed
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS

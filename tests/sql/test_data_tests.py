@@ -12,16 +12,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import (
-    LAYERS,
-    SQL_DIR,
+from esper_warehouse.pipelines.datatests import (
     DataTestError,
-    build_models,
     grain_test,
     load_grains,
-    load_models,
     run_data_tests,
 )
+from esper_warehouse.pipelines.models import LAYERS, SQL_DIR, build_models, load_models
 
 from tests.sql.conftest import TEST_SEEDS, query_fn
 

@@ -1,0 +1,123 @@
+"""What a subcommand of `esper-warehouse` declares, and the options every subcommand shares.
+
+Each command module declares its subcommand as ``SUBCOMMAND = Subcommand(...)``: its name, its
+help line, the parent parsers of its shared options, how it adds its own arguments and the
+function that runs it. ``cli.py`` only collects them (``cli.SUBCOMMANDS``) and parses; no module
+below it imports it (tests/pipeline/test_import_graph.py keeps pipelines/ free of import cycles).
+
+A subcommand with ``main`` instead of ``run`` parses its own options (``models``, ``report``,
+``publish``, ``simulate``): they also run as ``python -m``, and take the shared options as
+parents from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# One default warehouse file and dataset for every subcommand.
+DEFAULT_WAREHOUSE = Path("esper_warehouse.duckdb")
+DEFAULT_DATASET = "esper"
+PROJECT_DIR_ENV = "DLT_PROJECT_DIR"  # dlt reads .dlt/config.toml and secrets.toml from there
+
+
+def _setup_logging(verbose: bool) -> None:
+    level = logging.DEBUG if verbose or os.environ.get("ESPER_WAREHOUSE__DEBUG") else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+    if not verbose:
+        for noisy in ("httpx", "httpcore", "dlt"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def config_options() -> argparse.ArgumentParser:
+    """`-v/--verbose` and `--project-dir`: a parent parser for every subcommand."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
+    )
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="folder whose .dlt/config.toml and .dlt/secrets.toml are read "
+        "(default: the current folder)",
+    )
+    return parser
+
+
+def warehouse_options(
+    default: Path = DEFAULT_WAREHOUSE, *, dataset: bool = True
+) -> argparse.ArgumentParser:
+    """`--warehouse` (and `--dataset`): a parent parser for the subcommands that open a warehouse."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--warehouse", type=Path, default=default, help=f"DuckDB file (default: {default})"
+    )
+    if dataset:
+        parser.add_argument(
+            "--dataset",
+            default=DEFAULT_DATASET,
+            help=f"schema of the raw tables (default: {DEFAULT_DATASET})",
+        )
+    return parser
+
+
+def shared_options(*, dataset: bool = True) -> list[argparse.ArgumentParser]:
+    """The parents of a subcommand that acts on the warehouse: config, `--warehouse`, `--dataset`."""
+    return [config_options(), warehouse_options(dataset=dataset)]
+
+
+def add_lock_timeout(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--lock-timeout SECONDS` (None when not given: the command falls back on its setting)."""
+    parser.add_argument("--lock-timeout", type=float, default=None, help=help)
+
+
+def apply_options(args: argparse.Namespace) -> None:
+    """Act on the shared options once parsed: dlt's project folder, then logging."""
+    project_dir = getattr(args, "project_dir", None)
+    if project_dir is not None:
+        os.environ[PROJECT_DIR_ENV] = str(Path(project_dir).expanduser().resolve())
+    _setup_logging(bool(getattr(args, "verbose", False)))
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A subcommand with only the shared options."""
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One subcommand: `cli.build_parser` adds it, `cli.main` runs it.
+
+    Attributes:
+        name: the word after `esper-warehouse`.
+        help: its line in `esper-warehouse --help`.
+        run: runs it with the parsed options (the shared ones already applied); its exit code.
+        parents: the shared options it takes (parent parsers, built afresh for each parser).
+        arguments: adds its own arguments to its parser.
+        main: set instead of `run` by a subcommand that parses its own options: called with the
+            words after its name (and the options given before it, when `leading` is true).
+        leading: `esper-warehouse -v models` passes `-v` on to `main`.
+    """
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int] | None = None
+    parents: Callable[[], list[argparse.ArgumentParser]] = shared_options
+    arguments: Callable[[argparse.ArgumentParser], None] = _no_arguments
+    main: Callable[[Sequence[str]], int | None] | None = None
+    leading: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.run is None) == (self.main is None):
+            raise ValueError(f"subcommand {self.name}: give `run` or `main`, not both")

@@ -1,0 +1,39 @@
+"""`esper-warehouse doctor`: its options; the probe itself is pipelines/doctor.py."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .command import Subcommand, config_options
+
+
+def _arguments(doctor: argparse.ArgumentParser) -> None:
+    doctor.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the report as JSON to this file"
+    )
+    doctor.add_argument(
+        "--data-tap",
+        nargs="?",
+        const="select 1 as one",
+        metavar="SQL",
+        help="also submit one Data Tap query (default: select 1 as one) and read its status",
+    )
+
+
+def _command(args: argparse.Namespace) -> int:
+    # The probe imports httpx and the Esper source (~1 s); `esper-warehouse` imports this module
+    # for every subcommand (to list `doctor`), so only `doctor` pays for them.
+    from .doctor import main
+
+    return main(json_path=args.json, data_tap_sql=args.data_tap)
+
+
+SUBCOMMAND = Subcommand(
+    "doctor",
+    "read-only probe of the tenant's answers against what the source expects "
+    "(exit 3: a shape that would break a run)",
+    run=_command,
+    parents=lambda: [config_options()],
+    arguments=_arguments,
+)

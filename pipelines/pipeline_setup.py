@@ -1,0 +1,125 @@
+"""The dlt pipeline of a run: dlt's settings, the pipeline beside the warehouse, the checks first.
+
+Also the run's own settings read from dlt's configuration (`lock_timeout_s`,
+`load_memory_limit` in the `[esper_warehouse]` section, or `ESPER_WAREHOUSE__...`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import dlt
+from dlt.common.configuration.container import Container
+from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
+from esper_warehouse.sources.esper.http import EsperConfigError, EsperError
+from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, check_settings
+from esper_warehouse.sources.esper.tables.data_tap import table_name as data_tap_table
+
+from .failures import toml_problem
+from .run_types import RunSettings
+from .warehouse import working_dir
+
+# dlt settings this product relies on; an admin's environment or config.toml can still set them.
+# (Telemetry is off from the package's import on: pipelines/__init__.py.)
+DLT_DEFAULTS = {
+    "EXTRACT__NEXT_ITEM_MODE": "fifo",  # device events read what the other resources saw
+    "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_ID": "true",  # scd2 on Arrow needs _dlt_id
+    "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID": "true",  # freshness per table
+    # Files of at most 100,000 rows: normalize reads a whole file at once, and 2.6 million device
+    # events of a 100,000-device first load in one file took it to 4 GB.
+    "DATA_WRITER__FILE_MAX_ITEMS": "100000",
+}
+# ... and for DuckDB: one load job at a time. A DuckDB file has one writer, and dlt's default of
+# 20 parallel jobs only multiplied the load's memory (20,000 devices: peak 812 MB -> 335 MB).
+DUCKDB_DEFAULTS = {"LOAD__WORKERS": "1"}
+
+
+def lock_timeout_default() -> float:
+    """`esper_warehouse.lock_timeout_s` from dlt's configuration, else 300 s."""
+    value = dlt.config.get("esper_warehouse.lock_timeout_s")
+    return float(value) if value is not None else 300.0
+
+
+def load_memory_limit_default() -> str:
+    """`esper_warehouse.load_memory_limit` from dlt's configuration, else 512MB."""
+    value = dlt.config.get("esper_warehouse.load_memory_limit")
+    return str(value) if value is not None else "512MB"
+
+
+def _without_json_hint_warning(record: logging.LogRecord) -> bool:
+    """Arrow JSON columns differ from dlt's json hint by design; dlt warns once per page about it."""
+    return "several column hints were different" not in record.getMessage()
+
+
+def configure_dlt(destination: str) -> None:
+    """The dlt settings above, unless the environment sets them; dlt's known-noise filter."""
+    defaults = {**DLT_DEFAULTS, **(DUCKDB_DEFAULTS if destination == "duckdb" else {})}
+    for name, value in defaults.items():
+        os.environ.setdefault(name, value)
+    logging.getLogger("dlt").addFilter(_without_json_hint_warning)  # a filter is added only once
+
+
+def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
+    """A dlt pipeline whose working directory sits beside the warehouse file."""
+    configure_dlt(settings.destination)
+    warehouse = settings.warehouse.resolve()
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    destination: Any = settings.destination
+    if settings.destination == "duckdb" and warehouse.stem == settings.dataset:
+        # DuckDB names the file's catalog after its stem: `esper.devices` would be ambiguous, and
+        # dlt's own load fails with a Binder error.
+        raise EsperConfigError(
+            f"the warehouse file {warehouse.name} is named like the dataset {settings.dataset!r}; "
+            "choose another file name (default esper_warehouse.duckdb) or another --dataset"
+        )
+    if settings.destination == "duckdb":
+        destination = dlt.destinations.duckdb(str(warehouse))
+    return dlt.pipeline(
+        pipeline_name=settings.pipeline_name,
+        destination=destination,
+        dataset_name=settings.dataset,
+        pipelines_dir=str(working_dir(warehouse)),
+    )
+
+
+# Where dlt looks for a source setting, most specific first (`SOURCES__ESPER__ESPER__X` ... `X`).
+SOURCE_SECTIONS = (("sources", "esper", "esper"), ("sources", "esper"), ("sources",), ())
+
+
+def check_source_settings(explicit: dict[str, Any]) -> None:
+    """Every source setting (given here, else from the environment or .dlt/*.toml) is valid.
+
+    Looked up as dlt does: each provider in turn (environment, secrets.toml, config.toml), and in
+    each `SOURCES__ESPER__<NAME>` first, then fewer sections down to a bare `<NAME>`.
+
+    Raises:
+        EsperConfigError: a value outside what its setting accepts (named, with the range), or a
+            .dlt/config.toml / secrets.toml that is not valid TOML (the file and the line).
+    """
+    values: dict[str, Any] = {}
+    try:
+        providers = Container()[PluggableRunContext].providers.providers
+        for name in SETTINGS:
+            if name in explicit:
+                values[name] = explicit[name]
+                continue
+            values[name] = next(
+                (
+                    value
+                    for provider in providers  # as dlt resolves: provider by provider
+                    for sections in SOURCE_SECTIONS
+                    if (value := provider.get_value(name, Any, None, *sections)[0]) is not None
+                ),
+                None,
+            )
+        checked = check_settings(values)
+        for name in checked.get("data_tap_queries") or {}:
+            data_tap_table(name)
+    except (SettingError, EsperError) as error:
+        raise EsperConfigError(str(error)) from None
+    except Exception as error:
+        if (problem := toml_problem(error)) is None:
+            raise
+        raise EsperConfigError(problem) from None

@@ -1,0 +1,75 @@
+"""`esper-warehouse run`: the nightly job's options, then one run (runner.py) or the tenants'."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .command import Subcommand, add_lock_timeout
+from .exit_codes import Exit
+
+
+def _arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--resources", help="comma-separated tables to load (default: all)")
+    run.add_argument("--full", action="store_true", help="full scans (marks removed devices)")
+    run.add_argument("--destination", default="duckdb", help="dlt destination (default: duckdb)")
+    add_lock_timeout(
+        run,
+        "seconds to wait for a warehouse held by another process "
+        "(ESPER_WAREHOUSE__LOCK_TIMEOUT_S, default 300)",
+    )
+    run.add_argument("--no-models", action="store_true", help="skip building the SQL models")
+    tenants = run.add_mutually_exclusive_group()
+    tenants.add_argument(
+        "--tenant", action="append", help="a tenant of the tenants file (repeatable)"
+    )
+    tenants.add_argument(
+        "--all-tenants", action="store_true", help="every tenant, then the fleet file"
+    )
+    run.add_argument(
+        "--tenants-file", type=Path, help="default: tenants.toml (pipelines/tenants.py)"
+    )
+
+
+def _command(args: argparse.Namespace) -> int:
+    # The runner imports dlt and the Esper source (~1 s); `esper-warehouse` imports this module
+    # for every subcommand (to list `run`), so only `run` pays for them.
+    from .failures import toml_problem
+    from .pipeline_setup import load_memory_limit_default, lock_timeout_default
+    from .runner import RunSettings, run, summary
+    from .tenants import main as run_tenants
+
+    try:
+        lock_timeout = (
+            args.lock_timeout if args.lock_timeout is not None else lock_timeout_default()
+        )
+    except Exception as error:  # a .dlt/*.toml dlt cannot read, or a timeout that is no number
+        problem = toml_problem(error) or f"ESPER_WAREHOUSE__LOCK_TIMEOUT_S: {error}"
+        print(f"error: {problem}", file=sys.stderr)
+        return Exit.CONFIG
+    settings = RunSettings(
+        warehouse=args.warehouse,
+        destination=args.destination,
+        dataset=args.dataset,
+        resources=[r.strip() for r in args.resources.split(",") if r.strip()]
+        if args.resources
+        else None,
+        full=args.full,
+        lock_timeout_s=lock_timeout,
+        load_memory_limit=load_memory_limit_default(),
+        build_models=not args.no_models,
+    )
+    if args.tenant or args.all_tenants:
+        return run_tenants(settings, args.tenant, args.tenants_file)
+    result = run(settings)
+    print(summary(result), file=sys.stdout)
+    return result.exit_code
+
+
+SUBCOMMAND = Subcommand(
+    "run",
+    "the nightly job: load, reconcile, build the models",
+    run=_command,
+    arguments=_arguments,
+)

@@ -1,0 +1,116 @@
+"""After a run's load: its `_esper_runs` record, the models, the end-of-run summary."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import dlt
+import orjson
+
+from . import bookkeeping, models
+from .exit_codes import LOADED
+from .failures import error_text, exit_code_for
+from .run_types import EXIT_LOCKED, EXIT_UNEXPECTED, RunResult, RunSettings
+from .warehouse import WarehouseLocked, with_lock_wait
+
+log = logging.getLogger("esper_warehouse")
+
+
+def shortfall(row: dict[str, Any]) -> str:
+    """What a reconciliation row found wrong: missing keys, keys stored more than once."""
+    parts = [f"{row['missing']} missing"] if row["missing"] else []
+    parts += [f"{row['duplicates']} duplicate keys"] if row.get("duplicates") else []
+    return ", ".join(parts)
+
+
+def record(
+    pipeline: dlt.Pipeline, settings: RunSettings, result: RunResult, started_at: datetime
+) -> None:
+    """Write the `_esper_runs` row (and the reconciliation rows); never hides the run's outcome."""
+    run_row = {
+        "run_id": result.run_id,
+        "started_at": started_at,
+        "finished_at": datetime.now(UTC),
+        "as_of": result.as_of,
+        "mode": result.mode,
+        "status": result.status,
+        "requests": result.requests,
+        "retries": result.retries,
+        "throttled": result.throttled,
+        "rows": orjson.dumps(result.rows).decode(),
+        "error": result.error,
+        "unavailable": orjson.dumps(result.unavailable).decode(),
+        "parts": result.parts,
+    }
+    try:
+        with_lock_wait(
+            lambda: bookkeeping.write(pipeline, run_row, result.reconciliation),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the run record",
+        )
+    except WarehouseLocked as error:
+        log.error("could not record the run: %s", error)
+        result.exit_code, result.error = EXIT_LOCKED, str(error)
+    except Exception as error:  # the run's own outcome matters more than its record
+        log.error("could not record the run: %s", error_text(error))
+        if result.exit_code in LOADED:
+            result.exit_code, result.error = exit_code_for(error), error_text(error)
+
+
+def unavailable_text(unavailable: dict[str, str]) -> str:
+    """One clause per skipped table, e.g. ``status_metrics (GET /v2/... answered 403 (...))``."""
+    return "; ".join(f"{table}: {why}" for table, why in sorted(unavailable.items()))
+
+
+def build_models(settings: RunSettings, result: RunResult) -> None:
+    """Build the models after a loaded run (DuckDB only); a failure becomes the run's outcome."""
+    if settings.destination != "duckdb":
+        log.info("models: skipped (they are DuckDB SQL; destination is %s)", settings.destination)
+        return
+    log.info("models: building")
+    try:
+        result.models = with_lock_wait(
+            lambda: models.build_models(settings.warehouse, dataset=settings.dataset),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the models",
+        )
+        log.info("models: %d built", len(result.models))
+    except WarehouseLocked as error:
+        result.exit_code, result.error = EXIT_LOCKED, str(error)
+        log.error("models: %s", error)
+    except Exception as error:
+        result.exit_code, result.error = EXIT_UNEXPECTED, f"models failed: {error}"
+        log.error("models failed: %s", error)
+
+
+def summary(result: RunResult) -> str:
+    """The end-of-run summary: rows per table, requests, retries, 429s, duration."""
+    lines = [
+        f"run {result.run_id}: {result.status} ({result.mode} scan, API time {result.as_of}), "
+        f"{result.seconds:.1f} s",
+        f"requests {result.requests}, retries {result.retries}, throttled (429) {result.throttled}",
+    ]
+    if result.rows:
+        width = max(map(len, result.rows))
+        lines.append("rows loaded:")
+        lines += [f"  {t:<{width}}  {n:>9,}" for t, n in result.rows.items()]
+    short = [r for r in result.reconciliation if not r["ok"]]
+    if result.reconciliation:
+        lines.append(
+            f"reconciled {len(result.reconciliation)} table(s) against the API's counts: "
+            + ("all complete" if not short else f"{len(short)} short")
+        )
+        for r in short:
+            lines.append(
+                f"  SHORT {r['table_name']}: expected {r['expected']}, loaded {r['loaded']}, "
+                f"missing {r['missing']}, duplicate keys {r.get('duplicates', 0)}"
+            )
+    if result.models:
+        lines.append(f"models built: {len(result.models)}")
+    if result.error:
+        lines.append(f"error: {result.error}")
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""What a run is given and what it returns: `RunSettings`, `RunResult`, the pipeline's name.
+
+Also the runner's words for the exit codes (pipelines/exit_codes.py is their home).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .exit_codes import Exit
+
+# Exit codes: pipelines/exit_codes.py is their home; the names below are the runner's words for them.
+EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API = Exit.OK, Exit.FAILED, Exit.CONFIG, Exit.API
+EXIT_RECONCILIATION, EXIT_LOCKED, EXIT_PARTIAL = Exit.UNFINISHED, Exit.LOCKED, Exit.PARTIAL
+EXIT_INTERRUPTED = Exit.INTERRUPTED
+PIPELINE_NAME = "esper_warehouse"
+
+
+@dataclass
+class RunSettings:
+    """Where and how to load (the command line's `run` options)."""
+
+    warehouse: Path = Path("esper_warehouse.duckdb")
+    destination: str = "duckdb"
+    dataset: str = "esper"
+    resources: Sequence[str] | None = None
+    full: bool = False
+    lock_timeout_s: float = 300.0
+    # DuckDB's memory for the load and the bookkeeping after it (it spills to disk beyond it)
+    load_memory_limit: str = "512MB"
+    build_models: bool = True
+    source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
+    pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/tenants.py)
+
+
+@dataclass
+class RunResult:
+    """What a run did, for the summary and the tests."""
+
+    run_id: str
+    exit_code: int
+    status: str
+    mode: str = "incremental"
+    as_of: datetime | None = None
+    rows: dict[str, int] = field(default_factory=dict)
+    reconciliation: list[dict[str, Any]] = field(default_factory=list)
+    requests: int = 0
+    retries: int = 0
+    throttled: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    models: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
