@@ -17,7 +17,7 @@ import orjson
 from esper_warehouse.simulator.faults import Faults, apply_drift, rewrite_next, swap_page_edges
 from esper_warehouse.simulator.http import LEGACY, ApiError, Req, error_body
 from esper_warehouse.simulator.routes import ROUTES, Handler
-from esper_warehouse.simulator.state import TRUTH_TABLES, World
+from esper_warehouse.simulator.state import World, truth_tables
 from esper_warehouse.simulator.timeutil import http_date, iso
 
 _PARAM = re.compile(r"\{(\w+)\}")
@@ -279,8 +279,11 @@ class SimApp:
                 return 200, {"now": iso(w.now)}
             if path.startswith("/_sim/truth/") and method == "GET":
                 table = path.removeprefix("/_sim/truth/").strip("/")
-                if table not in TRUTH_TABLES:
-                    return 404, {"error": f"unknown table {table!r}", "tables": list(TRUTH_TABLES)}
+                if table not in truth_tables():
+                    return 404, {
+                        "error": f"unknown table {table!r}",
+                        "tables": list(truth_tables()),
+                    }
                 return 200, w.truth(table)
             if path == "/_sim/faults" and method == "POST":
                 specs = orjson.loads(body or b"[]")

@@ -14,6 +14,10 @@ from esper_warehouse.simulator.fleet import DAY, Fleet, derived_id
 from esper_warehouse.simulator.wire import Wire
 from esper_warehouse.simulator.wire.base import Record
 
+# The truth of tables whose simulated area lives in one module of `routes/` with its records and
+# route (e.g. `routes/geofences.py`): registered there, by table name.
+TRUTH_BUILDERS: dict[str, Callable[[World], list[Record]]] = {}
+
 TRUTH_TABLES = (
     "devices",
     "heartbeats",
@@ -32,6 +36,12 @@ TRUTH_TABLES = (
     "device_events",
     "status_metrics",
 )
+
+
+def truth_tables() -> tuple[str, ...]:
+    """Every table `World.truth` knows: the built-in ones, then the registered areas'."""
+    return (*TRUTH_TABLES, *TRUTH_BUILDERS)
+
 
 # Sort keys for the /v2/devices/ ``ordering`` parameter (field -> key of device index).
 _DEVICE_KEYS: dict[str, Callable[[Fleet, int], Any]] = {
@@ -171,9 +181,11 @@ class World:
 
     def truth(self, table: str) -> list[Record]:
         """Exactly the records the API serves now for ``table`` (see docs/contracts.md)."""
-        if table not in TRUTH_TABLES:
-            raise KeyError(f"unknown table {table!r}; known: {', '.join(TRUTH_TABLES)}")
+        if table not in truth_tables():
+            raise KeyError(f"unknown table {table!r}; known: {', '.join(truth_tables())}")
         with self.lock:
+            if table in TRUTH_BUILDERS:
+                return TRUTH_BUILDERS[table](self)
             return getattr(self, f"_truth_{table}")()
 
     def _truth_devices(self) -> list[Record]:

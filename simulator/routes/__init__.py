@@ -11,11 +11,16 @@ subset path by path. Handlers run under the world lock (taken by the app).
 - ``apps``: tenant apps, the Android application catalogue, a device's installed apps;
 - ``commands`` and ``operations``: commands with their statuses, operations with their parts;
 - ``reports``: the status-metrics report and the Data Tap queries.
+
+An area simulated whole in one module (its records, handler and truth, e.g. ``geofences``)
+declares its own ``ROUTES`` lines there; they are appended to the table below, in module order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterator
 
 from esper_warehouse.simulator.http import LEGACY, REPORTS, V2, Req
 from esper_warehouse.simulator.routes.apps import (
@@ -129,3 +134,12 @@ ROUTES: tuple[tuple[str, str, str, Handler], ...] = (
     ("POST", "/data-tap/v0/queries", REPORTS, datatap_create),
     ("GET", "/data-tap/v0/queries/{id}", REPORTS, datatap_get),
 )
+
+
+def _area_routes() -> Iterator[tuple[str, str, str, Handler]]:
+    """The `ROUTES` lines the area modules of this package declare themselves."""
+    for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        yield from getattr(importlib.import_module(f"{__name__}.{module}"), "ROUTES", ())
+
+
+ROUTES = (*ROUTES, *_area_routes())

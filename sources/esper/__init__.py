@@ -15,12 +15,12 @@ from .run.ledger import RunLedger
 from .run.opening import open_run
 from .run.scope import fan_out_scope
 from .run.walk import DeviceWalk
+from .tables import LISTS
 from .tables.catalogues import (
     application_versions,
     applications,
     blueprint_versions,
     blueprints,
-    groups,
     tenant_app_versions,
     tenant_apps,
 )
@@ -36,7 +36,6 @@ from .tables.devices import (
     heartbeats,
 )
 from .tables.events import device_events, device_events_of_page
-from .tables.status_metrics import status_metrics
 
 
 @dlt.source(name="esper")
@@ -149,8 +148,7 @@ def esper(
         # at the place of the last of them), so that `devices` has ended the walk
         *census,
         heartbeats(**run),
-        groups(**run),
-        status_metrics(**run),
+        *(read(**run) for read in LISTS),  # groups, status metrics, ... (tables/__init__.py)
         blueprint_list,
         blueprint_list | blueprint_versions(**run),
         tenant_app_list,

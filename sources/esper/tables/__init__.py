@@ -15,10 +15,10 @@ from __future__ import annotations
 from ..table import Table
 from . import catalogues, commands, devices, events, status_metrics
 
-TABLES: dict[str, Table] = {
-    table.name: table
-    for module in (devices, catalogues, commands, events, status_metrics)
-    for table in module.TABLES
-}
+MODULES = (devices, catalogues, commands, events, status_metrics)
+TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in module.TABLES}
+# The resources of tenant-level lists read whole, with no parent and no order to keep: the
+# source reads them all, in this order (a new one is added in its module's `LISTS`).
+LISTS = tuple(read for module in MODULES for read in getattr(module, "LISTS", ()))
 
-__all__ = ["TABLES", "Table"]
+__all__ = ["LISTS", "TABLES", "Table"]

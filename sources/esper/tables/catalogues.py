@@ -246,3 +246,8 @@ def _heads(page: pa.Table) -> list[str | None]:
 
 def _col_arrow(table: pa.Table, name: str) -> list[Any]:
     return table.column(name).to_pylist() if name in table.column_names else []
+
+
+# Tenant-level lists read whole each run, with nothing before or after them: the source reads
+# them in this order, beside the other lists (`__init__.py`).
+LISTS = (groups,)

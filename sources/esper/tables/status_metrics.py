@@ -53,3 +53,6 @@ def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Ite
     as_of = ledger.as_of.astimezone(UTC)
     row = {**body, "snapshot_date": as_of.date().isoformat(), "as_of": as_of.isoformat()}
     yield STATUS_METRICS.page([row])
+
+
+LISTS = (status_metrics,)  # read beside the other tenant-level lists (`tables/__init__.py`)
