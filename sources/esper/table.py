@@ -65,9 +65,10 @@ class Table:
             Fields not declared are still loaded, typed from their values; declaring a field
             fixes its type, so a page where it is missing or null cannot change the table.
         keep_extra: load undeclared fields too (False: only the declared columns).
-        probe: `doctor` asks for one page of this route and checks these fields. True (a
-            tenant-level list, the default when `path` names no `{id}`): derived from the
-            declaration; False: `doctor` probes it by hand (a parent's ids, a time window).
+        probe: whether one plain page of the route can be asked for (`limit`, `offset`): then
+            `doctor` and the simulator's conformance test derive their check of the table from
+            this declaration. Default: when `path` names no `{id}`. False: the route needs
+            parameters (a time window, request ids); `doctor` probes it by hand.
         after: tables whose resources must have run before this one's on a nightly run (the
             extraction order: `__init__.py`'s tuple, checked by tests/pipeline/test_declarations.py).
     """

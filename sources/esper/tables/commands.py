@@ -61,6 +61,7 @@ COMMAND_STATUSES = Table(
         *cols("command_args issued_by command_meta", JSON),
         *cols("created_at updated_at created_on updated_on", TS),
     ),
+    probe=False,  # needs request (or device) ids: doctor probes it by hand
 )
 OPERATIONS = Table(
     "operations",

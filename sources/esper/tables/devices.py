@@ -95,6 +95,7 @@ HEARTBEATS = Table(
     "timestamp",
     columns=(Col("device_id"), Col("timestamp", TS), Col("status", INT)),
     keep_extra=False,
+    probe=False,  # needs a last_seen window: doctor probes it by hand
 )
 DEVICE_APPS = Table(
     "device_apps",
