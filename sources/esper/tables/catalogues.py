@@ -9,7 +9,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import Options
+from ..common import Options, skip_unavailable
 from ..http import EsperClient
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
@@ -101,9 +101,22 @@ APPLICATION_VERSIONS = Table(
         *cols("created_on updated_on release_date", TS),
     ),
 )
+GEOFENCES = Table(
+    "geofences",
+    "/v0/enterprise/{eid}/geofence/",
+    ("id",),
+    disposition="replace",
+    columns=(  # live route 24
+        *cols("id name description created_by enterprise radius_unit"),
+        *cols("latitude longitude", "double"),
+        *cols("radius device_count", INT),
+        Col("device_actions", JSON),
+        *cols("created_on updated_on", TS),
+    ),
+)
 TABLES = (
     GROUPS, BLUEPRINTS, BLUEPRINT_VERSIONS, TENANT_APPS, TENANT_APP_VERSIONS, APPLICATIONS,
-    APPLICATION_VERSIONS,
+    APPLICATION_VERSIONS, GEOFENCES,
 )  # fmt: skip
 
 # ------------------------------------------------------------------- groups, blueprints, apps
@@ -248,6 +261,14 @@ def _col_arrow(table: pa.Table, name: str) -> list[Any]:
     return table.column(name).to_pylist() if name in table.column_names else []
 
 
+@dlt.resource(**GEOFENCES.hints())
+def geofences(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Geofences: a small list, replaced each run. A tenant without the feature refuses the
+    route (403/404): the table is skipped for the run and keeps what earlier runs loaded."""
+    with skip_unavailable(ledger, GEOFENCES.name):
+        yield from _whole_list(GEOFENCES, client, ledger, opts)
+
+
 # Tenant-level lists read whole each run, with nothing before or after them: the source reads
 # them in this order, beside the other lists (`__init__.py`).
-LISTS = (groups,)
+LISTS = (groups, geofences)
