@@ -21,7 +21,7 @@ from esper_warehouse.sources.esper.http import (
     EsperNotFoundError,
     EsperResponseError,
 )
-from esper_warehouse.sources.esper.pagination import parse_page
+from esper_warehouse.sources.esper.http.pages import parse_page
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap import DATA_TAP_PATH
 from esper_warehouse.sources.esper.tables.devices import LEGACY_DEVICES_PATH, V2_DEVICE_APPS_PATH

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from esper_warehouse.sources.esper.http import EsperResponseError
-from esper_warehouse.sources.esper.pagination import parse_page
+from esper_warehouse.sources.esper.http.pages import parse_page
 from esper_warehouse.sources.esper.tables import TABLES
 
 from .reference import (

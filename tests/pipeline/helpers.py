@@ -16,7 +16,7 @@ import httpx
 import orjson
 from esper_warehouse.pipelines.runner import RunResult, RunSettings, run
 from esper_warehouse.sources.esper.http import EsperClient
-from esper_warehouse.sources.esper.scan import parse_time
+from esper_warehouse.sources.esper.times import parse_time
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 

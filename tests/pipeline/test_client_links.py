@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
-from esper_warehouse.sources.esper.pagination import iter_pages
+from esper_warehouse.sources.esper.http.pages import iter_pages
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.test_client import LoopbackServer, Reply

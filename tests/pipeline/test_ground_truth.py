@@ -13,7 +13,7 @@ import pytest
 from esper_warehouse.pipelines.runner import run
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.http import EsperClient
-from esper_warehouse.sources.esper.scan import iso
+from esper_warehouse.sources.esper.times import iso
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 

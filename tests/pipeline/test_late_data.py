@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from esper_warehouse.sources.esper.scan import parse_time
+from esper_warehouse.sources.esper.times import parse_time
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 

@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 import pytest
 from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError, EsperResponseError
-from esper_warehouse.sources.esper.pagination import (
+from esper_warehouse.sources.esper.http.pages import (
     Page,
     iter_cursor_pages,
     iter_pages,
     iter_pages_parallel,
     parse_page,
 )
-from esper_warehouse.sources.esper.scan import read_all
+from esper_warehouse.sources.esper.http.reads import read_all
 
 from tests.live_shapes import route, routes, synthesize
 

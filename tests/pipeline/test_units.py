@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
-from esper_warehouse.sources.esper.pagination import Page
-from esper_warehouse.sources.esper.scan import DescScan
+from esper_warehouse.sources.esper.http.pages import DescScan, Page
 from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
 from esper_warehouse.sources.esper.tables.data_tap import (
     DataTapError,

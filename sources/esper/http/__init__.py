@@ -3,7 +3,9 @@
 One concern per module: `client` (get, post, map, read_ahead, counters), `retry` (backoff,
 Retry-After, the shared cooldown, the wait budget), `limiter` (requests in flight), `pacing` (the
 rate learnt from 429s), `deadline` (an attempt's total deadline and `stop()`), `origin` (base URL,
-links, route templates), `answers` (error texts, Retry-After, Date), `errors`, `stats`.
+links, route templates), `answers` (error texts, Retry-After, Date), `errors`, `stats`; and
+how lists are walked: `pages` (envelopes, `next` links, cursor pages, newest-first early
+stops) and `reads` (whole lists checked against their count, fan-outs over parents).
 """
 
 from .client import EsperClient

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..scan import parse_time
+from ..times import parse_time
 
 log = logging.getLogger(__name__)
 

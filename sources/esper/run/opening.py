@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ..http import EsperClient
-from ..scan import parse_time
 from ..tables.catalogues import GROUPS
 from ..tables.devices import device_count
+from ..times import parse_time
 from .ledger import RunLedger
 from .state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
 

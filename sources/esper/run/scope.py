@@ -22,7 +22,7 @@ from typing import Any
 
 import dlt
 
-from ..scan import parse_time
+from ..times import parse_time
 
 log = logging.getLogger("esper_warehouse.source")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import dlt
 
-from ..scan import iso, parse_time
+from ..times import iso, parse_time
 from .ledger import RunLedger
 
 CURSORS = "cursors"

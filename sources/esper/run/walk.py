@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Any
 
 from ..http import EsperClient
-from ..pagination import iter_cursor_pages
-from ..scan import DescScan, first_seen
+from ..http.pages import DescScan, iter_cursor_pages
+from ..http.reads import first_seen
 from ..tables.devices import DEVICES
 
 

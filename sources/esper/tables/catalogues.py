@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from ..common import Options, skip_unavailable
 from ..http import EsperClient
+from ..http.reads import fan_out, read_all, read_all_or_gone
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
-from ..scan import fan_out, read_all, read_all_or_gone
 from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
 
 log = logging.getLogger("esper_warehouse.source")

@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from ..common import ROWS_PER_BATCH, Options
 from ..http import EsperClient
-from ..pagination import iter_pages
+from ..http.pages import DescScan, iter_pages
+from ..http.reads import batches, fan_out, first_seen, read_all, read_all_or_gone, url_id
 from ..run.ledger import RunLedger
 from ..run.state import (
     OPEN_OPERATIONS,
@@ -23,17 +24,8 @@ from ..run.state import (
     cursor_state,
     read_from,
 )
-from ..scan import (
-    DescScan,
-    batches,
-    fan_out,
-    first_seen,
-    parse_time,
-    read_all,
-    read_all_or_gone,
-    url_id,
-)
 from ..table import INT, JSON, TS, Col, Table, cols
+from ..times import parse_time
 from ..vocabulary import is_terminal
 
 log = logging.getLogger("esper_warehouse.source")

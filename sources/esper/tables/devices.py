@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from ..common import ROWS_PER_BATCH, Options, apps_route, skip_refused_device
 from ..http import EsperClient, EsperError
-from ..pagination import iter_cursor_pages, parse_page
+from ..http.pages import DescScan, iter_cursor_pages, parse_page
+from ..http.reads import fan_out, first_seen, read_all, read_all_or_gone
 from ..run.ledger import RunLedger
 from ..run.state import (
     DEVICES_FULL_SCAN_AT,
@@ -23,8 +24,8 @@ from ..run.state import (
     cursor_state,
     read_from,
 )
-from ..scan import DescScan, fan_out, first_seen, iso, parse_time, read_all, read_all_or_gone
 from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Table, cols, flat
+from ..times import iso, parse_time
 from ..vocabulary import device_state_code, device_state_text
 
 log = logging.getLogger("esper_warehouse.source")

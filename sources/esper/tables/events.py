@@ -26,10 +26,11 @@ import pyarrow as pa
 
 from ..common import ROWS_PER_BATCH, Options, skip_refused_device
 from ..http import EsperClient, EsperError, EsperNotFoundError
-from ..pagination import Page, iter_pages
+from ..http.pages import Page, iter_pages
+from ..http.reads import fan_out
 from ..run.ledger import RunLedger
-from ..scan import fan_out, parse_time
 from ..table import INT, TS, Col, Table, cols
+from ..times import parse_time
 from .commands import COMMAND_STATUSES, OPERATION_DEVICES
 
 log = logging.getLogger("esper_warehouse.source")

@@ -22,15 +22,21 @@ before, `_Progress` stops a list that keeps sending items it already sent (an AP
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import urljoin
 
 import orjson
 
-from .http import EsperClient, EsperResponseError
+from ..times import parse_time
+from .client import EsperClient
+from .errors import EsperResponseError
+
+log = logging.getLogger("esper_warehouse.source")
 
 __all__ = ["Page", "iter_cursor_pages", "iter_pages", "iter_pages_parallel", "parse_page"]
 
@@ -376,3 +382,61 @@ def _route_text(client: EsperClient, path_or_url: str) -> str:
     """The path part of a request, for messages (queries can be long)."""
     text = path_or_url.removeprefix(client.base_url)
     return text.split("?", 1)[0]
+
+
+# ------------------------------------------------------------------------ newest-first reads
+
+
+@dataclass
+class DescScan:
+    """Early stop on a list served newest first, only while the order really is newest first.
+
+    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
+    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
+    order is seen broken, the whole list is read and filtered instead.
+    """
+
+    cursor: str | tuple[str, ...]
+    stop_at: datetime | None
+    ordered: bool = True
+    stopped: bool = False
+    newest: datetime | None = None
+    _last: datetime | None = field(default=None, repr=False)
+
+    def value(self, item: Mapping[str, Any]) -> datetime | None:
+        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
+        for name in names:
+            if item.get(name):
+                return parse_time(item[name])
+        return None
+
+    def keep(self, items: list[dict]) -> list[dict]:
+        """The items of one page at or after `stop_at`; decides whether to stop after it."""
+        kept = []
+        reached_old = False
+        for item in items:
+            ts = self.value(item)
+            if ts is not None:
+                if self._last is not None and ts > self._last:
+                    if self.ordered:
+                        log.info(
+                            "%s order is not newest first: reading the whole list", self.cursor
+                        )
+                    self.ordered = False
+                self._last = ts
+                if self.newest is None or ts > self.newest:
+                    self.newest = ts
+            if self.stop_at is not None and ts is not None and ts < self.stop_at:
+                reached_old = True
+                continue
+            kept.append(item)
+        if reached_old and self.ordered:
+            self.stopped = True
+        return kept
+
+    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
+        """Walk pages, yielding each with its kept items, until the early stop applies."""
+        for page in pages:
+            yield page, self.keep(page.items)
+            if self.stopped:
+                return

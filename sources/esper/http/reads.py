@@ -1,4 +1,4 @@
-"""How lists are read: complete lists (checked against their count) and newest-first early stops.
+"""How much of a list a table reads: complete lists (checked against their count), fan-outs.
 
 Every request goes through the client (which owns retries and throttling) and the paginator (which
 owns envelopes and links); this module only decides how much of a list a table needs.
@@ -8,33 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .http import EsperClient, EsperNotFoundError
-from .pagination import Page, iter_pages, iter_pages_parallel
+from .client import EsperClient
+from .errors import EsperNotFoundError
+from .pages import Page, iter_pages, iter_pages_parallel
 
 log = logging.getLogger("esper_warehouse.source")
 
 P = TypeVar("P")
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An API timestamp (ISO 8601, `Z` or offset) as an aware datetime; None when absent."""
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value
-    from datetime import UTC
-
-    ts = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-
-
-def iso(ts: datetime) -> str:
-    """A datetime as the API writes it (UTC, `Z`)."""
-    return ts.isoformat().replace("+00:00", "Z")
 
 
 def url_id(value: Any) -> str | None:
@@ -123,61 +106,6 @@ def first_seen(
             seen.add(value)
             kept.append(item)
     return kept
-
-
-@dataclass
-class DescScan:
-    """Early stop on a list served newest first, only while the order really is newest first.
-
-    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
-    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
-    order is seen broken, the whole list is read and filtered instead.
-    """
-
-    cursor: str | tuple[str, ...]
-    stop_at: datetime | None
-    ordered: bool = True
-    stopped: bool = False
-    newest: datetime | None = None
-    _last: datetime | None = field(default=None, repr=False)
-
-    def value(self, item: Mapping[str, Any]) -> datetime | None:
-        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
-        for name in names:
-            if item.get(name):
-                return parse_time(item[name])
-        return None
-
-    def keep(self, items: list[dict]) -> list[dict]:
-        """The items of one page at or after `stop_at`; decides whether to stop after it."""
-        kept = []
-        reached_old = False
-        for item in items:
-            ts = self.value(item)
-            if ts is not None:
-                if self._last is not None and ts > self._last:
-                    if self.ordered:
-                        log.info(
-                            "%s order is not newest first: reading the whole list", self.cursor
-                        )
-                    self.ordered = False
-                self._last = ts
-                if self.newest is None or ts > self.newest:
-                    self.newest = ts
-            if self.stop_at is not None and ts is not None and ts < self.stop_at:
-                reached_old = True
-                continue
-            kept.append(item)
-        if reached_old and self.ordered:
-            self.stopped = True
-        return kept
-
-    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
-        """Walk pages, yielding each with its kept items, until the early stop applies."""
-        for page in pages:
-            yield page, self.keep(page.items)
-            if self.stopped:
-                return
 
 
 def fan_out(
