@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import dlt
@@ -12,9 +14,7 @@ from . import settings as s
 from .common import Options
 from .http import EsperClient
 from .run.ledger import RunLedger
-from .run.opening import open_run
-from .run.scope import fan_out_scope
-from .run.walk import DeviceWalk
+from .run.opening import open_run, plan_full_scan
 from .tables import LISTS
 from .tables.catalogues import (
     application_versions,
@@ -68,13 +68,12 @@ def esper(
     """Devices and their history, apps, events, commands, operations and reference lists.
 
     `open_run` makes two requests first (key, enterprise id, the API's clock) and decides whether
-    this run is a full scan. Resources run in the order below (`[extract] next_item_mode =
-    "fifo"`); the per-device fan-outs (installed apps, and event feeds on a full scan) run in
-    dlt worker threads per device page, alongside. On an incremental run device events come
-    last because they read which devices had activity in the other tables; on a full scan every
-    listed device needs its whole feed, so feeds are fetched per device page instead.
+    this run is a full scan. Resources run in the order of `_resources` (`next_item_mode =
+    "fifo"`); the per-device fan-outs (installed apps, and event feeds on a full scan) run in dlt
+    worker threads per device page, alongside. On an incremental run device events come last:
+    they read which devices had activity in the other tables (`Table.after`).
 
-    A full scan of more than `commit_every_devices` devices is loaded in parts (`walk.py`): while
+    A full scan of more than `commit_every_devices` devices is loaded in parts (`run/walk.py`): while
     devices remain, this returns the next part (devices, history, installed apps and feeds of
     the next `commit_every_devices` devices to read); the pipeline loads it, commits, and calls
     again with the same `ledger` and `client` until the last part, which is the whole tuple.
@@ -106,20 +105,27 @@ def esper(
     if ledger.as_of is None:  # the run's first part (or only one) opens it
         open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
     if ledger.full_scan and ledger.walk is None:
-        # which devices' apps and feeds it re-reads (sources/esper/weekly.py): all when asked
-        # (`run --full`) or on a first load, else the changed ones and a slice; a run resuming
-        # an unfinished first load reads only the devices the warehouse does not hold yet
-        ledger.fan_out_scope = fan_out_scope(
-            ledger.as_of, everything=full_scan, rotate=ledger.completed_full_scan
-        )
-        parted = (ledger.device_count or 0) > commit_every_devices
-        ledger.walk = DeviceWalk(
-            client,
-            DEVICES.path,
-            DEVICES.limit(opts.page_size),
-            commit_every_devices if parted else None,
-        )
-    run = {"client": client, "ledger": ledger, "opts": opts}
+        plan_full_scan(client, ledger, full_scan, commit_every_devices, DEVICES.limit(page_size))
+    poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
+    data_tap = partial(
+        data_tap_resources,
+        client,
+        data_tap_queries or {},
+        deadline_s=data_tap_deadline_s,
+        stuck_s=data_tap_stuck_s,
+        row_limit=data_tap_row_limit,
+        poll_s=poll_s,
+        requests_per_hour=data_tap_requests_per_hour,
+        ledger=ledger,
+    )
+    return _resources({"client": client, "ledger": ledger, "opts": opts}, data_tap)
+
+
+def _resources(
+    run: dict[str, Any], data_tap: Callable[[], list[DltResource]]
+) -> tuple[DltResource, ...]:
+    """This part's resources, in extraction order (see `esper`); `data_tap` on the last part."""
+    ledger = run["ledger"]
 
     device_list = devices(**run)
     apps = device_apps(**run)  # scd2: its rows' validity changes at the run's API time
@@ -129,7 +135,6 @@ def esper(
     if not ledger.building_last:  # a full scan in parts: the next devices and their fan-outs
         page_events = device_list | device_events_of_page(**run)
         return (device_list, device_list | device_history, device_list | apps, page_events)
-    census = [device_census(ledger=ledger)] if ledger.full_scan else []
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps
     # (the devices scan and its fan-outs start first) and the incremental form comes last.
@@ -137,8 +142,6 @@ def esper(
         page_events, last_events = [device_list | device_events_of_page(**run)], []
     else:  # (after parts: the feeds of devices with activity the parts did not read)
         page_events, last_events = [], [device_events(**run)]
-    blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
-    application_list = applications(**run)
     return (
         device_list,
         device_list | device_history,
@@ -146,30 +149,30 @@ def esper(
         *page_events,
         # after every pipe of `devices` (dlt evaluates a resource and its transformers together,
         # at the place of the last of them), so that `devices` has ended the walk
-        *census,
+        *([device_census(ledger=ledger)] if ledger.full_scan else []),
         heartbeats(**run),
         *(read(**run) for read in LISTS),  # groups, status metrics, ... (tables/__init__.py)
+        *_catalogues(run),
+        command_requests(**run),
+        command_statuses(**run),
+        operations(**run),
+        operation_devices(**run),
+        *last_events,
+        *data_tap(),
+    )
+
+
+def _catalogues(run: dict[str, Any]) -> tuple[DltResource, ...]:
+    """The catalogues with their version lists, each list piped into its versions."""
+    blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
+    application_list = applications(**run)
+    return (
         blueprint_list,
         blueprint_list | blueprint_versions(**run),
         tenant_app_list,
         tenant_app_list | tenant_app_versions(**run),
         application_list,
         application_list | application_versions(**run),
-        command_requests(**run),
-        command_statuses(**run),
-        operations(**run),
-        operation_devices(**run),
-        *last_events,
-        *data_tap_resources(
-            client,
-            data_tap_queries or {},
-            deadline_s=data_tap_deadline_s,
-            stuck_s=data_tap_stuck_s,
-            row_limit=data_tap_row_limit,
-            poll_s=s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"],
-            requests_per_hour=data_tap_requests_per_hour,
-            ledger=ledger,
-        ),
     )
 
 

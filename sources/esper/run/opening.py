@@ -6,10 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 from ..http import EsperClient
 from ..tables.catalogues import GROUPS
-from ..tables.devices import device_count
+from ..tables.devices import DEVICES, device_count
 from ..times import parse_time
 from .ledger import RunLedger
+from .scope import fan_out_scope
 from .state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
+from .walk import DeviceWalk
 
 
 def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: timedelta) -> None:
@@ -35,3 +37,19 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
 def check_enterprise(client: EsperClient) -> None:
     """One tenant-level legacy request: a wrong enterprise id fails here, clearly (404)."""
     client.get(GROUPS.path_for(client), {"limit": 1, "offset": 0})
+
+
+def plan_full_scan(
+    client: EsperClient, ledger: RunLedger, everything: bool, part_size: int, limit: int
+) -> None:
+    """Which devices a full scan re-reads the apps and feeds of, and how its list is walked.
+
+    All when asked (`run --full`) or on a first load, else the changed ones and a slice
+    (`scope.py`); a run resuming an unfinished first load reads only the devices the warehouse
+    does not hold yet. A fleet of more than `part_size` devices is walked in parts (`walk.py`).
+    """
+    ledger.fan_out_scope = fan_out_scope(
+        ledger.as_of, everything=everything, rotate=ledger.completed_full_scan
+    )
+    parted = (ledger.device_count or 0) > part_size
+    ledger.walk = DeviceWalk(client, DEVICES.path, limit, part_size if parted else None)

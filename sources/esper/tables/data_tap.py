@@ -339,20 +339,14 @@ def data_tap_resources(
 
         return load
 
-    resources = []
-    for name, query in queries.items():
-        spec = {"sql": query} if isinstance(query, str) else dict(query)
-        if spec.get("cursor"):
-            key = spec.get("key") or [spec["cursor"]]
-            resource = dlt.resource(
-                loader(name, spec),
-                name=table_name(name),
-                write_disposition="merge",
-                primary_key=[key] if isinstance(key, str) else list(key),
-            )
-        else:
-            resource = dlt.resource(
-                loader(name, spec), name=table_name(name), write_disposition="replace"
-            )
-        resources.append(resource)
-    return resources
+    specs = {n: {"sql": q} if isinstance(q, str) else dict(q) for n, q in queries.items()}
+    return [dlt.resource(loader(n, spec), **_hints(n, spec)) for n, spec in specs.items()]
+
+
+def _hints(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A snapshot query replaces its table; an incremental one merges on its key."""
+    if not spec.get("cursor"):
+        return {"name": table_name(name), "write_disposition": "replace"}
+    key = spec.get("key") or [spec["cursor"]]
+    primary_key = [key] if isinstance(key, str) else list(key)
+    return {"name": table_name(name), "write_disposition": "merge", "primary_key": primary_key}
