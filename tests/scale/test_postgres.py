@@ -34,6 +34,36 @@ def _rows(pg_uri: str, sql: str) -> list[tuple]:
         con.close()
 
 
+def _assert_published_marts_equal_duckdb(
+    pg_uri: str, local: list[tuple], rollout: list[tuple]
+) -> None:
+    """Lists and structs are jsonb in Postgres, equal to DuckDB's values."""
+    published = _rows(
+        pg_uri,
+        "select device_id, verdict, reasons from marts.fleet_compliance order by device_id",
+    )
+    assert [(d, v, r) for d, v, r in published] == [(d, v, r) for d, v, r in local]
+    assert _rows(
+        pg_uri,
+        "select data_type from information_schema.columns where table_schema = 'marts' "
+        "and table_name = 'command_rollout' and column_name = 'top_failure_reasons'",
+    ) == [("jsonb",)]
+    remote = _rows(
+        pg_uri,
+        "select command_request_id, target_devices, success_rate, top_failure_reasons "
+        "from marts.command_rollout order by command_request_id",
+    )
+    assert len(remote) == len(rollout) > 0
+    for mine, theirs in zip(rollout, remote, strict=True):
+        assert mine[:3] == theirs[:3]
+        assert json.loads(json.dumps(mine[3], default=str)) == theirs[3]
+
+
+def _published_rows(out: str) -> list[str]:
+    """The per-mart lines of a publish report."""
+    return [line for line in out.splitlines() if line.startswith("  marts.")]
+
+
 def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
     sim: object,
     tmp_path: Path,
@@ -70,27 +100,7 @@ def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
             "from marts.command_rollout order by command_request_id"
         ).fetchall()
     assert 0 < len(local) <= devices
-
-    # lists and structs are jsonb in Postgres, equal to DuckDB's values
-    published = _rows(
-        pg_uri,
-        "select device_id, verdict, reasons from marts.fleet_compliance order by device_id",
-    )
-    assert [(d, v, r) for d, v, r in published] == [(d, v, r) for d, v, r in local]
-    assert _rows(
-        pg_uri,
-        "select data_type from information_schema.columns where table_schema = 'marts' "
-        "and table_name = 'command_rollout' and column_name = 'top_failure_reasons'",
-    ) == [("jsonb",)]
-    remote = _rows(
-        pg_uri,
-        "select command_request_id, target_devices, success_rate, top_failure_reasons "
-        "from marts.command_rollout order by command_request_id",
-    )
-    assert len(remote) == len(rollout) > 0
-    for mine, theirs in zip(rollout, remote, strict=True):
-        assert mine[:3] == theirs[:3]
-        assert json.loads(json.dumps(mine[3], default=str)) == theirs[3]
+    _assert_published_marts_equal_duckdb(pg_uri, local, rollout)
 
     # a second publish (no pull) gives the same tables and rows; a stale table is dropped
     _rows(pg_uri, "create table marts.retired_mart (x int)")
@@ -110,11 +120,8 @@ def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
         == counts
     )
 
-    def published_rows(out: str) -> list[str]:
-        return [line for line in out.splitlines() if line.startswith("  marts.")]
-
-    assert published_rows(first.out) == published_rows(second.out)
-    assert len(published_rows(first.out)) == 7
+    assert _published_rows(first.out) == _published_rows(second.out)
+    assert len(_published_rows(first.out)) == 7
     for text in (first.out, first.err, second.out, second.err):
         assert PASSWORD not in text and API_KEY not in text
 

@@ -91,8 +91,31 @@ def compliance() -> dict[str, list[dict]]:
     a-tz also has two history versions: os 12 until 2026-10-14 23:30 UTC-5 (04:30 UTC on the
     15th), then os 14: non_compliant up to and including 2026-10-14, compliant from 2026-10-15.
     """
-    online = "2026-10-31T11:30:00+00:00"
-    devices = [
+    devices = compliance_devices()
+    tz_v1 = android("a-tz", group_id="g-tz", os_version="12", updated_at="2026-10-01T06:00:00Z")
+    history = [dict(d) for d in devices] + [tz_v1]
+    heartbeats = compliance_heartbeats(devices)
+    apps = compliance_apps(devices)
+    return {
+        "_esper_runs": runs("2026-10-01T06:00:00+00:00"),
+        "devices": devices,
+        "device_history": history,
+        "device_census": [
+            {"id": d["id"], "updated_at": d["updated_at"], "census_at": CENSUS_AT}
+            for d in devices
+            if d["id"] != "a-removed"
+        ],
+        "heartbeats": heartbeats,
+        "groups": compliance_groups(),
+        "blueprints": compliance_blueprints(),
+        "blueprint_versions": compliance_blueprint_versions(),
+        "device_apps": apps,
+    }
+
+
+def compliance_devices() -> list[dict]:
+    """The devices as they are now (a-tz's older version is added in compliance())."""
+    return [
         android("a-ok"),
         android("a-never"),
         android("a-31d"),
@@ -130,9 +153,12 @@ def compliance() -> dict[str, list[dict]]:
             updated_at="2026-10-14T23:30:00-05:00",
         ),
     ]
-    tz_v1 = android("a-tz", group_id="g-tz", os_version="12", updated_at="2026-10-01T06:00:00Z")
-    history = [dict(d) for d in devices] + [tz_v1]
 
+
+def compliance_heartbeats(devices: list[dict]) -> list[dict]:
+    """Android devices online 30 min before AS_OF, except the never-seen, old and stale ones;
+    a-tz has one heartbeat a day from 2026-10-01 12:00Z."""
+    online = "2026-10-31T11:30:00+00:00"
     heartbeats = [heartbeat(d["id"], online) for d in devices if d["platform"] == "ANDROID"]
     heartbeats = [
         h for h in heartbeats if h["device_id"] not in ("a-never", "a-31d", "a-stale", "a-removed")
@@ -144,7 +170,11 @@ def compliance() -> dict[str, list[dict]]:
     ]
     start = datetime(2026, 10, 1, 12, tzinfo=UTC)
     heartbeats += [heartbeat("a-tz", (start + timedelta(days=n)).isoformat()) for n in range(30)]
+    return heartbeats
 
+
+def compliance_apps(devices: list[dict]) -> list[dict]:
+    """Good apps on every Android device except the three with missing or old apps."""
     apps = []
     for d in devices:
         if d["platform"] != "ANDROID" or d["id"] in ("a-no-apps", "a-no-chrome", "a-old-chrome"):
@@ -156,72 +186,71 @@ def compliance() -> dict[str, list[dict]]:
         app("a-old-chrome", "com.android.chrome", "119.0.6045", "2026-09-20T00:00:00+00:00"),
         apple_store_app("i-ok", "com.microsoft.Outlook", "4.2405.0", "2026-09-20T00:00:00+00:00"),
     ]
-    return {
-        "_esper_runs": runs("2026-10-01T06:00:00+00:00"),
-        "devices": devices,
-        "device_history": history,
-        "device_census": [
-            {"id": d["id"], "updated_at": d["updated_at"], "census_at": CENSUS_AT}
-            for d in devices
-            if d["id"] != "a-removed"
-        ],
-        "heartbeats": heartbeats,
-        "groups": [
-            {"id": "g-stores", "name": "Stores", "path": "All devices/Stores"},
-            {
-                "id": "g-tz",
-                "name": "Chicago",
-                "path": "All devices/Chicago",
-                "parent": "https://t-api.esper.cloud/api/enterprise/e-1/devicegroup/g-stores/",
-            },
-            {"id": "g-removed", "name": "Retired", "path": "All devices/Retired"},
-        ],
-        "blueprints": [
-            {
-                "id": "bp-1",
-                "name": "Store tablets",
-                "version_id": "bpv-2",
-                "publish": True,
-                "created_at": "2026-08-01T00:00:00Z",
-                "updated_at": "2026-09-15T00:00:00Z",
-            },
-            {
-                "id": "bp-2",
-                "name": "Kiosk",
-                "version_id": "bpv-3",
-                "publish": True,
-                "created_at": "2026-09-01T00:00:00Z",
-                "updated_at": "2026-09-01T00:00:00Z",
-            },
-        ],
-        "blueprint_versions": [
-            {
-                "id": "bp-1",
-                "name": "Store tablets",
-                "version_id": "bpv-1",
-                "version_number": 1,
-                "publish": True,
-                "created_at": "2026-08-01T00:00:00Z",
-            },
-            {
-                "id": "bp-1",
-                "name": "Store tablets",
-                "version_id": "bpv-2",
-                "version_number": 2,
-                "publish": True,
-                "created_at": "2026-09-15T00:00:00Z",
-            },
-            {
-                "id": "bp-2",
-                "name": "Kiosk",
-                "version_id": "bpv-3",
-                "version_number": 1,
-                "publish": True,
-                "created_at": "2026-09-01T00:00:00Z",
-            },
-        ],
-        "device_apps": apps,
-    }
+    return apps
+
+
+def compliance_groups() -> list[dict]:
+    return [
+        {"id": "g-stores", "name": "Stores", "path": "All devices/Stores"},
+        {
+            "id": "g-tz",
+            "name": "Chicago",
+            "path": "All devices/Chicago",
+            "parent": "https://t-api.esper.cloud/api/enterprise/e-1/devicegroup/g-stores/",
+        },
+        {"id": "g-removed", "name": "Retired", "path": "All devices/Retired"},
+    ]
+
+
+def compliance_blueprints() -> list[dict]:
+    """Each blueprint with its latest version (what the API serves)."""
+    return [
+        {
+            "id": "bp-1",
+            "name": "Store tablets",
+            "version_id": "bpv-2",
+            "publish": True,
+            "created_at": "2026-08-01T00:00:00Z",
+            "updated_at": "2026-09-15T00:00:00Z",
+        },
+        {
+            "id": "bp-2",
+            "name": "Kiosk",
+            "version_id": "bpv-3",
+            "publish": True,
+            "created_at": "2026-09-01T00:00:00Z",
+            "updated_at": "2026-09-01T00:00:00Z",
+        },
+    ]
+
+
+def compliance_blueprint_versions() -> list[dict]:
+    return [
+        {
+            "id": "bp-1",
+            "name": "Store tablets",
+            "version_id": "bpv-1",
+            "version_number": 1,
+            "publish": True,
+            "created_at": "2026-08-01T00:00:00Z",
+        },
+        {
+            "id": "bp-1",
+            "name": "Store tablets",
+            "version_id": "bpv-2",
+            "version_number": 2,
+            "publish": True,
+            "created_at": "2026-09-15T00:00:00Z",
+        },
+        {
+            "id": "bp-2",
+            "name": "Kiosk",
+            "version_id": "bpv-3",
+            "version_number": 1,
+            "publish": True,
+            "created_at": "2026-09-01T00:00:00Z",
+        },
+    ]
 
 
 def rollout() -> dict[str, list[dict]]:
@@ -263,128 +292,161 @@ def rollout() -> dict[str, list[dict]]:
 
 def commands() -> dict[str, list[dict]]:
     """Three command requests and two operations with known counts and durations."""
-
-    def status(sid, request, device, state, created, updated, reason=None):
-        return {
-            "id": sid,
-            "request": request,
-            "device": device,
-            "state": state,
-            "reason": reason,
-            "created_at": created,
-            "updated_at": updated,
-        }
-
     day = "2026-10-30T"
     return {
         "_esper_runs": runs("2026-10-01T06:00:00+00:00"),
-        "command_requests": [
-            {
-                "id": "req-done",
-                "command_type": "DEVICE",
-                "command": "REBOOT",
-                "devices": ["d1", "d2", "d3", "d4"],
-                "groups": [],
-                "schedule": "IMMEDIATE",
-                "created_at": day + "09:59:00Z",
-            },
-            {
-                "id": "req-open",
-                "command_type": "DEVICE",
-                "command": "INSTALL",
-                "devices": ["d1", "d2"],
-                "groups": [],
-                "created_at": day + "08:00:00Z",
-            },
-            {
-                "id": "req-none",
-                "command_type": "GROUP",
-                "command": "LOCK",
-                "devices": [],
-                "groups": ["g-1"],
-                "created_at": day + "07:00:00Z",
-            },
-        ],
-        "command_statuses": [
-            # 10, 30, 60, 120 minutes to a terminal state
-            status("s1", "req-done", "d1", "Command Success", day + "10:00:00Z", day + "10:10:00Z"),
-            status("s2", "req-done", "d2", "Command Success", day + "10:00:00Z", day + "10:30:00Z"),
-            status(
-                "s3",
-                "req-done",
-                "d3",
-                "Command Failure",
-                day + "10:00:00Z",
-                day + "11:00:00Z",
-                "Device busy",
-            ),
-            status(
-                "s4", "req-done", "d4", "Command TimeOut", day + "10:00:00Z", day + "12:00:00Z", ""
-            ),
-            # d1 was requeued: its latest status (In Progress) counts, the older Queued does not
-            status("s5", "req-open", "d1", "Command Queued", day + "08:00:00Z", day + "09:00:00Z"),
-            status(
-                "s6", "req-open", "d1", "Command In Progress", day + "09:00:00Z", day + "09:30:00Z"
-            ),
-            status("s7", "req-open", "d2", "Command Queued", day + "08:00:00Z", day + "08:00:00Z"),
-        ],
-        "operations": [
-            {
-                "id": "op-1",
-                "operation": "INSTALL_APP",
-                "state": "COMPLETED",
-                "schedule_type": "IMMEDIATE",
-                "created_at": day + "10:00:00Z",
-                "updated_at": day + "11:00:00Z",
-                "operation_stats": {
-                    "device_operation_statuses_count": {
-                        "success_device_count": 2,
-                        "failed_device_count": 1,
-                    }
-                },
-            },
-            {
-                "id": "op-2",
-                "operation": "CONVERGE",
-                "state": "RESOLVING",
-                "created_at": day + "10:00:00Z",
-                "updated_at": day + "10:00:00Z",
-            },
-        ],
-        "operation_devices": [
-            # 5, 15, 25 minutes to a terminal state; one still CREATED
-            {
-                "id": "od1",
-                "operation_id": "op-1",
-                "device_id": "d1",
-                "state": "SUCCEDED",
-                "created_at": day + "10:00:00Z",
-                "updated_at": day + "10:05:00Z",
-            },
-            {
-                "id": "od2",
-                "operation_id": "op-1",
-                "device_id": "d2",
-                "state": "SUCCEDED",
-                "created_at": day + "10:00:00Z",
-                "updated_at": day + "10:15:00Z",
-            },
-            {
-                "id": "od3",
-                "operation_id": "op-1",
-                "device_id": "d3",
-                "state": "FAILED",
-                "reason": "Install failed",
-                "created_at": day + "10:00:00Z",
-                "updated_at": day + "10:25:00Z",
-            },
-            {
-                "id": "od4",
-                "operation_id": "op-1",
-                "device_id": "d4",
-                "state": "CREATED",
-                "created_at": day + "10:00:00Z",
-                "updated_at": day + "10:00:00Z",
-            },
-        ],
+        "command_requests": command_requests(day),
+        "command_statuses": command_statuses(day),
+        "operations": operations(day),
+        "operation_devices": operation_devices(day),
     }
+
+
+def command_status(
+    sid: str,
+    request: str,
+    device: str,
+    state: str,
+    created: str,
+    updated: str,
+    reason: str | None = None,
+) -> dict:
+    return {
+        "id": sid,
+        "request": request,
+        "device": device,
+        "state": state,
+        "reason": reason,
+        "created_at": created,
+        "updated_at": updated,
+    }
+
+
+def command_requests(day: str) -> list[dict]:
+    """req-done (4 devices), req-open (2 devices), req-none (a group, no devices)."""
+    return [
+        {
+            "id": "req-done",
+            "command_type": "DEVICE",
+            "command": "REBOOT",
+            "devices": ["d1", "d2", "d3", "d4"],
+            "groups": [],
+            "schedule": "IMMEDIATE",
+            "created_at": day + "09:59:00Z",
+        },
+        {
+            "id": "req-open",
+            "command_type": "DEVICE",
+            "command": "INSTALL",
+            "devices": ["d1", "d2"],
+            "groups": [],
+            "created_at": day + "08:00:00Z",
+        },
+        {
+            "id": "req-none",
+            "command_type": "GROUP",
+            "command": "LOCK",
+            "devices": [],
+            "groups": ["g-1"],
+            "created_at": day + "07:00:00Z",
+        },
+    ]
+
+
+def command_statuses(day: str) -> list[dict]:
+    return [
+        # 10, 30, 60, 120 minutes to a terminal state
+        command_status(
+            "s1", "req-done", "d1", "Command Success", day + "10:00:00Z", day + "10:10:00Z"
+        ),
+        command_status(
+            "s2", "req-done", "d2", "Command Success", day + "10:00:00Z", day + "10:30:00Z"
+        ),
+        command_status(
+            "s3",
+            "req-done",
+            "d3",
+            "Command Failure",
+            day + "10:00:00Z",
+            day + "11:00:00Z",
+            "Device busy",
+        ),
+        command_status(
+            "s4", "req-done", "d4", "Command TimeOut", day + "10:00:00Z", day + "12:00:00Z", ""
+        ),
+        # d1 was requeued: its latest status (In Progress) counts, the older Queued does not
+        command_status(
+            "s5", "req-open", "d1", "Command Queued", day + "08:00:00Z", day + "09:00:00Z"
+        ),
+        command_status(
+            "s6", "req-open", "d1", "Command In Progress", day + "09:00:00Z", day + "09:30:00Z"
+        ),
+        command_status(
+            "s7", "req-open", "d2", "Command Queued", day + "08:00:00Z", day + "08:00:00Z"
+        ),
+    ]
+
+
+def operations(day: str) -> list[dict]:
+    return [
+        {
+            "id": "op-1",
+            "operation": "INSTALL_APP",
+            "state": "COMPLETED",
+            "schedule_type": "IMMEDIATE",
+            "created_at": day + "10:00:00Z",
+            "updated_at": day + "11:00:00Z",
+            "operation_stats": {
+                "device_operation_statuses_count": {
+                    "success_device_count": 2,
+                    "failed_device_count": 1,
+                }
+            },
+        },
+        {
+            "id": "op-2",
+            "operation": "CONVERGE",
+            "state": "RESOLVING",
+            "created_at": day + "10:00:00Z",
+            "updated_at": day + "10:00:00Z",
+        },
+    ]
+
+
+def operation_devices(day: str) -> list[dict]:
+    return [
+        # 5, 15, 25 minutes to a terminal state; one still CREATED
+        {
+            "id": "od1",
+            "operation_id": "op-1",
+            "device_id": "d1",
+            "state": "SUCCEDED",
+            "created_at": day + "10:00:00Z",
+            "updated_at": day + "10:05:00Z",
+        },
+        {
+            "id": "od2",
+            "operation_id": "op-1",
+            "device_id": "d2",
+            "state": "SUCCEDED",
+            "created_at": day + "10:00:00Z",
+            "updated_at": day + "10:15:00Z",
+        },
+        {
+            "id": "od3",
+            "operation_id": "op-1",
+            "device_id": "d3",
+            "state": "FAILED",
+            "reason": "Install failed",
+            "created_at": day + "10:00:00Z",
+            "updated_at": day + "10:25:00Z",
+        },
+        {
+            "id": "od4",
+            "operation_id": "op-1",
+            "device_id": "d4",
+            "state": "CREATED",
+            "created_at": day + "10:00:00Z",
+            "updated_at": day + "10:00:00Z",
+        },
+    ]

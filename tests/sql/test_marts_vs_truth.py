@@ -239,6 +239,91 @@ def last_seen(truth: dict[str, list[dict]]) -> dict[str, datetime]:
     return out
 
 
+# Each check below: None when its target does not apply (empty seed cell, no required apps, no
+# blueprint at all); else True/False, or None with the check appended to `unknown` when the
+# device did not report the value.
+
+
+def os_check(dev: dict, target: dict, unknown: list[str]) -> bool | None:
+    min_os = target.get("min_os_version")
+    os_current = None if min_os is None else at_least(dev.get("os_version"), min_os)
+    if min_os is not None and os_current is None:
+        unknown.append("os")
+    return os_current
+
+
+def patch_check(software: dict, target: dict, today: date, unknown: list[str]) -> bool | None:
+    patch_level = software.get("security_patch_level")  # the detail route (live route 12)
+    max_age = target.get("max_security_patch_age_days")
+    patch_current = None
+    if max_age is not None and patch_level is None:
+        unknown.append("patch")
+    elif max_age is not None:
+        age = (today - date.fromisoformat(patch_level[:10])).days  # 'YYYY-MM-DD'
+        patch_current = age <= int(max_age)
+    return patch_current
+
+
+def agent_check(software: dict, target: dict, unknown: list[str]) -> bool | None:
+    min_agent = target.get("min_agent_version")
+    agent = (software.get("esper_agent_info") or {}).get("version_name")
+    agent_current = None if min_agent is None else at_least(agent, min_agent)
+    if min_agent is not None and agent_current is None:
+        unknown.append("agent")
+    return agent_current
+
+
+def blueprint_check(dev: dict, latest_blueprint_version: dict[str, str]) -> bool | None:
+    """Blueprint drift: assigned != current blueprint, or the current version is not the
+    assigned blueprint's latest version (the blueprint record's version_id: the API serves
+    each blueprint with its latest version, all published), or the upgrade failed."""
+    bp = dev.get("blueprint_info") or {}
+    assigned, current = bp.get("assigned_blueprint_id"), bp.get("current_blueprint_id")
+    blueprint_in_sync = None
+    if assigned is not None or current is not None:
+        latest = latest_blueprint_version.get(assigned)
+        blueprint_in_sync = (
+            assigned == current
+            and (latest is None or bp.get("current_blueprint_version_id") == latest)
+            and bp.get("blueprint_upgrade_status") != "UPGRADE_FAILED"
+        )
+    return blueprint_in_sync
+
+
+def required_apps_check(
+    required: dict[str, str] | None, mine: dict[str, str | None] | None, unknown: list[str]
+) -> bool | None:
+    """Every required package of the platform installed now at >= its minimum.
+
+    Ambiguous case, decided like the warehouse can: a device with no app record at all has
+    not reported an inventory (unknown), since an empty list and "never reported" look the
+    same from the API. (Here that is typically Linux devices, which have no required apps.)
+    """
+    has_required = None
+    if required is not None and mine is None:
+        unknown.append("apps")
+    elif required is not None:
+        has_required = all(
+            package in mine and bool(at_least(mine[package], minimum))
+            for package, minimum in required.items()
+        )
+    return has_required
+
+
+def expected_verdict(
+    dev: dict, counts_as_seen: bool, checks: tuple[bool | None, ...], unknown: list[str]
+) -> str:
+    if dev.get("state") in OUT_OF_SERVICE_STATES:
+        return "out_of_service"
+    if not counts_as_seen:
+        return "unverified"
+    if False in checks:
+        return "non_compliant"
+    if unknown:
+        return "unverified"
+    return "compliant"
+
+
 def expected_devices(loaded: Loaded) -> dict[str, Expected]:
     truth, now, seeds = loaded.truth, loaded.now, Seeds.read()
     today = now.astimezone(UTC).date()
@@ -251,74 +336,19 @@ def expected_devices(loaded: Loaded) -> dict[str, Expected]:
         platform = dev["platform"].upper()
         target = seeds.targets.get(platform, {})
         software = dev.get("software_info") or {}
-        # Each check: None when its target does not apply (empty seed cell, no required apps,
-        # no blueprint at all); else True/False, or None with the check listed in `unknown` when
-        # the device did not report the value.
-        unknown: list[str] = []
-
-        min_os = target.get("min_os_version")
-        os_current = None if min_os is None else at_least(dev.get("os_version"), min_os)
-        if min_os is not None and os_current is None:
-            unknown.append("os")
-
-        patch_level = software.get("security_patch_level")  # the detail route (live route 12)
-        max_age = target.get("max_security_patch_age_days")
-        patch_current = None
-        if max_age is not None and patch_level is None:
-            unknown.append("patch")
-        elif max_age is not None:
-            age = (today - date.fromisoformat(patch_level[:10])).days  # 'YYYY-MM-DD'
-            patch_current = age <= int(max_age)
-
-        min_agent = target.get("min_agent_version")
-        agent = (software.get("esper_agent_info") or {}).get("version_name")
-        agent_current = None if min_agent is None else at_least(agent, min_agent)
-        if min_agent is not None and agent_current is None:
-            unknown.append("agent")
-
-        # Blueprint drift: assigned != current blueprint, or the current version is not the
-        # assigned blueprint's latest version (the blueprint record's version_id: the API serves
-        # each blueprint with its latest version, all published), or the upgrade failed.
-        bp = dev.get("blueprint_info") or {}
-        assigned, current = bp.get("assigned_blueprint_id"), bp.get("current_blueprint_id")
-        blueprint_in_sync = None
-        if assigned is not None or current is not None:
-            latest = latest_blueprint_version.get(assigned)
-            blueprint_in_sync = (
-                assigned == current
-                and (latest is None or bp.get("current_blueprint_version_id") == latest)
-                and bp.get("blueprint_upgrade_status") != "UPGRADE_FAILED"
-            )
-
-        # Required apps: every required package of the platform installed now at >= its minimum.
-        # Ambiguous case, decided like the warehouse can: a device with no app record at all has
-        # not reported an inventory (unknown), since an empty list and "never reported" look the
-        # same from the API. (Here that is typically Linux devices, which have no required apps.)
-        required = seeds.required.get(platform)
-        mine = apps.get(dev["id"])
-        has_required = None
-        if required is not None and mine is None:
-            unknown.append("apps")
-        elif required is not None:
-            has_required = all(
-                package in mine and bool(at_least(mine[package], minimum))
-                for package, minimum in required.items()
-            )
+        unknown: list[str] = []  # filled in check order: os, patch, agent, apps
+        os_current = os_check(dev, target, unknown)
+        patch_current = patch_check(software, target, today, unknown)
+        agent_current = agent_check(software, target, unknown)
+        blueprint_in_sync = blueprint_check(dev, latest_blueprint_version)
+        has_required = required_apps_check(
+            seeds.required.get(platform), apps.get(dev["id"]), unknown
+        )
 
         last = seen.get(dev["id"])
         hours = None if last is None else (now - last).total_seconds() / 3600
         bucket, counts_as_seen = seeds.bucket(hours)
         checks = (os_current, patch_current, blueprint_in_sync, has_required, agent_current)
-        if dev.get("state") in OUT_OF_SERVICE_STATES:
-            verdict = "out_of_service"
-        elif not counts_as_seen:
-            verdict = "unverified"
-        elif False in checks:
-            verdict = "non_compliant"
-        elif unknown:
-            verdict = "unverified"
-        else:
-            verdict = "compliant"
         out[dev["id"]] = Expected(
             device_id=dev["id"],
             platform=platform,
@@ -334,7 +364,7 @@ def expected_devices(loaded: Loaded) -> dict[str, Expected]:
             has_required_apps=has_required,
             is_agent_current=agent_current,
             unknown=tuple(unknown),
-            verdict=verdict,
+            verdict=expected_verdict(dev, counts_as_seen, checks, unknown),
         )
     return out
 
