@@ -3,7 +3,7 @@
 Each command module declares its subcommand as ``SUBCOMMAND = Subcommand(...)``: its name, its
 help line, the parent parsers of its shared options, how it adds its own arguments and the
 function that runs it. ``cli.py`` only collects them (``cli.SUBCOMMANDS``) and parses; no module
-below it imports it (tests/pipeline/test_import_graph.py keeps pipelines/ free of import cycles).
+below it imports it (tests/test_import_graph.py keeps pipelines/ free of import cycles).
 
 A subcommand with ``main`` instead of ``run`` parses its own options (``models``, ``report``,
 ``publish``, ``simulate``): they also run as ``python -m``, and take the shared options as

@@ -70,7 +70,7 @@ class Table:
             this declaration. Default: when `path` names no `{id}`. False: the route needs
             parameters (a time window, request ids); `doctor` probes it by hand.
         after: tables whose resources must have run before this one's on a nightly run (the
-            extraction order: `__init__.py`'s tuple, checked by tests/pipeline/test_declarations.py).
+            extraction order: `__init__.py`'s tuple, checked by tests/source/test_declarations.py).
     """
 
     name: str

@@ -15,8 +15,7 @@ import pytest
 from esper_warehouse.simulator import Simulator
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
-
-from .helpers import load
+from tests.pipeline.helpers import load
 
 # Seed 7 with 400 devices holds onboarded (100) and applying-blueprint (150) devices; the small
 # test fleet holds neither.

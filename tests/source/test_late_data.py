@@ -17,8 +17,7 @@ import pytest
 from esper_warehouse.sources.esper.times import parse_time
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
-
-from .helpers import compare, load, reading, rows
+from tests.pipeline.helpers import compare, load, reading, rows
 
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 SKEW = 9  # hours: more than the 2-hour lag a clock-based cursor would have to absorb

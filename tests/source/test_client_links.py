@@ -16,7 +16,7 @@ from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
 from esper_warehouse.sources.esper.http.pages import iter_pages
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
-from tests.pipeline.test_client import LoopbackServer, Reply
+from tests.source.test_client import LoopbackServer, Reply
 
 COMMANDS = "/commands/v0/commands/"
 

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 from esper_warehouse.sources.esper.tables import TABLES
 
-from .helpers import load
-from .test_client import Reply, Seen
+from tests.pipeline.helpers import load
+from tests.source.test_client import Reply, Seen
 
 
 def test_blueprints_are_read_20_a_page_and_other_lists_at_most_250(

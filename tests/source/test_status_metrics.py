@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 from esper_warehouse.pipelines.models import build_models
 
-from .helpers import load
+from tests.pipeline.helpers import load
 
 COUNTERS = [
     "recently_added",

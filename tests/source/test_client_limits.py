@@ -26,7 +26,7 @@ from esper_warehouse.sources.esper.http import (
     EsperInterrupted,
 )
 
-from tests.pipeline.test_client import (
+from tests.source.test_client import (
     BASE,
     EID,
     KEY,

@@ -9,7 +9,7 @@ import duckdb
 from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 
-from .helpers import load
+from tests.pipeline.helpers import load
 
 COLUMNS = ["id", "name", "latitude", "longitude", "radius", "radius_unit", "device_count"]
 

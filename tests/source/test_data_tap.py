@@ -12,7 +12,7 @@ import pytest
 from esper_warehouse.pipelines.runner import EXIT_PARTIAL
 from esper_warehouse.sources.esper.tables import data_tap as datatap
 
-from .helpers import ROOT, TABLES, cli, compare, load, reading, rows
+from tests.pipeline.helpers import ROOT, TABLES, cli, compare, load, reading, rows
 
 QUERY = (  # the live dialect over the live columns (text last_seen and battery_level)
     "select d.device_id, try_cast(s.battery_level as int) as battery_level, d.is_gms, "
