@@ -88,6 +88,27 @@ def _unavailable(con: duckdb.DuckDBPyConnection, ds: str) -> list[str]:
     return lines
 
 
+def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The credentials expired or expiring within their kind's threshold (marts.credential_expiry),
+    soonest first; none when the marts are not built yet."""
+    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    try:
+        rows = con.execute(
+            f"select credential_kind, credential_name, expires_at, days_left, status, "
+            f'stops_when_expired from "{catalog}".marts.credential_expiry '
+            "where status in ('expired', 'expiring') order by expires_at"
+        ).fetchall()
+    except duckdb.Error:  # no marts yet (`esper-warehouse models` builds them)
+        return []
+    if not rows:
+        return []
+    lines = ["credentials expired or expiring (marts.credential_expiry):"]
+    for kind, name, expires, days, state, stops in rows:
+        when = f"{-days} days ago" if days < 0 else f"in {days} days"
+        lines.append(f"  {state:<9} {kind:<21} {name}  {expires:%Y-%m-%d} ({when}): {stops}")
+    return lines
+
+
 def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     tables = _tables(con, dataset)
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
@@ -111,6 +132,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     else:
         out.append("no runs recorded yet")
     out.extend(_unavailable(con, ds) if runs else [])
+    out.extend(expiring_credentials(con))
     out.append("tables (whole table: all rows it holds, last loaded):")
     loads = "_dlt_loads" in tables
     for table in tables:

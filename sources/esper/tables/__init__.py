@@ -1,7 +1,8 @@
 """Every raw table of the source: one `Table` declaration per table, beside its resource.
 
 One module per part of the tenant: `devices` (devices, history, census, heartbeats, installed
-apps), `catalogues` (groups, blueprints, tenant apps, the app catalogue), `commands` (command
+apps), `catalogues` (groups, geofences, blueprints, tenant apps, the app catalogue), `credentials`
+(Apple push certificates, enrolment tokens, provisioning profiles), `commands` (command
 requests and statuses, operations and their devices), `events` (device event feeds),
 `status_metrics`, and `data_tap` (tables named by the user's queries, declared at run time).
 
@@ -13,9 +14,9 @@ build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companion
 from __future__ import annotations
 
 from ..table import Table
-from . import catalogues, commands, devices, events, status_metrics
+from . import catalogues, commands, credentials, devices, events, status_metrics
 
-MODULES = (devices, catalogues, commands, events, status_metrics)
+MODULES = (devices, catalogues, commands, events, status_metrics, credentials)
 TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in module.TABLES}
 # The resources of tenant-level lists read whole, with no parent and no order to keep: the
 # source reads them all, in this order (a new one is added in its module's `LISTS`).

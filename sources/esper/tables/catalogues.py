@@ -122,9 +122,10 @@ TABLES = (
 # ------------------------------------------------------------------- groups, blueprints, apps
 
 
-def _whole_list(
+def whole_list(
     table: Table, client: EsperClient, ledger: RunLedger, opts: Options, params: dict | None = None
 ) -> Iterator[pa.Table]:
+    """A tenant-level list read to its end, reconciled with its count, in one Arrow table."""
     key = table.key
     read = read_all(
         client,
@@ -175,13 +176,13 @@ def _versions(
 @dlt.resource(**GROUPS.hints())
 def groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Device groups: a small list, replaced each run."""
-    yield from _whole_list(GROUPS, client, ledger, opts)
+    yield from whole_list(GROUPS, client, ledger, opts)
 
 
 @dlt.resource(**BLUEPRINTS.hints())
 def blueprints(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Blueprints (their latest version each): merged each run."""
-    yield from _whole_list(BLUEPRINTS, client, ledger, opts)
+    yield from whole_list(BLUEPRINTS, client, ledger, opts)
 
 
 @dlt.transformer(**BLUEPRINT_VERSIONS.hints())
@@ -206,7 +207,7 @@ def blueprint_versions(
 @dlt.resource(**TENANT_APPS.hints())
 def tenant_apps(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Tenant apps (Apple, Windows): merged each run."""
-    yield from _whole_list(TENANT_APPS, client, ledger, opts)
+    yield from whole_list(TENANT_APPS, client, ledger, opts)
 
 
 @dlt.transformer(**TENANT_APP_VERSIONS.hints())
@@ -226,7 +227,7 @@ def applications(client: EsperClient, ledger: RunLedger, opts: Options) -> Itera
     §11) and its item routes 404 for ids v1 serves. v1 items carry no `updated_on` and the spec
     documents no filter for them, so the list is read whole (about 3 pages of 250).
     """
-    yield from _whole_list(APPLICATIONS, client, ledger, opts)
+    yield from whole_list(APPLICATIONS, client, ledger, opts)
 
 
 @dlt.transformer(**APPLICATION_VERSIONS.hints())
@@ -266,7 +267,7 @@ def geofences(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
     """Geofences: a small list, replaced each run. A tenant without the feature refuses the
     route (403/404): the table is skipped for the run and keeps what earlier runs loaded."""
     with skip_unavailable(ledger, GEOFENCES.name):
-        yield from _whole_list(GEOFENCES, client, ledger, opts)
+        yield from whole_list(GEOFENCES, client, ledger, opts)
 
 
 # Tenant-level lists read whole each run, with nothing before or after them: the source reads

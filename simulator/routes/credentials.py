@@ -1,0 +1,128 @@
+"""Credentials that expire: Apple push certificates, enrolment (DEP) tokens, provisioning profiles.
+
+The area whole in one module: records shaped like Esper's OpenAPI files (no live recording; see
+docs/spec/openapi-notes-credentials-access.md), the three routes, their `ROUTES` lines and their
+truth. Expiry dates are absolute simulated times, fixed on first use relative to the clock then:
+by default one push certificate expires in 20 days, one enrolment token expired 3 days ago and
+another has 200 days left, and two profiles have 90 and 12 days. `set_expiry` replaces them
+(tests).
+"""
+
+from __future__ import annotations
+
+from esper_warehouse.simulator.fleet import DAY, derived_id
+from esper_warehouse.simulator.http import V2, Req
+from esper_warehouse.simulator.routes.envelopes import Body, content_list, ok, v2_list
+from esper_warehouse.simulator.state import TRUTH_BUILDERS, World
+from esper_warehouse.simulator.timeutil import iso
+
+DEFAULT_DAYS = {
+    "apns_certificates": (20.0,),
+    "dep_tokens": (-3.0, 200.0),
+    "provisioning_profiles": (90.0, 12.0),
+}
+PROFILE_TYPES = ("enterprise", "ad-hoc", "app-store", "development")
+
+
+def set_expiry(w: World, kind: str, days: list[float]) -> None:
+    """The credentials of `kind` expire `days` days from the simulated now, one each."""
+    with w.lock:
+        _expiries(w)[kind] = [w.now + round(d * DAY) for d in days]
+
+
+def _expiries(w: World) -> dict[str, list[int]]:
+    if not hasattr(w, "credential_expiries"):
+        w.credential_expiries = {  # type: ignore[attr-defined]
+            kind: [w.now + round(d * DAY) for d in days] for kind, days in DEFAULT_DAYS.items()
+        }
+    return w.credential_expiries  # type: ignore[attr-defined,no-any-return]
+
+
+def _created(w: World, expires: int) -> int:
+    return min(w.now, expires) - 300 * DAY
+
+
+def apns_certificates(w: World) -> list[dict]:
+    """`APNSCertInfo` records: the expiry sits in `meta.cert_expiry_on`; `apple_id` names them."""
+    return [
+        {
+            "id": derived_id("apns", w.fleet.seed, k),
+            "apple_id": f"mdm-admin{k + 1}@example.com",
+            "meta": {
+                "topic": f"com.apple.mgmt.External.{derived_id('topic', w.fleet.seed, k)}",
+                "cert_created_at": iso(_created(w, expires)),
+                "cert_expiry_on": iso(expires),
+            },
+            "state": "COMPLETED",
+            "created_by": w.fleet.users[0],
+            "updated_by": w.fleet.users[0],
+            "created_at": iso(_created(w, expires)),
+            "updated_at": iso(_created(w, expires)),
+        }
+        for k, expires in enumerate(_expiries(w)["apns_certificates"])
+    ]
+
+
+def dep_tokens(w: World) -> list[dict]:
+    """`DEP_Token_GET` records: the expiry sits in `meta.token_expiry_on`."""
+    return [
+        {
+            "id": derived_id("dep", w.fleet.seed, k),
+            "token_name": f"Apple Business Manager {k + 1}",
+            "meta": {"token_expiry_on": iso(expires)},
+            "state": "COMPLETED",
+            "created_by": w.fleet.users[k % len(w.fleet.users)],
+            "updated_by": w.fleet.users[k % len(w.fleet.users)],
+            "created_at": iso(_created(w, expires)),
+            "updated_at": iso(_created(w, expires)),
+        }
+        for k, expires in enumerate(_expiries(w)["dep_tokens"])
+    ]
+
+
+def provisioning_profiles(w: World) -> list[dict]:
+    """`ProvisioningProfileWithDownloadResponse` records (the current version's expiry)."""
+    return [
+        {
+            "id": derived_id("profile", w.fleet.seed, k),
+            "version_id": derived_id("profile-version", w.fleet.seed, k),
+            "name": f"In-house apps {k + 1}",
+            "team_identifier": "A1B2C3D4E5",
+            "app_identifier": f"A1B2C3D4E5.com.example.inhouse{k + 1}",
+            "profile_type": PROFILE_TYPES[k % len(PROFILE_TYPES)],
+            "expiration_date": iso(expires),
+            "tenant_id": w.fleet.tenant_id,
+            "created_at": iso(_created(w, expires)),
+            "updated_at": iso(_created(w, expires)),
+            "download_url": f"https://downloads.example.invalid/profiles/{k + 1}.mobileprovision",
+        }
+        for k, expires in enumerate(_expiries(w)["provisioning_profiles"])
+    ]
+
+
+def _apns_list(w: World, req: Req) -> tuple[int, Body]:
+    """GET /tenant/v0/apnscertificates/: `{code, message, content: {count, previous, next, results}}`."""
+    items = apns_certificates(w)
+    return 200, ok(content_list(req, items, lambda r: r, "previous", 10))
+
+
+def _dep_list(w: World, req: Req) -> tuple[int, Body]:
+    """GET /tenant/v0/deptokens/: the same envelope with `prev` (as the spec writes it)."""
+    return 200, ok(content_list(req, dep_tokens(w), lambda r: r, "prev", 10))
+
+
+def _profile_list(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v2/provisioning-profiles: `{content: {count, next, prev, results}}`."""
+    return 200, v2_list(req, provisioning_profiles(w), lambda r: r, 10)
+
+
+ROUTES = (
+    ("GET", "/tenant/v0/apnscertificates/", V2, _apns_list),
+    ("GET", "/tenant/v0/deptokens/", V2, _dep_list),
+    ("GET", "/v2/provisioning-profiles", V2, _profile_list),
+)
+TRUTH_BUILDERS.update(
+    apns_certificates=apns_certificates,
+    dep_tokens=dep_tokens,
+    provisioning_profiles=provisioning_profiles,
+)

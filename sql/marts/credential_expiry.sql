@@ -1,0 +1,59 @@
+-- credential_expiry: every credential or profile whose expiry stops part of the fleet's
+-- management, with the days it has left. One row per credential.
+--
+-- Columns
+--   as_of               "now" (API time of the latest successful load)
+--   credential_kind     apns_certificate, dep_token or provisioning_profile
+--   credential_id       the API's id of the certificate, token or profile
+--   credential_name     Apple ID (certificates), token name, profile name
+--   expires_at          when it expires (NULL: the API gave no readable date)
+--   days_left           whole days from as_of to expires_at (negative: expired that long ago)
+--   status              expired (expires_at <= as_of), expiring (days_left <= warning_days of its
+--                       kind, sql/vocabulary/credential_kinds.csv, 30 by default), ok, or unknown
+--   warning_days        the threshold of its kind
+--   stops_when_expired  what stops working when it expires
+with
+
+as_of as (
+    select as_of from intermediate.int_as_of
+),
+
+kinds as (
+    select * from staging.stg_seeds__credential_kinds
+),
+
+credentials as (
+    select 'apns_certificate' as credential_kind, certificate_id as credential_id,
+        apple_id as credential_name, expires_at
+    from staging.stg_esper__apns_certificates
+    union all
+    select 'dep_token', token_id, token_name, expires_at
+    from staging.stg_esper__dep_tokens
+    union all
+    select 'provisioning_profile', profile_id, profile_name, expires_at
+    from staging.stg_esper__provisioning_profiles
+),
+
+final as (
+    select
+        as_of.as_of,
+        credentials.credential_kind,
+        credentials.credential_id,
+        credentials.credential_name,
+        credentials.expires_at,
+        cast(floor(epoch(credentials.expires_at - as_of.as_of) / 86400) as integer) as days_left,
+        case
+            when credentials.expires_at is null then 'unknown'
+            when credentials.expires_at <= as_of.as_of then 'expired'
+            when credentials.expires_at - as_of.as_of <= to_days(kinds.warning_days) then 'expiring'
+            else 'ok'
+        end as status,
+        kinds.warning_days,
+        kinds.stops_when_expired,
+    from credentials
+    cross join as_of
+    left join kinds
+        on credentials.credential_kind = kinds.credential_kind
+)
+
+select * from final

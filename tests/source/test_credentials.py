@@ -1,0 +1,85 @@
+"""Credentials that expire: the raw tables equal the simulator's, and `marts.credential_expiry`
+says which are expired or expiring, against the simulator's truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
+from esper_warehouse.pipelines.status import expiring_credentials
+from esper_warehouse.simulator.routes.credentials import set_expiry
+
+from tests.pipeline.helpers import load
+
+TABLES = {"apns_certificates": "id", "dep_tokens": "id", "provisioning_profiles": "id"}
+
+
+def _verdicts(wh: Path) -> list[tuple]:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        return con.execute(
+            "select credential_kind, credential_name, days_left, status from "
+            "marts.credential_expiry order by credential_kind, days_left"
+        ).fetchall()
+
+
+def test_credentials_load_as_served_and_the_mart_reads_their_expiry(
+    sim, tmp_path: Path, first_load
+) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    with duckdb.connect(str(wh), read_only=True) as con:
+        for table in TABLES:
+            ids = {r[0] for r in con.execute(f"select id from esper.{table}").fetchall()}
+            assert ids == {r["id"] for r in sim.truth(table)}, table
+    build_models(wh)
+    # The simulator's defaults: a push certificate with 20 days left, an enrolment token expired
+    # 3 days ago and one with 200 days, profiles with 90 and 12 days.
+    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)] == [
+        ("apns_certificate", 20, "expiring"),
+        ("dep_token", -3, "expired"),
+        ("dep_token", 200, "ok"),
+        ("provisioning_profile", 12, "expiring"),
+        ("provisioning_profile", 90, "ok"),
+    ]
+
+
+def test_certificates_expiring_in_10_40_and_minus_1_days(sim, tmp_path: Path, first_load) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    set_expiry(sim.world, "apns_certificates", [10, 40, -1])
+    assert load(sim, wh, resources=["apns_certificates"]).exit_code == 0
+    build_models(wh)
+    names = {r["apple_id"] for r in sim.truth("apns_certificates")}
+    found = [v for v in _verdicts(wh) if v[0] == "apns_certificate"]
+    assert {name for _k, name, _d, _s in found} == names
+    assert [(days, status) for _k, _n, days, status in found] == [
+        (-1, "expired"),
+        (10, "expiring"),
+        (40, "ok"),
+    ]
+    with duckdb.connect(str(wh), read_only=True) as con:  # what `esper-warehouse status` prints
+        shown = "\n".join(expiring_credentials(con))
+    expired, expiring, fine = (n for _k, n, _d, _s in found)
+    assert f"expired   apns_certificate      {expired}" in shown
+    assert f"expiring  apns_certificate      {expiring}" in shown
+    assert fine not in shown
+
+
+def test_a_tenant_without_apple_services_loads_everything_else(
+    sim, tmp_path: Path, first_load
+) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.set_faults([{"kind": "status", "status": 404, "route": "/tenant/v0/*"}])
+    sim.advance(hours=24)
+    nightly = load(sim, wh)
+    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert set(nightly.unavailable) == {"apns_certificates", "dep_tokens"}
+    build_models(wh)  # the earlier lists are kept: the mart still reads them
+    assert {v[0] for v in _verdicts(wh)} == {
+        "apns_certificate",
+        "dep_token",
+        "provisioning_profile",
+    }
