@@ -369,5 +369,38 @@ def _(common, mo, params, where):
     return (stale,)
 
 
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## What stops working soon
+
+        Apple push certificates, enrolment (DEP) tokens and provisioning profiles that have
+        expired or expire within their kind's warning days (`sql/vocabulary/credential_kinds.csv`,
+        30 by default), soonest first. The whole fleet: no group or platform filter applies.
+        """
+    )
+    return
+
+
+@app.cell
+def _(common, mo):
+    credentials = common.query(
+        """
+        select status, credential_kind, credential_name, expires_at, days_left, stops_when_expired
+        from marts.credential_expiry
+        where status in ('expired', 'expiring')
+        order by expires_at
+        """
+    )
+    mo.vstack(
+        [
+            mo.md(f"**{credentials.height:,} credentials** have expired or expire soon:"),
+            mo.ui.table(credentials, page_size=10),
+        ]
+    ) if credentials.height else common.nothing("No credential expires within its warning days.")
+    return (credentials,)
+
+
 if __name__ == "__main__":
     app.run()

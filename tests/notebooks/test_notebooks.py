@@ -118,6 +118,12 @@ def test_fleet_overview_shows_the_fleet_in_the_warehouse(report_run, demo_wareho
         rows for rows in trend["datasets"].values() if rows and "compliance_rate" in rows[0]
     )
     assert len(rate_points) == days >= 2
+    # The morning check: every expired or expiring credential of the warehouse is listed.
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        soon = con.execute(
+            "select credential_name from marts.credential_expiry where status <> 'ok'"
+        ).fetchall()
+    assert soon and all(name in shown_text(page) for (name,) in soon)
 
 
 def test_rollouts_shows_adoption_commands_and_a_drill_down(report_run):
