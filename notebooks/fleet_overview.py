@@ -37,6 +37,7 @@ def _(common):
             "marts.fleet_compliance",
             "marts.fleet_compliance_daily",
             "marts.stale_devices",
+            "marts.credential_expiry",
         ),
         nonempty="marts.fleet_compliance",
     )
@@ -384,7 +385,8 @@ def _(mo):
 
 
 @app.cell
-def _(common, mo):
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
     credentials = common.query(
         """
         select status, credential_kind, credential_name, expires_at, days_left, stops_when_expired
