@@ -262,12 +262,19 @@ def _col_arrow(table: pa.Table, name: str) -> list[Any]:
     return table.column(name).to_pylist() if name in table.column_names else []
 
 
+def optional_whole_list(
+    table: Table, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """`whole_list` of a route a tenant may lack (a plan feature, a platform): a 403/404 skips
+    the table for the run, which keeps what earlier runs loaded; the rest loads."""
+    with skip_unavailable(ledger, table.name):
+        yield from whole_list(table, client, ledger, opts)
+
+
 @dlt.resource(**GEOFENCES.hints())
 def geofences(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Geofences: a small list, replaced each run. A tenant without the feature refuses the
-    route (403/404): the table is skipped for the run and keeps what earlier runs loaded."""
-    with skip_unavailable(ledger, GEOFENCES.name):
-        yield from whole_list(GEOFENCES, client, ledger, opts)
+    """Geofences: a small list, replaced each run; skipped on a tenant without the feature."""
+    yield from optional_whole_list(GEOFENCES, client, ledger, opts)
 
 
 # Tenant-level lists read whole each run, with nothing before or after them: the source reads

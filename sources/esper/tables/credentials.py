@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import dlt
 import pyarrow as pa
 
-from ..common import Options, skip_unavailable
+from ..common import Options
 from ..http import EsperClient
 from ..run.ledger import RunLedger
 from ..table import JSON, TS, Col, Table, cols, flat
-from .catalogues import whole_list
+from .catalogues import optional_whole_list
 
 APNS_CERTIFICATES = Table(
     "apns_certificates",
@@ -57,24 +57,16 @@ PROVISIONING_PROFILES = Table(
 TABLES = (APNS_CERTIFICATES, DEP_TOKENS, PROVISIONING_PROFILES)
 
 
-def _optional_list(
-    table: Table, client: EsperClient, ledger: RunLedger, opts: Options
-) -> Iterator[pa.Table]:
-    """A whole list that a tenant without Apple services refuses: skipped, the rest loads."""
-    with skip_unavailable(ledger, table.name):
-        yield from whole_list(table, client, ledger, opts)
-
-
 @dlt.resource(**APNS_CERTIFICATES.hints())
 def apns_certificates(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Apple push certificates: when one expires, no iOS, iPadOS or tvOS device gets commands."""
-    yield from _optional_list(APNS_CERTIFICATES, client, ledger, opts)
+    yield from optional_whole_list(APNS_CERTIFICATES, client, ledger, opts)
 
 
 @dlt.resource(**DEP_TOKENS.hints())
 def dep_tokens(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Enrolment (DEP) tokens: when one expires, new Apple devices cannot enrol."""
-    yield from _optional_list(DEP_TOKENS, client, ledger, opts)
+    yield from optional_whole_list(DEP_TOKENS, client, ledger, opts)
 
 
 @dlt.resource(**PROVISIONING_PROFILES.hints())
@@ -82,7 +74,7 @@ def provisioning_profiles(
     client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:
     """Provisioning profiles: when one expires, the in-house apps it signs stop launching."""
-    yield from _optional_list(PROVISIONING_PROFILES, client, ledger, opts)
+    yield from optional_whole_list(PROVISIONING_PROFILES, client, ledger, opts)
 
 
 LISTS = (apns_certificates, dep_tokens, provisioning_profiles)
