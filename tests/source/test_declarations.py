@@ -24,8 +24,7 @@ from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS
 from esper_warehouse.sources.esper.table import TS
-from esper_warehouse.sources.esper.tables import TABLES as ENDPOINTS
-from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
+from esper_warehouse.sources.esper.tables import MODULES, TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 10, 1, 2, 30, tzinfo=UTC)
@@ -71,10 +70,10 @@ def test_every_resource_has_the_hints_its_declaration_gives(
     """Name, write disposition, merge strategy, primary and merge key, columns: as declared."""
     hints = _hints(_source(monkeypatch, full_scan=full_scan))
     # device_census only comes with a complete device scan
-    assert set(hints) == set(ENDPOINTS) - (set() if full_scan else {"device_census"})
+    assert set(hints) == set(TABLES) - (set() if full_scan else {"device_census"})
     problems = []
     for table, (resource, schema) in sorted(hints.items()):
-        endpoint = ENDPOINTS[table]
+        endpoint = TABLES[table]
         disposition, strategy = DLT_DISPOSITION[endpoint.disposition]
         scd2 = endpoint.disposition == "scd2"
         expected = {
@@ -82,7 +81,7 @@ def test_every_resource_has_the_hints_its_declaration_gives(
             "strategy": strategy,
             "primary_key": [] if scd2 else list(endpoint.key),
             "merge_key": [endpoint.merge_key] if endpoint.merge_key else [],
-            "columns": {c.name: c.type for c in SCHEMAS[table].columns},
+            "columns": {c.name: c.type for c in TABLES[table].columns},
         }
         actual = {
             "write_disposition": schema["write_disposition"],
@@ -114,7 +113,7 @@ def test_a_destination_without_insert_only_merges_by_dlts_default(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`insert-only` where the destination has it (DuckDB), dlt's default merge elsewhere."""
-    insert_only = [t for t, e in ENDPOINTS.items() if e.disposition == "insert-only"]
+    insert_only = [t for t, e in TABLES.items() if e.disposition == "insert-only"]
     assert insert_only, "no table is declared insert-only: this test checks nothing"
 
     source = _source(monkeypatch, full_scan=False)
@@ -137,28 +136,29 @@ def test_a_destination_without_insert_only_merges_by_dlts_default(
         schema = hints[table][1]
         assert schema["write_disposition"] == "merge", table
         assert "x-merge-strategy" not in schema, table
-        assert get_columns_names_with_prop(schema, "primary_key") == list(ENDPOINTS[table].key)
+        assert get_columns_names_with_prop(schema, "primary_key") == list(TABLES[table].key)
 
 
 def test_the_declaration_is_consistent() -> None:
     """Every declared table has columns; keys, merge keys and cursors are declared columns."""
-    assert set(SCHEMAS) == set(ENDPOINTS), "schemas.SCHEMAS and settings.ENDPOINTS differ"
-    for table, e in ENDPOINTS.items():
+    declared = [t.name for module in MODULES for t in module.TABLES]
+    assert sorted(declared) == sorted(TABLES), "a table declared twice (the later one wins)"
+    for table, e in TABLES.items():
         assert e.name == table
-        types = {c.name: c.type for c in SCHEMAS[table].columns}
+        types = {c.name: c.type for c in TABLES[table].columns}
         for column in (*e.key, *([e.merge_key] if e.merge_key else [])):
-            assert column in types, f"{table}: key column {column} is not in SCHEMAS"
+            assert column in types, f"{table}: key column {column} is not a declared column"
         if e.cursor is not None:
             assert types.get(e.cursor) == TS, f"{table}: cursor {e.cursor} is not a timestamp"
         assert (e.merge_key is not None) == (e.disposition == "scd2"), table
-        assert e.loaded_with is None or e.loaded_with in ENDPOINTS, table
+        assert e.loaded_with is None or e.loaded_with in TABLES, table
         assert e.disposition == "replace" or e.key, f"{table}: merged without a key"
         # key timestamps arrive as ISO text and are fingerprinted as instants (reconciliation)
         assert {c for c in e.key if types[c] == TS} <= TIME_KEYS, table
 
 
 def test_companions_are_the_declared_loaded_with() -> None:
-    declared = {(e.loaded_with, t) for t, e in ENDPOINTS.items() if e.loaded_with}
+    declared = {(e.loaded_with, t) for t, e in TABLES.items() if e.loaded_with}
     assert {(p, t) for p, tables in COMPANIONS.items() for t in tables} == declared
     assert COMPANIONS["devices"] == ("device_history", "device_census")
 
@@ -188,8 +188,8 @@ def _section(path: Path, start: str) -> str:
 def test_readme_lists_every_raw_table_with_its_key() -> None:
     rows = _markdown_rows(_section(ROOT / "README.md", "### Raw tables"))
     others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs"}
-    assert set(rows) == set(ENDPOINTS) | others, "README's raw tables differ from ENDPOINTS"
-    for table, e in ENDPOINTS.items():
+    assert set(rows) == set(TABLES) | others, "README's raw tables differ from the declarations"
+    for table, e in TABLES.items():
         assert re.findall(r"`([^`]+)`", rows[table][0]) == [table], f"{table}: one row per table"
         assert _names(rows[table][2]) == list(e.key), (table, rows[table][2])
 
@@ -202,7 +202,7 @@ def test_a_nightly_run_extracts_every_table_after_the_tables_it_declares_it_foll
     (A full scan reads the feeds per device page instead, needing no activity: not checked.)
     """
     order = list(_hints(_source(monkeypatch, full_scan=False)))
-    followed = [(earlier, t) for t, e in ENDPOINTS.items() for earlier in e.after]
+    followed = [(earlier, t) for t, e in TABLES.items() for earlier in e.after]
     assert ("command_statuses", "device_events") in followed
     for earlier, table in followed:
         assert order.index(earlier) < order.index(table), (earlier, table, order)

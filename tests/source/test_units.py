@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
 from esper_warehouse.sources.esper.http.pages import DescScan, Page
-from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
+from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap import (
     DataTapError,
     result_to_arrow,
@@ -34,7 +34,7 @@ def test_device_page_has_declared_types_flattened_fields_and_extras() -> None:
         },
         {"id": "b", "updated_at": "2026-10-01T02:00:00.5+02:00", "battery_stats": {}},
     ]
-    table = to_arrow(records, SCHEMAS["devices"])
+    table = to_arrow(records, TABLES["devices"])
     assert table.schema.field("updated_at").type == pa.timestamp("us", tz="UTC")
     assert table.schema.field("state").type == pa.int64()
     assert table.column("tags").to_pylist() == ['["x","y"]', None]
@@ -48,9 +48,9 @@ def test_device_page_has_declared_types_flattened_fields_and_extras() -> None:
 
 
 def test_row_hash_follows_content() -> None:
-    a = to_arrow([{"id": "1", "version_code": "1"}], SCHEMAS["device_apps"], row_hash=True)
-    b = to_arrow([{"version_code": "1", "id": "1"}], SCHEMAS["device_apps"], row_hash=True)
-    c = to_arrow([{"id": "1", "version_code": "2"}], SCHEMAS["device_apps"], row_hash=True)
+    a = to_arrow([{"id": "1", "version_code": "1"}], TABLES["device_apps"], row_hash=True)
+    b = to_arrow([{"version_code": "1", "id": "1"}], TABLES["device_apps"], row_hash=True)
+    c = to_arrow([{"id": "1", "version_code": "2"}], TABLES["device_apps"], row_hash=True)
     assert a.column("_row_hash") == b.column("_row_hash")
     assert a.column("_row_hash") != c.column("_row_hash")
 
@@ -157,7 +157,7 @@ def _live_items(method: str, path: str) -> list[dict]:
 def _timed(items: list[dict], table: str) -> list[dict]:
     """The synthesized strings of declared timestamp fields made real times (the live sample
     string is a placeholder, not a time)."""
-    stamps = {c.name for c in SCHEMAS[table].columns if c.type == "timestamp"}
+    stamps = {c.name for c in TABLES[table].columns if c.type == "timestamp"}
     return [
         {k: (_WHEN if k in stamps and v is not None else v) for k, v in i.items()} for i in items
     ]
@@ -173,7 +173,7 @@ def test_live_device_list_items_get_patch_level_and_build_from_the_legacy_list()
     software = legacy_software(legacy)
     for item in items:
         with_software(item, software)
-    table = to_arrow(items, SCHEMAS["devices"])
+    table = to_arrow(items, TABLES["devices"])
     row = table.slice(0, 1).to_pylist()[0]
     assert row["software_info__security_patch_level"] == "2026-09-05"
     assert row["software_info__os_build_number"] == "UP1A.231005.007"
@@ -185,25 +185,25 @@ def test_live_device_list_items_get_patch_level_and_build_from_the_legacy_list()
 
 def test_live_command_list_items_with_null_lists_convert() -> None:
     items = _timed(_live_items("GET", "/commands/v0/commands/"), "command_requests")
-    table = to_arrow(items, SCHEMAS["command_requests"])
+    table = to_arrow(items, TABLES["command_requests"])
     assert table.num_rows == 2
     for name in ("groups", "schedule_args", "reason", "alias"):
         assert table.column(name).null_count == 2, name
     assert table.schema.field("groups").type == pa.string()  # JSON text, typed although null
     statuses = _timed(_live_items("GET", "/commands/v0/status/"), "command_statuses")
-    assert to_arrow(statuses, SCHEMAS["command_statuses"]).column("reason").null_count == 1
+    assert to_arrow(statuses, TABLES["command_statuses"]).column("reason").null_count == 1
 
 
 def test_live_v1_applications_and_version_lists_convert() -> None:
     apps = to_arrow(_live_items("GET", "/v1/enterprise/{enterprise_id}/application/"),
-                    SCHEMAS["applications"])  # fmt: skip
+                    TABLES["applications"])  # fmt: skip
     row = apps.to_pylist()[0]
     assert row["latest_version__id"] == "live-sample"  # the head application_versions compares
     assert row["latest_version__version_code"] == "live-sample"
     assert row["updated_on"] is None and row["is_active"] is None  # v1 items have neither
     path = "/v1/enterprise/{enterprise_id}/application/{application_id}/version/"
     versions = to_arrow(_timed(_live_items("GET", path), "application_versions"),
-                        SCHEMAS["application_versions"])  # fmt: skip
+                        TABLES["application_versions"])  # fmt: skip
     assert versions.schema.field("installed_count").type == pa.int64()
     assert versions.schema.field("release_date").type == pa.timestamp("us", tz="UTC")
     assert versions.column("release_name").null_count == 1
@@ -222,7 +222,7 @@ def test_live_device_apps_android_and_apple_convert() -> None:
                id="da-1", device_id="dev-i", app_id=None, app_version_id=None)  # fmt: skip
     rows = [{**i, "device_id": "dev-a", "route": "legacy"} for i in android]
     rows.append({**vpp, "route": "v2"})
-    table = to_arrow(rows, SCHEMAS["device_apps"], row_hash=True)
+    table = to_arrow(rows, TABLES["device_apps"], row_hash=True)
     apple = table.to_pylist()[-1]
     assert (apple["bundle_id"], apple["apple_app_version"], apple["app_type"]) == (
         "com.microsoft.Outlook",

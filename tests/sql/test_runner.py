@@ -255,7 +255,7 @@ def test_raw_placeholders_match_the_declared_tables():
     therefore only read a raw column that a load creates with the same type.
     """
     from esper_warehouse.pipelines import bookkeeping
-    from esper_warehouse.sources.esper.tables import TABLES as SCHEMAS
+    from esper_warehouse.sources.esper.tables import TABLES
 
     con = duckdb.connect(":memory:")
     create_raw_tables(con)  # the placeholders, as the model build creates them
@@ -268,7 +268,7 @@ def test_raw_placeholders_match_the_declared_tables():
     normal = {"timestamp with time zone": "TIMESTAMP WITH TIME ZONE"}
     declared = {
         name: {c.name: DLT_DUCKDB_TYPES[c.type] for c in schema.columns}
-        for name, schema in SCHEMAS.items()
+        for name, schema in TABLES.items()
     }
     for name, columns in (
         ("_esper_runs", bookkeeping.RUNS),
@@ -276,7 +276,7 @@ def test_raw_placeholders_match_the_declared_tables():
     ):
         declared[name] = {c: normal.get(t, t.upper()) for c, t in columns.items()}
 
-    assert set(SCHEMAS) <= set(placeholders), "declared tables without a placeholder"
+    assert set(TABLES) <= set(placeholders), "declared tables without a placeholder"
     assert set(placeholders) <= set(declared), "placeholders of tables nobody loads"
     problems = [
         f"{table}.{column}: placeholder {kind}, declared {declared[table].get(column)}"
