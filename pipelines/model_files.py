@@ -66,7 +66,7 @@ def load_models(sql_dir: Path, layer: str) -> list[Model]:
         name: {
             other
             for other in models
-            if other != name and re.search(rf"\b{layer}\.{other}\b", model.sql)
+            if other != name and re.search(rf"\b{layer}\.{other}\b", _without_comments(model.sql))
         }
         for name, model in models.items()
     }
@@ -81,3 +81,8 @@ def load_models(sql_dir: Path, layer: str) -> list[Model]:
             ordered.append(models[name])
             done.add(name)
     return ordered
+
+
+def _without_comments(sql: str) -> str:
+    """The SQL without its `--` comments (a comment naming a model is no reference to it)."""
+    return re.sub(r"--[^\n]*", "", sql)

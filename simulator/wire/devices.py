@@ -8,6 +8,7 @@ live API sends them.
 from __future__ import annotations
 
 from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.drift import esper_drift
 from esper_warehouse.simulator.fleet import derived_id
 from esper_warehouse.simulator.timeutil import iso
 from esper_warehouse.simulator.wire.base import OS_WIRE, Record, WireBase, mac
@@ -130,8 +131,7 @@ class DeviceRecords(WireBase):
         serial = f.serial[i]
         rec["active_plugins"] = ["esper-agent"]
         rec["app_mode_meta"] = {"is_kiosk": f.osv[i] % 2 == 0}
-        rec["drift_state"] = 1 if f.bp_assigned[i] != f.bp_current[i] else 0
-        rec["drift_severity"] = rec["drift_state"]
+        rec["drift_state"], rec["drift_severity"] = esper_drift(f, i)
         rec["fcm_id"] = derived_id("fcm", serial)
         rec["global_device_id"] = derived_id("global", serial)
         rec["location_stats"] = {}

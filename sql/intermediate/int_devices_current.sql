@@ -7,6 +7,8 @@
 -- last_activity_at: the latest of last seen and updated_at; a removed device leaves the daily
 --   spine after the day of its last activity (the API keeps no removal date).
 -- first_apps_reported_at: when the device first reported its app inventory (NULL = never).
+-- esper_drift_state_name, is_esper_drifted: Esper's drift code read through
+--   sql/vocabulary/drift_states.csv (NULL: not reported, or a code the vocabulary does not know).
 -- last_heartbeat_at: its latest heartbeat <= as_of (int_device_last_seen); the as_of day of
 --   int_device_days reads it from here instead of scanning the heartbeats again.
 with
@@ -41,6 +43,14 @@ device_states as (
         cast(code as integer) as device_state,
         name as device_state_name,
     from seeds.device_states
+),
+
+drift_states as (
+    select
+        cast(code as integer) as esper_drift_state,
+        name as esper_drift_state_name,
+        cast(is_drifted as boolean) as is_esper_drifted,
+    from seeds.drift_states
 ),
 
 app_reports as (
@@ -79,8 +89,15 @@ final as (
         groups.group_name as group_name,
         groups.group_path as group_path,
         assigned_blueprints.blueprint_name as assigned_blueprint_name,
+        devices.esper_drift_state as esper_drift_state,
+        coalesce(drift_states.esper_drift_state_name, cast(devices.esper_drift_state as varchar))
+            as esper_drift_state_name,
+        devices.esper_drift_severity as esper_drift_severity,
+        devices.esper_security_state as esper_security_state,
+        devices.active_plugins as active_plugins,
 
         -- booleans
+        drift_states.is_esper_drifted as is_esper_drifted,
         census_scan.census_at is not null
             and census.device_id is null
             and devices.updated_at < census_scan.census_at as is_removed,
@@ -103,6 +120,8 @@ final as (
         on groups.group_id = devices.group_id
     left join device_states
         on device_states.device_state = devices.device_state
+    left join drift_states
+        on drift_states.esper_drift_state = devices.esper_drift_state
     left join blueprints as assigned_blueprints
         on assigned_blueprints.blueprint_id = devices.assigned_blueprint_id
     left join last_seen

@@ -38,10 +38,16 @@ select
     upper(clean_text(blueprint_info__blueprint_upgrade_status)) as blueprint_upgrade_status,
     as_json(tags) as tags,
     clean_text(state_text) as device_state_text,
+    -- Esper's own verdicts (codes: sql/vocabulary/drift_states.csv); security_state's type is
+    -- unknown (null in every live recording): kept as JSON
+    as_json(security_state) as esper_security_state,
+    as_json(active_plugins) as active_plugins,
 
     -- numerics
     cast(state as integer) as device_state,
     cast(battery_stats__battery_level as integer) as battery_level_pct,
+    cast(drift_state as integer) as esper_drift_state,
+    cast(drift_severity as integer) as esper_drift_severity,
 
     -- booleans
     cast(is_gms as boolean) as is_gms,

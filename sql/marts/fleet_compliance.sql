@@ -18,6 +18,15 @@
 --   current_blueprint_id, current_blueprint_version_id   what the device runs
 --   latest_blueprint_version_id  latest published version of the assigned blueprint at as_of
 --   blueprint_upgrade_status     as reported (UPGRADED, UPGRADE_FAILED, ...)
+--   esper_drift_state            Esper's own drift code for the device (drift_state; NULL when not
+--                                reported, as on Apple and desktop devices in the recordings)
+--   esper_drift_state_name       its name in sql/vocabulary/drift_states.csv (in_sync, drifted), or
+--                                the code as text when the vocabulary does not know it
+--   esper_drift_severity         Esper's drift severity, as served (meaning unpublished)
+--   is_esper_drifted             Esper's verdict: true = drifted, false = in sync, NULL = not
+--                                reported or unknown code. Not used by the verdict below: where it
+--                                and is_blueprint_in_sync disagree, marts.drift_disagreements says so
+--   esper_security_state         Esper's security state, as served (JSON; null in every recording)
 --   last_seen_at                 latest of heartbeats and the device's own last_seen; NULL = never
 --   hours_since_seen             hours from last_seen_at to as_of (NULL if never seen)
 --   last_seen_bucket             online (<= 1 h), active (<= 24 h), stale (1-7 days),
@@ -137,6 +146,11 @@ joined as (
         checks.current_blueprint_version_id as current_blueprint_version_id,
         checks.latest_blueprint_version_id as latest_blueprint_version_id,
         checks.blueprint_upgrade_status as blueprint_upgrade_status,
+        devices.esper_drift_state as esper_drift_state,
+        devices.esper_drift_state_name as esper_drift_state_name,
+        devices.esper_drift_severity as esper_drift_severity,
+        devices.is_esper_drifted as is_esper_drifted,
+        devices.esper_security_state as esper_security_state,
         checks.last_seen_at as last_seen_at,
         checks.hours_since_seen as hours_since_seen,
         checks.last_seen_bucket as last_seen_bucket,

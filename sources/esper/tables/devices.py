@@ -49,6 +49,11 @@ _DEVICE = (
     *flat("blueprint_info__assigned_blueprint_id blueprint_info__current_blueprint_id"),
     *flat("blueprint_info__current_blueprint_version_id blueprint_info__blueprint_upgrade_status"),
     *flat("battery_stats__battery_level", INT),
+    # Esper's own verdicts (live routes 12 and 15): drift codes are ints whose meaning Esper does
+    # not publish (sql/vocabulary/drift_states.csv); `security_state` was null in every recording,
+    # so its type is unknown: kept as JSON.
+    *cols("drift_state drift_severity", INT),
+    *cols("security_state active_plugins", JSON),
 )
 
 # Apple apps (v2 device-apps, live §9): `bundle_id` and `apple_app_version` are their package and
