@@ -23,8 +23,7 @@ from esper_warehouse.sources.esper.tables import TABLES
 from tests.scale.conftest import write_tenants
 
 ROOT = Path(__file__).resolve().parents[2]
-MARTS = {"app_rollout", "app_rollout_current", "command_rollout", "fleet_compliance",
-         "fleet_compliance_daily", "operation_rollout", "stale_devices", "credential_expiry"}  # fmt: skip
+MARTS = {path.stem for path in (ROOT / "sql" / "marts").glob("*.sql")}  # one asset per mart
 
 
 @pytest.fixture(scope="module")
