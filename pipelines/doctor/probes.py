@@ -106,6 +106,7 @@ class Doctor:
         self.used = _used_paths()
         self.skipped: list[str] = []
         self.tables: set[str] = set()  # the raw tables probed so far
+        self.bodies: dict[str, Any] = {}  # each probed table's first answer (parents' ids)
         # A probe sends at most 1 + MAX_RETRIES requests: checked before it starts, the request
         # budget is never overrun; nor is the time budget by more than one probe's bound.
         self.attempts_per_probe = 1 + max_retries
@@ -179,6 +180,8 @@ class Doctor:
             report.throttled = after.throttled - before.throttled
             report.findings = compare.findings
         if answer is not None:
+            if table is not None:
+                self.bodies.setdefault(table, answer)
             report.saw(check_answer(answer, ref, compare))
             report.findings = compare.findings
         return answer
@@ -319,6 +322,10 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
     for table in TABLES.values():  # any other declared list: one page, derived from its `Table`
         if table.probed_as_list and table.name not in d.tables:
             d.probe(table.name, table.path, table.name, page)
+    for table in TABLES.values():  # any other per-parent list: with its parent's first item
+        if table.parent and table.name not in d.tables:
+            parent = _id(_first(d.bodies.get(table.parent)), table.parent_key)
+            d.probe(table.name, table.path, table.name, page, parent=parent)
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)
 

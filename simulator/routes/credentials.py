@@ -1,20 +1,23 @@
-"""Credentials that expire: Apple push certificates, enrolment (DEP) tokens, provisioning profiles.
+"""Credentials that expire: Apple push certificates, enrolment (DEP) and app licence (VPP) tokens,
+provisioning profiles and their versions.
 
 The area whole in one module: records shaped like Esper's OpenAPI files (no live recording; see
 docs/spec/openapi-notes-credentials-access.md), the three routes, their `ROUTES` lines and their
 truth. Expiry dates are absolute simulated times, fixed on first use relative to the clock then:
 by default one push certificate expires in 20 days, one enrolment token expired 3 days ago and
-another has 200 days left, and two profiles have 90 and 12 days. `set_expiry` replaces them
-(tests).
+another has 200 days left, and two profiles have 90 and 12 days (each with an older version
+that expired a year before its current one). `set_expiry` replaces them (tests). The VPP token
+(no expiry in the spec) carries its secret `key`, and the profiles a signed `download_url`, as
+the spec describes: the warehouse must not keep either.
 """
 
 from __future__ import annotations
 
 from esper_warehouse.simulator.fleet import DAY, derived_id
-from esper_warehouse.simulator.http import V2, Req
+from esper_warehouse.simulator.http import V2, ApiError, Req
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, ok, v2_list
 from esper_warehouse.simulator.state import TRUTH_BUILDERS, World
-from esper_warehouse.simulator.timeutil import iso
+from esper_warehouse.simulator.timeutil import iso, parse_iso
 
 DEFAULT_DAYS = {
     "apns_certificates": (20.0,),
@@ -22,6 +25,8 @@ DEFAULT_DAYS = {
     "provisioning_profiles": (90.0, 12.0),
 }
 PROFILE_TYPES = ("enterprise", "ad-hoc", "app-store", "development")
+VPP_KEY_PREFIX = "vpp-stoken-secret-"  # the token itself: tests look for it in the warehouse
+OLDER_VERSION_DAYS = 365  # each profile's previous version expired this long before its current
 
 
 def set_expiry(w: World, kind: str, days: list[float]) -> None:
@@ -100,6 +105,61 @@ def provisioning_profiles(w: World) -> list[dict]:
     ]
 
 
+def vpp_tokens(w: World) -> list[dict]:
+    """`VPPToken` records: no name, state or expiry; `key` is the token (a secret)."""
+    return [
+        {
+            "id": derived_id("vpp", w.fleet.seed, k),
+            "tenant_id": w.fleet.tenant_id,
+            "key": f"{VPP_KEY_PREFIX}{derived_id('vpp-key', w.fleet.seed, k)}",
+            "meta": {},
+            "created_by": w.fleet.users[0],
+            "updated_by": w.fleet.users[0],
+            "created_at": iso(w.now - 200 * DAY),
+            "updated_at": iso(w.now - 200 * DAY),
+        }
+        for k in range(1)
+    ]
+
+
+def provisioning_profile_versions(w: World) -> list[dict]:
+    """Every profile's versions, `ProvisioningProfileVersionWithDownloadResponse`, newest expiry
+    first (the order the spec documents): the current one, then one that expired earlier."""
+    versions = []
+    for profile in provisioning_profiles(w):
+        expires = parse_iso(profile["expiration_date"])
+        for n, (vid, exp) in enumerate(
+            (
+                (profile["version_id"], expires),
+                (derived_id("old-version", profile["id"]), expires - OLDER_VERSION_DAYS * DAY),
+            )
+        ):
+            versions.append(
+                {
+                    "id": vid,
+                    "profile_id": profile["id"],
+                    "uuid": derived_id("apple-uuid", vid),
+                    "name": f"{profile['name']} v{2 - n}",
+                    "sha256_hash": derived_id("sha", vid).replace("-", "") * 2,
+                    "creation_date": iso(exp - 365 * DAY),
+                    "expiration_date": iso(exp),
+                    "time_to_live": 365,
+                    "provisions_all_devices": profile["profile_type"] == "enterprise",
+                    "is_xcode_managed": False,
+                    "platforms": '["iOS"]',
+                    "entitlements": '{"get-task-allow": false}',
+                    "developer_certificates": "[]",
+                    "tenant_id": w.fleet.tenant_id,
+                    "created_by": w.fleet.users[0],
+                    "updated_by": w.fleet.users[0],
+                    "created_at": iso(exp - 365 * DAY),
+                    "updated_at": iso(exp - 365 * DAY),
+                    "download_url": f"https://downloads.example.invalid/versions/{vid}?sig=secret",
+                }
+            )
+    return versions
+
+
 def _apns_list(w: World, req: Req) -> tuple[int, Body]:
     """GET /tenant/v0/apnscertificates/: `{code, message, content: {count, previous, next, results}}`."""
     items = apns_certificates(w)
@@ -116,13 +176,31 @@ def _profile_list(w: World, req: Req) -> tuple[int, Body]:
     return 200, v2_list(req, provisioning_profiles(w), lambda r: r, 10)
 
 
+def _vpp_list(w: World, req: Req) -> tuple[int, Body]:
+    """GET /tenant/v0/vpptokens/: `{code, message, content: {count, previous, next, results}}`."""
+    return 200, ok(content_list(req, vpp_tokens(w), lambda r: r, "previous", 10))
+
+
+def _version_list(w: World, req: Req) -> tuple[int, Body]:
+    """GET /v2/provisioning-profiles/{id}/versions: v2 list; 404 for an unknown profile."""
+    profile = req.params["id"]
+    if profile not in {p["id"] for p in provisioning_profiles(w)}:
+        raise ApiError(404, f"Provisioning profile {profile} not found")
+    items = [v for v in provisioning_profile_versions(w) if v["profile_id"] == profile]
+    return 200, v2_list(req, items, lambda r: r, 10)
+
+
 ROUTES = (
     ("GET", "/tenant/v0/apnscertificates/", V2, _apns_list),
     ("GET", "/tenant/v0/deptokens/", V2, _dep_list),
+    ("GET", "/tenant/v0/vpptokens/", V2, _vpp_list),
     ("GET", "/v2/provisioning-profiles", V2, _profile_list),
+    ("GET", "/v2/provisioning-profiles/{id}/versions", V2, _version_list),
 )
 TRUTH_BUILDERS.update(
     apns_certificates=apns_certificates,
     dep_tokens=dep_tokens,
+    vpp_tokens=vpp_tokens,
     provisioning_profiles=provisioning_profiles,
+    provisioning_profile_versions=provisioning_profile_versions,
 )

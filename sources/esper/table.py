@@ -71,6 +71,9 @@ class Table:
             parameters (a time window, request ids); `doctor` probes it by hand.
         after: tables whose resources must have run before this one's on a nightly run (the
             extraction order: `__init__.py`'s tuple, checked by tests/source/test_declarations.py).
+        parent: a per-parent list (`{id}` in `path`): the table whose items fill `{id}`, with
+            their field `parent_key`. `doctor` and the conformance test probe it with the first
+            item of the parent's list.
     """
 
     name: str
@@ -86,6 +89,8 @@ class Table:
     extra: dict[str, str] = field(default_factory=dict, hash=False)
     probe: bool | None = None
     after: tuple[str, ...] = ()
+    parent: str | None = None
+    parent_key: str = "id"
 
     @property
     def probed_as_list(self) -> bool:

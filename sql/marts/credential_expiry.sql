@@ -3,10 +3,12 @@
 --
 -- Columns
 --   as_of               "now" (API time of the latest successful load)
---   credential_kind     apns_certificate, dep_token or provisioning_profile
+--   credential_kind     apns_certificate, dep_token, vpp_token or provisioning_profile
 --   credential_id       the API's id of the certificate, token or profile
---   credential_name     Apple ID (certificates), token name, profile name
---   expires_at          when it expires (NULL: the API gave no readable date)
+--   credential_name     Apple ID (certificates), token name, profile name; NULL for VPP tokens
+--                       (the API gives them no name)
+--   expires_at          when it expires (NULL: the API gave no readable date; always NULL for VPP
+--                       tokens, whose expiry the API does not declare: check Apple Business Manager)
 --   days_left           whole days from as_of to expires_at (negative: expired that long ago)
 --   status              expired (expires_at <= as_of), expiring (days_left <= warning_days of its
 --                       kind, sql/vocabulary/credential_kinds.csv, 30 by default), ok, or unknown
@@ -29,6 +31,9 @@ credentials as (
     union all
     select 'dep_token', token_id, token_name, expires_at
     from staging.stg_esper__dep_tokens
+    union all
+    select 'vpp_token', token_id, null, null
+    from staging.stg_esper__vpp_tokens
     union all
     select 'provisioning_profile', profile_id, profile_name, expires_at
     from staging.stg_esper__provisioning_profiles

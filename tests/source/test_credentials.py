@@ -9,11 +9,17 @@ import duckdb
 from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 from esper_warehouse.pipelines.status import expiring_credentials
-from esper_warehouse.simulator.routes.credentials import set_expiry
+from esper_warehouse.simulator.routes.credentials import VPP_KEY_PREFIX, set_expiry
 
 from tests.pipeline.helpers import load
 
-TABLES = {"apns_certificates": "id", "dep_tokens": "id", "provisioning_profiles": "id"}
+TABLES = (
+    "apns_certificates",
+    "dep_tokens",
+    "vpp_tokens",
+    "provisioning_profiles",
+    "provisioning_profile_versions",
+)
 
 
 def _verdicts(wh: Path) -> list[tuple]:
@@ -32,6 +38,7 @@ def test_credentials_load_as_served_and_the_mart_reads_their_expiry(
     with duckdb.connect(str(wh), read_only=True) as con:
         for table in TABLES:
             ids = {r[0] for r in con.execute(f"select id from esper.{table}").fetchall()}
+            assert ids, table
             assert ids == {r["id"] for r in sim.truth(table)}, table
     build_models(wh)
     # The simulator's defaults: a push certificate with 20 days left, an enrolment token expired
@@ -42,7 +49,45 @@ def test_credentials_load_as_served_and_the_mart_reads_their_expiry(
         ("dep_token", 200, "ok"),
         ("provisioning_profile", 12, "expiring"),
         ("provisioning_profile", 90, "ok"),
+        ("vpp_token", None, "unknown"),  # the API declares no expiry for app licence tokens
     ]
+    # each profile's versions, the current one first (newest expiry), as the API orders them
+    with duckdb.connect(str(wh), read_only=True) as con:
+        versions = con.execute(
+            "select profile_id, profile_version_id, expires_at from "
+            "staging.stg_esper__provisioning_profile_versions order by profile_id, expires_at desc"
+        ).fetchall()
+        current = dict(
+            con.execute(
+                "select profile_id, profile_version_id from staging.stg_esper__provisioning_profiles"
+            ).fetchall()
+        )
+    served = sim.truth("provisioning_profile_versions")
+    assert {(p, v) for p, v, _e in versions} == {(v["profile_id"], v["id"]) for v in served}
+    newest = {}
+    for profile, version, _expires in versions:
+        newest.setdefault(profile, version)
+    assert newest == current
+
+
+def test_secrets_the_credential_routes_serve_are_not_kept(sim, tmp_path: Path, first_load) -> None:
+    """The VPP token's `key` is the token itself; a profile's `download_url` is a signed link."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    assert [v["key"].startswith(VPP_KEY_PREFIX) for v in sim.truth("vpp_tokens")] == [True]
+    assert all("sig=" in v["download_url"] for v in sim.truth("provisioning_profile_versions"))
+    with duckdb.connect(str(wh), read_only=True) as con:
+        columns = {
+            name
+            for (name,) in con.execute(
+                "select column_name from information_schema.columns where table_name in "
+                "('vpp_tokens', 'provisioning_profiles', 'provisioning_profile_versions')"
+            ).fetchall()
+        }
+    assert columns and not columns & {"key", "download_url"}
+    stored = wh.read_bytes()
+    assert VPP_KEY_PREFIX.encode() not in stored
+    assert b"sig=secret" not in stored and b"downloads.example.invalid" not in stored
 
 
 def test_certificates_expiring_in_10_40_and_minus_1_days(sim, tmp_path: Path, first_load) -> None:
@@ -76,10 +121,11 @@ def test_a_tenant_without_apple_services_loads_everything_else(
     sim.advance(hours=24)
     nightly = load(sim, wh)
     assert nightly.exit_code == EXIT_PARTIAL, nightly.error
-    assert set(nightly.unavailable) == {"apns_certificates", "dep_tokens"}
+    assert set(nightly.unavailable) == {"apns_certificates", "dep_tokens", "vpp_tokens"}
     build_models(wh)  # the earlier lists are kept: the mart still reads them
     assert {v[0] for v in _verdicts(wh)} == {
         "apns_certificate",
         "dep_token",
         "provisioning_profile",
+        "vpp_token",
     }

@@ -140,7 +140,7 @@ def whole_list(
         yield table.page(read.items)
 
 
-def _versions(
+def read_versions(
     table: Table,
     parent_ids: Iterable[str],
     client: EsperClient,
@@ -149,7 +149,7 @@ def _versions(
     parent_column: str | None = None,
     params: dict[str, dict] | None = None,
 ) -> Iterator[pa.Table]:
-    """Each parent's complete list of versions, fetched concurrently; None for parents gone."""
+    """Each parent's complete list of versions, fetched concurrently (parents gone are skipped)."""
     key, limit = table.key, table.limit(opts.page_size)
 
     def fetch(parent: str) -> Any:
@@ -200,7 +200,7 @@ def blueprint_versions(
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
     known = {} if ledger.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
-    yield from _versions(BLUEPRINT_VERSIONS, changed, client, ledger, opts)
+    yield from read_versions(BLUEPRINT_VERSIONS, changed, client, ledger, opts)
     state[BLUEPRINT_HEADS] = {**known, **heads}
 
 
@@ -216,7 +216,7 @@ def tenant_app_versions(
 ) -> Iterator[pa.Table]:
     """Every version of every tenant app."""
     ids = page.column("id").to_pylist()
-    yield from _versions(TENANT_APP_VERSIONS, ids, client, ledger, opts, "app_id")
+    yield from read_versions(TENANT_APP_VERSIONS, ids, client, ledger, opts, "app_id")
 
 
 @dlt.resource(**APPLICATIONS.hints())
@@ -245,7 +245,7 @@ def application_versions(
     known = {} if ledger.full_scan else state.get(APPLICATION_HEADS, {})
     changed = [a for a, head in heads.items() if head is None or known.get(a) != head]
     ledger.application_ids.update(heads)
-    yield from _versions(APPLICATION_VERSIONS, changed, client, ledger, opts, "application_id")
+    yield from read_versions(APPLICATION_VERSIONS, changed, client, ledger, opts, "application_id")
     state[APPLICATION_HEADS] = heads  # the list is read whole: apps missing from it are gone
 
 

@@ -1,10 +1,14 @@
 """Credentials that stop management when they expire: Apple push certificates, enrolment (DEP)
-tokens and provisioning profiles. Small lists, read whole each run; a tenant without Apple
-services refuses the routes (403/404) and the run goes on without them.
+tokens, app licence (VPP) tokens, and provisioning profiles with their versions. Small lists,
+read whole each run; a tenant without Apple services refuses the routes (403/404) and the run
+goes on without them.
 
 No live recording holds these routes: the shapes are Esper's OpenAPI files (esper-io/esper-cli
 `spec/openapi/v0.yaml`, `v2.yaml`; docs/spec/openapi-notes-credentials-access.md). The expiry
 is nested (`meta.cert_expiry_on`, `meta.token_expiry_on`) on the v0 routes and flattened here.
+
+Secrets stay out: the VPP token's `key` and the profiles' signed `download_url` are never loaded
+(these tables load their declared columns only, `keep_extra=False`).
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from collections.abc import Iterator
 import dlt
 import pyarrow as pa
 
-from ..common import Options
+from ..common import Options, skip_unavailable
 from ..http import EsperClient
+from ..http.reads import read_all
 from ..run.ledger import RunLedger
-from ..table import JSON, TS, Col, Table, cols, flat
-from .catalogues import optional_whole_list
+from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
+from .catalogues import optional_whole_list, read_versions
 
 APNS_CERTIFICATES = Table(
     "apns_certificates",
@@ -53,8 +58,37 @@ PROVISIONING_PROFILES = Table(
         *cols("id version_id name team_identifier app_identifier profile_type tenant_id"),
         *cols("expiration_date created_at updated_at", TS),
     ),
+    keep_extra=False,  # `download_url` is a signed link to the profile: not kept
 )
-TABLES = (APNS_CERTIFICATES, DEP_TOKENS, PROVISIONING_PROFILES)
+VPP_TOKENS = Table(
+    "vpp_tokens",
+    "/tenant/v0/vpptokens/",
+    ("id",),
+    disposition="replace",
+    columns=(  # VPPToken: no name, state or expiry declared; `key` (the token) is left out
+        *cols("id tenant_id created_by updated_by"),
+        *cols("created_at updated_at", TS),
+    ),
+    keep_extra=False,
+)
+PROVISIONING_PROFILE_VERSIONS = Table(
+    "provisioning_profile_versions",
+    "/v2/provisioning-profiles/{id}/versions",
+    ("id",),
+    disposition="replace",
+    parent="provisioning_profiles",
+    columns=(  # ProvisioningProfileVersionWithDownloadResponse, without `download_url`
+        *cols("id profile_id uuid name sha256_hash tenant_id created_by updated_by"),
+        *cols("platforms entitlements developer_certificates"),  # JSON encoded as text
+        Col("time_to_live", INT),
+        *cols("provisions_all_devices is_xcode_managed", BOOL),
+        *cols("creation_date expiration_date created_at updated_at", TS),
+    ),
+    keep_extra=False,
+)
+TABLES = (
+    APNS_CERTIFICATES, DEP_TOKENS, VPP_TOKENS, PROVISIONING_PROFILES, PROVISIONING_PROFILE_VERSIONS,
+)  # fmt: skip
 
 
 @dlt.resource(**APNS_CERTIFICATES.hints())
@@ -77,4 +111,36 @@ def provisioning_profiles(
     yield from optional_whole_list(PROVISIONING_PROFILES, client, ledger, opts)
 
 
-LISTS = (apns_certificates, dep_tokens, provisioning_profiles)
+@dlt.resource(**VPP_TOKENS.hints())
+def vpp_tokens(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """App licence (VPP) tokens: when one expires, App Store apps stop installing. The API
+    declares no expiry for them, so `marts.credential_expiry` lists them as `unknown`."""
+    yield from optional_whole_list(VPP_TOKENS, client, ledger, opts)
+
+
+@dlt.resource(**PROVISIONING_PROFILE_VERSIONS.hints())
+def provisioning_profile_versions(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """Every version of every provisioning profile (the API orders them by expiry, newest first).
+
+    It reads the profile list itself (one more request) rather than riding on
+    `provisioning_profiles`: a refused route then skips this table alone and keeps its rows.
+    """
+    with skip_unavailable(ledger, PROVISIONING_PROFILE_VERSIONS.name):
+        profiles = read_all(
+            client,
+            PROVISIONING_PROFILES.path_for(client),
+            limit=PROVISIONING_PROFILES.limit(opts.page_size),
+        )
+        ids = [profile["id"] for profile in profiles.items]
+        yield from read_versions(PROVISIONING_PROFILE_VERSIONS, ids, client, ledger, opts)
+
+
+LISTS = (
+    apns_certificates,
+    dep_tokens,
+    vpp_tokens,
+    provisioning_profiles,
+    provisioning_profile_versions,
+)
