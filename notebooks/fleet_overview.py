@@ -38,6 +38,7 @@ def _(common):
             "marts.fleet_compliance_daily",
             "marts.stale_devices",
             "marts.credential_expiry",
+            "marts.drift_disagreements",
         ),
         nonempty="marts.fleet_compliance",
     )
@@ -395,13 +396,65 @@ def _(common, mo, wh):
         order by expires_at
         """
     )
+    _unknown = common.scalar(
+        "select count(*) from marts.credential_expiry where status = 'unknown'"
+    )
+    _unknown_note = mo.md(
+        f"{_unknown:,} more (app licence tokens, or a date the API did not give) have no expiry "
+        "the warehouse can read: check them in Apple Business Manager."
+    )
     mo.vstack(
         [
-            mo.md(f"**{credentials.height:,} credentials** have expired or expire soon:"),
-            mo.ui.table(credentials, page_size=10),
+            mo.md(f"**{credentials.height:,} credentials** have expired or expire soon:")
+            if credentials.height
+            else common.nothing("No credential expires within its warning days."),
+            *([mo.ui.table(credentials, page_size=10)] if credentials.height else []),
+            *([_unknown_note] if _unknown else []),
         ]
-    ) if credentials.height else common.nothing("No credential expires within its warning days.")
+    )
     return (credentials,)
+
+
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## Where Esper and the warehouse disagree on drift
+
+        Esper reports its own drift verdict per device; the warehouse checks blueprint ids and
+        versions itself (`is_blueprint_in_sync`). **esper_only**: Esper sees a drift the
+        blueprint ids do not show (in the device's settings). **ours_only**: the blueprint is
+        not the assigned one, its version is behind or its upgrade failed, while Esper says in
+        sync. **esper_code_unknown**: a drift code `sql/vocabulary/drift_states.csv` does not
+        know. Esper's codes are undocumented: the vocabulary is the project's reading.
+        """
+    )
+    return
+
+
+@app.cell
+def _(common, mo, params, where):
+    drift = common.query(
+        f"""
+        select disagreement, device_name, platform, group_path, esper_drift_state_name,
+            esper_drift_severity, blueprint_upgrade_status, blueprint_reasons
+        from marts.drift_disagreements
+        where {where}
+        order by disagreement, group_path, device_name
+        """,
+        params,
+    )
+    _counts = ", ".join(
+        f"{row['len']:,} {row['disagreement']}"
+        for row in drift.group_by("disagreement").len().sort("disagreement").iter_rows(named=True)
+    )
+    mo.vstack(
+        [
+            mo.md(f"**{drift.height:,} devices** where the two verdicts differ ({_counts}):"),
+            mo.ui.table(drift, page_size=10),
+        ]
+    ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
+    return (drift,)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 --
 -- Columns
 --   as_of                        "now": API time of the latest successful load
---   device_id, device_name, platform, group_name   as in fleet_compliance
+--   device_id, device_name, platform, group_name, group_path   as in fleet_compliance
 --   is_in_service                the device's state counts in compliance (fleet_compliance)
 --   assigned_blueprint_id, assigned_blueprint_name, current_blueprint_id,
 --   current_blueprint_version_id, latest_blueprint_version_id, blueprint_upgrade_status
@@ -51,6 +51,7 @@ final as (
         device_name,
         platform,
         group_name,
+        group_path,
         is_in_service,
         assigned_blueprint_id,
         assigned_blueprint_name,

@@ -121,9 +121,16 @@ def test_fleet_overview_shows_the_fleet_in_the_warehouse(report_run, demo_wareho
     # The morning check: every expired or expiring credential of the warehouse is listed.
     with duckdb.connect(str(demo_warehouse), read_only=True) as con:
         soon = con.execute(
-            "select credential_name from marts.credential_expiry where status <> 'ok'"
+            "select credential_name from marts.credential_expiry "
+            "where status in ('expired', 'expiring')"
+        ).fetchall()
+        disagreeing = con.execute(
+            "select device_name from marts.drift_disagreements "
+            "order by disagreement, group_path, device_name limit 5"  # the table's first page
         ).fetchall()
     assert soon and all(name in shown_text(page) for (name,) in soon)
+    assert "Where Esper and the warehouse disagree on drift" in shown_text(page)
+    assert disagreeing and all(name in shown_text(page) for (name,) in disagreeing)
 
 
 def test_rollouts_shows_adoption_commands_and_a_drill_down(report_run):
