@@ -21,7 +21,7 @@ from esper_warehouse import data_path
 
 from .command import Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
-from .status import expiring_credentials
+from .status import morning_check
 from .warehouse import working_dir
 
 log = logging.getLogger("esper_warehouse")
@@ -212,8 +212,8 @@ def _summary(warehouse: Path) -> None:
             "select last_seen_bucket, count(*) from {marts}.stale_devices group by 1 order by 2 desc"
         ):
             _say(f"  {bucket:<12} {n:>7,}")
-        for line in expiring_credentials(con):
-            _say(("\n" if line.startswith("credentials") else "") + line)
+        for n, line in enumerate(morning_check(con)):
+            _say(("\n" if n == 0 else "") + line)
     except duckdb.Error as exc:
         _say(f"  (the marts are not available: {exc})")
     finally:

@@ -109,6 +109,28 @@ def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
     return lines
 
 
+def drift_disagreements(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """How many devices Esper and the warehouse judge differently (marts.drift_disagreements),
+    by kind of disagreement; none when they agree or the marts are not built yet."""
+    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    try:
+        rows = con.execute(
+            f'select disagreement, count(*) from "{catalog}".marts.drift_disagreements '
+            "group by 1 order by 1"
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    if not rows:
+        return []
+    counts = ", ".join(f"{n:,} {kind}" for kind, n in rows)
+    return [f"devices whose drift verdicts differ (marts.drift_disagreements): {counts}"]
+
+
+def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """What an admin checks first: credentials that stop management, drift verdicts that differ."""
+    return [*expiring_credentials(con), *drift_disagreements(con)]
+
+
 def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     tables = _tables(con, dataset)
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
@@ -132,7 +154,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     else:
         out.append("no runs recorded yet")
     out.extend(_unavailable(con, ds) if runs else [])
-    out.extend(expiring_credentials(con))
+    out.extend(morning_check(con))
     out.append("tables (whole table: all rows it holds, last loaded):")
     loads = "_dlt_loads" in tables
     for table in tables:

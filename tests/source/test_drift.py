@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.status import morning_check
 from esper_warehouse.simulator.drift import set_drift
 
 from tests.pipeline.helpers import load
@@ -85,3 +86,8 @@ def test_devices_whose_two_verdicts_differ_are_listed(sim, tmp_path: Path, first
         f"where device_id = '{in_sync[0]}'",
     )
     assert verdict_changed == (True, True)
+    # what `esper-warehouse status` and the demo print: the counts of the mart, by kind
+    counts = _rows(wh, "select disagreement, count(*) from marts.drift_disagreements group by 1")
+    with duckdb.connect(str(wh), read_only=True) as con:
+        (line,) = [line for line in morning_check(con) if "drift verdicts differ" in line]
+    assert all(f"{n:,} {kind}" in line for kind, n in counts), line
