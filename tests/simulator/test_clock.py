@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 
+from esper_warehouse.pipelines.shapes import openapi_document
 from esper_warehouse.simulator import Simulator
-from esper_warehouse.simulator.catalog import CMD_TRANSITIONS, COMMAND_STATES
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 from tests.simulator.conftest import make_client
 
-LEGAL = {COMMAND_STATES[a]: {COMMAND_STATES[b] for b in bs} for a, bs in CMD_TRANSITIONS.items()}
-
-
-def _reachable(a: str, b: str) -> bool:
-    todo, seen = [a], set()
-    while todo:
-        s = todo.pop()
-        for n in LEGAL.get(s, ()):
-            if n == b:
-                return True
-            if n not in seen:
-                seen.add(n)
-                todo.append(n)
-    return False
+COMMAND_STATUS = openapi_document()["components"]["schemas"]["CommandStatus"]
+COMMAND_STATES = set(COMMAND_STATUS["properties"]["state"]["enum"])
 
 
 def test_date_header_carries_simulated_time(sim):
@@ -60,7 +47,10 @@ def test_advance_changes_devices_and_bumps_updated_at(sim):
     assert all(d["updated_at"] <= now for d in after.values())
 
 
-def test_command_statuses_move_forward_through_legal_transitions(sim):
+def test_command_statuses_move_forward_in_the_documented_states(sim):
+    """The clock walks statuses forward (its docstring): a status never returns to a state it
+    left, and several states are reached. Every state is one of the OpenAPI subset's
+    `CommandStatus.state` (live route 29: `state` is a string)."""
     seen: dict[str, list[str]] = {}
     for _ in range(8):
         for st in sim.truth("command_statuses"):
@@ -68,12 +58,12 @@ def test_command_statuses_move_forward_through_legal_transitions(sim):
             if not hist or hist[-1] != st["state"]:
                 hist.append(st["state"])
         sim.advance(hours=6)
-    moved = 0
-    for hist in seen.values():
-        for a, b in itertools.pairwise(hist):
-            assert _reachable(a, b), f"illegal {a} -> {b}"
-            moved += 1
-    assert moved > 0
+    states = {s for hist in seen.values() for s in hist}
+    assert states <= COMMAND_STATES, (
+        f"not in the subset's CommandStatus enum: {states - COMMAND_STATES}"
+    )
+    assert all(len(hist) == len(set(hist)) for hist in seen.values()), "a status went back"
+    assert sum(len(hist) - 1 for hist in seen.values()) > 0, "the clock moved no status"
     finals = {st["state"] for st in sim.truth("command_statuses")}
     assert "Command Success" in finals and len(finals) > 2
 
@@ -99,53 +89,6 @@ def test_rollouts_progress(sim):
         > n_versions + n_bp
     ), "new versions were published"
     assert sum(before.get(d) != v for d, v in after.items()) > 0, "devices moved to new versions"
-
-
-def test_truth_matches_what_routes_serve(sim):
-    sim.advance(hours=48)
-    with make_client(sim) as c:
-        served = []
-        cursor = "start"
-        while cursor:
-            body = c.get("/v2/devices/", params={"cursor": cursor, "limit": 50}).json()["content"]
-            served += body["results"]
-            cursor = body["next_cursor"]
-        truth = sim.truth("devices")  # detail records: the list item plus detail-only fields
-        assert [d["id"] for d in served] == [d["id"] for d in truth]
-        for item, detail in zip(served, truth, strict=True):
-            assert c.get(f"/v2/devices/{item['id']}").json()["content"] == detail
-            for key, value in item.items():  # the detail repeats the item, nested objects grown
-                if isinstance(value, dict):
-                    for k, v in value.items():
-                        if v is not None and not isinstance(v, dict):
-                            assert detail[key][k] == v, (key, k)
-                else:
-                    assert detail[key] == value, key
-        ops = c.get("/v0/operations/", params={"limit": 1000, "ordering": "created_at"}).json()
-        truth_ops = {o["id"]: o for o in sim.truth("operations")}
-        assert {o["id"]: o for o in ops["content"]["results"]} == truth_ops
-        events = {e["id"]: e for e in sim.truth("device_events")}
-        device = sim.truth("devices")[0]["id"]
-        feed = c.get(
-            f"/enterprise/{ENTERPRISE_ID}/device/{device}/download/eventfeed/",
-            params={"limit": 1000},
-        )
-        for e in feed.json()["results"]:
-            assert {**e, "device_id": device} == events[e["id"]]
-        apps = [a for a in sim.truth("device_apps") if a["device_id"] == device]
-        route = apps[0]["route"] if apps else "legacy"
-        url = (
-            f"/enterprise/{ENTERPRISE_ID}/device/{device}/app/"
-            if route == "legacy"
-            else f"/v2/devices/{device}/device-apps/"
-        )
-        body = c.get(url, params={"limit": 1000}).json()
-        got = body["results"] if route == "legacy" else body["content"]["results"]
-        assert [{**a, "device_id": device, "route": route} for a in got] == apps
-        http_truth = c.get(
-            sim.base_url.removesuffix("/api") + "/_sim/truth/command_statuses"
-        ).json()
-        assert http_truth == sim.truth("command_statuses")
 
 
 def test_events_only_on_activity(sim):
@@ -186,4 +129,5 @@ def test_control_routes(sim):
         stats = c.get("/_sim/stats").json()
         assert set(stats) == {"total", "routes", "statuses"}
         assert c.post("/_sim/stats/reset").json()["total"] == 0
+        assert c.get("/_sim/truth/command_statuses").json() == sim.truth("command_statuses")
         assert c.get("/_sim/truth/nope").status_code == 404
