@@ -41,7 +41,15 @@ from .errors import EsperResponseError
 
 log = logging.getLogger("esper_warehouse.source")
 
-__all__ = ["Page", "iter_cursor_pages", "iter_pages", "iter_pages_parallel", "parse_page"]
+__all__ = [
+    "Page",
+    "bare_items",
+    "bare_object",
+    "iter_cursor_pages",
+    "iter_pages",
+    "iter_pages_parallel",
+    "parse_page",
+]
 
 
 @dataclass
@@ -128,6 +136,35 @@ def parse_page(body: Any, *, where: str | None = None) -> Page:
     else:
         has_more = next_url is not None
     return Page(items, count, next_url, next_cursor, has_more, linkless=linkless is not None)
+
+
+def bare_items(body: Any, *, where: str) -> list[dict]:
+    """The items of a list answered whole as a bare JSON array: no envelope, no count, no pages
+    (``GET /authz2/v1/roles/{role_id}/scopes``).
+
+    Raises:
+        EsperResponseError: The body is not an array of objects.
+    """
+    if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
+        raise EsperResponseError(
+            f"unexpected list answer from {where}: expected a JSON array of objects, got "
+            f"{type(body).__name__}"
+        )
+    return body
+
+
+def bare_object(body: Any, *, where: str) -> dict:
+    """A record answered as a bare JSON object (``GET /user/{id}/``, ``GET
+    /authz2/v1/users/{user_id}/groups``).
+
+    Raises:
+        EsperResponseError: The body is not an object.
+    """
+    if not isinstance(body, dict):
+        raise EsperResponseError(
+            f"unexpected answer from {where}: expected a JSON object, got {type(body).__name__}"
+        )
+    return body
 
 
 def iter_pages(
