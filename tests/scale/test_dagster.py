@@ -24,7 +24,8 @@ from tests.scale.conftest import write_tenants
 
 ROOT = Path(__file__).resolve().parents[2]
 MARTS = {"app_rollout", "app_rollout_current", "command_rollout", "fleet_compliance",
-         "fleet_compliance_daily", "operation_rollout", "stale_devices", "credential_expiry"}  # fmt: skip
+         "fleet_compliance_daily", "operation_rollout", "stale_devices", "credential_expiry",
+         "fleet_access"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,7 @@ def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
 
     assert cli.main(["publish", "--pull", "--warehouse", str(compute)]) == 0
     first = capsys.readouterr()
-    assert "published 8 marts" in first.out
+    assert "published 9 marts" in first.out
     with duckdb.connect(str(compute), read_only=True) as con:
         assert con.sql("select count(*) from esper.devices").fetchone()[0] == devices
         # the pulled columns keep their types: timestamps and JSON, not text
@@ -113,7 +113,8 @@ def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
     )
     assert [t for (t,) in tables] == sorted(
         ["app_rollout", "app_rollout_current", "command_rollout", "credential_expiry",
-         "fleet_compliance", "fleet_compliance_daily", "operation_rollout", "stale_devices"]
+         "fleet_access", "fleet_compliance", "fleet_compliance_daily", "operation_rollout",
+         "stale_devices"]
     )  # fmt: skip
     assert (
         dict(_rows(pg_uri, "select 'fleet_compliance', count(*) from marts.fleet_compliance"))
@@ -121,7 +122,7 @@ def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
     )
 
     assert _published_rows(first.out) == _published_rows(second.out)
-    assert len(_published_rows(first.out)) == 8
+    assert len(_published_rows(first.out)) == 9
     for text in (first.out, first.err, second.out, second.err):
         assert PASSWORD not in text and API_KEY not in text
 
