@@ -319,6 +319,7 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
     d.probe("device_events", e["device_events"].path, "device_events", page,
             parent=device_id)  # fmt: skip
     d.probe("status_metrics", e["status_metrics"].path, "status_metrics")
+    _probe_access(d, page)
     for table in TABLES.values():  # any other declared list: one page, derived from its `Table`
         if table.probed_as_list and table.name not in d.tables:
             d.probe(table.name, table.path, table.name, page)
@@ -328,6 +329,18 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
             d.probe(table.name, table.path, table.name, page, parent=parent)
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)
+
+
+def _probe_access(d: Doctor, page: dict[str, int]) -> None:
+    """Users and roles, then one user's detail and group access and one role's scopes (the
+    detail's values, its API token among them, are compared by shape and never kept)."""
+    e = TABLES
+    user = _first(d.probe("users", e["users"].path, "users", page))
+    d.probe("user_profiles", e["user_profiles"].path, "user_profiles",
+            parent=_id(user, "legacy_user_id"))  # fmt: skip
+    d.probe("user_groups", e["user_groups"].path, "user_groups", parent=_id(user, "user_id"))
+    role = _first(d.probe("roles", e["roles"].path, "roles", page))
+    d.probe("role_scopes", e["role_scopes"].path, "role_scopes", parent=_id(role, "id"))
 
 
 def _probe_data_tap(d: Doctor, sql: str) -> None:

@@ -33,6 +33,9 @@ IDENTIFYING = {
     "applications": ("id", "application_name", "package_name"),
     "command_requests": ("id",),
     "operations": ("id",),
+    "users": ("user_id", "name", "email"),
+    "user_profiles": ("token", "username", "last_login"),
+    "roles": ("id",),
 }
 
 

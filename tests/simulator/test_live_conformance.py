@@ -95,6 +95,9 @@ ROUTES: dict[str, Any] = {
     "/v2/enterprise/{enterprise_id}/report/status-metrics": lambda ids: (
         f"/v2/enterprise/{EID}/report/status-metrics"
     ),
+    # Live: one user asked about by its legacy id, on both routes.
+    "/user/{user_id}/": lambda ids: f"/user/{ids['legacy_user']}/",
+    "/authn2/v1/users/": lambda ids: f"/authn2/v1/users/?legacy_user_id={ids['legacy_user']}",
 }
 
 # Keys the simulator serves beyond the live sample, each with its reason. A path is the key's
@@ -135,6 +138,8 @@ EXTRA_KEYS: dict[str, dict[str, str]] = {
     "/commands/v0/commands/": {},
     "/commands/v0/status/": {},
     "/v2/enterprise/{enterprise_id}/report/status-metrics": {},
+    "/user/{user_id}/": {},
+    "/authn2/v1/users/": {},
 }
 
 
@@ -157,6 +162,7 @@ def ids(shared_sim: Simulator, client: httpx.Client) -> dict[str, str]:
         "android_serial": android["serial"],
         "commanded": device_command["devices"][0],
         "request": statuses[0]["request"],
+        "legacy_user": str(shared_sim.truth("users")[0]["legacy_user_id"]),
     }
 
 

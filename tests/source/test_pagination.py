@@ -39,7 +39,8 @@ class OffsetAPI:
     Args:
         rows: The records (the test may change the list between requests).
         envelope: ``"legacy"`` (``{count, next, previous, results}``), ``"v0"`` (``content`` with
-            ``previous``) or ``"v2"`` (``content`` with ``prev``).
+            ``previous``), ``"v2"`` (``content`` with ``prev``) or ``"roles"`` (``{count,
+            roles}``, no links).
         max_limit: The largest page the API serves (it clamps silently).
     """
 
@@ -68,6 +69,8 @@ class OffsetAPI:
         prev = str(page_url.copy_set_param("offset", max(0, offset - limit))) if offset else None
         if self.envelope == "legacy":
             return {"count": len(self.rows), "next": nxt, "previous": prev, "results": chunk}
+        if self.envelope == "roles":  # authz2: `{count, roles}`, no links
+            return {"count": len(self.rows), "roles": chunk}
         prev_key = "previous" if self.envelope == "v0" else "prev"
         content = {"count": len(self.rows), "next": nxt, prev_key: prev, "results": chunk}
         return {"code": 200, "message": "success", "content": content}
@@ -239,6 +242,23 @@ def test_iter_pages_follows_next_links_to_the_end(envelope: str) -> None:
     assert (first["limit"], first["offset"], first["name"]) == ("20", "0", "x")
     assert [u.params["offset"] for u in api.requests] == ["0", "20", "40"]
     assert all(u.params["name"] == "x" for u in api.requests)  # links carry the filters
+
+
+def test_a_linkless_list_is_walked_by_offset_until_its_count() -> None:
+    """authz2 roles: `{count, roles}` with no links; the next offset until `count` items came,
+    page by page or planned from the count (the API may clamp the page size)."""
+    api = OffsetAPI(records(45), envelope="roles", max_limit=20)
+    pages = list(iter_pages(client_for(api), "/authz2/v1/roles/", limit=50))
+    assert [len(p.items) for p in pages] == [20, 20, 5]
+    assert all_items(pages) == records(45)
+    assert [u.params["offset"] for u in api.requests] == ["0", "20", "40"]
+    api = OffsetAPI(records(45), envelope="roles", max_limit=20)
+    pages = list(iter_pages_parallel(client_for(api), "/authz2/v1/roles/", limit=50))
+    assert all_items(pages) == records(45)
+    assert sorted(int(u.params["offset"]) for u in api.requests) == [0, 20, 40]
+    one = OffsetAPI(records(3), envelope="roles")
+    assert all_items(iter_pages(client_for(one), "/authz2/v1/roles/", limit=50)) == records(3)
+    assert len(one.requests) == 1
 
 
 def test_iter_pages_follows_the_page_size_the_api_clamped_to() -> None:

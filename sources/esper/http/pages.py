@@ -1,12 +1,15 @@
-"""Reading the three Esper list envelopes, and walking their pages through the client.
+"""Reading the Esper list envelopes, and walking their pages through the client.
 
-The API has three list shapes (see ``../shared/spec/README.md``, "Wire facts"):
+The API has four list shapes (see ``docs/spec/README.md``, "Wire facts"):
 
 * legacy and v1 (Django REST style): ``{count, next, previous, results}``;
 * v0/v2 services: ``{code?, message?, content: {count, next, previous | prev, results}}``; an
   empty v2 list says ``results: null`` (``docs/spec/live-observations.md`` section 2);
 * ``/v2/devices/`` cursor mode: ``{content: {results, next_cursor, prev_cursor, has_more,
-  has_prev}}``.
+  has_prev}}``;
+* linkless lists named after what they hold, with a count and no links: ``{count, roles}``
+  (``/authz2/v1/roles/``, docs/spec/openapi-notes-credentials-access.md section 4). The walk
+  asks for the next ``offset`` (advanced by the items received) until it has ``count`` items.
 
 ``/v2/devices/`` is documented as a union of the offset and cursor shapes, so `parse_page` reads
 whichever shape comes back and the iterators continue in that shape, whatever they asked for.
@@ -38,7 +41,15 @@ from .errors import EsperResponseError
 
 log = logging.getLogger("esper_warehouse.source")
 
-__all__ = ["Page", "iter_cursor_pages", "iter_pages", "iter_pages_parallel", "parse_page"]
+__all__ = [
+    "Page",
+    "bare_items",
+    "bare_object",
+    "iter_cursor_pages",
+    "iter_pages",
+    "iter_pages_parallel",
+    "parse_page",
+]
 
 
 @dataclass
@@ -52,6 +63,8 @@ class Page:
         next_url: The `next` link (offset shapes), else None.
         next_cursor: The cursor of the next page (cursor shape), else None.
         has_more: Whether the API says another page follows.
+        linkless: A list without links (``{count, roles}``): the next page is the next offset,
+            while fewer than `count` items have been walked.
     """
 
     items: list[dict]
@@ -59,10 +72,15 @@ class Page:
     next_url: str | None
     next_cursor: str | None
     has_more: bool
+    linkless: bool = False
+
+
+# Lists that name their items after what they hold and carry a count but no links.
+LINKLESS_KEYS = ("roles",)
 
 
 def parse_page(body: Any, *, where: str | None = None) -> Page:
-    """Read a list answer in any of the three envelopes.
+    """Read a list answer in any of the four envelopes.
 
     Args:
         body: The parsed JSON of a list answer.
@@ -88,15 +106,16 @@ def parse_page(body: Any, *, where: str | None = None) -> Page:
         envelope = body["content"]
         if not isinstance(envelope, dict):
             raise bad(f"'content' is {type(envelope).__name__}, not an object")
-    if "results" not in envelope:
+    linkless = next((k for k in LINKLESS_KEYS if k in envelope and "results" not in envelope), None)
+    if "results" not in envelope and linkless is None:
         raise bad(f"no 'results' (keys: {sorted(envelope)[:10]})")
-    items = envelope["results"]
+    items = envelope[linkless or "results"]
     if items is None and envelope.get("count") == 0 and not envelope.get("next"):
         items = []  # the v2 services answer an empty list with `results: null` (live, section 2)
     if not isinstance(items, list):
-        raise bad(f"'results' is {type(items).__name__}, not a list")
+        raise bad(f"'{linkless or 'results'}' is {type(items).__name__}, not a list")
     if not all(isinstance(item, dict) for item in items):
-        raise bad("'results' holds something other than objects")
+        raise bad(f"'{linkless or 'results'}' holds something other than objects")
 
     count = envelope.get("count")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
@@ -112,9 +131,40 @@ def parse_page(body: Any, *, where: str | None = None) -> Page:
         has_more = bool(envelope.get("has_more", next_cursor is not None))
         if has_more and next_cursor is None:
             raise bad("'has_more' is true but there is no 'next_cursor'")
+    elif linkless:  # more while the count says so: `_continue` asks for the next offset
+        has_more = count is not None and len(items) < count
     else:
         has_more = next_url is not None
-    return Page(items, count, next_url, next_cursor, has_more)
+    return Page(items, count, next_url, next_cursor, has_more, linkless=linkless is not None)
+
+
+def bare_items(body: Any, *, where: str) -> list[dict]:
+    """The items of a list answered whole as a bare JSON array: no envelope, no count, no pages
+    (``GET /authz2/v1/roles/{role_id}/scopes``).
+
+    Raises:
+        EsperResponseError: The body is not an array of objects.
+    """
+    if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
+        raise EsperResponseError(
+            f"unexpected list answer from {where}: expected a JSON array of objects, got "
+            f"{type(body).__name__}"
+        )
+    return body
+
+
+def bare_object(body: Any, *, where: str) -> dict:
+    """A record answered as a bare JSON object (``GET /user/{id}/``, ``GET
+    /authz2/v1/users/{user_id}/groups``).
+
+    Raises:
+        EsperResponseError: The body is not an object.
+    """
+    if not isinstance(body, dict):
+        raise EsperResponseError(
+            f"unexpected answer from {where}: expected a JSON object, got {type(body).__name__}"
+        )
+    return body
 
 
 def iter_pages(
@@ -218,7 +268,8 @@ def iter_pages_parallel(
     progress.add(first)
     yield first
     step = len(first.items)
-    if first.count is None or first.next_url is None or first.next_cursor is not None:
+    linked = first.next_url is not None or first.linkless  # a linkless list is planned by count
+    if first.count is None or not linked or first.next_cursor is not None:
         yield from _continue(
             client, path, base_params, first, _url(client, path), limit=limit, progress=progress
         )
@@ -332,7 +383,8 @@ def _continue(
     limit: int,
     progress: _Progress | None = None,
 ) -> Iterator[Page]:
-    """Follow the pages after `page`: by `next_cursor` in the cursor shape, else by `next`.
+    """Follow the pages after `page`: by `next_cursor` in the cursor shape, by `next`, or (a
+    linkless list, `page` at offset 0) by the next offset while fewer than `count` were walked.
 
     Stops when a page says there is no more, when a page is empty (an API that keeps answering
     empty pages with a `next` would otherwise never end), and raises when a cursor or a link
@@ -343,10 +395,14 @@ def _continue(
         progress = _Progress(path)
         progress.add(page)
     seen: set[str] = set()
+    walked = len(page.items)  # a linkless list's next offset
     while True:
         if page.next_cursor is not None and page.has_more:
             token = "cursor:" + page.next_cursor
             request = (path, {**params, "cursor": page.next_cursor, "limit": limit})
+        elif page.linkless and page.count is not None and walked < page.count:
+            token = f"offset:{walked}"
+            request = (path, {**params, "limit": limit, "offset": walked})
         elif page.next_url is not None and page.has_more:
             page_url = urljoin(page_url, page.next_url)  # absolute links pass through unchanged
             token = "url:" + page_url
@@ -362,6 +418,7 @@ def _continue(
         page = _get_page(client, *request)
         if not page.items:
             return
+        walked += len(page.items)
         progress.add(page)
         yield page
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 import threading
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..times import parse_time
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 TIME_KEYS = {"timestamp", "updated_at"}  # key fields the API sends as ISO text
 
@@ -74,9 +76,29 @@ class RunLedger:
     event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run
     event_marks_read: bool = False
     unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    # lists read once per run for several tables (users, roles): name -> result or error
+    shared_reads: dict[str, Any] = field(default_factory=dict)
     # (table, route, status, meaning) -> devices whose part of the table the API refused
     device_skips: dict[tuple[str, str, int, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _read_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def read_once(self, name: str, read: Callable[[], T]) -> T:
+        """`read()` the first time `name` is asked for in this run, its result (or its error,
+        raised again) every time after: a list several tables are built from is read once.
+
+        The tables' resources may ask in any order; the first one reads, the others wait.
+        """
+        with self._read_lock:
+            if name not in self.shared_reads:
+                try:
+                    self.shared_reads[name] = (read(), None)
+                except Exception as error:
+                    self.shared_reads[name] = (None, error)
+            value, error = self.shared_reads[name]
+        if error is not None:
+            raise error
+        return value  # type: ignore[no-any-return]
 
     def skip_device(self, table: str, route: str, status: int, meaning: str) -> None:
         """Count one device whose part of `table` the API refused (logged once per route)."""

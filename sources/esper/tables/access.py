@@ -1,0 +1,229 @@
+"""Who may act on the fleet: the tenant's users, their legacy profiles and group access, the
+roles and the scopes each role grants. Small lists, read whole each run (replaced).
+
+The users list (`/authn2/v1/users/`, live route 32) names each user but holds no role, no
+`last_login` and no `is_active`: those are on the legacy detail `/user/{id}/` (live route 31),
+read once per user. Group access is authz2's `/authz2/v1/users/{user_id}/groups`, one per user;
+roles (`{count, roles}`, no links) and each role's scopes (a bare array) are authz2's too (spec
+only: docs/spec/openapi-notes-credentials-access.md sections 3-4). Requests per run: 1 + 2 per
+user + 1 + 1 per role (docs/decisions.md, "Who may act on the fleet").
+
+Every route here may be refused to a key without the user or role scopes (403) or to a plan
+without the feature (404): the tables built from it are skipped for the run and keep what
+earlier runs loaded; the rest of the run loads (exit 6). The users and roles lists are read once
+per run (`RunLedger.read_once`) and shared by the tables built from them, so a refused list skips
+its children too, naming the refused route.
+
+The legacy detail carries the user's API `token`: it is dropped here (`without_secrets`) before
+a page is built, and the table keeps only its declared columns, so it never reaches the
+warehouse, the logs or an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import dlt
+import pyarrow as pa
+
+from ..common import Options, skip_unavailable
+from ..http import EsperClient, EsperNotFoundError
+from ..http.pages import bare_items, bare_object
+from ..http.reads import ListRead, fan_out, read_all
+from ..run.ledger import RunLedger
+from ..table import BOOL, INT, JSON, Col, Table, cols, flat
+
+# Fields of an answer that are credentials, dropped at any depth before a page is built.
+SECRET_FIELDS = frozenset({"token"})
+
+USERS = Table(
+    "users",
+    "/authn2/v1/users/",
+    ("user_id",),
+    disposition="replace",
+    columns=(  # live route 32; times have no declared format (authn2: "timestamp"): text
+        *cols("user_id name email connection_id tenant_id partner_id created_at updated_at"),
+        Col("legacy_user_id", INT),
+    ),
+)
+USER_PROFILES = Table(
+    "user_profiles",
+    "/user/{id}/",
+    ("id",),
+    disposition="replace",
+    loaded_with="users",
+    keep_extra=False,  # only these columns: a field the API adds (a secret) is not loaded
+    columns=(  # live route 31, one per user; `user_id` is the authn2 user it was read for
+        Col("id", INT),
+        *cols("user_id username email first_name last_name full_name last_login"),
+        *cols("is_active is_staff is_superuser", BOOL),
+        *flat("profile__role profile__authz_role_id profile__authn_user_id"),
+        *flat("profile__enterprise profile__created_on profile__updated_on"),
+        *flat("profile__has_all_group_access profile__can_factory_reset", BOOL),
+        *flat("profile__groups", JSON),
+    ),
+)
+USER_GROUPS = Table(
+    "user_groups",
+    "/authz2/v1/users/{id}/groups",
+    ("user_id",),
+    disposition="replace",
+    loaded_with="users",
+    columns=(  # spec UserGroups, one per user; `group_ids` a JSON array (one row per user)
+        Col("user_id"),
+        Col("has_all_group_access", BOOL),
+        Col("group_ids", JSON),
+    ),
+)
+ROLES = Table(
+    "roles",
+    "/authz2/v1/roles/",
+    ("id",),
+    disposition="replace",
+    columns=(  # spec RoleResponse, in `{count, roles}` (no links: `http/pages.py`)
+        *cols("id name description"),
+        *cols("role_type organization_type", INT),
+    ),
+)
+ROLE_SCOPES = Table(
+    "role_scopes",
+    "/authz2/v1/roles/{id}/scopes",
+    ("role_id", "id"),
+    disposition="replace",
+    loaded_with="roles",
+    columns=(  # spec ScopeResponse, a bare array per role; `role_id` is the role read
+        *cols("role_id id name description"),
+        *cols("scope_type organization_type", INT),
+    ),
+)
+TABLES = (USERS, USER_PROFILES, USER_GROUPS, ROLES, ROLE_SCOPES)
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` with every `SECRET_FIELDS` key removed, at any depth (a copy; lists too)."""
+    if isinstance(value, dict):
+        return {k: without_secrets(v) for k, v in value.items() if k not in SECRET_FIELDS}
+    if isinstance(value, list):
+        return [without_secrets(v) for v in value]
+    return value
+
+
+def _shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Options) -> ListRead:
+    """A parent list read whole once per run (the first table asking reads it)."""
+
+    def read() -> ListRead:
+        path, limit = table.path_for(client), table.limit(opts.page_size)
+        return read_all(client, path, limit=limit, key=table.key, parallel=True)
+
+    return ledger.read_once(table.name, read)
+
+
+def _per_parent(
+    table: Table,
+    client: EsperClient,
+    parents: list[tuple[str, str]],
+    rows_of: Callable[[str, Any, str], list[dict]],
+) -> list[dict]:
+    """One request per (parent key, id in the path), concurrently; `rows_of(key, body, where)`
+    makes the rows. A parent whose record is gone meanwhile (404) is skipped."""
+
+    def fetch(parent: tuple[str, str]) -> Any:
+        try:
+            return client.get(table.path_for(client, parent[1]))
+        except EsperNotFoundError as error:
+            if error.tenant_level:
+                raise
+            return None
+
+    rows: list[dict] = []
+    where = f"GET {table.path}"
+    for (key, _), body in fan_out(client, parents, fetch):
+        if body is not None:
+            rows.extend(rows_of(key, body, where))
+    return rows
+
+
+def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict]) -> Iterator[pa.Table]:
+    ledger.add_scan(table.name, len(rows), rows, table.key)
+    if rows:
+        yield table.page(rows)
+
+
+@dlt.resource(**USERS.hints())
+def users(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """The tenant's users (authn2), reconciled with the list's count."""
+    with skip_unavailable(ledger, USERS.name):
+        read = _shared_list(USERS, client, ledger, opts)
+        ledger.add_scan(USERS.name, read.count, read.items, USERS.key)
+        if read.items:
+            yield USERS.page(read.items)
+
+
+def _profile_rows(user_id: str, body: Any, where: str) -> list[dict]:
+    return [{**without_secrets(bare_object(body, where=where)), "user_id": user_id}]
+
+
+@dlt.resource(**USER_PROFILES.hints())
+def user_profiles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Each user's legacy detail: role name, `authz_role_id`, `last_login`, `is_active`, ...
+    (its `token` dropped). A user without a `legacy_user_id` has none."""
+    with skip_unavailable(ledger, USER_PROFILES.name):
+        read = _shared_list(USERS, client, ledger, opts)
+        parents = [
+            (str(u["user_id"]), str(u["legacy_user_id"]))
+            for u in read.items
+            if u.get("user_id") and u.get("legacy_user_id") is not None
+        ]
+        rows = _per_parent(USER_PROFILES, client, parents, _profile_rows)
+        yield from _yield_rows(USER_PROFILES, ledger, rows)
+
+
+def _group_rows(user_id: str, body: Any, where: str) -> list[dict]:
+    access = bare_object(body, where=where)
+    return [
+        {
+            "user_id": user_id,
+            "has_all_group_access": access.get("has_all_group_access"),
+            "group_ids": access.get("group_ids"),
+        }
+    ]
+
+
+@dlt.resource(**USER_GROUPS.hints())
+def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Each user's group access (authz2): all groups, or the ids of the groups named."""
+    with skip_unavailable(ledger, USER_GROUPS.name):
+        read = _shared_list(USERS, client, ledger, opts)
+        parents = [(str(u["user_id"]), str(u["user_id"])) for u in read.items if u.get("user_id")]
+        rows = _per_parent(USER_GROUPS, client, parents, _group_rows)
+        yield from _yield_rows(USER_GROUPS, ledger, rows)
+
+
+@dlt.resource(**ROLES.hints())
+def roles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """The tenant's roles (authz2), reconciled with the list's count."""
+    with skip_unavailable(ledger, ROLES.name):
+        read = _shared_list(ROLES, client, ledger, opts)
+        ledger.add_scan(ROLES.name, read.count, read.items, ROLES.key)
+        if read.items:
+            yield ROLES.page(read.items)
+
+
+def _scope_rows(role_id: str, body: Any, where: str) -> list[dict]:
+    return [{**scope, "role_id": role_id} for scope in bare_items(body, where=where)]
+
+
+@dlt.resource(**ROLE_SCOPES.hints())
+def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """The scopes each role grants (`create:device_command:WIPE`, `read:device`, ...). A role
+    granting none has no row (the mart then calls its scopes unknown: never guessed)."""
+    with skip_unavailable(ledger, ROLE_SCOPES.name):
+        read = _shared_list(ROLES, client, ledger, opts)
+        parents = [(str(r["id"]), str(r["id"])) for r in read.items if r.get("id")]
+        rows = _per_parent(ROLE_SCOPES, client, parents, _scope_rows)
+        yield from _yield_rows(ROLE_SCOPES, ledger, rows)
+
+
+# Read in this order beside the other tenant-level lists (`tables/__init__.py`).
+LISTS = (users, user_profiles, user_groups, roles, role_scopes)

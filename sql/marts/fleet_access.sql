@@ -1,0 +1,152 @@
+-- fleet_access: who may act on the fleet. One row per user of the tenant (esper.users), with the
+-- role their scopes come from and the destructive commands those scopes let them send.
+-- A verdict is NULL when the role's scopes are unknown (not read, refused, or no role found):
+-- never guessed from a role's name.
+--
+-- Columns
+--   as_of                 "now" (API time of the latest successful load)
+--   user_id               the user's id (authn2 `user_id`)
+--   legacy_user_id        the user's id on the legacy routes (`/user/{id}/`)
+--   name                  display name (authn2)
+--   email                 email address, lower case
+--   is_active             whether the account is active (legacy detail); NULL: no detail read
+--   last_login            the user's last login (legacy detail); NULL: never, or no detail read
+--   role_id               the role the user's scopes come from: the profile's `authz_role_id`,
+--                         else the one role (stg_esper__roles) whose name is the user's legacy
+--                         role name, compared without case; NULL when neither finds one (no
+--                         role of that name, or several)
+--   role_name             that role's name; with no role found, the legacy role name as the
+--                         profile gives it (e.g. "Enterprise User")
+--   role_matched_by       'authz_role_id', 'legacy role name', or NULL (no role found)
+--   has_all_group_access  whether the user may act on every group (authz2 user groups, else the
+--                         legacy profile); NULL: neither was read
+--   group_count           groups the user is limited to (authz2 `group_ids`, else the legacy
+--                         profile's groups); 0 for a user with all-group access and none named
+--   scopes_known          whether the role's scopes were read: role_id is not NULL and
+--                         stg_esper__role_scopes holds scopes for it (a role granting no scope
+--                         at all is indistinguishable from one whose scopes were not read, and
+--                         is reported unknown)
+--   can_wipe              the role grants `create:device_command:WIPE`, `create:group_command:WIPE`
+--                         or `create:operation:WIPE` (a device, a group or an operation: all
+--                         count); NULL when scopes_known is false
+--   can_reboot            the same for REBOOT
+--   can_lock              the same for LOCK
+--   destructive_commands  the commands of sql/vocabulary/destructive_commands.csv the role may
+--                         send (device, group or operation scopes), sorted, separated by ", ";
+--                         '' when it may send none; NULL when scopes_known is false
+with
+
+as_of as (
+    select as_of from intermediate.int_as_of
+),
+
+users as (
+    select * from staging.stg_esper__users
+),
+
+profiles as (
+    select * from staging.stg_esper__user_profiles
+),
+
+user_groups as (
+    select * from staging.stg_esper__user_groups
+),
+
+roles as (
+    select * from staging.stg_esper__roles
+),
+
+command_scopes as (
+    select role_id, scope_qualifier as command
+    from staging.stg_esper__role_scopes
+    where scope_action = 'create'
+        and scope_resource in ('device_command', 'group_command', 'operation')
+),
+
+destructive as (
+    select command from staging.stg_seeds__destructive_commands
+),
+
+roles_by_name as (  -- a legacy name matches a role only when one role has that name
+    select lower(role_name) as name_key, any_value(role_id) as role_id
+    from roles
+    where role_name is not null
+    group by 1
+    having count(*) = 1
+),
+
+matched as (
+    select
+        users.user_id,
+        coalesce(profiles.authz_role_id, roles_by_name.role_id) as role_id,
+        case
+            when profiles.authz_role_id is not null then 'authz_role_id'
+            when roles_by_name.role_id is not null then 'legacy role name'
+        end as role_matched_by,
+    from users
+    left join profiles
+        on users.user_id = profiles.user_id
+    left join roles_by_name
+        on lower(profiles.legacy_role_name) = roles_by_name.name_key
+        and profiles.authz_role_id is null
+),
+
+role_scopes_read as (
+    select distinct role_id from staging.stg_esper__role_scopes
+),
+
+role_commands as (
+    select
+        role_scopes_read.role_id,
+        coalesce(bool_or(command_scopes.command = 'WIPE'), false) as can_wipe,
+        coalesce(bool_or(command_scopes.command = 'REBOOT'), false) as can_reboot,
+        coalesce(bool_or(command_scopes.command = 'LOCK'), false) as can_lock,
+        coalesce(
+            string_agg(distinct destructive.command, ', ' order by destructive.command), ''
+        ) as destructive_commands,
+    from role_scopes_read
+    left join command_scopes
+        on role_scopes_read.role_id = command_scopes.role_id
+    left join destructive
+        on command_scopes.command = destructive.command
+    group by role_scopes_read.role_id
+),
+
+final as (
+    select
+        as_of.as_of,
+        users.user_id,
+        users.legacy_user_id,
+        users.user_name as name,
+        users.email,
+        profiles.is_active,
+        profiles.last_login_at as last_login,
+        matched.role_id,
+        coalesce(roles.role_name, profiles.legacy_role_name) as role_name,
+        matched.role_matched_by,
+        coalesce(user_groups.has_all_group_access, profiles.has_all_group_access)
+            as has_all_group_access,
+        case
+            when user_groups.user_id is not null then json_array_length(user_groups.group_ids)
+            else json_array_length(profiles.profile_groups)
+        end as group_count,
+        role_commands.role_id is not null as scopes_known,
+        role_commands.can_wipe,
+        role_commands.can_reboot,
+        role_commands.can_lock,
+        role_commands.destructive_commands,
+    from users
+    cross join as_of
+    left join profiles
+        on users.user_id = profiles.user_id
+    left join matched
+        on users.user_id = matched.user_id
+    left join roles
+        on matched.role_id = roles.role_id
+    left join user_groups
+        on users.user_id = user_groups.user_id
+    left join role_commands
+        on matched.role_id = role_commands.role_id
+)
+
+select * from final

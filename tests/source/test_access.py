@@ -1,0 +1,199 @@
+"""Who may act on the fleet: users, profiles, group access, roles and scopes load as served (the
+API token never stored), `marts.fleet_access` gives each simulated user the verdict its role's
+scopes allow, and a key without the user or role scopes loads everything else (exit 6)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import duckdb
+import pytest
+from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
+from esper_warehouse.pipelines.warehouse import working_dir
+from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id
+from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, without_secrets
+
+from tests.pipeline.helpers import load
+
+ACCESS = ("users", "user_profiles", "user_groups", "roles", "role_scopes")
+KEYS = {
+    "users": ("user_id",),
+    "user_profiles": ("id",),
+    "user_groups": ("user_id",),
+    "roles": ("id",),
+    "role_scopes": ("role_id", "id"),
+}
+ADMIN = "CLEAR_PASSCODE, LOCK, REBOOT, SHUT_DOWN, WIPE"
+# name -> (is_active, role_name, role_matched_by, all groups, group_count, scopes_known,
+#          can_wipe, can_reboot, can_lock, destructive_commands), as the simulator's people are
+VERDICTS = {
+    "Ada Admin": (True, "Enterprise Admin", "authz_role_id", True, 0, True, True, True, True, ADMIN),
+    "Victor Viewer": (True, "Viewer", "authz_role_id", True, 0, True, False, False, False, ""),
+    "Grace Groupadmin": (
+        True, "Group Admin", "legacy role name", False, 2, True, False, True, True, "LOCK, REBOOT",
+    ),
+    "Ian Inactive": (
+        False, "Enterprise Admin", "authz_role_id", True, 0, True, True, True, True, ADMIN,
+    ),
+    "Uma Unmatched": (True, "Enterprise User", None, True, 0, False, None, None, None, None),
+}  # fmt: skip
+COLUMNS = (
+    "is_active, role_name, role_matched_by, has_all_group_access, group_count, scopes_known, "
+    "can_wipe, can_reboot, can_lock, destructive_commands"
+)
+
+
+def _keys(con: duckdb.DuckDBPyConnection, table: str) -> set[tuple]:
+    names = ", ".join(KEYS[table])
+    return {tuple(r) for r in con.execute(f"select {names} from esper.{table}").fetchall()}
+
+
+def _truth_keys(sim, table: str) -> set[tuple]:
+    return {tuple(r[k] for k in KEYS[table]) for r in sim.truth(table)}
+
+
+def _verdicts(wh: Path) -> dict[str, tuple]:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        rows = con.execute(f"select name, {COLUMNS} from marts.fleet_access").fetchall()
+    return {name: tuple(rest) for name, *rest in rows}
+
+
+def _token_found(wh: Path) -> list[str]:
+    """Where the simulator's token text is in the warehouse: a column, a value, the file's bytes,
+    or a file of dlt's working folder (load packages, state)."""
+    found = []
+    with duckdb.connect(str(wh), read_only=True) as con:
+        columns = con.execute(
+            "select table_schema, table_name, column_name, data_type from "
+            "information_schema.columns where table_catalog = current_database()"
+        ).fetchall()
+        for schema, table, column, data_type in columns:
+            if column.lower() in SECRET_FIELDS:
+                found.append(f"column {schema}.{table}.{column}")
+            if data_type in ("VARCHAR", "JSON"):
+                hits = con.execute(
+                    f'select count(*) from "{schema}"."{table}" where "{column}" like ?',
+                    [f"%{TOKEN_MARK}%"],
+                ).fetchone()[0]
+                if hits:
+                    found.append(f"value in {schema}.{table}.{column}")
+    paths = [wh, *(p for p in working_dir(wh).rglob("*") if p.is_file())]
+    found += [str(p) for p in paths if TOKEN_MARK.encode() in p.read_bytes()]
+    return found
+
+
+def test_access_loads_as_served_and_the_mart_says_who_may_wipe(
+    sim, tmp_path: Path, first_load
+) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    with duckdb.connect(str(wh), read_only=True) as con:
+        for table in ACCESS:
+            assert _keys(con, table) == _truth_keys(sim, table), table
+        logins = dict(con.execute("select id, last_login from esper.user_profiles").fetchall())
+    assert logins == {p["id"]: p["last_login"] for p in sim.truth("user_profiles")}
+    assert _token_found(wh) == []
+    build_models(wh)
+    assert _verdicts(wh) == VERDICTS
+    with duckdb.connect(str(wh), read_only=True) as con:
+        grace = con.execute(
+            "select group_ids from staging.stg_esper__user_groups where user_id = ?",
+            [next(u["user_id"] for u in sim.truth("users") if u["name"] == "Grace Groupadmin")],
+        ).fetchone()[0]
+        groups = {g["id"] for g in sim.truth("groups")}
+    assert len(grace_ids := json.loads(grace)) == 2 and set(grace_ids) <= groups
+
+
+def test_the_token_search_finds_a_stored_token(tmp_path: Path) -> None:
+    """Guard: `_token_found` would see a token column or value (else the tests above prove
+    nothing)."""
+    wh = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(wh)) as con:
+        con.execute("create schema esper; create table esper.leak (token varchar, note varchar)")
+        con.execute("insert into esper.leak values ('x', ?)", [f"a {TOKEN_MARK}-1 b"])
+    found = _token_found(wh)
+    assert "column esper.leak.token" in found and "value in esper.leak.note" in found
+
+
+def test_the_token_is_dropped_at_any_depth() -> None:
+    record = {"id": 1, "token": "t", "profile": {"token": "t", "groups": [{"token": "t"}]}}
+    assert without_secrets(record) == {"id": 1, "profile": {"groups": [{}]}}
+
+
+def test_a_key_without_the_role_scopes_loads_the_users_and_keeps_the_roles(
+    sim, tmp_path: Path, first_load, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 403 on every `/authz2/*` route: group access, roles and scopes are skipped and keep
+    their rows, the users and their profiles load, the run ends partial and names the routes;
+    no log line holds the API token."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.set_faults([{"kind": "status", "status": 403, "route": "/authz2/*"}])
+    sim.advance(hours=24)
+    with caplog.at_level(logging.DEBUG):
+        nightly = load(sim, wh)
+    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert set(nightly.unavailable) == {"user_groups", "roles", "role_scopes"}
+    assert "GET /authz2/v1/roles/ answered 403" in nightly.unavailable["roles"]
+    assert "GET /authz2/v1/roles/ answered 403" in nightly.unavailable["role_scopes"]
+    assert "GET /authz2/v1/users/{id}/groups answered 403" in nightly.unavailable["user_groups"]
+    assert TOKEN_MARK not in caplog.text and TOKEN_MARK not in (nightly.error or "")
+    assert _token_found(wh) == []
+    with duckdb.connect(str(wh), read_only=True) as con:
+        for table in ACCESS:  # loaded again, or kept from the first load
+            assert _keys(con, table) == _truth_keys(sim, table), table
+        (loaded,) = con.execute(
+            "select count(*) from esper.user_profiles where _dlt_load_id = "
+            "(select max(load_id) from esper._dlt_loads)"
+        ).fetchone()
+    assert loaded == len(sim.truth("user_profiles"))  # loaded by this run
+    build_models(wh)
+    assert _verdicts(wh) == VERDICTS
+
+
+def test_a_key_without_the_user_scopes_skips_the_tables_read_per_user(
+    sim, tmp_path: Path, first_load
+) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.set_faults([{"kind": "status", "status": 403, "route": "/authn2/*"}])
+    nightly = load(sim, wh, resources=["users", "roles"])
+    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert set(nightly.unavailable) == {"users", "user_profiles", "user_groups"}
+    assert all("GET /authn2/v1/users/ answered 403" in t for t in nightly.unavailable.values())
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert _keys(con, "users") == _truth_keys(sim, "users")  # kept
+
+
+def test_a_role_whose_scopes_cannot_be_read_is_unknown_never_guessed(
+    sim, tmp_path: Path, first_load
+) -> None:
+    """The Viewer role's scopes answer 404 (the role deleted meanwhile): the role is left out of
+    `role_scopes`, the run is complete, and its users' verdicts are NULL, not false."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    viewer = role_id(sim.world, "Viewer")
+    sim.set_faults([{"kind": "status", "status": 404, "route": f"/authz2/v1/roles/{viewer}/*"}])
+    assert load(sim, wh, resources=["roles"]).exit_code == 0
+    build_models(wh)
+    verdicts = _verdicts(wh)
+    assert verdicts["Victor Viewer"] == (
+        (True, "Viewer", "authz_role_id", True, 0, False, None, None, None, None)
+    )
+    assert {n: v for n, v in verdicts.items() if n != "Victor Viewer"} == {
+        n: v for n, v in VERDICTS.items() if n != "Victor Viewer"
+    }
+
+
+def test_a_user_deleted_meanwhile_has_no_profile(sim, tmp_path: Path, first_load) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    gone = next(p["id"] for p in sim.truth("user_profiles") if p["full_name"] == "Victor Viewer")
+    sim.set_faults([{"kind": "status", "status": 404, "route": f"/user/{gone}/*"}])
+    assert load(sim, wh, resources=["users"]).exit_code == 0
+    with duckdb.connect(str(wh), read_only=True) as con:
+        ids = {r[0] for r in con.execute("select id from esper.user_profiles").fetchall()}
+    assert ids == {p["id"] for p in sim.truth("user_profiles")} - {gone}
