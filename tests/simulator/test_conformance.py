@@ -372,28 +372,6 @@ def test_every_declared_list_answers_as_the_api_recorded(client, shared_sim, tab
     assert [f for f in compare.findings if f.severity == BREAK] == []
 
 
-# The per-record routes of the access tables, each asked about a record its parent list serves.
-ACCESS_RECORDS = {
-    "user_profiles": lambda truth: truth("users")[0]["legacy_user_id"],
-    "user_groups": lambda truth: truth("users")[0]["user_id"],
-    "role_scopes": lambda truth: truth("roles")[0]["id"],
-}
-
-
-@pytest.mark.parametrize("table", list(ACCESS_RECORDS))
-def test_the_access_records_answer_as_doctor_expects(client, shared_sim, table) -> None:
-    """A user's detail (live route 31), group access and a role's scopes (spec shapes): nothing
-    doctor's rules would call breaking."""
-    path = TABLES[table].path
-    resp = client.get(path.format(id=ACCESS_RECORDS[table](shared_sim.truth)))
-    assert resp.status_code == 200, resp.text
-    ref = reference("GET", path)
-    compare = Compare(f"GET {path}", True, read_paths(table, ref.record),
-                      required_paths(table, ref.record))  # fmt: skip
-    check_answer(resp.json(), ref, compare)
-    assert [f for f in compare.findings if f.severity == BREAK] == []
-
-
 def test_every_route_is_exercised(shared_sim):
     """Guard: the conformance tests above reached every API route the simulator serves."""
     from esper_warehouse.simulator.routes import ROUTES

@@ -53,6 +53,8 @@ USER_PROFILES = Table(
     ("id",),
     disposition="replace",
     loaded_with="users",
+    parent="users",
+    parent_key="legacy_user_id",
     keep_extra=False,  # only these columns: a field the API adds (a secret) is not loaded
     columns=(  # live route 31, one per user; `user_id` is the authn2 user it was read for
         Col("id", INT),
@@ -70,6 +72,8 @@ USER_GROUPS = Table(
     ("user_id",),
     disposition="replace",
     loaded_with="users",
+    parent="users",
+    parent_key="user_id",
     columns=(  # spec UserGroups, one per user; `group_ids` a JSON array (one row per user)
         Col("user_id"),
         Col("has_all_group_access", BOOL),
@@ -92,6 +96,7 @@ ROLE_SCOPES = Table(
     ("role_id", "id"),
     disposition="replace",
     loaded_with="roles",
+    parent="roles",
     columns=(  # spec ScopeResponse, a bare array per role; `role_id` is the role read
         *cols("role_id id name description"),
         *cols("scope_type organization_type", INT),
