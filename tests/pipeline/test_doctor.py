@@ -273,7 +273,7 @@ def _probe(sim: Any, **options: Any) -> doctor.Result:
 
 
 def test_429_without_retry_after_is_bounded(sim: Any) -> None:
-    """Every request throttled, no Retry-After: the API sees at most MAX_REQUESTS (40) requests,
+    """Every request throttled, no Retry-After: the API sees at most MAX_REQUESTS (50) requests,
     and the waits (recorded, not slept) stay within the time budget."""
     waits: list[float] = []
     sim.set_faults([{"kind": "rate_limit", "rps": 0.001, "burst": 1, "retry_after": False}])
@@ -281,7 +281,7 @@ def test_429_without_retry_after_is_bounded(sim: Any) -> None:
     result = _probe(sim, sleep=waits.append)
 
     stats = sim.stats()
-    assert doctor.MAX_REQUESTS == 40
+    assert doctor.MAX_REQUESTS == 50  # README: "at most **50 requests**"
     assert stats["total"] <= doctor.MAX_REQUESTS
     assert result.requests <= doctor.MAX_REQUESTS
     assert stats["statuses"].get("429", 0) >= 10
