@@ -30,9 +30,10 @@ import pyarrow as pa
 from ..common import Options, skip_unavailable
 from ..http import EsperClient, EsperNotFoundError
 from ..http.pages import bare_items, bare_object
-from ..http.reads import ListRead, fan_out, read_all
+from ..http.reads import fan_out
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, Col, Table, cols, flat
+from .catalogues import optional_shared_list, shared_list
 
 # Fields of an answer that are credentials, dropped at any depth before a page is built.
 SECRET_FIELDS = frozenset({"token"})
@@ -114,16 +115,6 @@ def without_secrets(value: Any) -> Any:
     return value
 
 
-def _shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Options) -> ListRead:
-    """A parent list read whole once per run (the first table asking reads it)."""
-
-    def read() -> ListRead:
-        path, limit = table.path_for(client), table.limit(opts.page_size)
-        return read_all(client, path, limit=limit, key=table.key, parallel=True)
-
-    return ledger.read_once(table.name, read)
-
-
 def _per_parent(
     table: Table,
     client: EsperClient,
@@ -158,11 +149,7 @@ def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict]) -> Iterator[p
 @dlt.resource(**USERS.hints())
 def users(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """The tenant's users (authn2), reconciled with the list's count."""
-    with skip_unavailable(ledger, USERS.name):
-        read = _shared_list(USERS, client, ledger, opts)
-        ledger.add_scan(USERS.name, read.count, read.items, USERS.key)
-        if read.items:
-            yield USERS.page(read.items)
+    yield from optional_shared_list(USERS, client, ledger, opts)
 
 
 def _profile_rows(user_id: str, body: Any, where: str) -> list[dict]:
@@ -174,7 +161,7 @@ def user_profiles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     """Each user's legacy detail: role name, `authz_role_id`, `last_login`, `is_active`, ...
     (its `token` dropped). A user without a `legacy_user_id` has none."""
     with skip_unavailable(ledger, USER_PROFILES.name):
-        read = _shared_list(USERS, client, ledger, opts)
+        read = shared_list(USERS, client, ledger, opts)
         parents = [
             (str(u["user_id"]), str(u["legacy_user_id"]))
             for u in read.items
@@ -199,7 +186,7 @@ def _group_rows(user_id: str, body: Any, where: str) -> list[dict]:
 def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Each user's group access (authz2): all groups, or the ids of the groups named."""
     with skip_unavailable(ledger, USER_GROUPS.name):
-        read = _shared_list(USERS, client, ledger, opts)
+        read = shared_list(USERS, client, ledger, opts)
         parents = [(str(u["user_id"]), str(u["user_id"])) for u in read.items if u.get("user_id")]
         rows = _per_parent(USER_GROUPS, client, parents, _group_rows)
         yield from _yield_rows(USER_GROUPS, ledger, rows)
@@ -208,11 +195,7 @@ def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
 @dlt.resource(**ROLES.hints())
 def roles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """The tenant's roles (authz2), reconciled with the list's count."""
-    with skip_unavailable(ledger, ROLES.name):
-        read = _shared_list(ROLES, client, ledger, opts)
-        ledger.add_scan(ROLES.name, read.count, read.items, ROLES.key)
-        if read.items:
-            yield ROLES.page(read.items)
+    yield from optional_shared_list(ROLES, client, ledger, opts)
 
 
 def _scope_rows(role_id: str, body: Any, where: str) -> list[dict]:
@@ -224,7 +207,7 @@ def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     """The scopes each role grants (`create:device_command:WIPE`, `read:device`, ...). A role
     granting none has no row (the mart then calls its scopes unknown: never guessed)."""
     with skip_unavailable(ledger, ROLE_SCOPES.name):
-        read = _shared_list(ROLES, client, ledger, opts)
+        read = shared_list(ROLES, client, ledger, opts)
         parents = [(str(r["id"]), str(r["id"])) for r in read.items if r.get("id")]
         rows = _per_parent(ROLE_SCOPES, client, parents, _scope_rows)
         yield from _yield_rows(ROLE_SCOPES, ledger, rows)

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from ..common import Options, skip_unavailable
 from ..http import EsperClient
-from ..http.reads import fan_out, read_all, read_all_or_gone
+from ..http.reads import ListRead, fan_out, read_all, read_all_or_gone
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
 from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
@@ -260,6 +260,29 @@ def _heads(page: pa.Table) -> list[str | None]:
 
 def _col_arrow(table: pa.Table, name: str) -> list[Any]:
     return table.column(name).to_pylist() if name in table.column_names else []
+
+
+def shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Options) -> ListRead:
+    """A tenant-level list read whole once per run: the first table asking for it reads it, the
+    tables built from it (a user's detail, a role's scopes, a profile's versions) share it."""
+
+    def read() -> ListRead:
+        path, limit = table.path_for(client), table.limit(opts.page_size)
+        return read_all(client, path, limit=limit, key=table.key, parallel=True)
+
+    return ledger.read_once(table.name, read)
+
+
+def optional_shared_list(
+    table: Table, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """The table of a `shared_list` a tenant may lack, reconciled with its count; a 403/404 skips
+    it (and, raised again to each table built from the list, those too) for the run."""
+    with skip_unavailable(ledger, table.name):
+        read = shared_list(table, client, ledger, opts)
+        ledger.add_scan(table.name, read.count, read.items, table.key)
+        if read.items:
+            yield table.page(read.items)
 
 
 def optional_whole_list(

@@ -20,10 +20,9 @@ import pyarrow as pa
 
 from ..common import Options, skip_unavailable
 from ..http import EsperClient
-from ..http.reads import read_all
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
-from .catalogues import optional_whole_list, read_versions
+from .catalogues import optional_shared_list, optional_whole_list, read_versions, shared_list
 
 APNS_CERTIFICATES = Table(
     "apns_certificates",
@@ -108,7 +107,7 @@ def provisioning_profiles(
     client: EsperClient, ledger: RunLedger, opts: Options
 ) -> Iterator[pa.Table]:
     """Provisioning profiles: when one expires, the in-house apps it signs stop launching."""
-    yield from optional_whole_list(PROVISIONING_PROFILES, client, ledger, opts)
+    yield from optional_shared_list(PROVISIONING_PROFILES, client, ledger, opts)
 
 
 @dlt.resource(**VPP_TOKENS.hints())
@@ -124,15 +123,12 @@ def provisioning_profile_versions(
 ) -> Iterator[pa.Table]:
     """Every version of every provisioning profile (the API orders them by expiry, newest first).
 
-    It reads the profile list itself (one more request) rather than riding on
-    `provisioning_profiles`: a refused route then skips this table alone and keeps its rows.
+    A plain resource sharing the profile list read this run (`shared_list`), not a transformer:
+    a refused route then skips this table and keeps its rows (dlt empties the `replace` table of
+    a transformer whose parent yielded nothing).
     """
     with skip_unavailable(ledger, PROVISIONING_PROFILE_VERSIONS.name):
-        profiles = read_all(
-            client,
-            PROVISIONING_PROFILES.path_for(client),
-            limit=PROVISIONING_PROFILES.limit(opts.page_size),
-        )
+        profiles = shared_list(PROVISIONING_PROFILES, client, ledger, opts)
         ids = [profile["id"] for profile in profiles.items]
         yield from read_versions(PROVISIONING_PROFILE_VERSIONS, ids, client, ledger, opts)
 
