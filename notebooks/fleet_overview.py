@@ -39,6 +39,7 @@ def _(common):
             "marts.stale_devices",
             "marts.credential_expiry",
             "marts.drift_disagreements",
+            "marts.fleet_access",
         ),
         nonempty="marts.fleet_compliance",
     )
@@ -455,6 +456,48 @@ def _(common, mo, params, where):
         ]
     ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
     return (drift,)
+
+
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## Who may act on the fleet
+
+        Every user, with the role their scopes come from and the destructive commands those
+        scopes allow (`sql/vocabulary/destructive_commands.csv`). A blank verdict means the
+        role's scopes could not be read (no role matched, or the key may not read roles): it is
+        never guessed from the role's name. The whole tenant: no group or platform filter applies.
+        """
+    )
+    return
+
+
+@app.cell
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
+    access = common.query(
+        """
+        select name, email, is_active, last_login, role_name, can_wipe, can_reboot, can_lock,
+            destructive_commands, has_all_group_access, group_count
+        from marts.fleet_access
+        order by can_wipe desc nulls first, can_reboot desc nulls first, name
+        """
+    )
+    _may_wipe = access.filter(access["can_wipe"].fill_null(False)).height
+    _unknown = access.filter(access["can_wipe"].is_null()).height
+    mo.vstack(
+        [
+            mo.md(
+                f"**{_may_wipe:,} of {access.height:,} users** may wipe devices"
+                + (f"; the scopes of {_unknown:,} could not be read." if _unknown else ".")
+            ),
+            mo.ui.table(access, page_size=10),
+        ]
+    ) if access.height else common.nothing(
+        "No user was loaded (the key may not read users: `esper-warehouse status`)."
+    )
+    return (access,)
 
 
 if __name__ == "__main__":

@@ -126,9 +126,33 @@ def drift_disagreements(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [f"devices whose drift verdicts differ (marts.drift_disagreements): {counts}"]
 
 
+def destructive_access(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Who may wipe, reboot or lock devices (marts.fleet_access), counted over active users, and
+    how many users' scopes are unknown; none when no user was loaded or the marts are not built."""
+    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    try:
+        row = con.execute(
+            "select count(*), count(*) filter (where can_wipe), "
+            "count(*) filter (where can_wipe or can_reboot or can_lock), "
+            "count(*) filter (where not scopes_known) "
+            f'from "{catalog}".marts.fleet_access where coalesce(is_active, true)'
+        ).fetchone()
+    except duckdb.Error:
+        return []
+    users, wipe, any_, unknown = row  # type: ignore[misc]
+    if not users:
+        return []
+    line = (
+        f"active users who may wipe devices (marts.fleet_access): {wipe:,} of {users:,}; "
+        f"wipe, reboot or lock: {any_:,}"
+    )
+    return [line + (f"; scopes unknown for {unknown:,}" if unknown else "")]
+
+
 def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What an admin checks first: credentials that stop management, drift verdicts that differ."""
-    return [*expiring_credentials(con), *drift_disagreements(con)]
+    """What an admin checks first: credentials that stop management, drift verdicts that differ,
+    who may send destructive commands."""
+    return [*expiring_credentials(con), *drift_disagreements(con), *destructive_access(con)]
 
 
 def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:

@@ -131,6 +131,10 @@ def test_fleet_overview_shows_the_fleet_in_the_warehouse(report_run, demo_wareho
     assert soon and all(name in shown_text(page) for (name,) in soon)
     assert "Where Esper and the warehouse disagree on drift" in shown_text(page)
     assert disagreeing and all(name in shown_text(page) for (name,) in disagreeing)
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        wipers = con.execute("select email from marts.fleet_access where can_wipe").fetchall()
+    assert "Who may act on the fleet" in shown_text(page)
+    assert wipers and all(email in shown_text(page) for (email,) in wipers)
 
 
 def test_rollouts_shows_adoption_commands_and_a_drill_down(report_run):

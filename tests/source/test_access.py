@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
+from esper_warehouse.pipelines.status import morning_check
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id
 from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, without_secrets
@@ -105,6 +106,17 @@ def test_access_loads_as_served_and_the_mart_says_who_may_wipe(
         ).fetchone()[0]
         groups = {g["id"] for g in sim.truth("groups")}
     assert len(grace_ids := json.loads(grace)) == 2 and set(grace_ids) <= groups
+    # what `esper-warehouse status` and the demo print, counted from VERDICTS (active users only)
+    active = [v for v in VERDICTS.values() if v[0]]
+    wipe = sum(1 for v in active if v[6])
+    any_ = sum(1 for v in active if v[6] or v[7] or v[8])
+    unknown = sum(1 for v in active if not v[5])
+    with duckdb.connect(str(wh), read_only=True) as con:
+        (line,) = [line for line in morning_check(con) if "may wipe" in line]
+    assert line == (
+        f"active users who may wipe devices (marts.fleet_access): {wipe} of {len(active)}; "
+        f"wipe, reboot or lock: {any_}; scopes unknown for {unknown}"
+    )
 
 
 def test_the_token_search_finds_a_stored_token(tmp_path: Path) -> None:
