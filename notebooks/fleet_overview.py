@@ -378,8 +378,8 @@ def _(mo):
         """
         ## What stops working soon
 
-        Apple push certificates, enrolment (DEP) and app licence (VPP) tokens, and provisioning profiles that have
-        expired or expire within their kind's warning days (`sql/vocabulary/credential_kinds.csv`,
+        Apple push certificates, enrolment (DEP) and app licence (VPP) tokens, and provisioning
+        profiles that have expired or expire within their kind's warning days (`sql/vocabulary/credential_kinds.csv`,
         30 by default), soonest first. The whole fleet: no group or platform filter applies.
         """
     )
