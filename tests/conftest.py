@@ -160,11 +160,17 @@ def first_load(sim, shared_first_load: FirstLoad) -> Callable[[Path], RunResult]
     assert sim.stats()["total"] == 0 and sim.faults.describe() == []
 
     def copy_to(wh: Path) -> RunResult:
-        assert wh.name == template.warehouse.name  # DuckDB names the catalog after the file
-        assert not wh.exists() and not working_dir(wh).exists()
-        wh.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(template.warehouse, wh)
-        shutil.copytree(working_dir(template.warehouse), working_dir(wh))
+        copy_warehouse(template.warehouse, wh)
         return copy.deepcopy(template.result)
 
     return copy_to
+
+
+def copy_warehouse(source: Path, wh: Path) -> None:
+    """A loaded warehouse copied to `wh`, a path with nothing there yet: the DuckDB file and dlt's
+    working folder beside it (its pipeline state), as if `wh` had been loaded itself."""
+    assert wh.name == source.name  # DuckDB names the catalog after the file
+    assert not wh.exists() and not working_dir(wh).exists()
+    wh.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, wh)
+    shutil.copytree(working_dir(source), working_dir(wh))
