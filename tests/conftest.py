@@ -7,12 +7,15 @@ Every test talks only to 127.0.0.1.
 from __future__ import annotations
 
 import copy
+import fcntl
+import os
+import pickle
 import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from esper_warehouse.pipelines.runner import RunResult
@@ -25,6 +28,36 @@ API_KEY = "sim-test-key-0123456789abcdef"
 ENTERPRISE_ID = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 SMALL_FLEET = 120
 SEED = 7
+
+T = TypeVar("T")
+
+
+def built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]
+) -> tuple[Path, T]:
+    """`build(folder)` run once per test run, however many xdist workers ask: its folder and what
+    it returned (pickled). Read-only artefacts only: a test that writes works on a copy.
+
+    Under xdist every worker's temporary folder sits in the run's own (`pytest-<n>/popen-gw0`),
+    so the artefact goes beside them, built by the first worker to take its lock while the others
+    wait on it. A build that failed leaves no result behind: the next worker builds again (and
+    fails the same way). Without xdist it is built into an ordinary temporary folder.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        return folder, build(folder)
+    root = tmp_path_factory.getbasetemp().parent / "built_once"
+    root.mkdir(exist_ok=True)
+    folder, result = root / name, root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the worker dies
+        if not result.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            folder.mkdir()
+            built = pickle.dumps(build(folder))
+            result.with_suffix(".partial").write_bytes(built)
+            result.with_suffix(".partial").rename(result)
+    return folder, pickle.loads(result.read_bytes())
 
 
 @pytest.fixture(scope="session")
@@ -87,27 +120,32 @@ class FirstLoad:
     stats: dict[str, Any]  # the simulator's request counts after the load (`Simulator.stats`)
 
 
+def _first_load(folder: Path) -> tuple[RunResult, dict[str, Any]]:
+    from esper_warehouse.simulator import Simulator
+
+    from tests.pipeline.helpers import load
+
+    with Simulator(
+        devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
+    ) as sim:
+        result = load(sim, folder / "warehouse.duckdb")
+        stats = sim.stats()
+    assert result.exit_code == 0, result.error
+    assert result.requests == stats["total"]  # the result's count is the API's
+    return result, stats
+
+
 @pytest.fixture(scope="session")
 def shared_first_load(tmp_path_factory: pytest.TempPathFactory) -> FirstLoad:
-    """One full load, once per worker, of a simulator built exactly as the `sim` fixture builds it.
+    """One full load, once per test run (`built_once`), of a simulator built exactly as the `sim`
+    fixture builds it.
 
     A simulator's world depends only on its seed and `advance` calls (serving requests changes
     nothing), so this warehouse is what `load(sim, wh)` gives on any fresh `sim`; only the URL
     fields (`enterprise`, `device`, `parent`) name this simulator's port, and no test compares them.
     """
-    from esper_warehouse.simulator import Simulator
-
-    from tests.pipeline.helpers import load
-
-    warehouse = tmp_path_factory.mktemp("first_load") / "warehouse.duckdb"
-    with Simulator(
-        devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
-    ) as sim:
-        result = load(sim, warehouse)
-        stats = sim.stats()
-    assert result.exit_code == 0, result.error
-    assert result.requests == stats["total"]  # the result's count is the API's
-    return FirstLoad(warehouse, result, stats)
+    folder, (result, stats) = built_once(tmp_path_factory, "first_load", _first_load)
+    return FirstLoad(folder / "warehouse.duckdb", result, stats)
 
 
 @pytest.fixture
@@ -122,11 +160,17 @@ def first_load(sim, shared_first_load: FirstLoad) -> Callable[[Path], RunResult]
     assert sim.stats()["total"] == 0 and sim.faults.describe() == []
 
     def copy_to(wh: Path) -> RunResult:
-        assert wh.name == template.warehouse.name  # DuckDB names the catalog after the file
-        assert not wh.exists() and not working_dir(wh).exists()
-        wh.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(template.warehouse, wh)
-        shutil.copytree(working_dir(template.warehouse), working_dir(wh))
+        copy_warehouse(template.warehouse, wh)
         return copy.deepcopy(template.result)
 
     return copy_to
+
+
+def copy_warehouse(source: Path, wh: Path) -> None:
+    """A loaded warehouse copied to `wh`, a path with nothing there yet: the DuckDB file and dlt's
+    working folder beside it (its pipeline state), as if `wh` had been loaded itself."""
+    assert wh.name == source.name  # DuckDB names the catalog after the file
+    assert not wh.exists() and not working_dir(wh).exists()
+    wh.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, wh)
+    shutil.copytree(working_dir(source), working_dir(wh))

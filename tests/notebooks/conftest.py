@@ -1,5 +1,8 @@
 """Session fixtures: one freshly loaded demo warehouse, the report exported from it once, and the
-notebooks exported against a warehouse that does not exist."""
+notebooks exported against a warehouse that does not exist.
+
+The warehouse and the report are built once per test run, whichever worker comes first
+(`built_once`, tests/conftest.py), and only read afterwards."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 from esper_warehouse.pipelines import report
 
-from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
+from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, built_once
 
 DEVICES = 300  # enough for every chart to have several platforms, groups and rollouts
 NIGHTS = 3  # a full load and two nightly runs: a trend of three days
@@ -46,9 +49,11 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
 
 @pytest.fixture(scope="session")
 def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
-    build_demo_warehouse(path)
-    return path
+    """The demo warehouse, read-only: a test that writes copies it first."""
+    folder, _ = built_once(
+        tmp_path_factory, "demo", lambda f: build_demo_warehouse(f / "demo.duckdb")
+    )
+    return folder / "demo.duckdb"
 
 
 @dataclass(frozen=True)
@@ -60,18 +65,23 @@ class ReportRun:
     seconds: float
 
 
-@pytest.fixture(scope="session")
-def report_run(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> ReportRun:
-    """`esper-warehouse report --warehouse <demo> --out <tmp> --charts <tmp>`, run once."""
-    root = tmp_path_factory.mktemp("report")
+def export_report(warehouse: Path, root: Path) -> ReportRun:
+    """`esper-warehouse report --warehouse <warehouse> --out <root>/report --charts <root>/img`."""
     out, charts = root / "report", root / "img"
     log = io.StringIO()
     started = time.monotonic()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = report.main(
-            ["--warehouse", str(demo_warehouse), "--out", str(out), "--charts", str(charts)]
+            ["--warehouse", str(warehouse), "--out", str(out), "--charts", str(charts)]
         )
     return ReportRun(out, charts, code, log.getvalue(), time.monotonic() - started)
+
+
+@pytest.fixture(scope="session")
+def report_run(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> ReportRun:
+    """The report exported from the demo warehouse, once per test run; its pages are read-only."""
+    _, run = built_once(tmp_path_factory, "report", lambda f: export_report(demo_warehouse, f))
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -7,15 +7,19 @@ killed at 30 %, 60 % and 90 % of a clean load's requests, is measured by `bench.
 
 from __future__ import annotations
 
+import copy
+import logging
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.runner import RunResult
 from esper_warehouse.simulator import Simulator
 
-from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET
+from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, copy_warehouse
 
 from .helpers import TABLES, cli, compare, load, rows
 
@@ -33,13 +37,52 @@ def _twin() -> Simulator:
     return Simulator(devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID)
 
 
+@dataclass(frozen=True)
+class InParts:
+    """A clean first load in parts of a fresh `_twin`, and what it logged at INFO."""
+
+    warehouse: Path
+    result: RunResult
+    logged: list[str]
+
+
+class _Messages(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def in_parts(tmp_path_factory: pytest.TempPathFactory) -> InParts:
+    """The clean load in parts, once for the module: what a fresh `sim` gives (`shared_first_load`
+    in tests/conftest.py says why), copied where a test starts from it, counted where one
+    compares a resumed load with it."""
+    warehouse = tmp_path_factory.mktemp("in_parts") / "warehouse.duckdb"
+    logger, handler = logging.getLogger("esper_warehouse"), _Messages()
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        with _twin() as twin:
+            result = load(twin, warehouse, source_options=PARTS)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return InParts(warehouse, result, handler.messages)
+
+
 def test_a_first_load_in_parts_equals_the_truth_and_so_does_the_nightly_after_it(
-    sim, wh: Path, caplog: pytest.LogCaptureFixture
+    sim, wh: Path, in_parts: InParts
 ) -> None:
-    with caplog.at_level("INFO", logger="esper_warehouse"):
-        first = load(sim, wh, source_options=PARTS)
+    # the shared load stands for this one: `sim` is fresh and untouched, as its twin was
+    assert sim.now == in_parts.result.as_of and sim.stats()["total"] == 0
+    copy_warehouse(in_parts.warehouse, wh)
+    first = copy.deepcopy(in_parts.result)
     assert first.exit_code == 0, first.error
-    committed = [r.getMessage() for r in caplog.records if "committed" in r.getMessage()]
+    committed = [message for message in in_parts.logged if "committed" in message]
     assert len(committed) == -(-SMALL_FLEET // PART) and "part 1 committed" in committed[0]
     for table in TABLES:
         compare(sim, wh, table)
@@ -54,10 +97,12 @@ def test_a_first_load_in_parts_equals_the_truth_and_so_does_the_nightly_after_it
         compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
 
 
-def test_a_first_load_killed_after_two_parts_goes_on_from_them(sim, wh: Path) -> None:
+def test_a_first_load_killed_after_two_parts_goes_on_from_them(
+    sim, wh: Path, in_parts: InParts
+) -> None:
     """SIGKILL once two parts are committed; the next run reads only what was not committed."""
-    with _twin() as twin:
-        clean = load(twin, wh.with_name("clean.duckdb"), source_options=PARTS).requests
+    assert in_parts.result.exit_code == 0, in_parts.result.error
+    clean = in_parts.result.requests
 
     proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
     assert proc.stderr is not None

@@ -95,13 +95,15 @@ def test_text_states_load_as_their_codes_and_unknown_text_is_kept(sim, tmp_path:
     assert kept == (sum(1 for s in truth.values() if s == 60),)
 
 
-def test_models_build_on_a_warehouse_loaded_before_state_text(sim, tmp_path: Path) -> None:
+def test_models_build_on_a_warehouse_loaded_before_state_text(
+    sim, tmp_path: Path, first_load
+) -> None:
     """A warehouse of an earlier release has no `state_text` until a load brings one; the models
     build anyway (the column is added, empty), and the next load fills it without a second add."""
     from esper_warehouse.pipelines.models import build_models
 
-    wh = tmp_path / "w.duckdb"
-    assert load(sim, wh).exit_code == 0
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
     with duckdb.connect(str(wh)) as con:
         con.execute("alter table esper.devices drop column state_text")
         con.execute("alter table esper.device_history drop column state_text")
