@@ -88,14 +88,21 @@ def _unavailable(con: duckdb.DuckDBPyConnection, ds: str) -> list[str]:
     return lines
 
 
+def _marts(con: duckdb.DuckDBPyConnection) -> str:
+    """The marts schema, named with its catalog (a file named like a schema makes `marts.x`
+    ambiguous)."""
+    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    return f'"{catalog}".marts'
+
+
 def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The credentials expired or expiring within their kind's threshold (marts.credential_expiry),
     soonest first; none when the marts are not built yet."""
-    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    marts = _marts(con)
     try:
         rows = con.execute(
             f"select credential_kind, credential_name, expires_at, days_left, status, "
-            f'stops_when_expired from "{catalog}".marts.credential_expiry '
+            f"stops_when_expired from {marts}.credential_expiry "
             "where status in ('expired', 'expiring') order by expires_at"
         ).fetchall()
     except duckdb.Error:  # no marts yet (`esper-warehouse models` builds them)
@@ -112,11 +119,10 @@ def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
 def drift_disagreements(con: duckdb.DuckDBPyConnection) -> list[str]:
     """How many devices Esper and the warehouse judge differently (marts.drift_disagreements),
     by kind of disagreement; none when they agree or the marts are not built yet."""
-    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    marts = _marts(con)
     try:
         rows = con.execute(
-            f'select disagreement, count(*) from "{catalog}".marts.drift_disagreements '
-            "group by 1 order by 1"
+            f"select disagreement, count(*) from {marts}.drift_disagreements group by 1 order by 1"
         ).fetchall()
     except duckdb.Error:
         return []
@@ -129,13 +135,13 @@ def drift_disagreements(con: duckdb.DuckDBPyConnection) -> list[str]:
 def destructive_access(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Who may wipe, reboot or lock devices (marts.fleet_access), counted over active users, and
     how many users' scopes are unknown; none when no user was loaded or the marts are not built."""
-    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
+    marts = _marts(con)
     try:
         row = con.execute(
             "select count(*), count(*) filter (where can_wipe), "
             "count(*) filter (where can_wipe or can_reboot or can_lock), "
             "count(*) filter (where not scopes_known) "
-            f'from "{catalog}".marts.fleet_access where coalesce(is_active, true)'
+            f"from {marts}.fleet_access where coalesce(is_active, true)"
         ).fetchone()
     except duckdb.Error:
         return []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import dlt
@@ -148,8 +148,10 @@ def read_versions(
     opts: Options,
     parent_column: str | None = None,
     params: dict[str, dict] | None = None,
+    on_gone: Callable[[str], None] | None = None,
 ) -> Iterator[pa.Table]:
-    """Each parent's complete list of versions, fetched concurrently (parents gone are skipped)."""
+    """Each parent's complete list of versions, fetched concurrently; a parent deleted meanwhile
+    (its list answers 404) is skipped and passed to `on_gone`."""
     key, limit = table.key, table.limit(opts.page_size)
 
     def fetch(parent: str) -> Any:
@@ -164,7 +166,8 @@ def read_versions(
     rows: list[dict] = []
     for parent, read in fan_out(client, parent_ids, fetch):
         if read is None:  # the parent was deleted meanwhile
-            ledger.application_ids.discard(parent)  # (only application ids are remembered)
+            if on_gone is not None:
+                on_gone(parent)
             continue
         items = [{**i, parent_column: parent} for i in read.items] if parent_column else read.items
         ledger.add_scan(table.name, read.count, items, key)
@@ -245,7 +248,10 @@ def application_versions(
     known = {} if ledger.full_scan else state.get(APPLICATION_HEADS, {})
     changed = [a for a, head in heads.items() if head is None or known.get(a) != head]
     ledger.application_ids.update(heads)
-    yield from read_versions(APPLICATION_VERSIONS, changed, client, ledger, opts, "application_id")
+    yield from read_versions(
+        APPLICATION_VERSIONS, changed, client, ledger, opts, "application_id",
+        on_gone=ledger.application_ids.discard,
+    )  # fmt: skip
     state[APPLICATION_HEADS] = heads  # the list is read whole: apps missing from it are gone
 
 
