@@ -85,11 +85,13 @@ def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, dataset: str) -> No
     """Each raw table of the contract (`raw_contract.py`): created empty, or given its columns."""
     catalog = _catalog(con)
     con.execute(f'create schema if not exists "{catalog}"."{dataset}"')
-    existing = _existing(con, dataset)
+    stored = _stored_columns(con, dataset)
     for table, columns in raw_contract.raw_tables().items():
         try:
-            if table in existing:
-                _add_missing_columns(con, columns, table, dataset, catalog)
+            if table in stored:
+                _add_missing_columns(
+                    con, columns, stored[table], f'"{catalog}"."{dataset}"."{table}"'
+                )
             else:
                 statement = raw_contract.create_statement(table, columns)
                 con.execute(_raw(statement, dataset, catalog))
@@ -97,33 +99,33 @@ def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, dataset: str) -> No
             raise ModelError(Path(raw_contract.__file__), f"{table}: {exc}") from exc
 
 
+def _stored_columns(con: duckdb.DuckDBPyConnection, schema: str) -> dict[str, set[str]]:
+    """The tables of `schema` in this file, each with its column names (one catalog query)."""
+    rows = con.execute(
+        "select table_name, column_name from information_schema.columns "
+        "where table_catalog = current_database() and table_schema = ?",
+        [schema],
+    ).fetchall()
+    stored: dict[str, set[str]] = {}
+    for table, column in rows:
+        stored.setdefault(table, set()).add(column)
+    return stored
+
+
 def _add_missing_columns(
-    con: duckdb.DuckDBPyConnection,
-    columns: list[tuple[str, str]],
-    table: str,
-    dataset: str,
-    catalog: str,
+    con: duckdb.DuckDBPyConnection, columns: list[tuple[str, str]], have: set[str], table: str
 ) -> None:
-    """Give an existing raw table the contract's columns it lacks (nullable, empty).
+    """Give an existing raw table (`have`: its columns) the contract's columns it lacks (nullable,
+    empty).
 
     A warehouse loaded by an earlier release lacks a column the contract gained since (say
     `devices.state_text`) until a load brings one; the staging views must build before that. dlt
     compares its schema with the table's columns in storage before altering it, so it never adds
     such a column a second time.
     """
-    have = {
-        name
-        for (name,) in con.execute(
-            "select column_name from information_schema.columns where table_catalog = "
-            "current_database() and table_schema = ? and table_name = ?",
-            [dataset, table],
-        ).fetchall()
-    }
     for name, type_ in columns:
         if name not in have:
-            con.execute(
-                f'alter table "{catalog}"."{dataset}"."{table}" add column "{name}" {type_}'
-            )
+            con.execute(f'alter table {table} add column "{name}" {type_}')
 
 
 def seeds_dir(sql_dir: Path | None = None) -> Path:
@@ -181,13 +183,16 @@ def load_vocabulary(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> 
     return _load_seeds(con, sql_dir / "vocabulary")
 
 
-def _build_model(con: duckdb.DuckDBPyConnection, model: Model, dataset: str) -> None:
+def _build_model(
+    con: duckdb.DuckDBPyConnection, model: Model, dataset: str, catalog: str, existing: str | None
+) -> None:
+    """Create or replace one model; `existing` is the kind of relation (`VIEW`, `BASE TABLE`)
+    of that name the build started with, dropped first when the model is now the other kind."""
     body = model.sql.strip().rstrip(";")
     if model.layer == "staging":
-        body = _raw(body, dataset, _catalog(con))
+        body = _raw(body, dataset, catalog)
     kind = "table" if model.is_table else "view"
     other = {"table": "view", "view": "table"}[kind]
-    existing = _existing(con, model.layer).get(model.name)
     if existing is not None and (existing == "VIEW") != (kind == "view"):
         con.execute(f"drop {other} {model.relation}")
     con.execute(f"create or replace {kind} {model.relation} as\n{body}\n")
@@ -226,9 +231,12 @@ def build_models(
             built = load_vocabulary(con, sql_dir)
             built += _load_seeds(con, seeds)
             create_macros(con, sql_dir)
+            catalog = _catalog(con)
+            existing = {layer: _existing(con, layer) for layer in {m.layer for m in plan}}
             for model in plan:
                 try:
-                    _build_model(con, model, dataset)
+                    kind = existing[model.layer].get(model.name)
+                    _build_model(con, model, dataset, catalog, kind)
                 except duckdb.Error as exc:
                     raise ModelError(model.path, str(exc)) from exc
                 built.append(model.relation)

@@ -252,9 +252,9 @@ def layer_times() -> Iterator[dict[str, list[float]]]:
     times: dict[str, list[float]] = {}
     build_model = pipeline_models._build_model
 
-    def timed(con, model, dataset):
+    def timed(con, model, *rest):
         started, cpu = time.perf_counter(), os.times()
-        build_model(con, model, dataset)
+        build_model(con, model, *rest)
         after = os.times()
         spent = times.setdefault(model.layer, [0.0, 0.0])
         spent[0] += time.perf_counter() - started
