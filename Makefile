@@ -32,7 +32,9 @@ browser:
 test: install browser
 	$(VENV)/bin/python -m pytest -q
 
+# The slow scenarios (`-m slow`) first, then the benchmarks.
 bench: install
+	$(VENV)/bin/python -m pytest -q -m slow
 	$(VENV)/bin/python -m bench
 
 bench-quick: install
