@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # annotations only: `status` and `models` read this module without dlt (~1 s)
+if TYPE_CHECKING:  # annotations only: `status` reads this module without dlt (~1 s)
     import dlt
 
 RUNS = {

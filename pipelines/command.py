@@ -1,9 +1,10 @@
 """What a subcommand of `esper-warehouse` declares, and the options every subcommand shares.
 
-Each command module declares its subcommand as ``SUBCOMMAND = Subcommand(...)``: its name, its
-help line, the parent parsers of its shared options, how it adds its own arguments and the
-function that runs it. ``cli.py`` only collects them (``cli.SUBCOMMANDS``) and parses; no module
-below it imports it (tests/test_import_graph.py keeps pipelines/ free of import cycles).
+Each command module declares its subcommand as ``SUBCOMMAND = Subcommand(...)``: its help line,
+the parent parsers of its shared options, how it adds its own arguments and the function that
+runs it. ``cli.py`` names them (``cli.SUBCOMMANDS``: the word -> the module), imports the one
+asked for and parses; no module below it imports it (tests/test_import_graph.py keeps pipelines/
+free of import cycles).
 
 A subcommand with ``main`` instead of ``run`` parses its own options (``models``, ``report``,
 ``publish``, ``simulate``): they also run as ``python -m``, and take the shared options as
@@ -97,10 +98,10 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Subcommand:
-    """One subcommand: `cli.build_parser` adds it, `cli.main` runs it.
+    """One subcommand: `cli.build_parser` adds it under its name (`cli.SUBCOMMANDS`), `cli.main`
+    runs it.
 
     Attributes:
-        name: the word after `esper-warehouse`.
         help: its line in `esper-warehouse --help`.
         run: runs it with the parsed options (the shared ones already applied); its exit code.
         parents: the shared options it takes (parent parsers, built afresh for each parser).
@@ -110,7 +111,6 @@ class Subcommand:
         leading: `esper-warehouse -v models` passes `-v` on to `main`.
     """
 
-    name: str
     help: str
     run: Callable[[argparse.Namespace], int] | None = None
     parents: Callable[[], list[argparse.ArgumentParser]] = shared_options
@@ -120,4 +120,4 @@ class Subcommand:
 
     def __post_init__(self) -> None:
         if (self.run is None) == (self.main is None):
-            raise ValueError(f"subcommand {self.name}: give `run` or `main`, not both")
+            raise ValueError(f"subcommand {self.help!r}: give `run` or `main`, not both")

@@ -16,11 +16,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
 from .command import Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
+from .runner import RunSettings, run
 from .status import morning_check
 from .warehouse import working_dir
 
@@ -87,12 +89,6 @@ def _fresh(warehouse: Path) -> bool:
 
 def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7) -> int:
     """Run the demo; returns the exit code of the last load (0 when everything worked)."""
-    # The runner (dlt) and the simulator take ~1 s to import; `esper-warehouse` imports this
-    # module for every subcommand (to list `demo`), so only the demo pays for them.
-    from esper_warehouse.simulator import Simulator
-
-    from .runner import RunSettings, run
-
     if not _fresh(warehouse):
         return Exit.CONFIG
     started = time.monotonic()
@@ -236,7 +232,6 @@ def _command(args: argparse.Namespace) -> int:
 
 
 SUBCOMMAND = Subcommand(
-    "demo",
     "a simulated fleet, two weeks of nightly loads, models",
     run=_command,
     parents=_demo_options,

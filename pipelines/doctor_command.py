@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .command import Subcommand, config_options
+from .doctor import main
 
 
 def _arguments(doctor: argparse.ArgumentParser) -> None:
@@ -22,15 +23,10 @@ def _arguments(doctor: argparse.ArgumentParser) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    # The probe imports httpx and the Esper source (~1 s); `esper-warehouse` imports this module
-    # for every subcommand (to list `doctor`), so only `doctor` pays for them.
-    from .doctor import main
-
     return main(json_path=args.json, data_tap_sql=args.data_tap)
 
 
 SUBCOMMAND = Subcommand(
-    "doctor",
     "read-only probe of the tenant's answers against what the source expects "
     "(exit 3: a shape that would break a run)",
     run=_command,

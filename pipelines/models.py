@@ -39,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 
+import dlt
 import duckdb
 
 from . import raw_contract
@@ -138,8 +139,6 @@ def seeds_dir(sql_dir: Path | None = None) -> Path:
     configured = os.environ.get(SEEDS_ENV)
     if configured:
         return Path(configured).expanduser()
-    import dlt  # only when the environment does not say: dlt takes ~0.4 s to import
-
     value = dlt.config.get("esper_warehouse.seeds_dir")
     if value:
         path = Path(str(value)).expanduser()
@@ -312,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     return Exit.OK
 
 
-SUBCOMMAND = Subcommand("models", "build the SQL models (pipelines.models)", main=main)
+SUBCOMMAND = Subcommand("build the SQL models (pipelines.models)", main=main)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import dlt
 import duckdb
 
 from . import models
@@ -105,8 +106,6 @@ CONNECTION_LOST = ("08", "57P")
 def dsn(credentials: str | Mapping[str, Any] | None = None) -> str:
     """A libpq connection string from `credentials`, else from dlt's postgres credentials."""
     if credentials is None:
-        import dlt  # ~0.4 s: `esper-warehouse` imports this module for every subcommand
-
         credentials = dlt.secrets.get(CREDENTIALS)
     if not credentials:
         raise PublishError(
@@ -359,8 +358,6 @@ def _holders_text(cur: Any, schema: str, tables: list[str], timeout_s: float) ->
 
 
 def _lock_timeout_default() -> float:
-    import dlt  # as in `dsn`: not for every subcommand
-
     value = dlt.config.get(LOCK_TIMEOUT_SETTING)
     return float(value) if value is not None else DEFAULT_LOCK_TIMEOUT_S
 
@@ -435,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     return Exit.OK
 
 
-SUBCOMMAND = Subcommand("publish", "publish the marts to Postgres (pipelines.publish)", main=main)
+SUBCOMMAND = Subcommand("publish the marts to Postgres (pipelines.publish)", main=main)
 
 if __name__ == "__main__":
     raise SystemExit(main())

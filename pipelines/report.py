@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     return Exit.OK
 
 
-SUBCOMMAND = Subcommand("report", "write the report (pipelines.report)", main=main)
+SUBCOMMAND = Subcommand("write the report (pipelines.report)", main=main)
 
 if __name__ == "__main__":
     raise SystemExit(main())

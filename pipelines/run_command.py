@@ -8,6 +8,10 @@ from pathlib import Path
 
 from .command import Subcommand, add_lock_timeout
 from .exit_codes import Exit
+from .failures import toml_problem
+from .pipeline_setup import load_memory_limit_default, lock_timeout_default
+from .runner import RunSettings, run, summary
+from .tenants import main as run_tenants
 
 
 def _arguments(run: argparse.ArgumentParser) -> None:
@@ -33,13 +37,6 @@ def _arguments(run: argparse.ArgumentParser) -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
-    # The runner imports dlt and the Esper source (~1 s); `esper-warehouse` imports this module
-    # for every subcommand (to list `run`), so only `run` pays for them.
-    from .failures import toml_problem
-    from .pipeline_setup import load_memory_limit_default, lock_timeout_default
-    from .runner import RunSettings, run, summary
-    from .tenants import main as run_tenants
-
     try:
         lock_timeout = (
             args.lock_timeout if args.lock_timeout is not None else lock_timeout_default()
@@ -68,7 +65,6 @@ def _command(args: argparse.Namespace) -> int:
 
 
 SUBCOMMAND = Subcommand(
-    "run",
     "the nightly job: load, reconcile, build the models",
     run=_command,
     arguments=_arguments,

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from esper_warehouse.simulator import cli
+
 from .command import Subcommand
 
 
 def _main(argv: Sequence[str]) -> int:
-    # The simulator's server takes ~0.3 s to import; `esper-warehouse` imports this module for
-    # every subcommand (to list `simulate`), so only `simulate` pays for it.
-    from esper_warehouse.simulator import cli
-
     return cli.main(list(argv))
 
 
-SUBCOMMAND = Subcommand(
-    "simulate", "run the Esper API simulator (simulator.cli)", main=_main, leading=False
-)
+SUBCOMMAND = Subcommand("run the Esper API simulator (simulator.cli)", main=_main, leading=False)

@@ -225,4 +225,4 @@ def _command(args: argparse.Namespace) -> int:
     return status(args.warehouse, args.dataset)
 
 
-SUBCOMMAND = Subcommand("status", "last runs, table freshness, reconciliation", run=_command)
+SUBCOMMAND = Subcommand("last runs, table freshness, reconciliation", run=_command)
