@@ -1,7 +1,6 @@
 """`esper-warehouse`: run | status | doctor | demo | simulate | models | report | publish.
 
-Exit codes: 0 ok, 1 unexpected error, 2 auth or configuration error, 3 API failure,
-4 reconciliation shortfall, 5 warehouse locked.
+Exit codes: pipelines/exit_codes.py (`--help` lists them).
 
 Each subcommand is declared by its own module (`SUBCOMMAND`, see pipelines/command.py, with the
 options they share); this module names them, imports the one asked for, parses and runs it.
@@ -17,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .command import Subcommand, apply_options
+from .exit_codes import brief
 
 # The word after `esper-warehouse` -> the module declaring it, in the order `--help` lists them.
 # Only the module of the subcommand asked for is imported, the way pip loads its commands: `run`,
@@ -46,8 +46,7 @@ def build_parser(commands: Mapping[str, Subcommand] | None = None) -> argparse.A
     parser = argparse.ArgumentParser(
         prog="esper-warehouse",
         description="Load an Esper tenant into a local DuckDB warehouse.",
-        epilog="Exit codes: 0 ok, 1 unexpected, 2 auth/config, 3 API failure, "
-        "4 reconciliation shortfall, 5 warehouse locked.",
+        epilog=brief(),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument(

@@ -25,3 +25,20 @@ class Exit(IntEnum):
 
 
 LOADED = (Exit.OK, Exit.PARTIAL)  # the exit codes of a run whose load is committed
+
+# A few words for each code, for `esper-warehouse --help` (README's table says more).
+BRIEF = {
+    Exit.OK: "ok",
+    Exit.FAILED: "unexpected error",
+    Exit.CONFIG: "auth or configuration",
+    Exit.API: "API failure (doctor: a shape that would break a run)",
+    Exit.UNFINISHED: "reconciliation shortfall",
+    Exit.LOCKED: "warehouse locked",
+    Exit.PARTIAL: "partial run (loaded; some tables skipped)",
+    Exit.INTERRUPTED: "interrupted",
+}
+
+
+def brief() -> str:
+    """`Exit codes: 0 ok, 1 unexpected error, ...`: one line for a command's help."""
+    return "Exit codes: " + ", ".join(f"{int(code)} {BRIEF[code]}" for code in Exit) + "."

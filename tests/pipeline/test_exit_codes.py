@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from esper_warehouse.pipelines.exit_codes import LOADED, Exit
+from esper_warehouse.pipelines.exit_codes import BRIEF, LOADED, Exit, brief
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,12 @@ def test_no_command_writes_an_exit_code_as_a_number() -> None:
         if path.name != "exit_codes.py"
     }
     assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_help_lists_every_exit_code() -> None:
+    assert set(BRIEF) == set(Exit)
+    listed = [int(code) for code in re.findall(r"(\d+) [a-zA-Z]", brief())]
+    assert listed == sorted({int(e) for e in Exit})
 
 
 def test_a_scheduler_treats_ok_and_partial_as_loaded() -> None:
