@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .command import Subcommand, apply_options
-from .exit_codes import brief
+from .exit_codes import Exit, brief
 
 # The word after `esper-warehouse` -> the module declaring it, in the order `--help` lists them.
 # Only the module of the subcommand asked for is imported, the way pip loads its commands: `run`,
@@ -67,8 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = _command_index(argv)
     name = argv[index] if index is not None else None
     if name not in SUBCOMMANDS:  # no subcommand, `--help` or a misspelt one: argparse explains
-        build_parser().parse_args(argv)
-        return 2  # not reached: argparse exits
+        build_parser().parse_args(argv)  # and exits: 0 for `--help`, 2 for the others
+        return Exit.CONFIG  # not reached
     assert index is not None
     command = subcommand(name)
     # Sub-commands that parse their own arguments (the shared options among them) get the words
