@@ -14,24 +14,24 @@ from .runner import RunSettings, run, summary
 from .tenants import main as run_tenants
 
 
-def _arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--resources", help="comma-separated tables to load (default: all)")
-    run.add_argument("--full", action="store_true", help="full scans (marks removed devices)")
-    run.add_argument("--destination", default="duckdb", help="dlt destination (default: duckdb)")
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resources", help="comma-separated tables to load (default: all)")
+    parser.add_argument("--full", action="store_true", help="full scans (marks removed devices)")
+    parser.add_argument("--destination", default="duckdb", help="dlt destination (default: duckdb)")
     add_lock_timeout(
-        run,
+        parser,
         "seconds to wait for a warehouse held by another process "
         "(ESPER_WAREHOUSE__LOCK_TIMEOUT_S, default 300)",
     )
-    run.add_argument("--no-models", action="store_true", help="skip building the SQL models")
-    tenants = run.add_mutually_exclusive_group()
+    parser.add_argument("--no-models", action="store_true", help="skip building the SQL models")
+    tenants = parser.add_mutually_exclusive_group()
     tenants.add_argument(
         "--tenant", action="append", help="a tenant of the tenants file (repeatable)"
     )
     tenants.add_argument(
         "--all-tenants", action="store_true", help="every tenant, then the fleet file"
     )
-    run.add_argument(
+    parser.add_argument(
         "--tenants-file", type=Path, help="default: tenants.toml (pipelines/tenants.py)"
     )
 
