@@ -23,7 +23,7 @@ from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, copy_wareh
 
 from .helpers import TABLES, cli, compare, load, rows
 
-PART = 25  # devices per part: 120 devices make five parts and a last one
+PART = 40  # devices per part: 120 devices make three parts and a last one
 PARTS = {"commit_every_devices": PART}
 
 
@@ -195,7 +195,7 @@ def test_status_and_models_tell_an_unfinished_first_load(
 def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Path) -> None:
     """SIGKILL as the last part (the catalogues, the census) starts: the resume completes both.
 
-    120 devices in parts of 25: the walk reaches the list's end within part 5, so part 6 is the
+    120 devices in parts of 40: the walk reaches the list's end within part 3, so part 4 is the
     last part. The census, the device cursor and `devices_full_scan_at` belong to it.
     """
     proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
