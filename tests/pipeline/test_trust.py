@@ -86,13 +86,19 @@ def test_cli_outside_the_repository_connects_to_loopback_only(
     assert beyond == [], beyond
 
 
+# The tables counted before and after a refused run, and all the runs here load (the refusal comes
+# before any request, whatever is selected).
+COUNTED = ("devices", "command_statuses", "device_events")
+LOADED = ["devices", "command_requests", "command_statuses", "device_events"]
+
+
 def _counts(warehouse: Path) -> dict[str, int]:
     import duckdb
 
     with duckdb.connect(str(warehouse), read_only=True) as con:
         return {
             table: con.sql(f"select count(*) from esper.{table}").fetchone()[0]  # type: ignore[index]
-            for table in ("devices", "command_statuses", "device_events")
+            for table in COUNTED
         }
 
 
@@ -112,17 +118,17 @@ def test_a_second_pipeline_on_a_loaded_dataset_is_refused_not_appended(
 
     from .helpers import load
 
-    assert load(sim, warehouse, pipeline_name=first).exit_code == 0
+    assert load(sim, warehouse, pipeline_name=first, resources=LOADED).exit_code == 0
     before = _counts(warehouse)
     assert before["devices"] > 0
 
-    refused = load(sim, warehouse, pipeline_name=second)
+    refused = load(sim, warehouse, pipeline_name=second, resources=LOADED)
 
     assert refused.exit_code == EXIT_CONFIG
     assert f"belongs to the pipeline {first}" in (refused.error or "")
     assert how in (refused.error or "")
     assert _counts(warehouse) == before  # nothing appended
-    assert load(sim, warehouse, pipeline_name=first).exit_code == 0  # the owner still runs
+    assert load(sim, warehouse, pipeline_name=first, resources=LOADED).exit_code == 0  # still runs
     assert _counts(warehouse)["devices"] == before["devices"]
 
 

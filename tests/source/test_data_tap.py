@@ -60,7 +60,7 @@ def test_a_query_lands_in_its_own_typed_table(sim, wh: Path) -> None:
 def test_a_failed_or_truncated_query_skips_its_table_and_the_rest_loads(
     sim, wh: Path, options, message
 ):
-    result = load(sim, wh, source_options=options)
+    result = load(sim, wh, source_options=options, resources=[*TABLES, "data_tap__bad"])
     assert result.exit_code == EXIT_PARTIAL, result.error
     assert set(result.unavailable) == {"data_tap__bad"}
     why = result.unavailable["data_tap__bad"]
@@ -208,7 +208,8 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
         "data_tap_poll_s": "0",
     }
     sim.reset_stats()
-    first = load(sim, wh, source_options=options)
+    loaded = [*TABLES, "data_tap__a", "data_tap__b"]
+    first = load(sim, wh, source_options=options, resources=loaded)
     assert first.exit_code == EXIT_PARTIAL, first.error
     assert set(first.unavailable) == {"data_tap__b"}
     assert "request budget spent (5 per hour)" in first.unavailable["data_tap__b"]
@@ -219,7 +220,7 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
             compare(sim, wh, table)
 
     sim.reset_stats()
-    second = load(sim, wh, source_options=options)
+    second = load(sim, wh, source_options=options, resources=loaded)
     assert second.exit_code == EXIT_PARTIAL, second.error
     assert set(second.unavailable) == {"data_tap__a", "data_tap__b"}
     assert _data_tap_requests(sim) == 0, "the hour's 4 requests are remembered across runs"
