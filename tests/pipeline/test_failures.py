@@ -126,14 +126,14 @@ def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(
     loaded = {t: count(wh, t) for t in ("devices", "device_events", "command_statuses")}
     sim.advance(hours=24)
     sim.set_faults([{"kind": "malformed", "route": EVENTS}])  # every event page is broken
-    failed = load(sim, wh, client_options={"max_retries": 2})
+    failed = load(sim, wh, client_options={"max_retries": 2}, resources=TABLES)
     assert failed.exit_code == EXIT_API
     assert "eventfeed" in failed.error and "JSON" in failed.error.upper()
     assert cursors(wh) == before  # nothing extracted in the failed run is committed
     assert {t: count(wh, t) for t in loaded} == loaded
     assert rows(wh, "_esper_runs", ("status",), "order by started_at") == [("ok",), ("failed",)]
     sim.clear_faults()
-    again = load(sim, wh)
+    again = load(sim, wh, resources=TABLES)
     assert again.exit_code == 0, again.error
     with reading(wh):
         for table in TABLES:
@@ -246,7 +246,7 @@ def test_a_silently_short_list_fails_the_run_with_exit_4(sim, wh: Path, table: s
     client = EsperClient(
         sim.base_url, API_KEY, ENTERPRISE_ID, transport=SilentlyTruncate(path[table])
     )
-    result = run(settings(sim, wh), client=client)
+    result = run(settings(sim, wh, resources=[table]), client=client)
     client.close()
     assert result.exit_code == EXIT_RECONCILIATION, result.error
     assert f"{table} (1 missing)" in result.error
@@ -300,11 +300,12 @@ def test_command_pages_out_of_order_are_read_whole_not_stopped_early(
 
 
 def test_a_bad_load_memory_limit_is_a_config_error_and_loses_nothing(sim, wh: Path) -> None:
-    bad = load(sim, wh, load_memory_limit="lots")
+    checked = ["devices", "command_requests", "command_statuses"]
+    bad = load(sim, wh, load_memory_limit="lots", resources=checked)
     assert bad.exit_code == EXIT_CONFIG
     assert "load_memory_limit 'lots' is not a memory size" in (bad.error or "")
     # a small limit still loads (DuckDB spills), and the pending package of the bad run comes first
-    good = load(sim, wh, load_memory_limit="64MB")
+    good = load(sim, wh, load_memory_limit="64MB", resources=checked)
     assert good.exit_code == 0, good.error
     compare(sim, wh, "devices")
     compare(sim, wh, "command_statuses")
@@ -343,10 +344,12 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
     """A table's first load is an append (nothing to merge with); items a moving list serves
     twice are still loaded once, and the next run merges."""
     small_pages = {"page_size": 10}
+    # the paged lists the transport repeats items of, and device_apps (scd2: never appended)
+    paged = ["devices", "device_apps", "command_requests", "command_statuses", "operations"]
     transport = RepeatAcrossPages()
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=transport)
     with caplog.at_level("INFO", logger="esper_warehouse"):
-        first = run(settings(sim, wh, source_options=small_pages), client=client)
+        first = run(settings(sim, wh, source_options=small_pages, resources=paged), client=client)
     client.close()
     assert first.exit_code == 0, first.error
     assert len(transport.last) == 3  # every list was paged, so repeats were served
@@ -362,7 +365,7 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
     caplog.clear()
     sim.advance(hours=24)
     with caplog.at_level("INFO", logger="esper_warehouse"):
-        nightly = load(sim, wh, source_options=small_pages)
+        nightly = load(sim, wh, source_options=small_pages, resources=paged)
     assert nightly.exit_code == 0, nightly.error
     assert not [r for r in caplog.records if "first load of" in r.getMessage()]
     with reading(wh):
