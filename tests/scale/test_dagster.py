@@ -126,9 +126,12 @@ def test_the_shipped_instance_settings_turn_telemetry_off(
         assert instance.telemetry_enabled is False
 
 
-def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
+def test_two_tenants_materialize_the_fleet_follows_them_and_a_refused_one_fails(
     dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path
 ) -> None:
+    """Two tenants' partitions in process, then the fleet asset; a tenant's next night and the
+    fleet again (under Dagster the cross-tenant file must not go stale); a refused key fails its
+    partition. One test: each partition is a whole run and a models build (~3 CPU-s)."""
     from esper_warehouse.pipelines.dagster_defs import build_definitions
 
     warehouses = tmp_path / "w"
@@ -138,6 +141,18 @@ def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
     )
     assets = [defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])),
               defs.resolve_assets_def(dg.AssetKey(["marts", "fleet_compliance"]))]  # fmt: skip
+    fleet_asset = defs.resolve_assets_def(dg.AssetKey(["fleet", "marts"]))
+
+    def fleet_rows() -> dict[str, int]:
+        with duckdb.connect(str(warehouses / "fleet.duckdb"), read_only=True) as con:
+            return dict(
+                con.sql("select tenant, count(*) from marts.fleet_compliance group by 1").fetchall()
+            )
+
+    def tenant_rows(tenant: str) -> int:
+        with duckdb.connect(str(warehouses / f"{tenant}.duckdb"), read_only=True) as con:
+            return con.sql("select count(*) from marts.fleet_compliance").fetchone()[0]
+
     with dg.DagsterInstance.ephemeral() as instance:
         for tenant in ("alpha", "beta"):
             result = dg.materialize(assets, partition_key=tenant, instance=instance)
@@ -157,6 +172,18 @@ def test_materialize_two_tenants_in_process_and_a_refused_one_fails(
                 for m in result.asset_materializations_for_node("esper_load")
             }
             assert loaded["esper/devices"] == devices
+
+        assert dg.materialize([fleet_asset], instance=instance).success
+        assert fleet_rows() == {"alpha": tenant_rows("alpha"), "beta": tenant_rows("beta")}
+        with duckdb.connect(str(warehouses / "alpha.duckdb")) as con:  # a stale mart, to see it go
+            con.execute("delete from marts.fleet_compliance where device_id in "
+                        "(select device_id from marts.fleet_compliance limit 3)")  # fmt: skip
+        assert fleet_rows()["alpha"] == tenant_rows("alpha") + 3
+        tenant_sims["alpha"].advance(hours=24)  # type: ignore[attr-defined]
+        assert dg.materialize(assets, partition_key="alpha", instance=instance).success
+        assert dg.materialize([fleet_asset], instance=instance).success
+        assert fleet_rows() == {"alpha": tenant_rows("alpha"), "beta": tenant_rows("beta")}
+
         failed = dg.materialize(
             assets, partition_key="gamma", instance=instance, raise_on_error=False
         )
@@ -214,46 +241,3 @@ def test_the_webserver_starts_on_loopback_and_lists_the_assets(
     keys = {"/".join(n["assetKey"]["path"]) for n in nodes}
     assert {f"marts/{m}" for m in MARTS} | {"esper/devices"} <= keys
     assert proc.returncode is not None
-
-
-def test_the_fleet_asset_rebuilds_fleet_duckdb_from_the_tenants_current_marts(
-    dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path
-) -> None:
-    """Under Dagster the cross-tenant file must not go stale: after the tenants' partitions,
-    the fleet asset copies their marts, and again after a tenant's next night."""
-    from esper_warehouse.pipelines.dagster_defs import build_definitions
-
-    warehouses = tmp_path / "w"
-    defs = build_definitions(
-        write_tenants(tmp_path / "tenants.toml", {t: tenant_sims[t] for t in ("alpha", "beta")},
-                      warehouses),
-        base=RunSettings(lock_timeout_s=5.0),
-    )  # fmt: skip
-    tenant_assets = [defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])),
-                     defs.resolve_assets_def(dg.AssetKey(["marts", "fleet_compliance"]))]  # fmt: skip
-    fleet_asset = defs.resolve_assets_def(dg.AssetKey(["fleet", "marts"]))
-
-    def fleet_rows() -> dict[str, int]:
-        with duckdb.connect(str(warehouses / "fleet.duckdb"), read_only=True) as con:
-            return dict(
-                con.sql("select tenant, count(*) from marts.fleet_compliance group by 1").fetchall()
-            )
-
-    def tenant_rows(tenant: str) -> int:
-        with duckdb.connect(str(warehouses / f"{tenant}.duckdb"), read_only=True) as con:
-            return con.sql("select count(*) from marts.fleet_compliance").fetchone()[0]
-
-    with dg.DagsterInstance.ephemeral() as instance:
-        for tenant in ("alpha", "beta"):
-            assert dg.materialize(tenant_assets, partition_key=tenant, instance=instance).success
-        assert dg.materialize([fleet_asset], instance=instance).success
-        assert fleet_rows() == {"alpha": tenant_rows("alpha"), "beta": tenant_rows("beta")}
-
-        with duckdb.connect(str(warehouses / "alpha.duckdb")) as con:  # a stale mart, to see it go
-            con.execute("delete from marts.fleet_compliance where device_id in "
-                        "(select device_id from marts.fleet_compliance limit 3)")  # fmt: skip
-        assert fleet_rows()["alpha"] == tenant_rows("alpha") + 3
-        tenant_sims["alpha"].advance(hours=24)  # type: ignore[attr-defined]
-        assert dg.materialize(tenant_assets, partition_key="alpha", instance=instance).success
-        assert dg.materialize([fleet_asset], instance=instance).success
-        assert fleet_rows() == {"alpha": tenant_rows("alpha"), "beta": tenant_rows("beta")}
