@@ -346,9 +346,23 @@ CTRL_C = pytest.mark.parametrize(
 )
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt for the test, as in a terminal, whatever pytest inherited.
+
+    A shell starts a background job (`make test &`, `nohup`) with SIGINT ignored, and Python keeps
+    an inherited SIG_IGN: there the four Ctrl-C tests below failed together with "DID NOT RAISE".
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @CTRL_C
 def test_ctrl_c_during_map_stops_the_workers_and_propagates_once(
-    serve: Any, send: Callable[[], None]
+    serve: Any, send: Callable[[], None], ctrl_c_raises: None
 ) -> None:
     server = serve(lambda seen: Reply(delay=10.0))
     client = loopback_client(server, timeout=30.0, max_concurrency=8)
@@ -364,7 +378,7 @@ def test_ctrl_c_during_map_stops_the_workers_and_propagates_once(
 
 @CTRL_C
 def test_ctrl_c_during_a_read_ahead_page_walk_stops_at_once(
-    serve: Any, send: Callable[[], None]
+    serve: Any, send: Callable[[], None], ctrl_c_raises: None
 ) -> None:
     server = serve(lambda seen: Reply(delay=10.0))
     client = loopback_client(server, timeout=30.0)
