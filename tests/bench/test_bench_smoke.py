@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.report import COLUMNS, RUN_ROWS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +34,10 @@ SKIPPED_RUNS = (
 FIGURES = ("wall_s", "requests", "rows", "rows_per_s", "peak_rss_mb", "cpu_s", "sim_peak_rss_mb")
 
 
+# `make bench` runs the harness itself, and this test first (`pytest -m slow`); a change that
+# breaks the harness is seen by whoever measures. Out of `make test` (docs/decisions.md, "The
+# slow tier").
+@pytest.mark.slow
 def test_harness_runs_a_tiny_fleet_and_writes_its_table(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     results = tmp_path / "results"

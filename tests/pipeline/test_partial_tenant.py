@@ -25,7 +25,13 @@ def wh(tmp_path: Path) -> Path:
 # The first load alone loads the refused table and the compared ones ("Scenario tests load the
 # tables they check", docs/decisions.md): a selection is never loaded in parts (runner.py), so the
 # load in parts is of the whole tenant, as is the command-line run below.
-@pytest.mark.parametrize("parts", [None, 40], ids=["first_load", "first_load_in_parts"])
+# Without parts, a refused table is also test_geofences.py's and test_credentials.py's: that
+# variant is in the slow tier (docs/decisions.md, "The slow tier").
+@pytest.mark.parametrize(
+    "parts",
+    [pytest.param(None, marks=pytest.mark.slow), 40],
+    ids=["first_load", "first_load_in_parts"],
+)
 def test_a_refused_status_metrics_route_skips_only_that_table(
     sim, wh: Path, parts: int | None, capsys
 ) -> None:

@@ -52,7 +52,15 @@ def feed(sim, device_id: str, offset: int, limit: int) -> httpx.Response:
     )
 
 
-@pytest.mark.parametrize("fault", list(FAULTS))
+# `late_out_of_order` combines `late_events` and `out_of_order`, so those two alone run in the slow
+# tier (`make bench`; docs/decisions.md, "The slow tier").
+SLOW_FAULTS = ("late_events", "out_of_order")
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [pytest.param(f, marks=pytest.mark.slow) if f in SLOW_FAULTS else f for f in FAULTS],
+)
 def test_full_then_nightly_lose_nothing_under_time_faults(
     sim, wh: Path, first_load, fault: str
 ) -> None:
