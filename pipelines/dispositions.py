@@ -26,22 +26,25 @@ COMPANIONS: dict[str, tuple[str, ...]] = {
     parent: tuple(t for t, e in TABLES.items() if e.loaded_with == parent)
     for parent in sorted({e.loaded_with for e in TABLES.values() if e.loaded_with})
 }
+# What a selected table reads its ids from in the same run (`Table.needs`).
+NEEDS: dict[str, tuple[str, ...]] = {t: e.needs for t, e in TABLES.items() if e.needs}
 # The declared dispositions a first load appends into (`append_on_first_load`).
 APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
 
 
 def select(source: Any, names: Sequence[str] | None) -> Any:
-    """Keep the named resources (and their companions); unknown names are a configuration error."""
+    """Keep the named resources, the tables they read ids from (`Table.needs`) and the
+    companions of both; unknown names are a configuration error."""
     if not names:
         return source
     available = set(source.resources)
-    wanted: set[str] = set()
     for name in names:
         if name not in available and name not in COMPANIONS and not name.startswith("data_tap__"):
             raise EsperConfigError(
                 f"unknown resource {name!r}; choose from: {', '.join(sorted(available))}"
             )
-        wanted |= {name, *COMPANIONS.get(name, ())}
+    wanted = {*names, *(n for name in names for n in NEEDS.get(name, ()))}
+    wanted |= {c for name in wanted for c in COMPANIONS.get(name, ())}
     return source.with_resources(*sorted(wanted & available))
 
 

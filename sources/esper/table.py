@@ -60,6 +60,9 @@ class Table:
         disposition: how dlt writes the table (see `Disposition`).
         merge_key: scd2 only: the column whose rows one read replaces as a whole.
         loaded_with: the table whose selection (`run --resources <it>`) loads this one too.
+        needs: the tables whose resources give this one the ids it reads, in the same run; a
+            selection of this table loads them too (`run --resources command_statuses` read no
+            request, loaded nothing and said ok).
         page_size: the most items one page may hold.
         columns: the declared columns (names are the API's own; docs/contracts.md section 3).
             Fields not declared are still loaded, typed from their values; declaring a field
@@ -83,6 +86,7 @@ class Table:
     disposition: Disposition = "merge"
     merge_key: str | None = None
     loaded_with: str | None = None
+    needs: tuple[str, ...] = ()
     page_size: int = PAGE_SIZE
     columns: tuple[Col, ...] = ()
     keep_extra: bool = True

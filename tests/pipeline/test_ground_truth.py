@@ -182,6 +182,18 @@ def test_selected_resources_only(sim, wh: Path) -> None:
     assert "devices" not in tables
 
 
+def test_a_selected_table_loads_the_tables_it_reads_ids_from(sim, wh: Path) -> None:
+    """Statuses are read by request id, an operation's devices by operation id: selecting them
+    alone loaded nothing and said ok."""
+    result = load(sim, wh, resources=["command_statuses", "operation_devices"])
+    assert result.exit_code == 0, result.error
+    assert set(result.rows) == {"command_requests", "command_statuses", "operations",
+                                "operation_devices"}  # fmt: skip
+    with reading(wh):
+        for table in result.rows:
+            compare(sim, wh, table)
+
+
 def test_nightly_rereads_the_versions_of_changed_blueprints_only(sim, wh: Path, first_load) -> None:
     assert first_load(wh).exit_code == 0
     sim.advance(hours=1)

@@ -54,6 +54,7 @@ COMMAND_STATUSES = Table(
         *cols("created_at updated_at created_on updated_on", TS),
     ),
     probe=False,  # needs request (or device) ids: doctor probes it by hand
+    needs=("command_requests",),  # the requests new in this run (`RunLedger.new_requests`)
 )
 OPERATIONS = Table(
     "operations",
@@ -77,6 +78,7 @@ OPERATION_DEVICES = Table(
         Col("device_operation_activity", JSON),
         *cols("created_at updated_at", TS),
     ),
+    needs=("operations",),  # the operations changed in this run (`RunLedger.changed_operations`)
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
 
