@@ -5,11 +5,21 @@ from __future__ import annotations
 import csv
 import sys
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "notebooks"))
 
-import _common as common  # noqa: E402
+
+@pytest.fixture(scope="module")
+def common() -> ModuleType:
+    """notebooks/_common.py, imported when a test here runs: it imports marimo, altair and polars
+    (~2 CPU-s), which every test worker would otherwise pay while collecting the suite."""
+    sys.path.insert(0, str(ROOT / "notebooks"))
+    import _common
+
+    return _common
 
 
 def _terminal_states() -> set[str]:
@@ -18,14 +28,14 @@ def _terminal_states() -> set[str]:
         return {r["state"] for r in rows if r["is_terminal"] == "true"}
 
 
-def test_every_terminal_state_has_a_colour_in_the_outcome_scale() -> None:
+def test_every_terminal_state_has_a_colour_in_the_outcome_scale(common: ModuleType) -> None:
     scale = common.outcome_color().to_dict()["scale"]
     domain, colours = scale["domain"], scale["range"]
     assert _terminal_states() | {"pending"} <= set(domain)  # cancelled was missing: drawn invisible
     assert len(colours) == len(domain) and len(set(colours)) == len(colours)
 
 
-def test_a_state_the_vocabulary_gains_gets_a_colour(tmp_path: Path) -> None:
+def test_a_state_the_vocabulary_gains_gets_a_colour(common: ModuleType, tmp_path: Path) -> None:
     vocabulary = tmp_path / "work_states.csv"
     vocabulary.write_text(
         "kind,api_state,state,is_terminal\ncommand,SUCCESS,success,true\n"
@@ -34,7 +44,7 @@ def test_a_state_the_vocabulary_gains_gets_a_colour(tmp_path: Path) -> None:
     assert common._terminal_states(vocabulary) == ["success", "rejected"]
 
 
-def test_rollout_tables_show_rates_as_percentages() -> None:
+def test_rollout_tables_show_rates_as_percentages(common: ModuleType) -> None:
     import polars as pl
 
     view = pl.DataFrame(
