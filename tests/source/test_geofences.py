@@ -41,7 +41,8 @@ def test_a_tenant_without_geofences_loads_everything_else(sim, tmp_path: Path, f
     assert first_load(wh).exit_code == 0
     sim.set_faults([{"kind": "status", "status": 403, "route": "/v0/enterprise/*/geofence/*"}])
     sim.advance(hours=24)
-    nightly = load(sim, wh)
+    # geofences and another list; a whole tenant with one route refused is test_partial_tenant's
+    nightly = load(sim, wh, resources=["geofences", "groups"])
     assert nightly.exit_code == EXIT_PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"geofences"}
     with duckdb.connect(str(wh), read_only=True) as con:  # the earlier list is kept
