@@ -167,10 +167,14 @@ def first_load(sim, shared_first_load: FirstLoad) -> Callable[[Path], RunResult]
 
 
 def copy_warehouse(source: Path, wh: Path) -> None:
-    """A loaded warehouse copied to `wh`, a path with nothing there yet: the DuckDB file and dlt's
-    working folder beside it (its pipeline state), as if `wh` had been loaded itself."""
+    """A loaded warehouse copied to `wh`, a path with nothing there yet: the DuckDB file (and the
+    write-ahead log a killed run may leave beside it) and dlt's working folder beside it (its
+    pipeline state), as if `wh` had been loaded itself."""
     assert wh.name == source.name  # DuckDB names the catalog after the file
     assert not wh.exists() and not working_dir(wh).exists()
     wh.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, wh)
+    wal = source.with_name(source.name + ".wal")
+    if wal.exists():
+        shutil.copyfile(wal, wh.with_name(wh.name + ".wal"))
     shutil.copytree(working_dir(source), working_dir(wh))

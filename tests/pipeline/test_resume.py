@@ -74,6 +74,38 @@ def in_parts(tmp_path_factory: pytest.TempPathFactory) -> InParts:
     return InParts(warehouse, result, handler.messages)
 
 
+@dataclass(frozen=True)
+class Killed:
+    """A first load in parts (`esper-warehouse run` of a fresh `_twin`) SIGKILLed once two parts
+    were committed, and the requests the twin saw."""
+
+    warehouse: Path
+    requests: int
+
+
+def _kill_after_two_parts(sim: Simulator, wh: Path) -> None:
+    """`esper-warehouse run` in parts, SIGKILLed once its second part is committed."""
+    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if "part 2 committed" in line or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Killed:
+    """The killed first load, once for the module (as `in_parts`): the tests that resume it copy
+    it beside their own fresh `sim`, which serves what the twin served."""
+    warehouse = tmp_path_factory.mktemp("killed") / "warehouse.duckdb"
+    with _twin() as twin:
+        _kill_after_two_parts(twin, warehouse)
+        return Killed(warehouse, int(twin.stats()["total"]))
+
+
 def test_a_first_load_in_parts_equals_the_truth_and_so_does_the_nightly_after_it(
     sim, wh: Path, in_parts: InParts
 ) -> None:
@@ -98,22 +130,13 @@ def test_a_first_load_in_parts_equals_the_truth_and_so_does_the_nightly_after_it
 
 
 def test_a_first_load_killed_after_two_parts_goes_on_from_them(
-    sim, wh: Path, in_parts: InParts
+    sim, wh: Path, in_parts: InParts, killed: Killed
 ) -> None:
     """SIGKILL once two parts are committed; the next run reads only what was not committed."""
     assert in_parts.result.exit_code == 0, in_parts.result.error
     clean = in_parts.result.requests
-
-    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        if "part 2 committed" in line or time.monotonic() > deadline:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
-    killed = int(sim.stats()["total"])
+    assert sim.stats()["total"] == 0  # fresh: it serves what the killed run's twin served
+    copy_warehouse(killed.warehouse, wh)
     with duckdb.connect(str(wh), read_only=True) as con:
         held = con.sql("select count(*) from esper.devices").fetchone()[0]  # type: ignore[index]
     assert 2 * PART <= held < SMALL_FLEET  # the two parts are in the warehouse, not the rest
@@ -126,7 +149,8 @@ def test_a_first_load_killed_after_two_parts_goes_on_from_them(
     assert all(r["ok"] for r in resumed.reconciliation)
     # the killed run's committed parts are not fetched again: both runs together cost about
     # a clean load (the part in flight, the lists re-read, one device-list walk more)
-    assert killed + resumed.requests <= 1.15 * clean, (killed, resumed.requests, clean)
+    spent = killed.requests + resumed.requests
+    assert spent <= 1.15 * clean, (killed.requests, resumed.requests, clean)
     # and the next nightly is an ordinary incremental run
     sim.advance(hours=24)
     nightly = load(sim, wh, source_options=PARTS)
@@ -160,19 +184,12 @@ def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
 
 
 def test_status_and_models_tell_an_unfinished_first_load(
-    sim, wh: Path, capsys: pytest.CaptureFixture[str]
+    sim, wh: Path, killed: Killed, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Killed after two parts: `status` says the first load is unfinished, `models` refuses."""
     from esper_warehouse.pipelines import models, status
 
-    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        if "part 2 committed" in line or time.monotonic() > deadline:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
+    copy_warehouse(killed.warehouse, wh)
 
     assert status.status(wh) == 0
     said = capsys.readouterr().out
@@ -220,22 +237,13 @@ def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Pa
         compare(sim, wh, table)
 
 
-def test_a_first_load_resumed_a_day_later_loses_no_event(sim, wh: Path) -> None:
+def test_a_first_load_resumed_a_day_later_loses_no_event(sim, wh: Path, killed: Killed) -> None:
     """SIGKILL after two parts, the API's clock moves 24 h, the resume: every event is loaded.
 
     Devices of the committed parts whose `updated_at` did not move still have new events (and
     commands) in the gap; their feeds are read again. Also after the next nightly.
     """
-    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        if "part 2 committed" in line or time.monotonic() > deadline:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
-
+    copy_warehouse(killed.warehouse, wh)
     sim.advance(hours=24)
     resumed = load(sim, wh, source_options=PARTS)
     assert resumed.exit_code == 0, resumed.error
