@@ -235,7 +235,10 @@ def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
     sim.world.datatap.quota_per_hour = 0
     sim.reset_stats()
     queries = '{"daily": "select 1 as one", "other": "select 2 as two"}'
-    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__DATA_TAP_QUERIES": queries})
+    selected = ",".join([*TABLES, "data_tap__daily", "data_tap__other"])  # the compared ones
+    proc = cli(
+        sim, wh, "run", "--resources", selected, env={"SOURCES__ESPER__DATA_TAP_QUERIES": queries}
+    )
     out, err = proc.communicate(timeout=300)
     text = out + err
     assert proc.returncode == EXIT_PARTIAL, text
