@@ -1,6 +1,7 @@
 """One set of command-line options, one default warehouse, exit codes that tell the truth.
 
-Every command runs as a subprocess in a folder of its own, as an admin types it there.
+Every command runs as a subprocess in a folder of its own, as an admin types it there; only the
+`--help` texts are read in this process (argparse writes them before any setting is read).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from esper_warehouse.pipelines import cli
 from esper_warehouse.pipelines.models import SEEDS_ENV, SQL_DIR
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
@@ -132,10 +134,16 @@ def test_the_morning_commands_start_without_dlt(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["run", "status", "models", "report", "publish", "demo"])
-def test_every_subcommand_takes_the_shared_options(folder: Path, command: str) -> None:
-    done = esper_warehouse(folder, command, "--help")
-    assert done.returncode == 0, done.stderr
-    text = " ".join(done.stdout.split())
+def test_every_subcommand_takes_the_shared_options(
+    folder: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(folder)
+    for name in [n for n in os.environ if n.startswith("ESPER_WAREHOUSE")]:
+        monkeypatch.delenv(name)
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
     for option in ("-v, --verbose", "--project-dir DIR", "--warehouse WAREHOUSE"):
         assert option in text, (command, option)
     default = "demo.duckdb" if command == "demo" else DEFAULT
