@@ -131,13 +131,17 @@ def test_two_tenants_materialize_the_fleet_follows_them_and_a_refused_one_fails(
 ) -> None:
     """Two tenants' partitions in process, then the fleet asset; a tenant's next night and the
     fleet again (under Dagster the cross-tenant file must not go stale); a refused key fails its
-    partition. One test: each partition is a whole run and a models build (~3 CPU-s)."""
+    partition. One test: each partition is a run and a models build.
+
+    The runs load the device list only (`base` is the settings every partition's run starts
+    from): what is checked here is Dagster's wiring; a whole tenant's run is the runner's tests'.
+    """
     from esper_warehouse.pipelines.dagster_defs import build_definitions
 
     warehouses = tmp_path / "w"
     defs = build_definitions(
         write_tenants(tmp_path / "tenants.toml", tenant_sims, warehouses),
-        base=RunSettings(lock_timeout_s=5.0),
+        base=RunSettings(lock_timeout_s=5.0, resources=["devices"]),
     )
     assets = [defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])),
               defs.resolve_assets_def(dg.AssetKey(["marts", "fleet_compliance"]))]  # fmt: skip
