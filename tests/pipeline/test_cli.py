@@ -41,11 +41,12 @@ def _wait_for(process: subprocess.Popen[str], marker: str, timeout: float = 120)
     raise AssertionError(f"no {marker!r} in the run's log:\n{''.join(lines)}")
 
 
-# A kill during extraction is also test_resume.py's (after two parts) and test_run_interrupt.py's
-# (Ctrl-C): that variant alone is in the slow tier (docs/decisions.md, "The slow tier").
-@pytest.mark.parametrize(
-    "phase", [pytest.param("extract: started", marks=pytest.mark.slow), "load: started"]
-)
+# Kills timed by the run's log: during extraction test_resume.py's kills and test_run_interrupt.py's
+# Ctrl-C stay in `make test`, during the load test_run_kills.py's kills at set steps (the first
+# job starting, the events committed). Both variants are in the slow tier (docs/decisions.md,
+# "The slow tier").
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["extract: started", "load: started"])
 def test_killed_mid_run_then_rerun_equals_the_truth(sim, wh: Path, phase: str) -> None:
     sim.set_faults([{"kind": "latency", "route": EVENTS, "ms": 150}])  # a longer extraction
     process = cli(sim, wh, "run")

@@ -139,6 +139,10 @@ def test_data_tap_polling_never_resubmits_a_stuck_job_and_fails_clearly() -> Non
     with pytest.raises(DataTapError, match="FAILED: boom"):
         run_query(failed, "q", "select 1", deadline_s=100, stuck_s=30, row_limit=10,  # type: ignore[arg-type]
                   sleep=lambda s: None)  # fmt: skip
+    truncated = _FakeTap(["RUNNING", "TRUNC"])
+    with pytest.raises(DataTapError, match="returned a truncated result"):
+        run_query(truncated, "q", "select 1", deadline_s=100, stuck_s=30, row_limit=10,  # type: ignore[arg-type]
+                  sleep=lambda s: None)  # fmt: skip
 
 
 # ------------------------------------------------------------- live shapes -> rows -> Arrow
