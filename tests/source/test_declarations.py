@@ -152,6 +152,7 @@ def test_the_declaration_is_consistent() -> None:
             assert types.get(e.cursor) == TS, f"{table}: cursor {e.cursor} is not a timestamp"
         assert (e.merge_key is not None) == (e.disposition == "scd2"), table
         assert e.loaded_with is None or e.loaded_with in TABLES, table
+        assert set(e.needs) <= set(TABLES) - {table}, table
         assert e.disposition == "replace" or e.key, f"{table}: merged without a key"
         # key timestamps arrive as ISO text and are fingerprinted as instants (reconciliation)
         assert {c for c in e.key if types[c] == TS} <= TIME_KEYS, table
@@ -197,12 +198,13 @@ def test_readme_lists_every_raw_table_with_its_key() -> None:
 def test_a_nightly_run_extracts_every_table_after_the_tables_it_declares_it_follows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`Table.after` against the order dlt starts the source's resources in (`fifo`).
+    """`Table.after` and `Table.needs` against the order dlt starts the source's resources in
+    (`fifo`).
 
     (A full scan reads the feeds per device page instead, needing no activity: not checked.)
     """
     order = list(_hints(_source(monkeypatch, full_scan=False)))
-    followed = [(earlier, t) for t, e in TABLES.items() for earlier in e.after]
+    followed = [(earlier, t) for t, e in TABLES.items() for earlier in (*e.after, *e.needs)]
     assert ("command_statuses", "device_events") in followed
     for earlier, table in followed:
         assert order.index(earlier) < order.index(table), (earlier, table, order)
