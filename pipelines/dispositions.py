@@ -26,15 +26,20 @@ COMPANIONS: dict[str, tuple[str, ...]] = {
     parent: tuple(t for t, e in TABLES.items() if e.loaded_with == parent)
     for parent in sorted({e.loaded_with for e in TABLES.values() if e.loaded_with})
 }
-# What a selected table reads its ids from in the same run (`Table.needs`).
-NEEDS: dict[str, tuple[str, ...]] = {t: e.needs for t, e in TABLES.items() if e.needs}
+# What a selected table reads its ids from in the same run (`Table.needs`; a companion: the table
+# it is loaded with).
+NEEDS: dict[str, tuple[str, ...]] = {
+    t: (*e.needs, *([e.loaded_with] if e.loaded_with else []))
+    for t, e in TABLES.items()
+    if e.needs or e.loaded_with
+}
 # The declared dispositions a first load appends into (`append_on_first_load`).
 APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
 
 
 def select(source: Any, names: Sequence[str] | None) -> Any:
-    """Keep the named resources, the tables they read ids from (`Table.needs`) and the
-    companions of both; unknown names are a configuration error."""
+    """Keep the named resources, the tables they read ids from (`NEEDS`) and the companions of
+    both; unknown names are a configuration error."""
     if not names:
         return source
     available = set(source.resources)

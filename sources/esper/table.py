@@ -62,7 +62,8 @@ class Table:
         loaded_with: the table whose selection (`run --resources <it>`) loads this one too.
         needs: the tables whose resources give this one the ids it reads, in the same run; a
             selection of this table loads them too (`run --resources command_statuses` read no
-            request, loaded nothing and said ok).
+            request, loaded nothing and said ok; `--resources device_apps` failed). A companion
+            (`loaded_with`) selected alone brings its parent the same way.
         page_size: the most items one page may hold.
         columns: the declared columns (names are the API's own; docs/contracts.md section 3).
             Fields not declared are still loaded, typed from their values; declaring a field

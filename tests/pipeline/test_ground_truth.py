@@ -18,7 +18,7 @@ from esper_warehouse.sources.esper.times import iso
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
-from .helpers import TABLES, compare, load, reading, rows, settings, with_body
+from .helpers import COMPARED, TABLES, compare, load, reading, rows, settings, with_body
 
 HOUR = timedelta(hours=1)
 # What the app-retirement tests load after the shared first load: the device list (with its census)
@@ -175,15 +175,29 @@ def test_selected_resources_only(sim, wh: Path) -> None:
     assert "devices" not in tables
 
 
-def test_a_selected_table_loads_the_tables_it_reads_ids_from(sim, wh: Path) -> None:
-    """Statuses are read by request id, an operation's devices by operation id: selecting them
-    alone loaded nothing and said ok."""
-    result = load(sim, wh, resources=["command_statuses", "operation_devices"])
+@pytest.mark.parametrize(
+    ("selected", "loaded"),
+    [
+        # read by request id, by operation id: alone they loaded nothing and said ok
+        (["command_statuses", "operation_devices"],
+         {"command_requests", "command_statuses", "operations", "operation_devices"}),
+        # read per device of the walk: alone, exit 1 (no census) and exit 4 (devices missing)
+        (["device_apps", "device_events"],
+         {"devices", "device_history", "device_census", "device_apps", "device_events"}),
+        # per application, and a companion: alone, exit 4 (the parent list missing)
+        (["application_versions", "blueprint_versions"],
+         {"applications", "application_versions", "blueprints", "blueprint_versions"}),
+    ],
+    ids=["by-id", "per-device", "per-parent"],
+)  # fmt: skip
+def test_a_selected_table_loads_the_tables_it_reads_ids_from(
+    sim, wh: Path, selected: list[str], loaded: set[str]
+) -> None:
+    result = load(sim, wh, resources=selected)
     assert result.exit_code == 0, result.error
-    assert set(result.rows) == {"command_requests", "command_statuses", "operations",
-                                "operation_devices"}  # fmt: skip
+    assert set(result.rows) == loaded
     with reading(wh):
-        for table in result.rows:
+        for table in set(result.rows) & set(COMPARED):
             compare(sim, wh, table)
 
 

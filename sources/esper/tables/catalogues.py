@@ -100,6 +100,7 @@ APPLICATION_VERSIONS = Table(
         *cols("is_enabled is_g_play is_default", BOOL),
         *cols("created_on updated_on release_date", TS),
     ),
+    needs=("applications",),  # read per application of this run's list
 )
 GEOFENCES = Table(
     "geofences",

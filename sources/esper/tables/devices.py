@@ -110,6 +110,7 @@ DEVICE_APPS = Table(
     disposition="scd2",
     merge_key="device_id",
     columns=(Col("device_id"), Col("route"), *_DEVICE_APP),
+    needs=("devices",),  # read per device of this run's walk; retired against its census
 )
 V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
 # The legacy device list: the only list that carries Android patch levels and build numbers

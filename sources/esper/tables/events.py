@@ -49,6 +49,7 @@ DEVICE_EVENTS = Table(
     # an incremental run reads the feeds of the devices with activity: the devices scan and
     # these tables note it in the run's ledger, so their resources must have run first
     after=("devices", COMMAND_STATUSES.name, OPERATION_DEVICES.name),
+    needs=("devices",),  # read per device of this run's walk
 )
 TABLES = (DEVICE_EVENTS,)
 CURSOR = DEVICE_EVENTS.cursor_field
