@@ -137,10 +137,11 @@ class ReleaseWhenWaiting(logging.Handler):
             self.transport.release()
 
 
-# What the lock tests' runs load after the shared first load: the tables they compare ("Scenario
-# tests load the tables they check", docs/decisions.md). Where the lock is met does not depend on it.
+# What the lock tests' runs load after the shared first load: the tables they compare, with the
+# lists they read ids from (`Table.needs`) ("Scenario tests load the tables they check",
+# docs/decisions.md). Where the lock is met does not depend on it.
 COMPARED = ("device_apps", "command_statuses", "operations")
-LOADED = ["devices", "device_apps", "command_requests", "command_statuses", "operations"]
+LOADED = list(COMPARED)
 
 
 def test_a_lock_taken_during_extraction_makes_the_load_wait(sim, wh: Path, first_load) -> None:

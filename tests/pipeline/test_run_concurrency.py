@@ -13,7 +13,7 @@ from .helpers import cli, compare, reading
 # The three runs load the slowed heartbeats and the compared tables, not the whole tenant: who
 # holds the warehouse does not depend on it ("Scenario tests load the tables they check",
 # docs/decisions.md).
-SELECTED = ("--resources", "devices,heartbeats,device_events,command_requests,command_statuses")
+SELECTED = ("--resources", "devices,heartbeats,device_events,command_statuses")
 
 
 def test_a_second_run_waits_for_the_first_or_names_it_after_the_deadline(
