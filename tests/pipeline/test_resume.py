@@ -13,6 +13,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import Popen
 
 import duckdb
 import pytest
@@ -85,14 +86,23 @@ class Killed:
     requests: int
 
 
-def _kill_after_two_parts(sim: Simulator, wh: Path) -> None:
-    """`esper-warehouse run` in parts, SIGKILLed once its second part is committed."""
+def _run_in_parts_until(sim: Simulator, wh: Path, marker: str) -> tuple[Popen[str], list[str]]:
+    """`esper-warehouse run` in parts, its log read until a line holds `marker` (at most 120 s):
+    the process, still running, and the lines read."""
     proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
     assert proc.stderr is not None
     deadline = time.monotonic() + 120
+    seen: list[str] = []
     for line in proc.stderr:
-        if "part 2 committed" in line or time.monotonic() > deadline:
+        seen.append(line)
+        if marker in line or time.monotonic() > deadline:
             break
+    return proc, seen
+
+
+def _kill_when(sim: Simulator, wh: Path, marker: str) -> None:
+    """`esper-warehouse run` in parts, SIGKILLed once its log says `marker`."""
+    proc, _ = _run_in_parts_until(sim, wh, marker)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
@@ -104,7 +114,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Killed:
     it beside their own fresh `sim`, which serves what the twin served."""
     warehouse = tmp_path_factory.mktemp("killed") / "warehouse.duckdb"
     with _twin() as twin:
-        _kill_after_two_parts(twin, warehouse)
+        _kill_when(twin, warehouse, "part 2 committed")
         return Killed(warehouse, int(twin.stats()["total"]))
 
 
@@ -164,14 +174,7 @@ def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
     sim, wh: Path
 ) -> None:
     """SIGTERM once two parts are committed: the run is in `_esper_runs`, its message true."""
-    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    seen: list[str] = []
-    for line in proc.stderr:
-        seen.append(line)
-        if "part 2 committed" in line or time.monotonic() > deadline:
-            break
+    proc, seen = _run_in_parts_until(sim, wh, "part 2 committed")
     proc.send_signal(signal.SIGTERM)
     _, rest = proc.communicate(timeout=60)
     log = "".join(seen) + rest
@@ -218,16 +221,8 @@ def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Pa
     120 devices in parts of 40: the walk reaches the list's end within part 3, so part 4 is the
     last part. The census, the device cursor and `devices_full_scan_at` belong to it.
     """
-    proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_DEVICES": str(PART)})
-    assert proc.stderr is not None
     last = -(-SMALL_FLEET // PART) + 1
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        if f"part {last} started" in line or time.monotonic() > deadline:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    _kill_when(sim, wh, f"part {last} started")
 
     resumed = load(sim, wh, source_options=PARTS)
     assert resumed.exit_code == 0, resumed.error
