@@ -111,9 +111,16 @@ def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
         return []
     lines = ["credentials expired or expiring (marts.credential_expiry):"]
     for kind, name, expires, days, state, stops in rows:
-        when = f"{-days} days ago" if days < 0 else f"in {days} days"
-        lines.append(f"  {state:<9} {kind:<21} {name}  {expires:%Y-%m-%d} ({when}): {stops}")
+        lines.append(f"  {state:<9} {kind:<21} {name}  {expires:%Y-%m-%d} ({_when(days)}): {stops}")
     return lines
+
+
+def _when(days: int) -> str:
+    """A credential's `days_left` in words: `in 3 days`, `today`, `1 day ago`."""
+    if days == 0:
+        return "today"
+    count = f"{abs(days)} day{'' if abs(days) == 1 else 's'}"
+    return f"{count} ago" if days < 0 else f"in {count}"
 
 
 def drift_disagreements(con: duckdb.DuckDBPyConnection) -> list[str]:

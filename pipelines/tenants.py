@@ -30,6 +30,7 @@ from typing import Any
 import dlt
 import duckdb
 from esper_warehouse.sources.esper.http import EsperConfigError
+from esper_warehouse.sources.esper.vocabulary import loaded_run_statuses
 
 from .exit_codes import LOADED
 from .run_types import (
@@ -410,15 +411,17 @@ def _attach_tenants(
 
 
 def _as_of(con: Any, alias: str) -> Any:
-    """The API time of the attached tenant's latest successful load (None: no such run)."""
+    """The API time of the attached tenant's latest loaded run, ok or partial (None: no such run)."""
     if not con.execute(
         "select count(*) from information_schema.tables where table_catalog = ? "
         "and table_schema = 'esper' and table_name = '_esper_runs'",
         [alias],
     ).fetchone()[0]:
         return None
+    marks = ", ".join("?" for _ in loaded_run_statuses())
     return con.execute(
-        f"select max(as_of) from {alias}.esper._esper_runs where status in ('ok', 'partial')"
+        f"select max(as_of) from {alias}.esper._esper_runs where status in ({marks})",
+        list(loaded_run_statuses()),
     ).fetchone()[0]
 
 

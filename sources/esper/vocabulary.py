@@ -114,3 +114,20 @@ def tidy_state(kind: str, api_state: object) -> str:
 def is_terminal(kind: str, api_state: object) -> bool:
     """Whether a command status, operation or operation device can no longer change."""
     return work_states().get((kind, state_key(api_state)), ("unknown", False))[1]
+
+
+@cache
+def run_statuses() -> dict[str, tuple[bool, int | None]]:
+    """A run's status -> (is_loaded, its exit code or None when it has several)."""
+    return {
+        row["status"]: (
+            row["is_loaded"] == "true",
+            int(row["exit_code"]) if row["exit_code"] else None,
+        )
+        for row in _rows("run_statuses.csv")
+    }
+
+
+def loaded_run_statuses() -> tuple[str, ...]:
+    """The statuses of a run whose load is committed (`ok`, `partial`): they move "now"."""
+    return tuple(status for status, (loaded, _code) in run_statuses().items() if loaded)

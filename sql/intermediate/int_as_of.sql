@@ -1,15 +1,17 @@
 -- "Now" for every model, one row.
--- as_of: the API time of the latest successful pipeline run (max(as_of) of _esper_runs with
---   status 'ok'); the real clock (now()) when no run succeeded yet. A warehouse loaded from the
---   simulator therefore reads at the simulator's time.
--- spine_start_date: first UTC day of the device x day spine: the day of the first successful
---   run ("since the first load"); without runs, the day of the oldest device version but no more
+-- as_of: the API time of the latest loaded pipeline run (max(as_of) of _esper_runs whose status
+--   is_loaded in sql/vocabulary/run_statuses.csv: ok or partial; a partial run's tables are in,
+--   so it moves "now" too); the real clock (now()) when no run was loaded yet. A warehouse loaded
+--   from the simulator therefore reads at the simulator's time.
+-- spine_start_date: first UTC day of the device x day spine: the day of the first loaded run
+--   ("since the first load"); without runs, the day of the oldest device version but no more
 --   than 90 days before as_of.
+-- loaded_run_count: the runs counted (ok or partial).
 with
 
 runs as (
     select * from staging.stg_esper__runs
-    where is_ok
+    where is_loaded
         and as_of is not null
 ),
 
@@ -17,7 +19,7 @@ run_summary as (
     select
         coalesce(max(as_of), now()) as as_of,
         min(as_of) as first_load_at,
-        count(*) as ok_run_count,
+        count(*) as loaded_run_count,
     from runs
 ),
 
@@ -31,7 +33,7 @@ final as (
         run_summary.as_of as as_of,
         utc_date(run_summary.as_of) as as_of_date,
         run_summary.first_load_at as first_load_at,
-        run_summary.ok_run_count as ok_run_count,
+        run_summary.loaded_run_count as loaded_run_count,
         least(
             coalesce(
                 utc_date(run_summary.first_load_at),

@@ -3,7 +3,7 @@
 -- (intermediate.int_device_app_latest), independently of app_rollout, whose as_of day agrees.
 --
 -- Columns
---   as_of                        "now" (API time of the latest successful load)
+--   as_of                        "now" (API time of the latest loaded run, ok or partial)
 --   platform                     the devices' platform
 --   package_name                 the app, as devices report it
 --   app_name                     its name, as most devices report it

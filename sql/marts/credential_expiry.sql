@@ -2,14 +2,15 @@
 -- management, with the days it has left. One row per credential.
 --
 -- Columns
---   as_of               "now" (API time of the latest successful load)
+--   as_of               "now" (API time of the latest loaded run, ok or partial)
 --   credential_kind     apns_certificate, dep_token, vpp_token or provisioning_profile
 --   credential_id       the API's id of the certificate, token or profile
 --   credential_name     Apple ID (certificates), token name, profile name; NULL for VPP tokens
 --                       (the API gives them no name)
 --   expires_at          when it expires (NULL: the API gave no readable date; always NULL for VPP
 --                       tokens, whose expiry the API does not declare: check Apple Business Manager)
---   days_left           whole days from as_of to expires_at (negative: expired that long ago)
+--   days_left           whole days from as_of to expires_at, rounded toward zero (negative:
+--                       expired that many whole days ago; 0: expires, or expired, within a day)
 --   status              expired (expires_at <= as_of), expiring (days_left <= warning_days of its
 --                       kind, sql/vocabulary/credential_kinds.csv, 30 by default), ok, or unknown
 --   warning_days        the threshold of its kind
@@ -46,7 +47,7 @@ final as (
         credentials.credential_id,
         credentials.credential_name,
         credentials.expires_at,
-        cast(floor(epoch(credentials.expires_at - as_of.as_of) / 86400) as integer) as days_left,
+        cast(trunc(epoch(credentials.expires_at - as_of.as_of) / 86400) as integer) as days_left,
         case
             when credentials.expires_at is null then 'unknown'
             when credentials.expires_at <= as_of.as_of then 'expired'

@@ -7,7 +7,7 @@
 -- wrong by construction: a row is a device to look at in the console.
 --
 -- Columns
---   as_of                        "now": API time of the latest successful load
+--   as_of                        "now": API time of the latest loaded run, ok or partial
 --   device_id, device_name, platform, group_name, group_path   as in fleet_compliance
 --   is_in_service                the device's state counts in compliance (fleet_compliance)
 --   assigned_blueprint_id, assigned_blueprint_name, current_blueprint_id,

@@ -4,7 +4,7 @@
 -- never guessed from a role's name.
 --
 -- Columns
---   as_of                 "now" (API time of the latest successful load)
+--   as_of                 "now" (API time of the latest loaded run, ok or partial)
 --   user_id               the user's id (authn2 `user_id`)
 --   legacy_user_id        the user's id on the legacy routes (`/user/{id}/`)
 --   name                  display name (authn2)

@@ -4,7 +4,7 @@
 -- intermediate.int_device_day_checks; this mart is its as_of day plus names and reasons.
 --
 -- Columns
---   as_of                        "now": API time of the latest successful load (_esper_runs)
+--   as_of                        "now": API time of the latest loaded run, ok or partial (_esper_runs)
 --   device_id                    Esper device id
 --   device_name, device_alias, serial_number   as the API serves them
 --   platform                     ANDROID, APPLE, WINDOWS or LINUX

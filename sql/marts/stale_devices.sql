@@ -3,7 +3,7 @@
 -- bucket; online and active devices are left out.
 --
 -- Columns
---   as_of                        "now" (API time of the latest successful load)
+--   as_of                        "now" (API time of the latest loaded run, ok or partial)
 --   device_id, device_name, device_alias, serial_number   the device
 --   platform, os_version         what it is
 --   group_id, group_name, group_path   where it is (group now)

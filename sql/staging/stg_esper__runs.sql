@@ -1,4 +1,5 @@
 -- Pipeline runs (bookkeeping table `_esper_runs`). as_of is the API's time of the run.
+-- is_loaded: the run's load is committed, ok or partial (sql/vocabulary/run_statuses.csv).
 with
 
 source as (
@@ -22,6 +23,9 @@ renamed as (
 
         -- booleans
         lower(clean_text(status)) = 'ok' as is_ok,
+        lower(clean_text(status)) in (
+            select status from seeds.run_statuses where is_loaded = 'true'
+        ) as is_loaded,
 
         -- timestamps
         as_timestamptz(started_at) as started_at,

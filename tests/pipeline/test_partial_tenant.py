@@ -128,3 +128,17 @@ def test_the_tenant_runner_treats_partial_as_loaded_never_hiding_a_failure() -> 
     assert summary({"a": ok, "b": partial, "c": failed}).splitlines()[-1] == (
         "1 of 3 ok; partial: b; failed: c"
     )
+
+
+def test_the_loaded_run_statuses_are_those_of_the_loaded_exit_codes() -> None:
+    """sql/vocabulary/run_statuses.csv (what moves the marts' "now" and a tenant's freshness)
+    agrees with pipelines/exit_codes.py LOADED (what a scheduler counts as loaded)."""
+    from esper_warehouse.pipelines.exit_codes import LOADED
+    from esper_warehouse.sources.esper.vocabulary import loaded_run_statuses, run_statuses
+
+    coded = {status: code for status, (_loaded, code) in run_statuses().items() if code is not None}
+    assert {status for status, code in coded.items() if code in LOADED} == {"ok", "partial"}
+    assert set(loaded_run_statuses()) == {"ok", "partial"}
+    assert {"ok", "partial", "reconciliation_failed", "interrupted", "failed"} == set(
+        run_statuses()
+    )

@@ -130,3 +130,52 @@ def test_a_tenant_without_apple_services_loads_everything_else(
         "provisioning_profile",
         "vpp_token",
     }
+
+
+def test_partial_nightlies_move_now_and_the_credentials_days(
+    sim, tmp_path: Path, first_load
+) -> None:
+    """A partial run is a loaded run: five partial nightlies move the marts' "now" five days, so
+    the certificate that had 20 days has 15 and the token expired 3 days ago is 8 days gone."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.truth("dep_tokens")  # this simulator fixes its expiry dates now, as the copied load's did
+    sim.set_faults([{"kind": "status", "status": 403, "route": "/tenant/v0/vpptokens/*"}])
+    for _night in range(5):
+        sim.advance(hours=24)
+        nightly = load(sim, wh, resources=["apns_certificates", "dep_tokens", "vpp_tokens"])
+        assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+        assert set(nightly.unavailable) == {"vpp_tokens"}
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        as_of, runs = con.execute(
+            "select as_of, loaded_run_count from intermediate.int_as_of"
+        ).fetchone()
+        shown = "\n".join(expiring_credentials(con))
+    assert (as_of, runs) == (nightly.as_of, 6)
+    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)][:3] == [
+        ("apns_certificate", 15, "expiring"),
+        ("dep_token", -8, "expired"),
+        ("dep_token", 195, "ok"),
+    ]
+    assert "(in 15 days)" in shown and "(8 days ago)" in shown
+
+
+def test_a_tenant_partial_from_its_first_load_reads_at_the_api_time(
+    sim, tmp_path: Path, first_load
+) -> None:
+    """No ok run at all, only a partial one: "now" is that run's API time, not this machine's
+    clock (which is weeks past the simulator's)."""
+    wh = tmp_path / "warehouse.duckdb"
+    first = first_load(wh)
+    with duckdb.connect(str(wh)) as con:
+        con.execute("update esper._esper_runs set status = 'partial'")
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        as_of = con.execute("select as_of from intermediate.int_as_of").fetchone()[0]
+        stale = con.execute(
+            "select count(*) filter (where last_seen_bucket = 'missing'), count(*) "
+            "from marts.fleet_compliance"
+        ).fetchone()
+    assert as_of == first.as_of
+    assert stale[0] < stale[1] / 2, stale
