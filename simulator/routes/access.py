@@ -68,6 +68,18 @@ PEOPLE: tuple[tuple[str, str, bool, bool, bool, float | None], ...] = (
 LEGACY_ID_BASE = 4100  # legacy user ids are integers
 
 
+def set_role_scopes(w: World, name: str, scopes: tuple[str, ...]) -> None:
+    """The role called `name` grants `scopes` from now on (tests: scope names of other forms)."""
+    with w.lock:
+        _role_scopes_of(w)[name] = tuple(scopes)
+
+
+def _role_scopes_of(w: World) -> dict[str, tuple[str, ...]]:
+    if not hasattr(w, "role_scope_names"):
+        w.role_scope_names = dict(ROLE_SCOPES)  # type: ignore[attr-defined]
+    return w.role_scope_names  # type: ignore[attr-defined,no-any-return]
+
+
 def role_id(w: World, name: str) -> str:
     """The id of the role called `name`."""
     return derived_id("role", w.fleet.seed, name)
@@ -208,7 +220,7 @@ def role_scopes(w: World) -> list[dict]:
     """Every role's `ScopeResponse` records, with the role they were asked for."""
     return [
         {**_scope(scope), "role_id": role_id(w, name)}
-        for name, scopes in ROLE_SCOPES.items()
+        for name, scopes in _role_scopes_of(w).items()
         for scope in scopes
     ]
 
@@ -256,7 +268,7 @@ def _role_scopes(w: World, req: Req) -> tuple[int, Body]:
     name = by_id.get(req.params["id"].lower())
     if name is None:
         raise ApiError(404, "Role not found")
-    return 200, [_scope(scope) for scope in ROLE_SCOPES[name]]
+    return 200, [_scope(scope) for scope in _role_scopes_of(w)[name]]
 
 
 ROUTES = (

@@ -1,7 +1,8 @@
 -- fleet_access: who may act on the fleet. One row per user of the tenant (esper.users), with the
 -- role their scopes come from and the destructive commands those scopes let them send.
--- A verdict is NULL when the role's scopes are unknown (not read, refused, or no role found):
--- never guessed from a role's name.
+-- A verdict is NULL when the role's scopes are unknown (not read, refused, or no role found) or
+-- when a scope of a form this mart cannot read might grant it: never guessed from a role's name
+-- or from a scope's look, neither "can" nor "cannot".
 --
 -- Columns
 --   as_of                 "now" (API time of the latest loaded run, ok or partial)
@@ -22,18 +23,29 @@
 --                         legacy profile); NULL: neither was read
 --   group_count           groups the user is limited to (authz2 `group_ids`, else the legacy
 --                         profile's groups); 0 for a user with all-group access and none named
---   scopes_known          whether the role's scopes were read: role_id is not NULL and
---                         stg_esper__role_scopes holds scopes for it (a role granting no scope
---                         at all is indistinguishable from one whose scopes were not read, and
---                         is reported unknown)
---   can_wipe              the role grants `create:device_command:WIPE`, `create:group_command:WIPE`
---                         or `create:operation:WIPE` (a device, a group or an operation: all
---                         count); NULL when scopes_known is false
+--   scopes_known          whether the role's scopes were read and every one was read whole:
+--                         role_id is not NULL, stg_esper__role_scopes holds scopes for it (a role
+--                         granting no scope at all is indistinguishable from one whose scopes
+--                         were not read, and is reported unknown), and none is in
+--                         unreadable_scopes
+--   unreadable_scopes     the role's scopes of a form the mart cannot read, sorted, separated by
+--                         ", "; NULL when there is none. Any name that is not
+--                         `action:resource[:qualifier]` of words (`create:device_command:*`,
+--                         `device.command.wipe`), and a command scope naming no command
+--                         (`create:device_command`): the API's scope list names every command
+--                         (docs/spec/openapi-notes-credentials-access.md section 4), so such a
+--                         scope may grant any command or none
+--   can_wipe              true: the role grants `create:device_command:WIPE`,
+--                         `create:group_command:WIPE` or `create:operation:WIPE` (a device, a
+--                         group or an operation: all count), whatever else it holds; false: it
+--                         does not and every scope of the role was read; NULL otherwise (scopes
+--                         not read, or an unreadable scope that may grant it)
 --   can_reboot            the same for REBOOT
 --   can_lock              the same for LOCK
---   destructive_commands  the commands of sql/vocabulary/destructive_commands.csv the role may
---                         send (device, group or operation scopes), sorted, separated by ", ";
---                         '' when it may send none; NULL when scopes_known is false
+--   destructive_commands  the commands of sql/vocabulary/destructive_commands.csv the role's
+--                         readable scopes let it send (device, group or operation scopes),
+--                         sorted, separated by ", "; '' when it may send none. When scopes_known
+--                         is false: the commands known so far (it may send more), NULL when none
 with
 
 as_of as (
@@ -56,11 +68,34 @@ roles as (
     select * from staging.stg_esper__roles
 ),
 
-command_scopes as (
-    select role_id, scope_qualifier as command
+scopes as (
+    select
+        role_id,
+        scope_name,
+        scope_qualifier,
+        is_well_formed,
+        scope_action = 'create'
+            and scope_resource in ('device_command', 'group_command', 'operation')
+            as is_command_scope,
     from staging.stg_esper__role_scopes
-    where scope_action = 'create'
-        and scope_resource in ('device_command', 'group_command', 'operation')
+),
+
+command_scopes as (  -- scopes that name the command they let the role send
+    select role_id, scope_qualifier as command
+    from scopes
+    where is_well_formed
+        and is_command_scope
+        and scope_qualifier is not null
+),
+
+unreadable_scopes as (  -- scopes that may grant any command, or none: never read as either
+    select
+        role_id,
+        string_agg(coalesce(scope_name, '(no name)'), ', ' order by scope_name) as scope_names,
+    from scopes
+    where not is_well_formed
+        or (is_command_scope and scope_qualifier is null)
+    group by role_id
 ),
 
 destructive as (
@@ -95,12 +130,12 @@ role_scopes_read as (
     select distinct role_id from staging.stg_esper__role_scopes
 ),
 
-role_commands as (
+role_grants as (
     select
         role_scopes_read.role_id,
-        coalesce(bool_or(command_scopes.command = 'WIPE'), false) as can_wipe,
-        coalesce(bool_or(command_scopes.command = 'REBOOT'), false) as can_reboot,
-        coalesce(bool_or(command_scopes.command = 'LOCK'), false) as can_lock,
+        coalesce(bool_or(command_scopes.command = 'WIPE'), false) as grants_wipe,
+        coalesce(bool_or(command_scopes.command = 'REBOOT'), false) as grants_reboot,
+        coalesce(bool_or(command_scopes.command = 'LOCK'), false) as grants_lock,
         coalesce(
             string_agg(distinct destructive.command, ', ' order by destructive.command), ''
         ) as destructive_commands,
@@ -110,6 +145,32 @@ role_commands as (
     left join destructive
         on command_scopes.command = destructive.command
     group by role_scopes_read.role_id
+),
+
+role_commands as (  -- true when granted; false only when every scope of the role was read
+    select
+        role_grants.role_id,
+        unreadable_scopes.role_id is null as scopes_known,
+        unreadable_scopes.scope_names as unreadable_scopes,
+        case
+            when role_grants.grants_wipe then true
+            when unreadable_scopes.role_id is null then false
+        end as can_wipe,
+        case
+            when role_grants.grants_reboot then true
+            when unreadable_scopes.role_id is null then false
+        end as can_reboot,
+        case
+            when role_grants.grants_lock then true
+            when unreadable_scopes.role_id is null then false
+        end as can_lock,
+        case
+            when unreadable_scopes.role_id is null then role_grants.destructive_commands
+            else nullif(role_grants.destructive_commands, '')
+        end as destructive_commands,
+    from role_grants
+    left join unreadable_scopes
+        on role_grants.role_id = unreadable_scopes.role_id
 ),
 
 final as (
@@ -130,7 +191,8 @@ final as (
             when user_groups.user_id is not null then json_array_length(user_groups.group_ids)
             else json_array_length(profiles.profile_groups)
         end as group_count,
-        role_commands.role_id is not null as scopes_known,
+        coalesce(role_commands.scopes_known, false) as scopes_known,
+        role_commands.unreadable_scopes,
         role_commands.can_wipe,
         role_commands.can_reboot,
         role_commands.can_lock,

@@ -1,5 +1,9 @@
 -- The scopes each role grants (authz2). A scope name is `action:resource[:qualifier]`
 -- (`create:device_command:WIPE`, `read:device`): split into its parts.
+-- is_well_formed: the name has that form, each part a word (letters, digits, `_`), as every name
+-- of the API's scope list (docs/spec/openapi-notes-credentials-access.md section 4) does; false
+-- for any other form (`create:device_command:*`, `device.command.wipe`, `a:b:c:d`), whose parts
+-- say nothing reliable.
 with
 
 source as (
@@ -22,6 +26,12 @@ renamed as (
         -- numerics
         cast(scope_type as integer) as scope_type,
         cast(organization_type as integer) as organization_type,
+
+        -- booleans
+        coalesce(
+            regexp_full_match(clean_text(name), '[A-Za-z0-9_]+:[A-Za-z0-9_]+(:[A-Za-z0-9_]+)?'),
+            false
+        ) as is_well_formed,
 
     from source
 )

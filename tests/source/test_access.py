@@ -14,7 +14,7 @@ from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 from esper_warehouse.pipelines.status import morning_check
 from esper_warehouse.pipelines.warehouse import working_dir
-from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id
+from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id, set_role_scopes
 from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, without_secrets
 
 from tests.pipeline.helpers import load
@@ -198,6 +198,51 @@ def test_a_role_whose_scopes_cannot_be_read_is_unknown_never_guessed(
     assert {n: v for n, v in verdicts.items() if n != "Victor Viewer"} == {
         n: v for n, v in VERDICTS.items() if n != "Victor Viewer"
     }
+
+
+_READS = ("read:device", "read:group")
+
+
+@pytest.mark.parametrize(
+    ("scopes", "verdict"),
+    [
+        # a wildcard, a command scope naming no command, a dotted name: may grant anything
+        (("create:device_command:*",), (False, "create:device_command:*", None, None, None, None)),
+        (("create:device_command",), (False, "create:device_command", None, None, None, None)),
+        (("device.command.wipe",), (False, "device.command.wipe", None, None, None, None)),
+        # what a readable scope grants is known whatever the unreadable one may add
+        (
+            ("create:device_command:WIPE", "create:operation:*"),
+            (False, "create:operation:*", True, None, None, "WIPE"),
+        ),
+        # the API's own forms, in any case: read whole, "cannot" only then
+        (
+            ("Create:Group_Command:wipe", "create:operation:REBOOT", "update:device:group"),
+            (True, None, True, True, False, "REBOOT, WIPE"),
+        ),
+    ],
+)
+def test_a_scope_of_an_unknown_form_is_never_read_as_cannot(
+    sim, tmp_path: Path, first_load, scopes: tuple[str, ...], verdict: tuple
+) -> None:
+    """The Enterprise Admin role's scopes come in other forms: a scope the mart cannot read makes
+    the role's scopes unknown and the verdicts it might change NULL; `status` counts them."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    set_role_scopes(sim.world, "Enterprise Admin", (*_READS, *scopes))
+    assert load(sim, wh, resources=["roles"]).exit_code == 0
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        found = con.execute(
+            "select scopes_known, unreadable_scopes, can_wipe, can_reboot, can_lock, "
+            "destructive_commands from marts.fleet_access where name = 'Ada Admin'"
+        ).fetchone()
+        (line,) = [line for line in morning_check(con) if "may wipe" in line]
+    assert found == verdict
+    # active users: Ada (this role), Victor (reads), Grace (no wipe), Uma (unknown role)
+    wipe, unknown = (1 if verdict[2] else 0), (2 if not verdict[0] else 1)
+    assert f"may wipe devices (marts.fleet_access): {wipe} of 4;" in line
+    assert line.endswith(f"; scopes unknown for {unknown}")
 
 
 def test_a_user_deleted_meanwhile_has_no_profile(sim, tmp_path: Path, first_load) -> None:
