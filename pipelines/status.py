@@ -97,21 +97,24 @@ def _marts(con: duckdb.DuckDBPyConnection) -> str:
 
 def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The credentials expired or expiring within their kind's threshold (marts.credential_expiry),
-    soonest first; none when the marts are not built yet."""
+    soonest first, then those whose served expiry cannot be read; none when the marts are not
+    built yet."""
     marts = _marts(con)
     try:
         rows = con.execute(
             f"select credential_kind, credential_name, expires_at, days_left, status, "
-            f"stops_when_expired from {marts}.credential_expiry "
-            "where status in ('expired', 'expiring') order by expires_at"
+            f"stops_when_expired, expires_as_served from {marts}.credential_expiry "
+            "where status in ('expired', 'expiring', 'unreadable') "
+            "order by expires_at nulls last, credential_kind, credential_name"
         ).fetchall()
     except duckdb.Error:  # no marts yet (`esper-warehouse models` builds them)
         return []
     if not rows:
         return []
     lines = ["credentials expired or expiring (marts.credential_expiry):"]
-    for kind, name, expires, days, state, stops in rows:
-        lines.append(f"  {state:<9} {kind:<21} {name}  {expires:%Y-%m-%d} ({_when(days)}): {stops}")
+    for kind, name, expires, days, state, stops, served in rows:
+        when = f"{expires:%Y-%m-%d} ({_when(days)})" if expires else f"expiry served as {served!r}"
+        lines.append(f"  {state:<9} {kind:<21} {name}  {when}: {stops}")
     return lines
 
 

@@ -6,18 +6,24 @@ docs/spec/openapi-notes-credentials-access.md), the three routes, their `ROUTES`
 truth. Expiry dates are absolute simulated times, fixed on first use relative to the clock then:
 by default one push certificate expires in 20 days, one enrolment token expired 3 days ago and
 another has 200 days left, and two profiles have 90 and 12 days (each with an older version
-that expired a year before its current one). `set_expiry` replaces them (tests). The VPP token
+that expired a year before its current one). `set_expiry` replaces them, and `serve_expiry`
+serves them in another form (a US date, epoch seconds or milliseconds, words) or lists every
+credential of a kind under one id (tests). The VPP token
 (no expiry in the spec) carries its secret `key`, and the profiles a signed `download_url`, as
 the spec describes: the warehouse must not keep either.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
 from esper_warehouse.simulator.fleet import DAY, derived_id
 from esper_warehouse.simulator.http import V2, ApiError, Req
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, ok, v2_list
 from esper_warehouse.simulator.state import TRUTH_BUILDERS, World
-from esper_warehouse.simulator.timeutil import iso, parse_iso
+from esper_warehouse.simulator.timeutil import iso
 
 DEFAULT_DAYS = {
     "apns_certificates": (20.0,),
@@ -27,6 +33,38 @@ DEFAULT_DAYS = {
 PROFILE_TYPES = ("enterprise", "ad-hoc", "app-store", "development")
 VPP_KEY_PREFIX = "vpp-stoken-secret-"  # the token itself: tests look for it in the warehouse
 OLDER_VERSION_DAYS = 365  # each profile's previous version expired this long before its current
+
+
+# How an expiry (epoch seconds) may be served: the spec declares date-time text (or, for DEP
+# tokens, no format at all); these are the other forms a client must read or call unreadable.
+FORMS: dict[str, Callable[[int], Any]] = {
+    "iso": iso,
+    "us": lambda t: datetime.fromtimestamp(t, UTC).strftime("%m/%d/%Y"),  # month first
+    "epoch_s": lambda t: t,
+    "epoch_ms": lambda t: t * 1000,
+    "words": lambda _t: "next spring",
+}
+
+
+def serve_expiry(w: World, kind: str, form: str = "iso", *, one_id: bool = False) -> None:
+    """Serve the expiries of `kind` in `form` (`FORMS`); `one_id`: every credential of the kind
+    listed under the first one's id (a list serving one id twice)."""
+    with w.lock:
+        _forms(w)[kind] = (FORMS[form], one_id)
+
+
+def _forms(w: World) -> dict[str, tuple[Callable[[int], Any], bool]]:
+    if not hasattr(w, "credential_forms"):
+        w.credential_forms = {}  # type: ignore[attr-defined]
+    return w.credential_forms  # type: ignore[attr-defined,no-any-return]
+
+
+def _served(w: World, kind: str, expires: int) -> Any:
+    return _forms(w).get(kind, (iso, False))[0](expires)
+
+
+def _id(w: World, kind: str, prefix: str, k: int) -> str:
+    return derived_id(prefix, w.fleet.seed, 0 if _forms(w).get(kind, (iso, False))[1] else k)
 
 
 def set_expiry(w: World, kind: str, days: list[float]) -> None:
@@ -51,12 +89,12 @@ def apns_certificates(w: World) -> list[dict]:
     """`APNSCertInfo` records: the expiry sits in `meta.cert_expiry_on`; `apple_id` names them."""
     return [
         {
-            "id": derived_id("apns", w.fleet.seed, k),
+            "id": _id(w, "apns_certificates", "apns", k),
             "apple_id": f"mdm-admin{k + 1}@example.com",
             "meta": {
                 "topic": f"com.apple.mgmt.External.{derived_id('topic', w.fleet.seed, k)}",
                 "cert_created_at": iso(_created(w, expires)),
-                "cert_expiry_on": iso(expires),
+                "cert_expiry_on": _served(w, "apns_certificates", expires),
             },
             "state": "COMPLETED",
             "created_by": w.fleet.users[0],
@@ -72,9 +110,9 @@ def dep_tokens(w: World) -> list[dict]:
     """`DEP_Token_GET` records: the expiry sits in `meta.token_expiry_on`."""
     return [
         {
-            "id": derived_id("dep", w.fleet.seed, k),
+            "id": _id(w, "dep_tokens", "dep", k),
             "token_name": f"Apple Business Manager {k + 1}",
-            "meta": {"token_expiry_on": iso(expires)},
+            "meta": {"token_expiry_on": _served(w, "dep_tokens", expires)},
             "state": "COMPLETED",
             "created_by": w.fleet.users[k % len(w.fleet.users)],
             "updated_by": w.fleet.users[k % len(w.fleet.users)],
@@ -89,13 +127,13 @@ def provisioning_profiles(w: World) -> list[dict]:
     """`ProvisioningProfileWithDownloadResponse` records (the current version's expiry)."""
     return [
         {
-            "id": derived_id("profile", w.fleet.seed, k),
+            "id": _id(w, "provisioning_profiles", "profile", k),
             "version_id": derived_id("profile-version", w.fleet.seed, k),
             "name": f"In-house apps {k + 1}",
             "team_identifier": "A1B2C3D4E5",
             "app_identifier": f"A1B2C3D4E5.com.example.inhouse{k + 1}",
             "profile_type": PROFILE_TYPES[k % len(PROFILE_TYPES)],
-            "expiration_date": iso(expires),
+            "expiration_date": _served(w, "provisioning_profiles", expires),
             "tenant_id": w.fleet.tenant_id,
             "created_at": iso(_created(w, expires)),
             "updated_at": iso(_created(w, expires)),
@@ -126,8 +164,8 @@ def provisioning_profile_versions(w: World) -> list[dict]:
     """Every profile's versions, `ProvisioningProfileVersionWithDownloadResponse`, newest expiry
     first (the order the spec documents): the current one, then one that expired earlier."""
     versions = []
-    for profile in provisioning_profiles(w):
-        expires = parse_iso(profile["expiration_date"])
+    expiries = _expiries(w)["provisioning_profiles"]
+    for profile, expires in zip(provisioning_profiles(w), expiries, strict=True):
         for n, (vid, exp) in enumerate(
             (
                 (profile["version_id"], expires),
@@ -142,7 +180,7 @@ def provisioning_profile_versions(w: World) -> list[dict]:
                     "name": f"{profile['name']} v{2 - n}",
                     "sha256_hash": derived_id("sha", vid).replace("-", "") * 2,
                     "creation_date": iso(exp - 365 * DAY),
-                    "expiration_date": iso(exp),
+                    "expiration_date": _served(w, "provisioning_profiles", exp),
                     "time_to_live": 365,
                     "provisions_all_devices": profile["profile_type"] == "enterprise",
                     "is_xcode_managed": False,

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,6 +79,8 @@ class Table:
         parent: a per-parent list (`{id}` in `path`): the table whose items fill `{id}`, with
             their field `parent_key`. `doctor` and the conformance test probe it with the first
             item of the parent's list.
+        prefer_copy: for a whole list that serves one key more than once (`reads.read_all`),
+            `prefer_copy(kept, other)` is the copy kept; None keeps the last one read.
     """
 
     name: str
@@ -96,6 +99,7 @@ class Table:
     after: tuple[str, ...] = ()
     parent: str | None = None
     parent_key: str = "id"
+    prefer_copy: Callable[[dict, dict], dict] | None = field(default=None, compare=False)
 
     @property
     def probed_as_list(self) -> bool:

@@ -1,5 +1,6 @@
 -- credential_expiry: every credential or profile whose expiry stops part of the fleet's
--- management, with the days it has left. One row per credential.
+-- management, with the days it has left. One row per credential: when the API lists one id
+-- twice, the loader keeps the copy that expires first (sources/esper/tables/credentials.py).
 --
 -- Columns
 --   as_of               "now" (API time of the latest loaded run, ok or partial)
@@ -7,12 +8,17 @@
 --   credential_id       the API's id of the certificate, token or profile
 --   credential_name     Apple ID (certificates), token name, profile name; NULL for VPP tokens
 --                       (the API gives them no name)
---   expires_at          when it expires (NULL: the API gave no readable date; always NULL for VPP
---                       tokens, whose expiry the API does not declare: check Apple Business Manager)
+--   expires_at          when it expires, read from ISO 8601, a US date (month first), or epoch
+--                       seconds or milliseconds (NULL: the API gave no date, or none of these
+--                       reads it; always NULL for VPP tokens, whose expiry the API does not
+--                       declare: check Apple Business Manager)
+--   expires_as_served   the expiry as the API served it (NULL: none; always NULL for VPP tokens)
 --   days_left           whole days from as_of to expires_at, rounded toward zero (negative:
 --                       expired that many whole days ago; 0: expires, or expired, within a day)
 --   status              expired (expires_at <= as_of), expiring (days_left <= warning_days of its
---                       kind, sql/vocabulary/credential_kinds.csv, 30 by default), ok, or unknown
+--                       kind, sql/vocabulary/credential_kinds.csv, 30 by default), ok,
+--                       unreadable (an expiry was served but cannot be read: check it by hand),
+--                       or unknown (no expiry served)
 --   warning_days        the threshold of its kind
 --   stops_when_expired  what stops working when it expires
 with
@@ -27,16 +33,16 @@ kinds as (
 
 credentials as (
     select 'apns_certificate' as credential_kind, certificate_id as credential_id,
-        apple_id as credential_name, expires_at
+        apple_id as credential_name, expires_at, expires_as_served
     from staging.stg_esper__apns_certificates
     union all
-    select 'dep_token', token_id, token_name, expires_at
+    select 'dep_token', token_id, token_name, expires_at, expires_as_served
     from staging.stg_esper__dep_tokens
     union all
-    select 'vpp_token', token_id, null, null
+    select 'vpp_token', token_id, null, null, null
     from staging.stg_esper__vpp_tokens
     union all
-    select 'provisioning_profile', profile_id, profile_name, expires_at
+    select 'provisioning_profile', profile_id, profile_name, expires_at, expires_as_served
     from staging.stg_esper__provisioning_profiles
 ),
 
@@ -47,8 +53,11 @@ final as (
         credentials.credential_id,
         credentials.credential_name,
         credentials.expires_at,
+        credentials.expires_as_served,
         cast(trunc(epoch(credentials.expires_at - as_of.as_of) / 86400) as integer) as days_left,
         case
+            when credentials.expires_at is null and credentials.expires_as_served is not null
+                then 'unreadable'
             when credentials.expires_at is null then 'unknown'
             when credentials.expires_at <= as_of.as_of then 'expired'
             when credentials.expires_at - as_of.as_of <= to_days(kinds.warning_days) then 'expiring'

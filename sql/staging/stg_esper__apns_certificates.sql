@@ -1,5 +1,6 @@
 -- Apple push (APNs) certificates. The API names a certificate by its Apple ID; the expiry is
--- nested in `meta` (flattened by the loader).
+-- nested in `meta` (flattened and read by the loader: NULL when it cannot be read);
+-- expires_as_served keeps it as served.
 with
 
 source as (
@@ -15,6 +16,7 @@ renamed as (
         clean_text(apple_id) as apple_id,
         clean_text(meta__topic) as push_topic,
         upper(clean_text(state)) as upload_state,
+        clean_text(json_extract_string(as_json(meta), '$.cert_expiry_on')) as expires_as_served,
 
         -- timestamps
         as_timestamptz(meta__cert_created_at) as issued_at,

@@ -1,4 +1,6 @@
 -- Apple provisioning profiles (their current version): what signs the tenant's in-house apps.
+-- expires_at: the expiry as the loader read it (NULL when it cannot be read); expires_as_served
+-- keeps it as served.
 with
 
 source as (
@@ -16,6 +18,7 @@ renamed as (
         clean_text(team_identifier) as team_identifier,
         clean_text(app_identifier) as app_identifier,
         lower(clean_text(profile_type)) as profile_type,
+        clean_text(expiration_date_text) as expires_as_served,
 
         -- timestamps
         as_timestamptz(expiration_date) as expires_at,

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 from esper_warehouse.pipelines.status import expiring_credentials
-from esper_warehouse.simulator.routes.credentials import VPP_KEY_PREFIX, set_expiry
+from esper_warehouse.simulator.routes.credentials import VPP_KEY_PREFIX, serve_expiry, set_expiry
+from esper_warehouse.sources.esper.times import us_date
 
 from tests.pipeline.helpers import load
 
@@ -179,3 +181,88 @@ def test_a_tenant_partial_from_its_first_load_reads_at_the_api_time(
         ).fetchone()
     assert as_of == first.as_of
     assert stale[0] < stale[1] / 2, stale
+
+
+CREDENTIALS = ("apns_certificates", "dep_tokens", "provisioning_profiles")
+
+
+def test_expiries_served_as_us_dates_are_read(sim, tmp_path: Path, first_load) -> None:
+    """Every expiry served month first (`10/02/2026`): the token expired 3 days ago is expired,
+    and listed by `status`, not `unknown` and left out."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    for kind in CREDENTIALS:
+        serve_expiry(sim.world, kind, "us")
+    served = sim.truth("dep_tokens")[0]["meta"]["token_expiry_on"]
+    assert served.count("/") == 2, served
+    nightly = load(sim, wh, resources=list(CREDENTIALS))
+    assert nightly.exit_code == 0, nightly.error
+    build_models(wh)
+    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)] == [
+        ("apns_certificate", 20, "expiring"),
+        ("dep_token", -3, "expired"),
+        ("dep_token", 200, "ok"),
+        ("provisioning_profile", 12, "expiring"),
+        ("provisioning_profile", 90, "ok"),
+        ("vpp_token", None, "unknown"),
+    ]
+    with duckdb.connect(str(wh), read_only=True) as con:
+        shown = "\n".join(expiring_credentials(con))
+    assert "expired   dep_token             Apple Business Manager 1" in shown
+    assert "(3 days ago)" in shown
+
+
+def test_us_dates_read_month_first_and_an_impossible_one_stays_as_served() -> None:
+    assert us_date("10/02/2026") == "2026-10-02T00:00:00Z"  # 2 October, not 10 February
+    assert us_date(" 1/2/2026 13:05 ") == "2026-01-02T13:05:00Z"
+    assert us_date("10/02/2026 01:02:03") == "2026-10-02T01:02:03Z"
+    # not US dates: left for parse_time to read (ISO, epoch) or to call unreadable
+    for other in ("25/02/2026", "2026-10-02", "next spring", 1790000000, None):
+        assert us_date(other) == other
+
+
+def test_an_expiry_that_cannot_be_read_is_named_unreadable(sim, tmp_path: Path, first_load) -> None:
+    """The loader reads what it can and loads the rest as NULL (counted); the served text stays,
+    so the mart and `status` say `unreadable`, never `unknown`, and never drop it."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    with duckdb.connect(str(wh)) as con:  # as the loader leaves a value it cannot read
+        con.execute(
+            "update esper.dep_tokens set token_expires_at = null, "
+            "meta__token_expiry_on = 'next spring' where token_name = 'Apple Business Manager 2'"
+        )
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        row = con.execute(
+            "select expires_at, expires_as_served, days_left, status from marts.credential_expiry "
+            "where credential_name = 'Apple Business Manager 2'"
+        ).fetchone()
+        shown = "\n".join(expiring_credentials(con))
+    assert row == (None, "next spring", None, "unreadable")
+    assert "unreadable dep_token             Apple Business Manager 2  expiry served as " in shown
+    assert "'next spring'" in shown
+
+
+@pytest.mark.parametrize(
+    ("table", "kind", "shown"),
+    [
+        ("provisioning_profiles", "provisioning_profile", (12, "expiring")),
+        ("dep_tokens", "dep_token", (-3, "expired")),
+    ],
+)
+def test_one_id_listed_twice_shows_the_copy_that_expires_first(
+    sim, tmp_path: Path, first_load, table: str, kind: str, shown: tuple
+) -> None:
+    """Two records with one id (the profiles' 90 and 12 days, the tokens' -3 and 200): the run is
+    complete (the second copy is not "missing"), and the mart shows the earlier expiry."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    serve_expiry(sim.world, table, one_id=True)
+    assert len({r["id"] for r in sim.truth(table)}) == 1 < len(sim.truth(table))
+    resources = [table, *(["provisioning_profile_versions"] if "profile" in table else [])]
+    nightly = load(sim, wh, resources=resources)
+    assert nightly.exit_code == 0, nightly.error
+    assert all(r["ok"] and not r["missing"] for r in nightly.reconciliation)
+    build_models(wh)
+    found = [(days, status) for k, _name, days, status in _verdicts(wh) if k == kind]
+    assert found == [shown]

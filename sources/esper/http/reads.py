@@ -30,7 +30,11 @@ def url_id(value: Any) -> str | None:
 
 @dataclass
 class ListRead:
-    """A whole list, read to its end: its items (unique by key) and the API's count."""
+    """A whole list, read to its end: its items (unique by key) and the API's count.
+
+    `count` is the count of distinct items: the API's count less the extra copies of a key the
+    list served more than once in every pass (`read_all`): an item served twice is not missing.
+    """
 
     items: list[dict]
     count: int
@@ -45,17 +49,24 @@ def read_all(
     limit: int,
     key: tuple[str, ...] = ("id",),
     parallel: bool = False,
+    prefer: Callable[[dict, dict], dict] | None = None,
 ) -> ListRead:
     """Read a whole offset list; read it again once if fewer unique items came than its count.
 
     Offsets are a moving window: an item inserted while the list is paged can shift another past
     the page boundary. A second pass fills the gap (items are merged by key), so only a list that
     is still short after two passes is reported short (to reconciliation, not hidden here).
+
+    A key served more than once in every pass is the list's own (two records with one id, not a
+    moving window): its copies are one item, kept once (`prefer(kept, other)` picks which; by
+    default the last read), counted once, and logged.
     """
     by_key: dict[tuple[Any, ...], dict] = {}
+    repeated: dict[tuple[Any, ...], int] | None = None  # key -> copies, in every pass so far
     count = 0
     for _ in range(2):
         count = 0
+        copies: dict[tuple[Any, ...], int] = {}
         pages: Iterable[Page] = (
             iter_pages_parallel(client, path, params, limit=limit)
             if parallel
@@ -64,13 +75,31 @@ def read_all(
         for page in pages:
             count = max(count, page.count or 0)
             for item in page.items:
-                by_key[tuple(item.get(k) for k in key)] = item
+                value = tuple(item.get(k) for k in key)
+                copies[value] = copies.get(value, 0) + 1
+                kept = by_key.get(value)
+                by_key[value] = item if kept is None or prefer is None else prefer(kept, item)
+        twice = {k: n for k, n in copies.items() if n > 1}
+        repeated = (
+            twice
+            if repeated is None
+            else {k: min(n, twice[k]) for k, n in repeated.items() if k in twice}
+        )
         if len(by_key) >= count:
             break
         log.info(
             "%s: %d unique items for a count of %d, reading it again", path, len(by_key), count
         )
-    return ListRead(list(by_key.values()), count)
+    # the copies explain (part of) a shortfall only when every pass served them
+    extra = min(sum(n - 1 for n in (repeated or {}).values()), max(count - len(by_key), 0))
+    if extra:
+        log.warning(
+            "%s: the API served %d key(s) more than once (%s): each kept once, not missing",
+            path,
+            len(repeated or {}),
+            ", ".join("/".join(map(str, k)) for k in sorted(repeated or {}, key=str)),
+        )
+    return ListRead(list(by_key.values()), count - extra)
 
 
 def read_all_or_gone(
@@ -80,10 +109,11 @@ def read_all_or_gone(
     *,
     limit: int,
     key: tuple[str, ...] = ("id",),
+    prefer: Callable[[dict, dict], dict] | None = None,
 ) -> ListRead | None:
     """`read_all` for a record's sub-list; None when the record itself is gone (404)."""
     try:
-        return read_all(client, path, params, limit=limit, key=key)
+        return read_all(client, path, params, limit=limit, key=key, prefer=prefer)
     except EsperNotFoundError as error:
         if getattr(error, "tenant_level", False):
             raise

@@ -135,6 +135,7 @@ def whole_list(
         limit=table.limit(opts.page_size),
         key=key,
         parallel=True,
+        prefer=table.prefer_copy,
     )
     ledger.add_scan(table.name, read.count, read.items, key)
     if read.items:
@@ -162,6 +163,7 @@ def read_versions(
             (params or {}).get(parent),
             limit=limit,
             key=key,
+            prefer=table.prefer_copy,
         )
 
     rows: list[dict] = []
@@ -275,7 +277,9 @@ def shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Opti
 
     def read() -> ListRead:
         path, limit = table.path_for(client), table.limit(opts.page_size)
-        return read_all(client, path, limit=limit, key=table.key, parallel=True)
+        return read_all(
+            client, path, limit=limit, key=table.key, parallel=True, prefer=table.prefer_copy
+        )
 
     return ledger.read_once(table.name, read)
 

@@ -9,11 +9,19 @@ is nested (`meta.cert_expiry_on`, `meta.token_expiry_on`) on the v0 routes and f
 
 Secrets stay out: the VPP token's `key` and the profiles' signed `download_url` are never loaded
 (these tables load their declared columns only, `keep_extra=False`).
+
+Expiry dates are read in any form the API may serve them: ISO 8601, a US date (`10/02/2026`,
+month first: `times.us_date`), epoch seconds or milliseconds (`times.parse_time`); a value none
+of these reads loads as NULL and counted, and its served text stays beside it (`meta`,
+`meta__token_expiry_on`, `expiration_date_text`) so `marts.credential_expiry` calls it
+`unreadable`. A list that serves one id twice keeps the copy that expires first (`_earliest`):
+the one that stops management first is never hidden.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import dlt
 import pyarrow as pa
@@ -22,7 +30,30 @@ from ..common import Options, skip_unavailable
 from ..http import EsperClient
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
+from ..times import parse_time, us_date
 from .catalogues import optional_shared_list, optional_whole_list, read_versions, shared_list
+
+
+def _expiry(record: dict, path: tuple[str, ...]) -> Any:
+    value: Any = record
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    try:
+        return parse_time(us_date(value))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _earliest(*path: str) -> Callable[[dict, dict], dict]:
+    """`Table.prefer_copy`: of two copies of one credential, the one whose expiry (at `path`) is
+    earliest; a copy whose expiry cannot be read gives way to one whose expiry can."""
+
+    def prefer(kept: dict, other: dict) -> dict:
+        mine, theirs = _expiry(kept, path), _expiry(other, path)
+        return other if theirs is not None and (mine is None or theirs < mine) else kept
+
+    return prefer
+
 
 APNS_CERTIFICATES = Table(
     "apns_certificates",
@@ -33,20 +64,25 @@ APNS_CERTIFICATES = Table(
         *cols("id apple_id state created_by updated_by"),
         Col("meta", JSON),
         *flat("meta__topic"),
-        *flat("meta__cert_created_at meta__cert_expiry_on", TS),
+        *flat("meta__cert_created_at", TS),
+        Col("meta__cert_expiry_on", TS, ("meta", "cert_expiry_on"), convert=us_date),
         *cols("created_at updated_at", TS),
     ),
+    prefer_copy=_earliest("meta", "cert_expiry_on"),
 )
 DEP_TOKENS = Table(
     "dep_tokens",
     "/tenant/v0/deptokens/",
     ("id",),
     disposition="replace",
-    columns=(  # DEP_Token_GET; `meta.token_expiry_on` has no declared format: kept as text
+    columns=(  # DEP_Token_GET; `meta.token_expiry_on` has no declared format: kept as served
         *cols("id token_name state created_by updated_by created_at updated_at"),
         Col("meta", JSON),
         *flat("meta__token_expiry_on"),
+        # the same, read as a time (NULL, counted, when it cannot be read)
+        Col("token_expires_at", TS, ("meta", "token_expiry_on"), convert=us_date),
     ),
+    prefer_copy=_earliest("meta", "token_expiry_on"),
 )
 PROVISIONING_PROFILES = Table(
     "provisioning_profiles",
@@ -55,9 +91,12 @@ PROVISIONING_PROFILES = Table(
     disposition="replace",
     columns=(  # ProvisioningProfileWithDownloadResponse (the current version's expiry)
         *cols("id version_id name team_identifier app_identifier profile_type tenant_id"),
-        *cols("expiration_date created_at updated_at", TS),
+        Col("expiration_date", TS, convert=us_date),
+        Col("expiration_date_text", path=("expiration_date",)),  # as served
+        *cols("created_at updated_at", TS),
     ),
     keep_extra=False,  # `download_url` is a signed link to the profile: not kept
+    prefer_copy=_earliest("expiration_date"),
 )
 VPP_TOKENS = Table(
     "vpp_tokens",
@@ -81,9 +120,11 @@ PROVISIONING_PROFILE_VERSIONS = Table(
         *cols("platforms entitlements developer_certificates"),  # JSON encoded as text
         Col("time_to_live", INT),
         *cols("provisions_all_devices is_xcode_managed", BOOL),
-        *cols("creation_date expiration_date created_at updated_at", TS),
+        Col("expiration_date", TS, convert=us_date),
+        *cols("creation_date created_at updated_at", TS),
     ),
     keep_extra=False,
+    prefer_copy=_earliest("expiration_date"),
 )
 TABLES = (
     APNS_CERTIFICATES, DEP_TOKENS, VPP_TOKENS, PROVISIONING_PROFILES, PROVISIONING_PROFILE_VERSIONS,
