@@ -540,3 +540,39 @@ def test_a_list_repeating_one_id_on_every_item_is_read_to_its_end() -> None:
             walk(client_for(OffsetAPI(versions)), "/v2/blueprints/bp-1/versions/", limit=10)
         )
         assert all_items(pages) == versions
+
+
+def test_read_all_of_a_list_serving_one_id_twice_keeps_it_once_and_counts_it_once() -> None:
+    """Two records with one id in every pass: one item, counted once (not "missing"), the copy
+    `prefer` picks kept (by default the last read)."""
+    rows = [*records(6), {"id": "r00002", "n": -2}]
+    path = "/v2/provisioning-profiles"
+    read = read_all(client_for(OffsetAPI(rows, envelope="v2")), path, limit=3)
+    assert (len(read.items), read.count) == (6, 6)
+    assert {i["id"]: i["n"] for i in read.items}["r00002"] == -2
+    for rule, kept in ((min, -2), (max, 2)):
+        chosen = read_all(
+            client_for(OffsetAPI(rows, envelope="v2")),
+            path,
+            limit=3,
+            prefer=lambda a, b, rule=rule: rule(a, b, key=lambda item: item["n"]),
+        )
+        assert {i["id"]: i["n"] for i in chosen.items}["r00002"] == kept
+
+
+def test_read_all_counts_a_repeat_of_one_pass_only_as_a_moving_window_not_a_copy() -> None:
+    """Pass one serves r00001 twice and r00005 never, pass two r00000 twice and r00005 never:
+    no key is repeated in both passes, so the list is short by one (reconciliation says so)."""
+
+    class Shifting(OffsetAPI):
+        passes = 0
+
+        def __call__(self, request: httpx.Request) -> httpx.Response:
+            if int(request.url.params.get("offset", 0)) == 0:
+                self.passes += 1
+                twice = records(6)[1 if self.passes == 1 else 0]
+                self.rows = [*records(5), twice]
+            return super().__call__(request)
+
+    short = read_all(client_for(Shifting(records(6), envelope="v2")), "/v2/x", limit=3)
+    assert (len(short.items), short.count) == (5, 6)
