@@ -393,8 +393,8 @@ def _(common, mo, wh):
         """
         select status, credential_kind, credential_name, expires_at, days_left, stops_when_expired
         from marts.credential_expiry
-        where status in ('expired', 'expiring')
-        order by expires_at
+        where status in ('expired', 'expiring', 'unreadable')
+        order by expires_at nulls last
         """
     )
     _unknown = common.scalar(
