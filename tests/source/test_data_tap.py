@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,8 @@ class _Jobs:
     def post(self, path: str, json: dict, retry: bool = True) -> dict:
         return {"content": {"id": "job-1", "status": "PENDING", "result": None}}
 
-    def get(self, path: str, params: dict | None = None) -> dict:
+    def get(self, path: str, params: dict | None = None, retry: bool = True) -> dict:
+        assert not retry, "a poll is sent once: the next poll is its retry"
         self.paths.append(path)
         return {"content": {"id": "job-1", **self.polls.pop(0)}}
 
@@ -197,7 +199,9 @@ def test_an_incremental_query_binds_its_cursor_and_keeps_history(sim, wh: Path) 
     finally:
         datatap.run_query = real
     assert second.exit_code == 0, second.error
-    assert submitted and f"DATE'{max(r[1] for r in before).isoformat()}'" in submitted[0]
+    # the newest day loaded, one day back (the default lag_days: the newest day was partial)
+    bound = max(r[1] for r in before) - timedelta(days=1)
+    assert submitted and f"DATE'{bound.isoformat()}'" in submitted[0]
     assert set(before) <= set(rows(wh, "data_tap__daily", ("device_id", "report_date")))
 
 
@@ -261,3 +265,158 @@ def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
     assert shown.returncode == 0, shown.stderr
     assert "data_tap__daily" in shown.stdout and "quota" in shown.stdout
     assert "data_tap__other" in shown.stdout
+
+
+# -- a failed night, and the nights after it (issue 32, item 1) --------------------------------
+
+DAILY = {
+    "sql": "select device_id, report_date, try_cast(battery_level as int) as battery_level "
+    "from device_stats where report_date > {cursor}",
+    "cursor": "report_date",
+    "key": ["device_id", "report_date"],
+}
+DAILY_KEY = ("device_id", "report_date")
+
+
+def _appended_note(wh: Path) -> Path:
+    from esper_warehouse.pipelines.dispositions import appended_marker
+
+    from tests.pipeline.helpers import settings
+
+    return appended_marker(settings(_NoSim(), wh))
+
+
+class _NoSim:
+    base_url = "http://127.0.0.1:9"
+
+
+def test_a_night_that_failed_on_a_new_data_tap_table_does_not_break_the_next(sim, wh: Path) -> None:
+    """A first load of a new incremental query notes its table as appended; the run then fails
+    (here: the heartbeat list answers 500 until its retries run out). The next run finds the note
+    naming a table no declaration lists, and must recover by itself: exit 0, rows loaded, the
+    note cleared, and so the night after."""
+    options = {"data_tap_queries": {"daily": DAILY}}
+    selected = ["heartbeats", "data_tap__daily"]
+    sim.set_faults([{"kind": "status", "status": 500, "route": "/v2/heartbeat/*"}])
+    failed = load(sim, wh, resources=selected, source_options=options)
+    assert failed.exit_code == 3, failed.error
+    assert "data_tap__daily" in _appended_note(wh).read_text()
+    sim.set_faults([])
+    for night in range(2):
+        result = load(sim, wh, resources=selected, source_options=options)
+        assert result.exit_code == 0, (night, result.error)
+        assert not _appended_note(wh).exists()
+    got = rows(wh, "data_tap__daily", DAILY_KEY)
+    assert got and len(got) == len(set(got))
+
+
+@pytest.mark.parametrize("note", ["named", "unreadable"])
+def test_a_killed_append_into_a_data_tap_table_keeps_one_row_per_key(
+    sim, wh: Path, note: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a run killed mid-load leaves: rows appended twice and the note naming the table (or
+    a note cut short, which stands for every table). The next run keeps one row per key of the
+    Data Tap table, with the key dlt merges it on, and says so."""
+    import duckdb
+
+    options = {"data_tap_queries": {"daily": DAILY}}
+    assert load(sim, wh, resources=["data_tap__daily"], source_options=options).exit_code == 0
+    before = rows(wh, "data_tap__daily", DAILY_KEY)
+    with duckdb.connect(str(wh)) as con:  # a load job committed twice
+        con.execute("insert into esper.data_tap__daily select * from esper.data_tap__daily")
+    _appended_note(wh).write_text('["data_tap__daily"]' if note == "named" else '["data_t')
+    result = load(sim, wh, resources=["data_tap__daily"], source_options=options)
+    assert result.exit_code == 0, result.error
+    after = rows(wh, "data_tap__daily", DAILY_KEY)
+    assert len(after) == len(set(after)) and set(before) <= set(after)
+    assert any(
+        "data_tap__daily held" in r.getMessage() and "kept one per key" in r.getMessage()
+        for r in caplog.records
+    )
+    checked = {r["table_name"]: r for r in result.reconciliation}
+    assert checked["data_tap__daily"]["ok"] and checked["data_tap__daily"]["duplicates"] == 0
+
+
+# -- Data Tap keeps its quota promises (issue 32, item 7) --------------------------------------
+
+TWO = {"data_tap_queries": {"a": "select 1 as one", "b": "select 2 as two"}, "data_tap_poll_s": "0"}
+
+
+def _posts(sim) -> int:
+    return sum(n for r, n in sim.stats()["routes"].items() if r.startswith("POST /data-tap/"))
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ({"kind": "status", "status": 500}, "HTTP 500"),
+        ({"kind": "slow", "seconds": 3}, "timeout"),
+        ({"kind": "drop"}, "connection failed"),
+    ],
+)
+def test_a_submission_that_fails_skips_its_query_only_and_is_never_sent_again(
+    sim, wh: Path, fault: dict, said: str
+) -> None:
+    """The first query's POST answers 500, times out or is cut: that query is skipped (exit 6,
+    named with the cause), not re-sent, and the night goes on: the next query is submitted and
+    loaded, and so is every other table."""
+    sim.set_faults([{**fault, "route": "/data-tap/v0/queries", "times": 1}])
+    sim.reset_stats()
+    result = load(
+        sim, wh, resources=["groups", "data_tap__a", "data_tap__b"], source_options=TWO,
+        client_options={"timeout": 1.0},
+    )  # fmt: skip
+    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert set(result.unavailable) == {"data_tap__a"}
+    why = result.unavailable["data_tap__a"]
+    assert "submission failed" in why and said in why and "not re-sent" in why
+    deadline = time.monotonic() + 10  # a slowed submission is counted once it is answered
+    while _posts(sim) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _posts(sim) == 2, "one submission per query: the failed one is not re-sent"
+    assert rows(wh, "data_tap__b", ("two",)) == [(2,)]
+    assert len(rows(wh, "groups", ("id",))) == len(sim.truth("groups"))
+
+
+def test_a_quota_refusal_on_a_poll_ends_data_tap_for_the_run_at_once(sim, wh: Path) -> None:
+    """The quota lets the submission through and refuses the first poll (429 without
+    Retry-After, as live): that poll is not retried, no later query is sent, the run is partial
+    with every other table loaded, in two Data Tap requests and no wait."""
+    sim.world.datatap.quota_per_hour = 1
+    sim.reset_stats()
+    started = time.monotonic()
+    result = load(sim, wh, resources=["groups", "data_tap__a", "data_tap__b"], source_options=TWO)
+    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert set(result.unavailable) == {"data_tap__a", "data_tap__b"}
+    assert "Tenant rate limit exceeded: 1 requests per hour" in result.unavailable["data_tap__a"]
+    assert "not submitted" in result.unavailable["data_tap__b"]
+    assert _data_tap_requests(sim) == 2, sim.stats()["routes"]
+    assert time.monotonic() - started < 30
+    assert len(rows(wh, "groups", ("id",))) == len(sim.truth("groups"))
+
+
+def test_requests_of_a_killed_run_count_against_the_next_runs_budget(sim, wh: Path) -> None:
+    """A run killed while it polls a long job has sent requests the quota counted: the next run
+    counts them too. Budget 4: the killed run sent 3, so the next can afford no query (a
+    submission needs a poll left) and sends nothing."""
+    sim.world.datatap.job_seconds = 120  # the job runs: the killed run polls it
+    env = {
+        "SOURCES__ESPER__DATA_TAP_QUERIES": '{"a": "select 1 as one"}',
+        "SOURCES__ESPER__DATA_TAP_POLL_S": "0.2,0.2",  # (one value: issue 32 item 14)
+        "SOURCES__ESPER__DATA_TAP_REQUESTS_PER_HOUR": "4",
+    }
+    sim.reset_stats()
+    proc = cli(sim, wh, "run", "--resources", "data_tap__a", env=env)
+    deadline = time.monotonic() + 120
+    while _data_tap_requests(sim) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: nothing of the run is committed
+    out, err = proc.communicate(timeout=30)
+    assert _data_tap_requests(sim) >= 3, out + err
+
+    sim.reset_stats()
+    options = {**TWO, "data_tap_queries": {"a": "select 1 as one"}, "data_tap_requests_per_hour": 4}
+    result = load(sim, wh, resources=["data_tap__a"], source_options=options)
+    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert "request budget spent (4 per hour)" in result.unavailable["data_tap__a"]
+    assert _data_tap_requests(sim) == 0, "the killed run's requests are counted"
