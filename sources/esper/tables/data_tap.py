@@ -180,10 +180,12 @@ def _read_times(path: Path) -> list[float]:
     except (OSError, orjson.JSONDecodeError) as error:
         log.warning("Data Tap request log %s unreadable (%s): counting from now", path, error)
         return []
-    return [float(t) for t in times if isinstance(t, int | float)]
+    if not isinstance(times, list):
+        return []
+    return [float(t) for t in times if isinstance(t, int | float) and not isinstance(t, bool)]
 
 
-def request_log() -> Path | None:
+def request_log() -> Path:
     """Where the running pipeline writes its Data Tap request times: beside the warehouse, in
     the folder of dlt's working directories (one file per pipeline, i.e. per tenant)."""
     pipeline = dlt.current.pipeline()
@@ -239,7 +241,7 @@ def run_query(
     budget.spend(name, needed=2)  # a submission is worth sending only with a poll left
     try:
         job = _content(_call(name, lambda: client.post(DATA_TAP_PATH, payload, retry=False)))
-    except DataTapQuotaError:
+    except (DataTapQuotaError, EsperConfigError):
         raise
     except EsperError as error:
         raise DataTapError(
@@ -288,12 +290,10 @@ def _poll(name: str, client: EsperClient, job_path: str) -> dict[str, Any] | Non
     timeout, dropped connection, a body that is not JSON)."""
     try:
         return _content(_call(name, lambda: client.get(job_path, retry=False)))
-    except DataTapQuotaError:
-        raise
-    except EsperConfigError:
+    except (DataTapQuotaError, EsperConfigError):
         raise
     except EsperError as error:
-        if error.status is not None and error.status < 500:  # refused: polling again will not help
+        if error.status is not None and 400 <= error.status < 500:  # refused: asking again is vain
             raise DataTapError(
                 f"Data Tap query {name!r}: polling its job failed ({error})"
             ) from error
@@ -580,8 +580,9 @@ def data_tap_resources(
             if query
             else {"sql": _digest(spec["sql"]), "cursor": None, "key": []}
         )
-        change = _changed(name, state, fingerprint)
-        last = None if change else state.get("last_value")
+        if change := _changed(name, state, fingerprint):
+            state.pop("last_value", None)  # the cursor starts over
+        last = state.get("last_value")
         sql = query.bind(last) if query else spec["sql"]
         try:
             job = run_query(client, name, sql, budget=budget, **options)
