@@ -373,7 +373,7 @@ def _posts(sim) -> int:
     ("fault", "said"),
     [
         ({"kind": "status", "status": 500}, "HTTP 500"),
-        ({"kind": "slow", "seconds": 3}, "timeout"),
+        ({"kind": "slow", "seconds": 2}, "timeout"),
         ({"kind": "drop"}, "connection failed"),
     ],
 )
@@ -676,3 +676,26 @@ def test_the_default_lag_reads_the_partial_newest_day_again_once_it_is_complete(
     final = {tuple(_value(v) for v in r) for r in _ask(sim, day)}
     got = rows(wh, "data_tap__seen", ("device_id", "report_date", "last_seen"))
     assert final and {r for r in got if r[1] == partial_day} == final
+
+
+@pytest.mark.parametrize(
+    ("stored", "literal"),
+    [
+        ({"value": 102, "type": "number"}, "102"),
+        ({"value": 2.5, "type": "number"}, "2.5"),
+        ({"value": "2026-11-20", "type": "date"}, "DATE'2026-11-19'"),
+        ({"value": "2026-11-20T10:00:00+02:00", "type": "timestamp"},
+         "TIMESTAMP'2026-11-19 08:00:00.000000+00:00'"),
+        ({"value": "2026-11-20T10:00:00", "type": "timestamp"}, "TIMESTAMP'2026-11-19 10:00:00.000000'"),
+        ({"value": "it's a\\b", "type": "text"}, "'it\\'s a\\\\b'"),
+        ("2026-11-20", "DATE'2026-11-19'"),  # a cursor stored before cursors had types: a date
+        (None, "0"),  # the first run: `start`
+    ],
+)  # fmt: skip
+def test_a_stored_cursor_binds_as_a_literal_of_its_type(stored, literal) -> None:
+    from esper_warehouse.sources.esper.tables.data_tap import Incremental
+
+    query = Incremental.of(
+        "q", {"sql": "select * from t where c > {cursor}", "cursor": "c", "start": 0}
+    )
+    assert query.bind(stored) == f"select * from t where c > {literal}"
