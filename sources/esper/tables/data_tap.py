@@ -580,9 +580,8 @@ def data_tap_resources(
             if query
             else {"sql": _digest(spec["sql"]), "cursor": None, "key": []}
         )
-        if change := _changed(name, state, fingerprint):
-            state.pop("last_value", None)  # the cursor starts over
-        last = state.get("last_value")
+        change = _changed(name, state, fingerprint)
+        last = None if change else state.get("last_value")  # a changed query starts over
         sql = query.bind(last) if query else spec["sql"]
         try:
             job = run_query(client, name, sql, budget=budget, **options)
@@ -590,12 +589,13 @@ def data_tap_resources(
             refused.append(str(error))
             raise
         table = result_to_arrow(name, job)
-        if query is not None and table.num_columns:
-            table = query.check(table)
-            state["last_value"] = query.newest(table) or last
-            if ledger is not None:
-                rows = table.select(list(query.key)).to_pylist()
-                ledger.add_scan(table_name(name), len(rows), rows, query.key)
+        if query is not None:  # state is changed only once the result is known to load
+            if table.num_columns:
+                table = query.check(table)
+                if ledger is not None:
+                    rows = table.select(list(query.key)).to_pylist()
+                    ledger.add_scan(table_name(name), len(rows), rows, query.key)
+            state["last_value"] = (query.newest(table) if table.num_columns else None) or last
         if change == "key":  # merging on another key would mix two tables in one
             dlt.current.resource().apply_hints(write_disposition="replace")
         state["query"] = fingerprint
