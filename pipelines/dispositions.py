@@ -17,6 +17,7 @@ from dlt.common.schema.utils import has_table_seen_data
 from esper_warehouse.sources.esper.http import EsperConfigError
 from esper_warehouse.sources.esper.tables import TABLES
 
+from .reconcile import EVERY_APPENDED_TABLE
 from .run_types import RunSettings
 from .warehouse import working_dir
 
@@ -33,8 +34,6 @@ NEEDS: dict[str, tuple[str, ...]] = {
     for t, e in TABLES.items()
     if e.needs or e.loaded_with
 }
-# The declared dispositions a first load appends into (`append_on_first_load`).
-APPENDED_ON_FIRST_LOAD = ("merge", "insert-only")
 
 
 def select(source: Any, names: Sequence[str] | None) -> Any:
@@ -123,8 +122,8 @@ def read_appended(marker: Path) -> list[str]:
         return sorted(orjson.loads(marker.read_bytes()))
     except FileNotFoundError:
         return []
-    except orjson.JSONDecodeError:  # written by a run killed mid-write: every table it may name
-        return sorted(t for t, e in TABLES.items() if e.disposition in APPENDED_ON_FIRST_LOAD)
+    except orjson.JSONDecodeError:  # written by a run killed mid-write: any table it may name
+        return [EVERY_APPENDED_TABLE]
 
 
 def note_appended(marker: Path, tables: Sequence[str]) -> None:

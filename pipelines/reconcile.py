@@ -17,13 +17,11 @@ from typing import Any
 import dlt
 import pyarrow as pa
 import pyarrow.compute as pc
+from dlt.common.schema.utils import get_columns_names_with_prop, get_validity_column_names
 from esper_warehouse.sources.esper.run.ledger import RunLedger, fingerprint
-from esper_warehouse.sources.esper.tables import TABLES
 
 log = logging.getLogger("esper_warehouse")
 
-# scd2 tables (their `Table` declarations): only the rows valid now hold one row per key
-CURRENT_ROWS = {t: "_dlt_valid_to is null" for t, e in TABLES.items() if e.disposition == "scd2"}
 FETCH_ROWS = 100_000  # warehouse keys are read and fingerprinted this many at a time
 
 
@@ -39,6 +37,31 @@ def _stored(client: Any, sql: str, key: tuple[str, ...]) -> pa.Array:
     return pa.array(stored, pa.int64())
 
 
+def _schema_table(pipeline: dlt.Pipeline, table: str) -> dict[str, Any] | None:
+    """`table` as the pipeline's dlt schema holds it; None when the schema has no such table.
+
+    The bookkeeping after a load (reconciliation, duplicate removal) reads keys and validity
+    columns here, never from a list of declared tables: a Data Tap table (named by the user's
+    configuration) is in the schema the moment dlt has seen its resource, and in no declaration.
+    """
+    if not pipeline.default_schema_name:
+        return None
+    return pipeline.default_schema.tables.get(table)  # type: ignore[return-value]
+
+
+def primary_key(pipeline: dlt.Pipeline, table: str) -> tuple[str, ...]:
+    """The columns dlt merges `table` on (its primary key); empty when it has none or is unknown."""
+    schema = _schema_table(pipeline, table)
+    return tuple(get_columns_names_with_prop(schema, "primary_key")) if schema else ()
+
+
+def current_rows(pipeline: dlt.Pipeline, table: str) -> str:
+    """A `where` clause keeping the rows valid now of an scd2 table (its history of versions)."""
+    schema = _schema_table(pipeline, table)
+    valid_to = get_validity_column_names(schema)[1] if schema else None
+    return f" where {valid_to} is null" if valid_to else ""
+
+
 def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[dict[str, Any]]:
     """One row per completely read table: expected, loaded, missing, duplicates, ok."""
     rows: list[dict[str, Any]] = []
@@ -49,9 +72,10 @@ def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[di
         for table, scan in sorted(ledger.scans.items()):
             if table in ledger.unavailable:  # skipped this run (a refused route): no shortfall
                 continue
-            key = TABLES[table].key
-            where = f" where {CURRENT_ROWS[table]}" if table in CURRENT_ROWS else ""
-            sql = f"select {', '.join(key)} from {client.make_qualified_table_name(table)}{where}"
+            key = scan.key or primary_key(pipeline, table)
+            where = current_rows(pipeline, table)
+            listed = ", ".join(client.escape_column_name(c) for c in key)
+            sql = f"select {listed} from {client.make_qualified_table_name(table)}{where}"
             read = pa.array(scan.keys, pa.int64()).unique()
             stored = _stored(client, sql, key)
             loaded = pc.sum(pc.is_in(read, value_set=stored)).as_py() or 0
@@ -120,12 +144,21 @@ def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
 ROW_ID = {"duckdb": "rowid", "motherduck": "rowid", "postgres": "ctid"}
 
 
+# What a note of appended tables that cannot be read stands for (`dispositions.read_appended`).
+EVERY_APPENDED_TABLE = "*"
+
+
 def remove_duplicate_keys(pipeline: dlt.Pipeline, tables: list[str]) -> dict[str, int]:
     """Keep one row per key in tables a load appended into, after that load was interrupted.
 
     A load job that DuckDB committed but dlt had not yet marked done is run again when its
     package is resumed; for an appended table that inserts its rows twice (merge and
     `insert-only` jobs are idempotent). The row of the newest load is kept.
+
+    The key of each table is the one dlt merges it on, read from the pipeline's schema: declared
+    and Data Tap tables alike. A table the schema does not know, or knows without a key, was never
+    loaded by an append of this pipeline: nothing to do. `EVERY_APPENDED_TABLE` (a note that could
+    not be read) stands for every table of the schema with a key.
 
     Returns:
         Rows removed per table (only tables that had any).
@@ -135,9 +168,14 @@ def remove_duplicate_keys(pipeline: dlt.Pipeline, tables: list[str]) -> dict[str
     if row_id is None:
         log.warning("cannot remove duplicate rows on %s", pipeline.destination.destination_name)
         return removed
+    if EVERY_APPENDED_TABLE in tables and pipeline.default_schema_name:
+        tables = sorted(pipeline.default_schema.data_table_names())
     with pipeline.sql_client() as client:
         for table in tables:
-            key = ", ".join(TABLES[table].key)
+            columns = primary_key(pipeline, table)
+            if not columns:
+                continue
+            key = ", ".join(client.escape_column_name(c) for c in columns)
             name = client.make_qualified_table_name(table)
             try:
                 client.execute_sql(f"select 1 from {name} limit 1")

@@ -60,7 +60,7 @@ class Setting:
             return f"comma-separated seconds, each from {self.low:g} to {self.high:g}"
         if self.kind is dict:
             return (
-                "a JSON object of name -> SQL text, or name -> {sql, cursor, key, lag_days} "
+                "a JSON object of name -> SQL text, or name -> {sql, cursor, key, lag_days, start} "
                 "for an incremental query"
             )
         what = "a whole number" if self.kind is int else "a number"
@@ -97,13 +97,20 @@ class SettingError(ValueError):
 
 
 def _is_query(query: object) -> bool:
-    """A Data Tap query: SQL text, or `{sql, cursor, key, lag_days}` (only `sql` required)."""
+    """A Data Tap query: SQL text, or `{sql, cursor, key, lag_days, start}` (only `sql` required)."""
     if isinstance(query, str):
         return bool(query.strip())
-    if not isinstance(query, dict) or not set(query) <= {"sql", "cursor", "key", "lag_days"}:
+    if not isinstance(query, dict) or not set(query) <= {
+        "sql",
+        "cursor",
+        "key",
+        "lag_days",
+        "start",
+    }:
         return False
     key = query.get("key", [])
     lag = query.get("lag_days", 0)
+    start = query.get("start", "")
     return (
         isinstance(query.get("sql"), str)
         and bool(query["sql"].strip())
@@ -114,6 +121,8 @@ def _is_query(query: object) -> bool:
         and isinstance(lag, int | float)
         and not isinstance(lag, bool)
         and lag >= 0
+        and isinstance(start, str | int | float)
+        and not isinstance(start, bool)
         and ("{cursor}" in query["sql"]) == bool(query.get("cursor"))
     )
 

@@ -40,7 +40,7 @@ from .helpers import ROOT, cli, compare, load, reading
         (
             {"SOURCES__ESPER__DATA_TAP_QUERIES": '{"h": {"sql": "select 1", "cursor": "d"}}'},
             "DATA_TAP_QUERIES",
-            "{sql, cursor, key, lag_days}",
+            "{sql, cursor, key, lag_days, start}",
         ),
         (
             {"SOURCES__ESPER__DATA_TAP_QUERIES": '{"Battery Now": "select 1"}'},

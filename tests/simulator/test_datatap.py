@@ -178,7 +178,7 @@ def test_every_readme_and_notebook_data_tap_example_runs_on_the_simulator(client
     import tomllib
     from pathlib import Path
 
-    from esper_warehouse.sources.esper.tables.data_tap import bind_cursor
+    from esper_warehouse.sources.esper.tables.data_tap import Incremental
 
     root = Path(__file__).parents[2]
     readme = (root / "README.md").read_text() + (root / "notebooks" / "data_tap.py").read_text()
@@ -190,9 +190,14 @@ def test_every_readme_and_notebook_data_tap_example_runs_on_the_simulator(client
     ]
     assert queries
     for query in queries:
-        sql = query if isinstance(query, str) else bind_cursor(query["sql"], query, "2026-01-02")
-        outcome = _outcome(client, sql)
-        assert outcome["status"] == "SUCCEEDED", (sql, outcome["error_message"])
+        if isinstance(query, str):
+            sqls = [query]
+        else:  # the first run's SQL and a later one's
+            spec = Incremental.of("q", query)
+            sqls = [spec.bind(None), spec.bind({"value": "2026-01-02", "type": "date"})]
+        for sql in sqls:
+            outcome = _outcome(client, sql)
+            assert outcome["status"] == "SUCCEEDED", (sql, outcome["error_message"])
 
 
 def test_the_tables_hold_the_live_columns_and_the_live_dialect_reads_them(client):

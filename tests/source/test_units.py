@@ -116,7 +116,7 @@ class _FakeTap:
         self.posts += 1
         return {"content": {"id": f"job{self.posts}", "status": "PENDING"}}
 
-    def get(self, path: str, params: dict | None = None) -> dict:
+    def get(self, path: str, params: dict | None = None, retry: bool = True) -> dict:
         state = self.states.pop(0) if self.states else "RUNNING"
         result = {"schema": {"columns": []}, "data_array": [], "truncated": state == "TRUNC"}
         return {

@@ -164,12 +164,16 @@ class EsperClient:
 
     # ------------------------------------------------------------------------------ public API
 
-    def get(self, path_or_url: str, params: Mapping[str, Any] | None = None) -> Any:
+    def get(
+        self, path_or_url: str, params: Mapping[str, Any] | None = None, *, retry: bool = True
+    ) -> Any:
         """GET a path under the base URL, or an absolute URL on the same origin (a `next` link).
 
         Args:
             path_or_url: ``"/v2/devices/"`` (relative to the base URL) or an absolute URL.
             params: Query parameters, merged with any already in the URL.
+            retry: False: one attempt (a Data Tap poll: every request spends the tenant's quota,
+                and the next poll is the retry).
 
         Returns:
             The parsed JSON body (None for an empty 204 answer).
@@ -178,7 +182,7 @@ class EsperClient:
             EsperConfigError: The URL leaves the configured origin or base path (nothing sent).
             EsperAuthError, EsperNotFoundError, EsperAPIError, EsperResponseError: See the module.
         """
-        return self._request("GET", path_or_url, params=params)
+        return self._request("GET", path_or_url, params=params, retry=retry)
 
     def post(self, path: str, json: Any, *, retry: bool = True) -> Any:
         """POST a JSON body to a path under the base URL and return the parsed JSON answer.

@@ -49,6 +49,7 @@ class Scan:
 
     expected: int = 0
     keys: array = field(default_factory=lambda: array("q"))
+    key: tuple[str, ...] = ()  # the columns fingerprinted: reconciliation reads the same ones
 
 
 @dataclass
@@ -145,6 +146,7 @@ class RunLedger:
             scan = self.scans.setdefault(table, Scan())
             scan.expected += expected
             scan.keys.extend(keys)
+            scan.key = tuple(key)
 
     def set_expected(self, table: str, expected: int) -> None:
         with self._lock:

@@ -38,8 +38,9 @@ OPEN_OPERATIONS = "open_operations"
 # Each blueprint's and application's head version last read: unchanged heads skip their lists.
 BLUEPRINT_HEADS = "blueprint_heads"
 APPLICATION_HEADS = "application_heads"
-# Wall-clock times of the Data Tap requests of the last hour (the tenant's quota, across runs):
-# at the root of the source state, beside `cursors`.
+# Wall-clock times of the Data Tap requests of the last hour, as warehouses made before the
+# request log (`tables/data_tap.py`, `RequestBudget`) kept them at the root of the source state:
+# read once into that log and removed.
 DATA_TAP_REQUESTS = "data_tap_requests"
 
 
