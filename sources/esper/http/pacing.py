@@ -48,7 +48,7 @@ log = logging.getLogger("esper_warehouse.client")
 
 WINDOW_S = 2.0  # sends counted to estimate the rate the API answers
 MIN_SPAN_S = 1.0  # ... over at least this span
-CUT = 0.9  # after a 429: this share of the answered rate
+CUT = 0.8  # after a 429: this share of the answered rate
 NEAR = 0.95  # grow fast up to this share of the ceiling, then slowly
 FAST_GROWTH = 0.5  # per second, relative
 SLOW_GROWTH = 0.005  # per second, relative, past the ceiling at first ...
@@ -58,10 +58,10 @@ MIN_RATE = 0.5  # ... nor below this many requests a second before anything was 
 TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it helped
 SHARE_ANSWERS = 100  # the latest answers the refused share is judged over
 RESIDUE = 0.02  # refusals above the weather left after a cut: cut again to find out whose
-WEATHER_MARGIN = 0.05  # refusals within weather + this (or 2.5 standard errors) are weather
+WEATHER_MARGIN = 0.05  # refusals within weather + this (or 3 standard errors) are weather
 WEATHER_MAX = 0.5  # a refused share above this is not weather
-LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
 RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
+LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
 
 
 def _noise(share: float, answers: int) -> float:
@@ -97,8 +97,6 @@ class RatePacer:
         self.weather = 0.0  # refused share that cutting the pace did not change
         self.cuts = 0  # cuts that stood (for the run's record)
         self._trial: _Trial | None = None
-        self._anchor: _Trial | None = None  # the first cut not yet shown to lower refusals
-        self._unhelpful: list[_Trial] = []  # cuts in a row that did not change the refusals
         self._next = 0.0  # the earliest time the next request may be sent
         self._sent: deque[float] = deque()  # send times in the last window
         self._refused: deque[float] = deque()  # times of 429 answers in the last window
@@ -180,7 +178,7 @@ class RatePacer:
 
     def _weather_limit(self) -> float:
         """The refused share of the latest answers still called weather (lock held)."""
-        return self.weather + max(WEATHER_MARGIN, 2.5 * _noise(self.weather, SHARE_ANSWERS))
+        return self.weather + max(WEATHER_MARGIN, 3 * _noise(self.weather, SHARE_ANSWERS))
 
     def _accepted_rate(self, now: float) -> float | None:
         """Requests sent and not refused per second over the last window (lock held).
@@ -218,8 +216,6 @@ class RatePacer:
         else:  # nothing to learn from yet: the retry's own wait (backoff, Retry-After) rules
             return True
         self._trial = before
-        if self._anchor is None:
-            self._anchor = before
         self._last_cut = self._grown_at = now
         self.cuts += 1
         # the next request waits one interval: the bucket the 429 came from is empty
@@ -230,12 +226,15 @@ class RatePacer:
     def _judge(self, trial: _Trial, now: float, accepted: float | None) -> bool:
         """Decide whether the cut on trial changed the refusals (lock held).
 
-        Cuts that have not yet lowered the refusals form a chain that starts at `_anchor` (the
-        pace before the first of them). The first cut of a run is not judged (it comes from no
-        pace at all, with the bucket's saved tokens in the share before it), and one cut that
-        changed nothing is cut once more (a first estimate can leave the pace above the limit):
-        the refusals are weather when two cuts in a row left their share where it was, and
-        then the whole chain is undone.
+        * Almost no refusals after the cut (at most `RESIDUE` of the trial's answers): they
+          were all this run's; the cut stands and the weather is forgotten.
+        * At least half of the excess refusals (above the weather) gone: the excess was this
+          run's; the cut stands, and if refusals above the weather remain, it cuts again to
+          see whether those are this run's too.
+        * Otherwise the refusals came at the same share at a lower pace: they are weather; the
+          cut is undone. The first cut of a run is never undone this way (it comes from no
+          pace at all, with the bucket's saved tokens in the share before it): a second cut
+          is tried instead.
 
         Returns:
             True when it cut the pace again.
@@ -243,43 +242,37 @@ class RatePacer:
         self._trial = None
         after = trial.refused / trial.answers
         if self.rate is not None:
-            # What the trial's pace delivered: a bucket's rate if the pace is still above it
-            # (the window's count may still hold the bucket's saved tokens).
-            accepted = self.rate * (1 - after)
-        residue = max(RESIDUE, 2 * _noise(self.weather, TRIAL_ANSWERS)) if self.weather else RESIDUE
-        if after <= self.weather + residue:
-            self._anchor, self._unhelpful = None, []  # the cut brought refusals to the weather
-            if after < self.weather:  # ... or below it: some of that weather was this run's
-                self.weather = (self.weather + after) / 2 if after >= RESIDUE else 0.0
+            # What the trial's pace delivered, at most: a bucket's rate if the pace is still
+            # above it (the window's count may still hold the bucket's saved tokens, and the
+            # pace may not have been reached).
+            paced = self.rate * (1 - after)
+            accepted = min(accepted, paced) if accepted is not None else paced
+        if after <= RESIDUE:
+            self.weather = 0.0
             return False
-        judged = trial.rate_before is not None
-        before = trial.share_before
-        helped = judged and (
-            after - self.weather < (before - self.weather) / 2
-            and before - after > 2 * _noise(before, TRIAL_ANSWERS)  # not a lucky trial
-        )
-        if helped or after > WEATHER_MAX or not judged:
-            if judged:
-                self._anchor, self._unhelpful = None, []
-            return self._cut(now, accepted, after)  # what is left may be this run's too
-        self._unhelpful.append(trial)
-        if len(self._unhelpful) < 2:
+        weather, before = self.weather, trial.share_before
+        if after < weather / 2:
+            self.weather = after  # less than the weather at a lower pace: some was this run's
+        if after - weather < (before - weather) / 2 or after > WEATHER_MAX:
+            weather = self.weather
+            if after > weather + max(RESIDUE, 2 * _noise(weather, TRIAL_ANSWERS)):
+                return self._cut(now, accepted, after)
+            return False
+        if trial.rate_before is None:
             return self._cut(now, accepted, after)
-        # Two cuts in a row left the refused share where it was: not this run's doing.
-        answers = sum(t.answers for t in self._unhelpful)
-        weather = sum(t.refused for t in self._unhelpful) / answers
-        anchor = self._anchor or trial
+        # The refused share held at a lower pace: not this run's doing.
         news = self.weather == 0.0
-        self.weather, self._anchor, self._unhelpful = weather, None, []
-        self._lately = max(self._lately, weather)
-        self.rate, self.ceiling = anchor.rate_before, anchor.ceiling_before
+        self.weather = after if news else (self.weather + after) / 2
+        self._lately = max(self._lately, self.weather)
+        self.cuts -= 1
+        self.rate, self.ceiling = trial.rate_before, trial.ceiling_before
         self._grown_at = now
         self._next = now
         pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
         (log.info if news else log.debug)(
             "%.0f%% of requests refused whatever this run's pace (the tenant's rate limit is "
             "shared): refusals not caused by this run's pace: %s",
-            100 * weather,
+            100 * self.weather,
             pace,
         )
         return False
