@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 from esper_warehouse.sources.esper.http.pacing import MIN_RATE, RatePacer
@@ -83,25 +85,62 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     assert pacer.rate > 1.5 * ceiling, "a raised limit is found again"
 
 
-def _behind_a_token_bucket(rate: float, retry_after: bool, seconds: float = 120) -> dict:
-    """Workers sending through the pacer to a token bucket (capacity: one second of tokens), in
-    simulated time: 20 workers, 50 ms round trips, the client's shared Retry-After cooldown or
-    its jittered backoff after a 429. Returns the answered rate (share of `rate`) and the share
-    of requests refused."""
+@dataclass
+class Tenant:
+    """A rate-limited API in simulated time: a token bucket (room for one second of tokens)
+    whose rate may change, and refusals that do not depend on this client's pace."""
+
+    rate: Callable[[float], float]  # tokens a second at a time
+    weather: Callable[[float], float] = lambda t: 0.0  # share refused 429 whatever the pace
+    unavailable: float = 0.0  # share answered 503 (retried with backoff)
+    retry_after: float | None = 1.0  # seconds a 429 asks to wait; None: no Retry-After
+
+
+@dataclass
+class Run:
+    """What the tenant saw: the time of every request and how it was answered."""
+
+    sent: list[tuple[float, str]]  # (time, "ok" | "429" | "weather" | "503")
+    finished: float  # when the last needed answer came (or the end of the simulation)
+
+    def between(self, start: float, end: float) -> dict[str, float]:
+        window = [kind for time, kind in self.sent if start <= time < end]
+        ok = window.count("ok")
+        return {
+            "answered_per_s": ok / (end - start),
+            "refused": (len(window) - ok - window.count("503")) / max(1, len(window)),
+            "throttled": window.count("429") / max(1, len(window)),
+        }
+
+
+def _simulate(
+    tenant: Tenant, *, answers: int | None = None, seconds: float | None = None
+) -> Run:
+    """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
+    round trips, and the client's rules after a refusal (client.py, retry.py): a `Retry-After`
+    held by every worker (shared cooldown) when the 429 cut the pace, else by that request
+    alone; jittered backoff without one, and for a 503. Runs until `answers`
+    requests are answered, or for `seconds`."""
     clock = Clock()
     pacer = RatePacer(clock)
     rng = random.Random(7)
-    tokens, filled_at, cooldown = float(rate), 0.0, 0.0
-    sent = refused = answered = 0
-    # (time, order, kind, worker, 429s in a row, paced at); kinds: begin, send, answer, refusal
+    tokens, filled_at, cooldown = tenant.rate(0.0), 0.0, 0.0
+    sent: list[tuple[float, str]] = []
+    done = 0
+    # (time, order, kind, worker, failures in a row, paced at); kinds: begin, send, answer
     events: list[tuple[float, int, str, int, int, float]] = []
     order = iter(range(10**9))
 
     def at(time: float, kind: str, worker: int, strikes: int, sent_at: float = 0.0) -> None:
         heapq.heappush(events, (time, next(order), kind, worker, strikes, sent_at))
 
+    def backoff(strikes: int) -> float:
+        return rng.uniform(0, min(60.0, 0.5 * 2 ** (strikes - 1)))
+
     for worker in range(20):
         at(0.0, "begin", worker, 0)
+    seconds = seconds if seconds is not None else (3600.0 if answers else 120.0)
+    now = 0.0
     while events:
         now, _, kind, worker, strikes, sent_at = heapq.heappop(events)
         if now > seconds:
@@ -113,28 +152,45 @@ def _behind_a_token_bucket(rate: float, retry_after: bool, seconds: float = 120)
             else:
                 at(now + pacer.reserve(), "send", worker, strikes, now)
         elif kind == "send":
-            sent += 1
-            tokens = min(float(rate), tokens + (now - filled_at) * rate)
+            rate = tenant.rate(now)
+            tokens = min(rate, tokens + (now - filled_at) * rate)
             filled_at = now
-            if tokens >= 1:
+            if rng.random() < tenant.weather(now):
+                answer = "weather"
+            elif tokens < 1:
+                answer = "429"
+            else:
                 tokens -= 1
-                at(now + 0.05, "answer", worker, 0, sent_at)
-            else:
-                at(now + 0.05, "refusal", worker, strikes + 1, sent_at)
-        elif kind == "answer":
-            answered += 1
+                answer = "503" if rng.random() < tenant.unavailable else "ok"
+            sent.append((now, answer))
+            at(now + 0.05, answer, worker, strikes, sent_at)
+        elif kind == "ok":
             pacer.answered(throttled=False, reserved_at=sent_at)
+            done += 1
+            if answers is not None and done >= answers:
+                break
             at(now, "begin", worker, 0)
+        elif kind == "503":
+            pacer.answered(throttled=False, reserved_at=sent_at)
+            at(now + backoff(strikes + 1), "begin", worker, strikes + 1)
         else:
-            refused += 1
-            pacer.answered(throttled=True, reserved_at=sent_at)
-            if retry_after:
-                cooldown = max(cooldown, now + 1.0)
-                at(now, "begin", worker, strikes)
+            hold_all = pacer.answered(throttled=True, reserved_at=sent_at)
+            if tenant.retry_after is None:
+                at(now + backoff(strikes + 1), "begin", worker, strikes + 1)
+            elif hold_all:
+                cooldown = max(cooldown, now + tenant.retry_after)
+                at(now, "begin", worker, strikes + 1)
             else:
-                at(now + rng.uniform(0, min(60.0, 0.5 * 2 ** (strikes - 1))), "begin", worker,
-                   strikes)  # fmt: skip
-    return {"share_of_rate": answered / seconds / rate, "refused": refused / sent}
+                at(now + tenant.retry_after, "begin", worker, strikes + 1)
+    return Run(sent, now)
+
+
+def _behind_a_token_bucket(rate: float, retry_after: bool, seconds: float = 120) -> dict:
+    run = _simulate(
+        Tenant(rate=lambda t: rate, retry_after=1.0 if retry_after else None), seconds=seconds
+    )
+    got = run.between(0, seconds)
+    return {"share_of_rate": got["answered_per_s"] / rate, "refused": got["refused"]}
 
 
 @pytest.mark.parametrize("rate", [10, 20, 50])
@@ -143,3 +199,37 @@ def test_behind_a_token_bucket_few_refusals_and_most_of_the_rate(rate, retry_aft
     got = _behind_a_token_bucket(rate, retry_after)
     assert got["refused"] <= 0.05, got
     assert got["share_of_rate"] >= 0.85, got
+
+
+@pytest.mark.parametrize("retry_after", [1.0, None], ids=["retry-after", "no-retry-after"])
+def test_a_neighbour_for_30_s_costs_little_more_than_its_refusals(retry_after) -> None:
+    """Bucket of 25/s; for the first 30 s one request in five is refused whatever the pace."""
+    alone = _simulate(Tenant(rate=lambda t: 25.0, retry_after=retry_after), answers=2500)
+    neighbour = _simulate(
+        Tenant(rate=lambda t: 25.0, weather=lambda t: 0.2 if t < 30 else 0.0,
+               retry_after=retry_after),
+        answers=2500,
+    )  # fmt: skip
+    assert neighbour.finished <= 1.3 * alone.finished, (neighbour.finished, alone.finished)
+
+
+@pytest.mark.parametrize("retry_after", [1.0, None], ids=["retry-after", "no-retry-after"])
+def test_weather_the_whole_run_keeps_most_of_the_pace(retry_after) -> None:
+    """One request in seven refused and one in eleven answered 503, whatever the pace."""
+    fair = _simulate(Tenant(rate=lambda t: 25.0, retry_after=retry_after), answers=2500)
+    weather = _simulate(
+        Tenant(rate=lambda t: 25.0, weather=lambda t: 1 / 7, unavailable=1 / 11,
+               retry_after=retry_after),
+        answers=2500,
+    )  # fmt: skip
+    assert fair.finished / weather.finished >= 0.6, (fair.finished, weather.finished)
+
+
+@pytest.mark.parametrize("retry_after", [1.0, None], ids=["retry-after", "no-retry-after"])
+def test_a_limit_that_drops_then_one_that_rises(retry_after) -> None:
+    drop = _simulate(Tenant(rate=lambda t: 50.0 if t < 60 else 10.0, retry_after=retry_after))
+    after_drop = drop.between(90, 120)
+    assert after_drop["refused"] <= 0.05, after_drop
+    rise = _simulate(Tenant(rate=lambda t: 10.0 if t < 60 else 50.0, retry_after=retry_after))
+    after_rise = rise.between(110, 120)
+    assert after_rise["answered_per_s"] >= 0.85 * 50, after_rise

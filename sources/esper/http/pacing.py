@@ -1,43 +1,84 @@
-"""The client's request pacer: learn the tenant's rate from its 429s instead of probing it.
+"""The client's request pacer: learn the tenant's rate from its 429s, and tell this run's
+overshoot from refusals it did not cause.
 
 A tenant's API sits behind a rate limit (a token bucket: so many requests per second, answered
-429 beyond it) that it shares with the admin's console and other tools. Bounding requests *in
-flight* (the client's concurrency limiter) does not bound requests *per second*: with short
-round trips even a few requests in flight exceed the bucket, and every worker keeps knocking
-(a 600-device load saw 68 % of its requests refused). So every request also passes this pacer:
+429 beyond it) that it shares with the admin's console, Esper's own tools and other
+integrations. Bounding requests *in flight* does not bound requests *per second*, so every
+request also passes this pacer:
 
 * Until the first 429 it does not pace at all: a tenant without a tight limit is read at full
   speed.
-* On a 429 (with or without `Retry-After`) it sets the pace for *every* worker to a little below
-  the rate the API was accepting (`CUT` x the requests sent and not refused over the last
-  `WINDOW_S` seconds),
-  (and below the pace that was refused), and remembers that rate as the ceiling; with nothing
-  answered lately it halves the pace (a 429 before any answer leaves the wait to the retry's
-  backoff or `Retry-After`). 429s for requests paced before the last cut are the same overshoot
-  and cut nothing; one for a request paced after it cuts again.
-* Between 429s the pace grows back: quickly (`FAST_GROWTH` per second) up to `NEAR` x the
-  ceiling, then slowly (`SLOW_GROWTH` per second) past it, so it finds a raised limit again
-  and spends a long time near the allowed rate for each overshoot.
-* Requests are spaced evenly (`1 / rate` apart), never sent as a burst after a wait.
+* A 429 that is news cuts the pace of *every* worker to a little below the rate the API was
+  answering (`CUT` x the requests sent and not refused over the last `WINDOW_S` seconds, and
+  below the pace that was refused). 429s for requests paced before the last cut are the same
+  overshoot and cut nothing.
+* **Every cut is a trial.** A rate limit this run overshoots refuses less once the pace is
+  below it; refusals caused by someone else (the tenant's "weather": other clients spending the
+  same budget) keep coming at the same share whatever this run's pace. So the pacer counts the
+  answers to the first `TRIAL_ANSWERS` requests paced after a cut: if the refusals above the
+  known weather at least halved, the cut was right (and if some remain, it cuts again to see
+  whether those are this run's too); if they did not, the cut is undone and their share becomes
+  the weather. A 429 within the weather (the refused share of the last `SHARE_ANSWERS` answers
+  no more than the weather plus a margin) cuts nothing: the client retries that one request
+  after its own `Retry-After` and keeps the pace (`answered` returns True for it). The weather
+  is forgotten once the refused share falls to half of it.
+* Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
+  loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
+  second) past it, so it finds a raised limit again and spends a long time near the allowed rate
+  for each overshoot.
+* The pace never drops below `FLOOR_SHARE` x the best rate the API answered in this run (or
+  `MIN_RATE` before anything was answered), and requests are spaced evenly (`1 / rate` apart),
+  never sent as a burst after a wait.
 
-Measured behind a token bucket (bench/README.md "Polite client"): at most a few percent of the
-requests refused, most of the allowed rate used.
+A refused share above `WEATHER_MAX` is never weather (an exhausted quota, an outage): cuts go on.
+Measured behind token buckets, neighbours and weather: bench/README.md "Polite client".
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
-WINDOW_S = 2.0  # answers counted to estimate the rate the API allows
+log = logging.getLogger("esper_warehouse.client")
+
+WINDOW_S = 2.0  # sends counted to estimate the rate the API answers
 MIN_SPAN_S = 1.0  # ... over at least this span
-CUT = 0.9  # after a 429: this share of the answered rate
-NEAR = 0.95  # grow fast up to this share of the last ceiling, then slowly
-FAST_GROWTH = 0.05  # per second, relative
-SLOW_GROWTH = 0.005  # per second, relative
-MIN_RATE = 0.5  # requests per second: the pace never drops below this
+CUT = 0.8  # after a 429: this share of the answered rate
+NEAR = 0.95  # grow fast up to this share of the ceiling, then slowly
+FAST_GROWTH = 0.5  # per second, relative
+SLOW_GROWTH = 0.005  # per second, relative, past the ceiling at first ...
+PROBE_DOUBLING_S = 12.0  # ... doubling every this many seconds without a cut (a raised limit)
+FLOOR_SHARE = 0.1  # the pace never drops below this share of the best answered rate ...
+MIN_RATE = 0.5  # ... nor below this many requests a second before anything was answered
+TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it helped
+SHARE_ANSWERS = 100  # the latest answers the refused share is judged over
+RESIDUE = 0.02  # refusals above the weather left after a cut: cut again to find out whose
+WEATHER_MARGIN = 0.05  # refusals within weather + this (or 3 standard errors) are weather
+WEATHER_MAX = 0.5  # a refused share above this is not weather
+RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
+LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
+
+
+def _noise(share: float, answers: int) -> float:
+    """The standard error of a refused share measured over `answers` answers."""
+    return math.sqrt(share * (1 - share) / answers)
+
+
+@dataclass
+class _Trial:
+    """A cut under test: what it changed, to undo it if the refusals stay the same."""
+
+    at: float  # when the cut was made (the pacer's clock)
+    rate_before: float | None
+    ceiling_before: float | None
+    share_before: float  # refused share of the latest answers when the cut was made
+    answers: int = 0  # answers to requests paced after the cut
+    refused: int = 0
 
 
 class RatePacer:
@@ -51,12 +92,19 @@ class RatePacer:
         self._clock = clock
         self._lock = threading.Lock()
         self.rate: float | None = None  # requests per second; None: not paced (no 429 yet)
-        self.ceiling: float | None = None  # the answered rate when the last 429 came
+        self.ceiling: float | None = None  # the pace the API allowed when the last cut came
+        self.best = 0.0  # the best answered rate seen in this run (requests per second)
+        self.weather = 0.0  # refused share that cutting the pace did not change
+        self.cuts = 0  # cuts that stood (for the run's record)
+        self._trial: _Trial | None = None
         self._next = 0.0  # the earliest time the next request may be sent
         self._sent: deque[float] = deque()  # send times in the last window
         self._refused: deque[float] = deque()  # times of 429 answers in the last window
+        self._latest: deque[bool] = deque(maxlen=SHARE_ANSWERS)  # True: refused
         self._last_cut = float("-inf")
         self._grown_at = 0.0
+        self._first_sent: float | None = None
+        self._lately = 0.0  # the refused share, an average over about SHARE_ANSWERS answers
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -68,53 +116,185 @@ class RatePacer:
                 at = max(now, self._next)
                 self._next = at + 1.0 / self.rate
             self._sent.append(at)
+            if self._first_sent is None:
+                self._first_sent = at
             return at - now
 
-    def answered(self, throttled: bool, reserved_at: float | None = None) -> None:
-        """Record an answer: a 429 (`throttled`) cuts the pace.
+    def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
+        """Record an answer: a 429 (`throttled`) that is news cuts the pace.
 
         Args:
             throttled: the answer was a 429.
             reserved_at: when the request took its slot (`reserve`, the pacer's clock); a 429
                 for a request paced before the last cut is the same overshoot, not news.
+
+        Returns:
+            True when this answer cut the pace, or came before there was anything to learn
+            from: the API's bucket is empty, and the caller holds every request for the
+            answer's `Retry-After` (and halves the requests in flight). Any other 429 (the
+            same overshoot, the tenant's weather, a cut on trial) waits for that request alone:
+            the pace already keeps the rest below what the API answered.
         """
         with self._lock:
-            if not throttled:
-                return
             now = self._clock()
+            paced_at = reserved_at if reserved_at is not None else now
             for times in (self._sent, self._refused):
                 while times and times[0] < now - WINDOW_S:
                     times.popleft()
-            self._refused.append(now)
-            if (reserved_at if reserved_at is not None else now) <= self._last_cut:
-                return  # paced before the last cut: that cut already answered it
-            # (slots reserved for later are not sent yet)
-            accepted = sum(1 for t in self._sent if t <= now) - len(self._refused)
-            if accepted > 0:
-                # Requests sent and not refused: a 429 comes back before the answers of the
-                # requests sent with it, so counting answers would understate the rate. Over at
-                # least MIN_SPAN_S: the first requests of a run use the bucket's saved tokens.
-                observed = accepted / max(MIN_SPAN_S, now - self._sent[0])
-                self.ceiling = observed
-                paced = CUT * self.rate if self.rate is not None else float("inf")
-                self.rate = max(MIN_RATE, min(CUT * observed, paced))
-            elif self.rate is not None:  # nothing answered lately: halve the pace
-                self.rate = max(MIN_RATE, self.rate / 2)
-            else:  # nothing to learn from yet: the retry's own wait (backoff, Retry-After) rules
-                return
-            self._last_cut = self._grown_at = now
-            # the next request waits one interval: the bucket the 429 came from is empty
-            self._next = max(self._next, now + 1.0 / self.rate)
+            if throttled:
+                self._refused.append(now)
+            self._latest.append(throttled)
+            accepted = self._accepted_rate(now)
+            if accepted is not None and accepted > self.best:
+                self.best = accepted
+            trial = self._trial
+            if trial is not None and paced_at > trial.at:
+                trial.answers += 1
+                trial.refused += throttled
+                return trial.answers >= TRIAL_ANSWERS and self._judge(trial, now, accepted)
+            # The refused share lately, to forget weather that cleared (the neighbour left):
+            # it only lowers the weather, and only once halved (a low sample of a steady share
+            # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
+            # otherwise).
+            self._lately += (throttled - self._lately) / SHARE_ANSWERS
+            if self._lately < self.weather / 2:
+                self.weather = self._lately if self._lately >= RESIDUE else 0.0
+            if not throttled:
+                return False
+            if paced_at <= self._last_cut:
+                return False  # paced before the last cut: that cut already answered it
+            if self.weather and self._share() <= self._weather_limit():
+                if now - self._last_cut < RETEST_S:
+                    return False
+                # Now and then a cut within the weather, to see whether the share still holds
+                # at a lower pace (the neighbour may have left, and the rest be this run's).
+            if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
+                return True  # too early to tell a rate: everyone waits, nothing is learnt
+            return self._cut(now, accepted, self._share())
+
+    def _share(self) -> float:
+        """The refused share of the latest answers (lock held)."""
+        return sum(self._latest) / len(self._latest) if self._latest else 0.0
+
+    def _weather_limit(self) -> float:
+        """The refused share of the latest answers still called weather (lock held)."""
+        return self.weather + max(WEATHER_MARGIN, 3 * _noise(self.weather, SHARE_ANSWERS))
+
+    def _accepted_rate(self, now: float) -> float | None:
+        """Requests sent and not refused per second over the last window (lock held).
+
+        Sent, not answered: a 429 comes back before the answers of the requests sent with it,
+        so counting answers would understate the rate. Over at least MIN_SPAN_S: the first
+        requests of a run use the bucket's saved tokens. Slots reserved for later are not sent.
+        """
+        accepted = sum(1 for t in self._sent if t <= now) - len(self._refused)
+        if accepted <= 0 or not self._sent:
+            return None
+        return accepted / max(MIN_SPAN_S, now - self._sent[0])
+
+    def _floor(self) -> float:
+        return FLOOR_SHARE * self.best if self.best else MIN_RATE
+
+    def _cut(self, now: float, accepted: float | None, share: float) -> bool:
+        """Cut the pace below the answered rate and put the cut on trial (lock held).
+
+        Args:
+            share: the refused share at the pace being cut, to compare the trial's with.
+
+        Returns:
+            True (the pace was cut, or nothing was answered yet to learn a pace from).
+        """
+        before = _Trial(now, self.rate, self.ceiling, share)
+        if accepted is not None:
+            # The pace that delivers `accepted` answers when the weather refuses its share.
+            allowed = accepted / (1 - self.weather)
+            self.ceiling = allowed
+            paced = CUT * self.rate if self.rate is not None else float("inf")
+            self.rate = max(self._floor(), min(CUT * allowed, paced))
+        elif self.rate is not None:  # nothing answered lately: halve the pace
+            self.rate = max(self._floor(), self.rate / 2)
+        else:  # nothing to learn from yet: the retry's own wait (backoff, Retry-After) rules
+            return True
+        self._trial = before
+        self._last_cut = self._grown_at = now
+        self.cuts += 1
+        # the next request waits one interval: the bucket the 429 came from is empty
+        self._next = max(self._next, now + 1.0 / self.rate)
+        log.debug("429: pace cut to %.1f requests/s", self.rate)
+        return True
+
+    def _judge(self, trial: _Trial, now: float, accepted: float | None) -> bool:
+        """Decide whether the cut on trial changed the refusals (lock held).
+
+        * Almost no refusals after the cut (at most `RESIDUE` of the trial's answers): they
+          were all this run's; the cut stands and the weather is forgotten.
+        * At least half of the excess refusals (above the weather) gone: the excess was this
+          run's; the cut stands, and if refusals above the weather remain, it cuts again to
+          see whether those are this run's too.
+        * Otherwise the refusals came at the same share at a lower pace: they are weather; the
+          cut is undone. The first cut of a run is never undone this way (it comes from no
+          pace at all, with the bucket's saved tokens in the share before it): a second cut
+          is tried instead.
+
+        Returns:
+            True when it cut the pace again.
+        """
+        self._trial = None
+        after = trial.refused / trial.answers
+        if self.rate is not None:
+            # What the trial's pace delivered, at most: a bucket's rate if the pace is still
+            # above it (the window's count may still hold the bucket's saved tokens, and the
+            # pace may not have been reached).
+            paced = self.rate * (1 - after)
+            accepted = min(accepted, paced) if accepted is not None else paced
+        if after <= RESIDUE:
+            self.weather = 0.0
+            return False
+        weather, before = self.weather, trial.share_before
+        if after < weather / 2:
+            self.weather = after  # less than the weather at a lower pace: some was this run's
+        if after - weather < (before - weather) / 2 or after > WEATHER_MAX:
+            weather = self.weather
+            if after > weather + max(RESIDUE, 2 * _noise(weather, TRIAL_ANSWERS)):
+                return self._cut(now, accepted, after)
+            return False
+        if trial.rate_before is None:
+            return self._cut(now, accepted, after)
+        # The refused share held at a lower pace: not this run's doing.
+        news = self.weather == 0.0
+        self.weather = after if news else (self.weather + after) / 2
+        self._lately = max(self._lately, self.weather)
+        self.cuts -= 1
+        self.rate, self.ceiling = trial.rate_before, trial.ceiling_before
+        self._grown_at = now
+        self._next = now
+        pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
+        (log.info if news else log.debug)(
+            "%.0f%% of requests refused whatever this run's pace (the tenant's rate limit is "
+            "shared): refusals not caused by this run's pace: %s",
+            100 * self.weather,
+            pace,
+        )
+        return False
 
     def _grow(self, now: float) -> None:
-        """Raise the pace for the time since the last growth (lock held)."""
+        """Raise the pace for the time since the last growth (lock held).
+
+        Fast up to near the ceiling; past it, slowly at first and faster the longer no 429
+        comes (the growth doubles every `PROBE_DOUBLING_S`), as CUBIC probes after a plateau:
+        a limit that was raised is found within a minute, a steady one is overshot rarely.
+        """
         elapsed = now - self._grown_at
         if elapsed <= 0 or self.rate is None:
             return
         self._grown_at = now
+        if self._trial is not None:
+            return  # a cut on trial holds its pace until it is judged
         near = NEAR * (self.ceiling or self.rate)
-        growth = FAST_GROWTH if self.rate < near else SLOW_GROWTH
-        grown = self.rate * (1 + growth) ** elapsed
-        if self.rate < near < grown:
-            grown = near
+        if self.rate < near:
+            grown = min(near, self.rate * (1 + FAST_GROWTH) ** elapsed)
+        else:
+            probing = max(0.0, now - self._last_cut - elapsed)
+            growth = SLOW_GROWTH * 2 ** (probing / PROBE_DOUBLING_S)
+            grown = self.rate * (1 + growth) ** elapsed
         self.rate = grown
