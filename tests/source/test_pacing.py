@@ -1,8 +1,9 @@
 """The pacer learns a tenant's rate from its 429s (sources/esper/http/pacing.py).
 
-The first tests drive the pacer with a fake clock. The last one runs it against a token bucket in
-simulated time (workers, round trips, the client's shared Retry-After cooldown and backoff), the
-behaviour bench/README.md "Polite client" measures over real HTTP.
+The first tests drive the pacer with a fake clock. The last ones run it against a tenant in
+simulated time (workers, round trips, the client's Retry-After and backoff): a token bucket, a
+neighbour for a while, weather for the whole run, a limit that drops or rises: the scenarios
+bench/README.md "Polite client" measures over real HTTP (`python -m bench.polite`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from esper_warehouse.sources.esper.http.pacing import MIN_RATE, RatePacer
+from esper_warehouse.sources.esper.http.pacing import (
+    CUT,
+    FLOOR_SHARE,
+    SHARE_ANSWERS,
+    TRIAL_ANSWERS,
+    RatePacer,
+)
 
 
 class Clock:
@@ -42,12 +49,21 @@ def test_no_pace_before_the_first_429() -> None:
     assert pacer.rate is None
 
 
+def _answers(pacer: RatePacer, clock: Clock, count: int, refused_every: int = 0) -> None:
+    """`count` answers to requests paced now, every `refused_every`-th a 429 (0: none)."""
+    for n in range(1, count + 1):
+        clock.now += 0.05
+        at = clock.now
+        pacer.reserve()
+        pacer.answered(throttled=bool(refused_every) and n % refused_every == 0, reserved_at=at)
+
+
 def test_a_429_paces_every_request_below_the_rate_the_api_answered() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    pacer.answered(throttled=True)
-    assert pacer.rate == pytest.approx(0.9 * 20, rel=0.05)
+    assert pacer.answered(throttled=True), "a cut: every request holds for the Retry-After"
+    assert pacer.rate == pytest.approx(CUT * 20, rel=0.05)
     waits = [pacer.reserve() for _ in range(10)]  # ten workers asking at the same instant
     gaps = [b - a for a, b in itertools.pairwise(waits)]
     assert waits[0] > 0, "the bucket that refused is empty: even the first one waits"
@@ -58,14 +74,25 @@ def test_a_burst_of_429s_cuts_once_and_a_storm_never_stops_the_pace() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    for _ in range(20):  # the requests already under way come back refused
-        pacer.answered(throttled=True)
-    assert pacer.rate == pytest.approx(18, rel=0.05)
-    for _ in range(50):  # nothing but 429s for 100 s: halved every window, never below MIN_RATE
+    cut = pacer.answered(throttled=True)
+    # the requests already under way come back refused: the same overshoot, each waits alone
+    assert cut and not any(pacer.answered(throttled=True, reserved_at=0.0) for _ in range(19))
+    assert pacer.rate == pytest.approx(CUT * 20, rel=0.05)
+    for _ in range(50):  # nothing but 429s for 100 s: down to the floor, never below it
         clock.now += 2.0
         pacer.answered(throttled=True)
-    assert pacer.rate == MIN_RATE
-    assert 0 < pacer.reserve() <= 1 / MIN_RATE + 1e-9, "still sending, never a tight loop"
+    assert pacer.rate == pytest.approx(FLOOR_SHARE * pacer.best), "the floor follows the run"
+    assert pacer.best == pytest.approx(20, rel=0.05)
+    first, second = pacer.reserve(), pacer.reserve()
+    assert second - first == pytest.approx(1 / pacer.rate), "still sending, never a tight loop"
+
+
+def test_a_429_before_anything_was_answered_holds_everyone_and_learns_nothing() -> None:
+    clock = Clock()
+    pacer = RatePacer(clock)
+    pacer.reserve()
+    assert pacer.answered(throttled=True)
+    assert pacer.rate is None
 
 
 def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
@@ -74,15 +101,50 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     _traffic(pacer, clock)
     pacer.answered(throttled=True)
     ceiling = pacer.ceiling
+    _answers(pacer, clock, TRIAL_ANSWERS)  # the cut on trial: no refusal, it stands
+    assert pacer.rate == pytest.approx(CUT * ceiling), "a cut on trial holds its pace"
     clock.now += 2
     pacer.reserve()
-    assert pacer.rate < 0.95 * ceiling + 1e-9
-    clock.now += 10
+    assert 0.95 * ceiling <= pacer.rate < ceiling, "near the ceiling within seconds"
+    clock.now += 5
     pacer.reserve()
-    assert 0.95 * ceiling <= pacer.rate < ceiling, "near the ceiling after a few seconds"
-    clock.now += 600
-    pacer.reserve()
-    assert pacer.rate > 1.5 * ceiling, "a raised limit is found again"
+    assert pacer.rate < 1.05 * ceiling, "slowly past it"
+    for _ in range(60):
+        clock.now += 1
+        pacer.reserve()
+    assert pacer.rate > 5 * ceiling, "a raised limit is found again within a minute"
+
+
+def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> None:
+    clock = Clock()
+    pacer = RatePacer(clock)
+    _traffic(pacer, clock)
+    pacer.answered(throttled=True)  # the first cut of a run is tried twice
+    first = pacer.rate
+    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    assert pacer.rate == pytest.approx(CUT * first, rel=0.2), "cut again to see"
+    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    assert pacer.weather == pytest.approx(0.2, abs=0.01)
+    assert pacer.rate == pytest.approx(first), "the cut that changed nothing is undone"
+    # weather costs only its own retries: no cut, and each waits for itself
+    _answers(pacer, clock, 200, refused_every=5)
+    assert pacer.rate >= first
+    assert pacer.cuts == 1, "the first cut stands, the one that changed nothing is taken back"
+
+
+def test_weather_that_clears_is_forgotten_and_an_overshoot_is_cut_again() -> None:
+    clock = Clock()
+    pacer = RatePacer(clock)
+    _traffic(pacer, clock)
+    pacer.answered(throttled=True)
+    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    assert pacer.weather > 0
+    _answers(pacer, clock, 4 * SHARE_ANSWERS)  # the neighbour left
+    assert pacer.weather == 0.0
+    rate = pacer.rate
+    _answers(pacer, clock, 1, refused_every=1)  # a 429 of this run's own again: cut
+    assert pacer.rate < rate
 
 
 @dataclass
@@ -113,9 +175,7 @@ class Run:
         }
 
 
-def _simulate(
-    tenant: Tenant, *, answers: int | None = None, seconds: float | None = None
-) -> Run:
+def _simulate(tenant: Tenant, *, answers: int | None = None, seconds: float | None = None) -> Run:
     """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
     round trips, and the client's rules after a refusal (client.py, retry.py): a `Retry-After`
     held by every worker (shared cooldown) when the 429 cut the pace, else by that request

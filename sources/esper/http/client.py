@@ -355,10 +355,16 @@ class EsperClient:
                 return response
             stats.bytes = response.num_bytes_downloaded or len(response.content)
             self._note_date(response)
-            if self._pacer is not None:
-                self._pacer.answered(throttled=response.status_code == 429, reserved_at=reserved_at)
+            throttled = response.status_code == 429
+            cut = self._pacer.answered(throttled, reserved_at) if self._pacer else throttled
             log.debug("%s -> %s (%d bytes)", route, response.status_code, stats.bytes)
             result, outcome = self._classify(route, response, stats)
+            if throttled and not cut:
+                # Not news for the pace (weather, the same overshoot): it waits for itself and
+                # the limit of requests in flight stays.
+                outcome = "neutral"
+                if isinstance(result, Retry):
+                    result.holds_all = False
             if isinstance(result, EsperError):
                 raise result
             return result

@@ -163,11 +163,11 @@ class RatePacer:
                 return False
             if paced_at <= self._last_cut:
                 return False  # paced before the last cut: that cut already answered it
-            if self.weather and self._share() <= self._weather_limit():
-                if now - self._last_cut < RETEST_S:
-                    return False
-                # Now and then a cut within the weather, to see whether the share still holds
-                # at a lower pace (the neighbour may have left, and the rest be this run's).
+            within_weather = self.weather and self._share() <= self._weather_limit()
+            if within_weather and now - self._last_cut < RETEST_S:
+                return False
+            # (Within the weather, now and then a cut all the same, to see whether the share
+            # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
             if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
                 return True  # too early to tell a rate: everyone waits, nothing is learnt
             return self._cut(now, accepted, self._share())

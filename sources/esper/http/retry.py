@@ -1,8 +1,10 @@
 """When a failed attempt is repeated, and how long a request waits: backoff, Retry-After, cooldown.
 
 500/502/503/504, timeouts, dropped connections and 200 answers whose body is not JSON are retried
-`max_retries` times with exponential backoff and full jitter. A 429 honours `Retry-After` as a
-cooldown shared by every request of the client, and costs no retry (the wait budget bounds it).
+`max_retries` times with exponential backoff and full jitter. A 429 costs no retry (the wait
+budget bounds it) and honours `Retry-After`: as a cooldown shared by every request of the client
+when the 429 cut the pace (`pacing.py`: the API's bucket is empty), for that request alone when
+it did not (the tenant's weather, the same overshoot again).
 A request waits at most `max_wait` seconds between its attempts altogether: a longer
 `Retry-After` fails it at once, quoting the server (docs/decisions.md, "Bounded requests").
 """
@@ -36,6 +38,9 @@ class Retry:
     wait: float | None = None  # a server-imposed wait (Retry-After); None: use backoff
     retry_after: str | None = None  # the Retry-After header as the server wrote it
     malformed: bool = False
+    # A 429 that cut the pace (the API's bucket is empty): its Retry-After holds every request
+    # of the client. Any other 429 (the tenant's weather, the same overshoot) holds only its own.
+    holds_all: bool = True
 
 
 @dataclass
@@ -119,7 +124,10 @@ class RetryWaits:
         """
         if failure.wait is not None:
             self._hold_for_retry_after(route, failure, retry, budget, concurrency)
-            return 0.0  # wait_cooldown() sleeps before the next attempt
+            if failure.holds_all:
+                return 0.0  # wait_cooldown() sleeps before the next attempt
+            self.sleep(failure.wait)
+            return failure.wait
         cap = min(self.backoff_max, self.backoff_base * 2 ** (retry - 1))
         delay = min(self.rng.uniform(0, cap), max(budget, 0.0))
         log.warning(
@@ -151,8 +159,10 @@ class RetryWaits:
             )
             log.error("%s", text)
             raise EsperAPIError(text, status=failure.status, route=route)
-        # The server said when to come back: hold every request of this client until then.
-        self.hold_until(self.clock() + failure.wait)
+        # The server said when to come back: hold every request of this client until then,
+        # unless the 429 was not this run's doing (then only this request waits).
+        if failure.holds_all:
+            self.hold_until(self.clock() + failure.wait)
         log.warning(
             "%s: %s; the API asked to wait %s s (%s): retry %d/%d then (concurrency %d)",
             route,
