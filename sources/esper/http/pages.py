@@ -35,7 +35,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from ..times import parse_time
+from ..times import NotATime, parse_time
 from .client import EsperClient
 from .errors import EsperResponseError
 
@@ -464,7 +464,12 @@ class DescScan:
         names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
         for name in names:
             if item.get(name):
-                return parse_time(item[name])
+                try:
+                    return parse_time(item[name])
+                except NotATime as error:  # a cursor is never read as NULL: name it
+                    raise EsperResponseError(
+                        f"the list's cursor {name}: {error}; a cursor is never loaded as NULL"
+                    ) from None
         return None
 
     def keep(self, items: list[dict]) -> list[dict]:
