@@ -305,6 +305,7 @@ class _Run:
         client = self.current_client()
         result = self.result
         result.unavailable = self.ledger.skipped()
+        result.unreadable = self.ledger.unreadable.counts()
         if client is not None:
             totals = client.totals()
             result.requests, result.retries = totals.requests, totals.retries

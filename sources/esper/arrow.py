@@ -158,7 +158,7 @@ def _read_int(value: Any) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = float(text)  # "12.0"; a word raises
+            value = _read_float(text)  # "12.0"; a word raises
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError("not a whole number")
@@ -173,7 +173,10 @@ def _read_int(value: Any) -> int:
 def _read_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"a {type(value).__name__} is not a number")
-    return float(value.strip() if isinstance(value, str) else value)
+    try:
+        return float(value.strip() if isinstance(value, str) else value)
+    except ValueError:
+        raise ValueError("not a number") from None
 
 
 TRUE_WORDS, FALSE_WORDS = (
