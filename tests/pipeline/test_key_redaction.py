@@ -17,10 +17,19 @@ import duckdb
 import pytest
 
 from tests.conftest import ENTERPRISE_ID
+from tests.source.test_client import Reply
 from tests.source.test_redaction import CUT, KEY, key_fragments, quoting
 
 WORST = {kind: cut - (len(KEY) - 1) for kind, cut in CUT.items()}  # 39 characters before the cut
 ANSWERS = {"message": 503, "body": 200}  # a retried error quoting it; a body that is not JSON
+
+
+def answer(kind: str) -> Reply:
+    """Every answer of the stand-in server: the key where the client cuts, or as a field name
+    of a list answer the loader cannot read (named in the error, never cut)."""
+    if kind == "field name":
+        return Reply(200, {"content": {KEY: 1, "note": "x" * 20}})
+    return quoting(kind, WORST[kind], ANSWERS[kind])
 
 
 def _environment(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
@@ -37,7 +46,7 @@ def _warehouse_text(warehouse: Path) -> str:
     return json.dumps([[str(v) for v in row] for row in rows])
 
 
-@pytest.mark.parametrize("kind", sorted(ANSWERS))
+@pytest.mark.parametrize("kind", [*sorted(ANSWERS), "field name"])
 def test_run_and_doctor_quote_the_server_without_the_key(
     serve: Any,
     tmp_path: Path,
@@ -49,7 +58,7 @@ def test_run_and_doctor_quote_the_server_without_the_key(
     from esper_warehouse.pipelines.doctor import probes
 
     monkeypatch.setattr(probes, "BACKOFF_MAX_S", 0.01)  # its retries, not its waits, matter here
-    server = serve(lambda seen: quoting(kind, WORST[kind], ANSWERS[kind]))
+    server = serve(lambda seen: answer(kind))
     _environment(monkeypatch, server.url)
     warehouse = tmp_path / "warehouse.duckdb"
     report = tmp_path / "doctor.json"
@@ -60,7 +69,8 @@ def test_run_and_doctor_quote_the_server_without_the_key(
     doctor_out = capsys.readouterr()
 
     assert code == 3, run_out.err
-    assert "x" * 20 in run_out.err, "the server's text is quoted"
+    quoted = "keys: ['[redacted]', 'note']" if kind == "field name" else "x" * 20
+    assert quoted in run_out.err, "the server's text is quoted, the key taken out"
     assert doctor_code != 0
     texts = {
         "run stdout": run_out.out,
