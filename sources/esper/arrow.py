@@ -78,13 +78,41 @@ def flat(spec: str, type_: str = "text") -> tuple[Col, ...]:
     return tuple(Col(n, type_, tuple(n.split("__"))) for n in spec.split())
 
 
+class _NotAnObject(ValueError):
+    """A nested field's path runs into a value that is not an object (`software_info: []`)."""
+
+    def __init__(self, where: tuple[str, ...], value: Any) -> None:
+        self.reason = f"{'.'.join(where)} is a {type(value).__name__}, not an object"
+        super().__init__(self.reason)
+        self.value = value
+
+
 def _dig(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at `path`; None where a part is absent or null.
+
+    Raises:
+        _NotAnObject: a part on the way is a value that is not an object (unreadable).
+    """
     value: Any = record
-    for part in path:
-        if not isinstance(value, Mapping):
+    for depth, part in enumerate(path):
+        if value is None:
             return None
+        if not isinstance(value, Mapping):
+            raise _NotAnObject(path[:depth], value)
         value = value.get(part)
     return value
+
+
+def _dug(records: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> list[Any]:
+    """Each record's value at `path`, a path that runs into a non-object kept as its error
+    (read as NULL and counted by `_typed`, like any value that cannot be read)."""
+    values: list[Any] = []
+    for record in records:
+        try:
+            values.append(_dig(record, path))
+        except _NotAnObject as error:
+            values.append(error)
+    return values
 
 
 def _json(value: Any) -> str | None:
@@ -270,7 +298,7 @@ def _typed(
     in `unreadable` (under `column`, i.e. `table.column`), or, in a key or cursor column
     (`identifying`), an `UnreadableKey`."""
     if type_ != "json" and (fast := _fast(values, type_)) is not None:
-        return fast
+        return fast  # (never holds a `_NotAnObject`: its type is no exact one)
     read = READERS[type_]
     out: list[Any] = []
     bad, example, why = 0, None, ""
@@ -279,12 +307,15 @@ def _typed(
             out.append(None)
             continue
         try:
+            if isinstance(value, _NotAnObject):
+                raise value
             out.append(read(value))
         except (ValueError, TypeError, OverflowError) as error:
             reason = getattr(error, "reason", None) or str(error)
             if identifying:
                 raise unreadable_key(column, value, type_, reason) from None
             out.append(None)
+            value = getattr(error, "value", value)  # a `_NotAnObject`: what it ran into
             bad, example, why = bad + 1, (value if not bad else example), (why or reason)
     if bad and unreadable is not None:
         unreadable.add(column, bad, example, type_, why)
@@ -298,6 +329,9 @@ def _convert(col: Col, values: list[Any], column: str, unreadable: Unreadable | 
     out: list[Any] = []
     bad, example, why = 0, None, ""
     for value in values:
+        if isinstance(value, _NotAnObject):  # counted once, by `_typed`
+            out.append(value)
+            continue
         try:
             out.append(col.convert(value))
         except (ValueError, TypeError) as error:
@@ -359,10 +393,7 @@ def to_arrow(
         arrays[name] = typed(name, [value] * n, type_)
     for col in schema.columns:
         path = col.source
-        if len(path) == 1:
-            values = [r.get(path[0]) for r in records]
-        else:
-            values = [_dig(r, path) for r in records]
+        values = [r.get(path[0]) for r in records] if len(path) == 1 else _dug(records, path)
         if col.convert is not None:
             values = _convert(col, values, f"{schema.name}.{col.name}", unreadable)
         arrays[col.name] = typed(col.name, values, col.type)
