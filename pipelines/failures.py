@@ -12,6 +12,7 @@ from esper_warehouse.sources.esper.http import (
     EsperError,
     EsperNotFoundError,
 )
+from esper_warehouse.sources.esper.times import NotATime
 
 from .run_types import EXIT_API, EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED
 from .warehouse import WarehouseLocked, is_lock_error
@@ -26,7 +27,7 @@ def exit_code_for(error: BaseException) -> int:
         return EXIT_CONFIG
     if isinstance(cause, EsperNotFoundError) and getattr(cause, "tenant_level", False):
         return EXIT_CONFIG
-    if isinstance(cause, EsperError):
+    if isinstance(cause, EsperError | NotATime):  # NotATime: a cursor the API served
         return EXIT_API
     if type(cause).__name__ in ("ConfigFieldMissingException", "ConfigurationValueError"):
         return EXIT_CONFIG

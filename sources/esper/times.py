@@ -62,6 +62,19 @@ def parse_time(value: Any) -> datetime | None:
         raise NotATime(value, "outside the years 1-9999") from None
 
 
+def cursor_time(value: Any, name: str) -> datetime | None:
+    """A list's cursor value (field `name`) as a time; None when absent.
+
+    Raises:
+        NotATime: naming the cursor, which is never read as NULL (the run ends, exit 3).
+    """
+    try:
+        return parse_time(value)
+    except NotATime as error:
+        reason = f"{error.reason}; {name} is the list's cursor, never read as NULL"
+        raise NotATime(value, reason) from None
+
+
 def _epoch(number: float, value: Any) -> datetime:
     if not math.isfinite(number):
         raise NotATime(value, "not a finite number")

@@ -170,28 +170,40 @@ def test_odd_credential_and_scope_values_through_the_command_line(
     assert "2 values unreadable in role_scopes.scope_type" in shown
 
 
-def test_an_unreadable_key_ends_the_run_naming_it_and_the_next_night_loads(
-    sim, tmp_path: Path
+@pytest.mark.parametrize(
+    ("table", "route", "field", "named"),
+    [
+        (
+            "heartbeats",
+            "/v2/heartbeat/",
+            "timestamp",
+            "heartbeats.timestamp: 'soon' cannot be read",
+        ),
+        ("devices", "/v2/devices/", "updated_at", "updated_at is the list's cursor"),
+    ],
+    ids=["key", "cursor"],
+)
+def test_an_unreadable_key_or_cursor_ends_the_run_naming_it_and_the_next_night_loads(
+    sim, tmp_path: Path, table: str, route: str, field: str, named: str
 ) -> None:
     """A key or cursor is never NULL: the run ends with exit 3 naming the column and the value
-    (not `StopIteration (no message)`); the next night, served a readable key, loads."""
+    (not `StopIteration (no message)`); the next night, served a readable one, loads."""
     wh = tmp_path / "warehouse.duckdb"
-    sim.set_faults([_value("/v2/heartbeat/", "timestamp", "soon")])
+    sim.set_faults([_value(route, field, "soon")])
 
-    result = load(sim, wh, resources=["heartbeats"])
+    result = load(sim, wh, resources=[table])
 
     assert result.exit_code == 3
     assert result.error is not None
-    assert "heartbeats.timestamp: 'soon' cannot be read as timestamp" in result.error
+    assert named in result.error and "'soon'" in result.error
     assert "StopIteration" not in result.error
-    status, unreadable, error = _last_run(wh)
-    assert (status, unreadable, error) == ("failed", {}, result.error)
+    assert _last_run(wh) == ("failed", {}, result.error)
 
     sim.set_faults([])
-    result = load(sim, wh, resources=["heartbeats"])
+    result = load(sim, wh, resources=[table])
 
     assert result.exit_code == 0, result.error
-    assert _column(wh, "heartbeats", "count(*)", key="count(*)")
+    assert _column(wh, table, "count(*)", key="count(*)")
 
 
 def test_an_error_raised_inside_dlts_iteration_reaches_the_user_with_its_message(
