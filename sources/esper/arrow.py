@@ -385,9 +385,11 @@ def to_arrow(
     arrays: dict[str, pa.Array] = {}
     n = len(records)
 
+    identifying = schema.identifying
+
     def typed(name: str, values: list[Any], type_: str) -> pa.Array:
         column = f"{schema.name}.{name}"
-        return _typed(values, type_, column, unreadable, name in schema.identifying)
+        return _typed(values, type_, column, unreadable, name in identifying)
 
     for name, (type_, value) in (add or {}).items():
         arrays[name] = typed(name, [value] * n, type_)
