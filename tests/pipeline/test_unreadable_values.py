@@ -145,8 +145,9 @@ def test_odd_credential_and_scope_values_through_the_command_line(
 
     code = cli.main(argv)
 
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert code == 0, err
+    assert "2 values unreadable in role_scopes.scope_type (loaded as NULL)" in out  # the summary
     expected = {
         "apns_certificates.meta__cert_expiry_on": 1,
         "provisioning_profiles.expiration_date": 1,
