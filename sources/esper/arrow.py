@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import orjson
@@ -252,15 +252,10 @@ EXACT: dict[str, tuple[type, ...]] = {
     "bool": (bool,),
 }
 INT64 = (-(2**63), 2**63 - 1)
+_EPOCH, _US = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
 _TS_RANGE = (  # what Python (and so every tool reading the warehouse) can show: years 1-9999
-    int((datetime(1, 1, 1, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1e6),
-    int(
-        (
-            datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-        ).total_seconds()
-        * 1e6
-    )
-    + 999_999,
+    (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _US,
+    (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _US,
 )
 
 
