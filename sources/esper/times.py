@@ -35,8 +35,9 @@ def parse_time(value: Any) -> datetime | None:
     seconds or milliseconds, as numbers or as text of digits (`EPOCH_MS_FROM` tells them apart).
 
     Raises:
-        NotATime: (a ValueError) the value is not a time, or one no tool can show (outside the years 1-9999,
-            such as `0000-00-00T00:00:00Z` or the year 275760); the message quotes the value.
+        NotATime: (a ValueError) the value is not a time, or one no tool can show (outside the
+            years 1-9999, such as `0000-00-00T00:00:00Z` or the year 275760); the message quotes
+            the value.
     """
     if value is None or value == "":
         return None
