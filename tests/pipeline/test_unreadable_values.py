@@ -62,8 +62,9 @@ def test_odd_device_values_load_as_null_counted_and_the_next_night_is_clean(
     sim.set_faults(
         [
             _value(route, "last_seen", "0000-00-00T00:00:00Z", ids[0:3]),
-            _value(route, "drift_state", "high", ids[3:5]),
-            _value(route, "drift_severity", 1.5, ids[5:6]),  # never truncated to 1
+            _value(route, "drift_state", "high", ids[3:4]),
+            _value(route, "drift_state", 1.5, ids[4:5]),  # never truncated to 1
+            _value(route, "drift_severity", "critical", ids[5:6]),
             _value(route, "is_locked_down", "maybe", ids[6:7]),
             _value(route, "state", 1.5, ids[7:8]),  # a device state code (the vocabulary's)
             _value(route, "last_seen", 1790000000000, ids[8:9]),  # epoch ms: readable
