@@ -51,7 +51,11 @@ ANSWERS = [("message", 400), ("message", 404), ("message", 503), ("message", 429
 def test_no_cut_leaves_a_piece_of_the_key(
     serve: Any, caplog: pytest.LogCaptureFixture, kind: str, status: int
 ) -> None:
-    starts = iter(straddling(CUT[kind]))
+    starts = straddling(CUT[kind])
+    if status == 429:
+        # a throttled request is tried 101 times before its error quotes the message: the first,
+        # middle and last positions (its text is `api_message`'s, as for the 400, 404 and 503)
+        starts = starts[::19]
     current: dict[str, int] = {}
 
     def respond(seen: Seen) -> Reply:
@@ -69,7 +73,7 @@ def test_no_cut_leaves_a_piece_of_the_key(
                 client.get("/v2/devices/x/")  # a per-record route: a 404 is not tenant-level
             texts.append(str(caught.value))
 
-    assert len(texts) == len(KEY) - 1
+    assert len(texts) == len(starts)
     assert [t for t in texts if key_fragments(t)] == []
     assert key_fragments(caplog.text) == []
     assert all("x" * 20 in t for t in texts), "the server's text is still quoted"
