@@ -26,6 +26,7 @@ RUNS = {
     "error": "varchar",
     "unavailable": "json",  # table -> why this run skipped it (a partial run), else {}
     "parts": "bigint",  # parts committed before the last (or failed) one: 0 = one part
+    "unreadable": "json",  # table.column -> values read as NULL (arrow.Unreadable), else {}
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -39,7 +40,7 @@ RECONCILIATION = {
 }
 ADDED = {
     "_esper_reconciliation": ("duplicates",),
-    "_esper_runs": ("unavailable", "parts"),
+    "_esper_runs": ("unavailable", "parts", "unreadable"),
 }  # columns added after the first release
 
 
@@ -67,6 +68,15 @@ def write(
                     f"insert into {name} ({', '.join(columns)}) values ({marks})",
                     *[row.get(c) for c in columns],
                 )
+
+
+def unreadable_lines(unreadable: dict[str, int]) -> list[str]:
+    """What the summary and `status` say of values a run read as NULL, one line per column:
+    ``3 values unreadable in devices.last_seen (loaded as NULL)``."""
+    return [
+        f"{count:,} value{'s' if count != 1 else ''} unreadable in {column} (loaded as NULL)"
+        for column, count in sorted(unreadable.items())
+    ]
 
 
 # A full scan that ended with these statuses walked the whole device list (its rows are all in).

@@ -12,6 +12,7 @@ from esper_warehouse.sources.esper.http import (
     EsperError,
     EsperNotFoundError,
 )
+from esper_warehouse.sources.esper.times import NotATime
 
 from .run_types import EXIT_API, EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED
 from .warehouse import WarehouseLocked, is_lock_error
@@ -26,7 +27,7 @@ def exit_code_for(error: BaseException) -> int:
         return EXIT_CONFIG
     if isinstance(cause, EsperNotFoundError) and getattr(cause, "tenant_level", False):
         return EXIT_CONFIG
-    if isinstance(cause, EsperError):
+    if isinstance(cause, EsperError | NotATime):  # NotATime: a cursor the API served
         return EXIT_API
     if type(cause).__name__ in ("ConfigFieldMissingException", "ConfigurationValueError"):
         return EXIT_CONFIG
@@ -64,8 +65,22 @@ def _chain(error: BaseException) -> list[BaseException]:
     current: BaseException | None = error
     while current is not None and current not in chain:
         chain.append(current)
-        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+        current = _inner(current)
     return chain
+
+
+def _inner(error: BaseException) -> BaseException | None:
+    """The error that explains `error`: dlt's `exception`, its `__cause__`, else the error being
+    handled when it was raised (`__context__`), except one the code hid (`raise ... from None`)
+    and the end of an iteration: a `StopIteration` in the context is the loop `error` was raised
+    in (dlt's pipes), never its cause, and printed alone it said "StopIteration (no message)"."""
+    explained = getattr(error, "exception", None) or error.__cause__
+    if explained is not None:
+        return explained
+    context = error.__context__
+    if error.__suppress_context__ or isinstance(context, StopIteration | StopAsyncIteration):
+        return None
+    return context
 
 
 def _raised_at(chain: Sequence[BaseException]) -> str:

@@ -43,6 +43,7 @@ def record(
         "error": result.error,
         "unavailable": orjson.dumps(result.unavailable).decode(),
         "parts": result.parts,
+        "unreadable": orjson.dumps(result.unreadable).decode(),
     }
     try:
         with_lock_wait(
@@ -109,6 +110,7 @@ def summary(result: RunResult) -> str:
                 f"  SHORT {r['table_name']}: expected {r['expected']}, loaded {r['loaded']}, "
                 f"missing {r['missing']}, duplicate keys {r.get('duplicates', 0)}"
             )
+    lines += bookkeeping.unreadable_lines(result.unreadable)
     if result.models:
         lines.append(f"models built: {len(result.models)}")
     if result.error:

@@ -56,3 +56,4 @@ class RunResult:
     models: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
     parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
+    unreadable: dict[str, int] = field(default_factory=dict)  # table.column -> values read as NULL

@@ -295,7 +295,9 @@ class _Run:
             log.warning("run %s", result.error)
         else:
             result.exit_code = exit_code_for(error)
-            result.error = error_text(error)
+            # the last guard: a text the server wrote (a body's field names) may hold the key
+            client = self.current_client()
+            result.error = client.redact(error_text(error)) if client else error_text(error)
             log.error("run failed: %s", result.error)
             log.debug("run failed", exc_info=True)
 
@@ -305,6 +307,7 @@ class _Run:
         client = self.current_client()
         result = self.result
         result.unavailable = self.ledger.skipped()
+        result.unreadable = self.ledger.unreadable.counts()
         if client is not None:
             totals = client.totals()
             result.requests, result.retries = totals.requests, totals.retries

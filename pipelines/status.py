@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from .bookkeeping import unfinished_first_load
+from .bookkeeping import unfinished_first_load, unreadable_lines
 from .command import Subcommand
 from .exit_codes import Exit
 from .warehouse import is_lock_error
@@ -86,6 +86,20 @@ def _unavailable(con: duckdb.DuckDBPyConnection, ds: str) -> list[str]:
     lines = ["unavailable in the last run (skipped, not failed):"]
     lines += [f"  {table}: {why}" for table, why in sorted(skipped.items())]
     return lines
+
+
+def _unreadable(con: duckdb.DuckDBPyConnection, ds: str) -> list[str]:
+    """The values the latest run could not read (loaded as NULL), counted per column."""
+    has_column = con.execute(
+        f"select count(*) from (describe {ds}._esper_runs) where column_name = 'unreadable'"
+    ).fetchone()[0]  # type: ignore[index]
+    if not has_column:  # a warehouse recorded before unreadable values were counted
+        return []
+    row = con.execute(
+        f"select unreadable from {ds}._esper_runs order by started_at desc limit 1"
+    ).fetchone()
+    counts = orjson.loads(row[0]) if row and row[0] else {}
+    return [f"  {line}" for line in unreadable_lines(counts)] if counts else []
 
 
 def _marts(con: duckdb.DuckDBPyConnection) -> str:
@@ -194,6 +208,8 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     else:
         out.append("no runs recorded yet")
     out.extend(_unavailable(con, ds) if runs else [])
+    if runs and (unreadable := _unreadable(con, ds)):
+        out += ["values the last run could not read (loaded as NULL):", *unreadable]
     out.extend(morning_check(con))
     out.append("tables (whole table: all rows it holds, last loaded):")
     loads = "_dlt_loads" in tables

@@ -4,8 +4,9 @@ A fault is a dict ``{"kind", "route" (glob on the path after /api; default all),
 (default 1.0), "times" (max firings; None = unlimited), ...kind arguments}``. Kinds:
 ``latency`` (ms, jitter_ms), ``rate_limit`` (rps, burst, retry_after), ``status`` (status),
 ``drop``, ``malformed``, ``slow`` (seconds), ``insert_during_paging`` (count), ``drift``
-(variant: ``rename`` field -> to, ``null_list`` field (default ``results``), ``envelope``): a
-200 answer changes shape, as a real API may after an upgrade (see `apply_drift`).
+(variant: ``rename`` field -> to, ``null_list`` field (default ``results``), ``envelope``, ``as_text``, ``value`` field -> value):
+a 200 answer changes shape or serves a value the loader cannot read, as a real API may after an
+upgrade (see `apply_drift`).
 
 Next-link faults (live §12: Esper's own client rewrites such links before following them):
 ``next_http``: the ``next`` link of a list answer says ``http://`` whatever the request's
@@ -69,7 +70,7 @@ KINDS = frozenset(
     }
 )
 WORLD_KINDS = frozenset({"clock_skew", "late_events"})  # act on the clock or data, not a request
-DRIFT_VARIANTS = frozenset({"rename", "null_list", "envelope", "as_text"})
+DRIFT_VARIANTS = frozenset({"rename", "null_list", "envelope", "as_text", "value"})
 
 
 @dataclass(slots=True)
@@ -379,6 +380,8 @@ def _check_drift(spec: dict[str, Any]) -> None:
         isinstance(spec.get("field"), str) and isinstance(spec.get("names"), dict)
     ):
         raise ValueError("an as_text drift needs 'field' (dotted path) and 'names' {value: text}")
+    if variant == "value" and not (isinstance(spec.get("field"), str) and "value" in spec):
+        raise ValueError("a value drift needs 'field' (dotted path) and 'value' (any JSON value)")
 
 
 def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
@@ -393,6 +396,9 @@ def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
     * ``as_text``: the value at ``field`` is served as text: ``names`` maps a value (as a string)
       to its text, other values become their string (``state: 60`` -> ``"INACTIVE"``; Esper's
       own support tool reads text device states, docs/spec/live-observations.md section 22).
+    * ``value``: the value at ``field`` becomes ``value`` (any JSON value: a year-0 timestamp, a
+      word where a number was), in every record, or only in those whose ``id`` is one of
+      ``ids``: a value the API may serve that the loader cannot read.
     """
     payload = orjson.loads(orjson.dumps(payload))  # handlers may hand out the world's own dicts
     for spec in drifts:
@@ -409,7 +415,13 @@ def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
                 node: Any = record
                 for name in parents:
                     node = node.get(name) if isinstance(node, dict) else None
-                if isinstance(node, dict) and leaf in node:
+                if variant == "value":
+                    ids = spec.get("ids")
+                    if isinstance(node, dict) and (
+                        ids is None or str(record.get("id")) in map(str, ids)
+                    ):
+                        node[leaf] = spec["value"]
+                elif isinstance(node, dict) and leaf in node:
                     if variant == "rename":
                         node[spec["to"]] = node.pop(leaf)
                     elif variant == "as_text":
@@ -425,6 +437,8 @@ def _envelope_of(payload: Any) -> Any:
 
 
 def _records(payload: Any) -> list[dict[str, Any]]:
+    if isinstance(payload, list):  # a bare array (authz2's role scopes)
+        return [r for r in payload if isinstance(r, dict)]
     envelope = _envelope_of(payload)
     if isinstance(envelope, dict) and "results" in envelope:
         return [r for r in envelope["results"] or [] if isinstance(r, dict)]

@@ -4,18 +4,32 @@ Declared columns get their declared type whatever a page holds (a column missing
 null, never absent). Nested objects and lists become JSON text columns (typed `json` for dlt), and
 the nested fields analysts need are also flattened into typed `parent__child` columns. Fields the
 declaration does not know yet are kept, typed from their values, so nothing the API serves is lost.
+
+A value that cannot be read as its column's type (a year-0 time, a word in a number column, 1.5
+where a whole number belongs) is loaded as NULL and counted per column in the run's `Unreadable`
+tally, which the run record keeps and `status` shows: one odd value never ends the night. Only a
+table's key or cursor ends it (`UnreadableKey`), naming the column and the value.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .http.errors import EsperResponseError
+from .times import parse_time
+
+log = logging.getLogger("esper_warehouse.source")
 
 UTC_TS = pa.timestamp("us", tz="UTC")
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -36,7 +50,8 @@ class Col:
     name: str
     type: str = "text"
     path: tuple[str, ...] = ()
-    convert: Callable[[Any], Any] | None = None  # applied to each value before typing
+    # applied to each value before typing; ValueError: the value cannot be read (NULL, counted)
+    convert: Callable[[Any], Any] | None = None
 
     @property
     def source(self) -> tuple[str, ...]:
@@ -50,6 +65,7 @@ class Declared(Protocol):
     columns: tuple[Col, ...]
     keep_extra: bool
     extra: Mapping[str, str]
+    identifying: frozenset[str]  # key and cursor columns: never read as NULL
 
 
 def cols(spec: str, type_: str = "text") -> tuple[Col, ...]:
@@ -62,63 +78,263 @@ def flat(spec: str, type_: str = "text") -> tuple[Col, ...]:
     return tuple(Col(n, type_, tuple(n.split("__"))) for n in spec.split())
 
 
+class _NotAnObject(ValueError):
+    """A nested field's path runs into a value that is not an object (`software_info: []`)."""
+
+    def __init__(self, where: tuple[str, ...], value: Any) -> None:
+        self.reason = f"{'.'.join(where)} is a {type(value).__name__}, not an object"
+        super().__init__(self.reason)
+        self.value = value
+
+
 def _dig(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at `path`; None where a part is absent or null.
+
+    Raises:
+        _NotAnObject: a part on the way is a value that is not an object (unreadable).
+    """
     value: Any = record
-    for part in path:
-        if not isinstance(value, Mapping):
+    for depth, part in enumerate(path):
+        if value is None:
             return None
+        if not isinstance(value, Mapping):
+            raise _NotAnObject(path[:depth], value)
         value = value.get(part)
     return value
 
 
+def _dug(records: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> list[Any]:
+    """Each record's value at `path`, a path that runs into a non-object kept as its error
+    (read as NULL and counted by `_typed`, like any value that cannot be read)."""
+    values: list[Any] = []
+    for record in records:
+        try:
+            values.append(_dig(record, path))
+        except _NotAnObject as error:
+            values.append(error)
+    return values
+
+
 def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
-
-
-def parse_timestamps(values: Sequence[Any]) -> pa.Array:
-    """ISO 8601 strings (with `Z`, an offset, or none = UTC) to `timestamp[us, UTC]`."""
-    strings = pa.array([None if v in (None, "") else str(v) for v in values], pa.string())
-    try:
-        return pc.cast(strings, UTC_TS)
-    except pa.ArrowInvalid:
-        pass
-    # Mixed or naive values: parse one by one, naive ones read as UTC.
-    from datetime import UTC, datetime
-
-    parsed = []
-    for v in strings.to_pylist():
-        if v is None:
-            parsed.append(None)
-            continue
-        ts = datetime.fromisoformat(v.replace("Z", "+00:00"))
-        parsed.append(ts if ts.tzinfo else ts.replace(tzinfo=UTC))
-    return pa.array(parsed, UTC_TS)
-
-
-def _typed(values: list[Any], type_: str) -> pa.Array:
-    if type_ == "timestamp":
-        return parse_timestamps(values)
-    if type_ == "json":
-        return pa.array([_json(v) for v in values], pa.string())
-    arrow_type = ARROW_TYPES[type_]
-    try:
-        return pa.array(values, arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-        return pa.array([_coerce(v, type_) for v in values], arrow_type)
-
-
-def _coerce(value: Any, type_: str) -> Any:
-    if value is None or value == "":
+    if value is None:
         return None
-    if type_ == "text":
-        return value if isinstance(value, str) else _json(value)
-    if type_ == "bigint":
-        return int(float(value))
-    if type_ == "double":
-        return float(value)
-    if type_ == "bool":
-        return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes")
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits
+        return json.dumps(value, default=str)
+
+
+class UnreadableKey(EsperResponseError):
+    """A table's key or cursor the API served in a form that cannot be read (API failure: exit 3).
+
+    Only keys and cursors end a run: a row without its key cannot be merged, and a cursor that
+    cannot be read cannot move. Every other value reads as NULL and is counted (`Unreadable`).
+    """
+
+
+def unreadable_key(column: str, value: Any, type_: str, reason: str) -> UnreadableKey:
+    """The error of a key or cursor value (of `column`, `table.column`) that cannot be read."""
+    return UnreadableKey(
+        f"{column}: {_shown(value)} cannot be read as {type_} ({reason}); it is the table's key "
+        "or cursor, which is never loaded as NULL"
+    )
+
+
+class Unreadable:
+    """The values one run could not read, per `table.column`: each loaded as NULL and counted.
+
+    Shared by the run's resources (`RunLedger.unreadable`); thread-safe, as the fan-outs convert
+    their pages in dlt's worker threads. The first unreadable value of each column is logged.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def add(self, column: str, count: int, example: Any, type_: str, why: str) -> None:
+        """Count `count` values of `column` (`table.column`) read as NULL; `example` is one."""
+        with self._lock:
+            first = column not in self._counts
+            self._counts[column] = self._counts.get(column, 0) + count
+        if first:
+            log.warning(
+                "%s: %s cannot be read as %s (%s); loaded as NULL, counted in the run record",
+                column,
+                _shown(example),
+                type_,
+                why,
+            )
+
+    def counts(self) -> dict[str, int]:
+        """`table.column` -> how many values read as NULL so far in this run."""
+        with self._lock:
+            return dict(sorted(self._counts.items()))
+
+
+def _shown(value: Any) -> str:
+    """A value for the log: whole, or only its kind and length when long (never cut)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"a {type(value).__name__} of {len(text)} characters"
+
+
+def _read_int(value: Any) -> int:
+    """A whole number from a number or its text; a fraction (1.5) is not truncated: unreadable."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            value = _read_float(text)  # "12.0"; a word raises
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("not a whole number")
+        value = int(value)
+    if not isinstance(value, int):
+        raise ValueError(f"a {type(value).__name__} is not a number")
+    if not INT64[0] <= value <= INT64[1]:
+        raise ValueError("outside the 64-bit range")
     return value
+
+
+def _read_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"a {type(value).__name__} is not a number")
+    try:
+        return float(value.strip() if isinstance(value, str) else value)
+    except ValueError:
+        raise ValueError("not a number") from None
+
+
+TRUE_WORDS, FALSE_WORDS = (
+    frozenset({"true", "t", "yes", "y", "1"}),
+    frozenset({"false", "f", "no", "n", "0"}),
+)
+
+
+def _read_bool(value: Any) -> bool:
+    """true/false, 1/0, and their words (`"yes"`, `"False"`); anything else is unreadable."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    word = str(value).strip().lower() if isinstance(value, str) else None
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ValueError("not true or false")
+
+
+def _read_text(value: Any) -> str:
+    return value if isinstance(value, str) else _json(value)  # type: ignore[return-value]
+
+
+def _read_time(value: Any) -> datetime | None:
+    ts = parse_time(value)
+    return ts.astimezone(UTC) if ts is not None else None
+
+
+# Each declared type's reader: a value as Python gives it to Arrow, or ValueError (unreadable).
+READERS: dict[str, Callable[[Any], Any]] = {
+    "text": _read_text,
+    "bigint": _read_int,
+    "double": _read_float,
+    "bool": _read_bool,
+    "timestamp": _read_time,
+    "json": _json,
+}
+# Python types Arrow converts to the declared type exactly as the reader would (the fast path).
+# `bool` is no `int` here: Arrow would take True as 1; a float is no bigint: Arrow truncates 1.5.
+EXACT: dict[str, tuple[type, ...]] = {
+    "text": (str,),
+    "bigint": (int,),
+    "double": (float, int),
+    "bool": (bool,),
+}
+INT64 = (-(2**63), 2**63 - 1)
+_EPOCH, _US = datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
+_TS_RANGE = (  # what Python (and so every tool reading the warehouse) can show: years 1-9999
+    (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _US,
+    (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _US,
+)
+
+
+def _fast(values: list[Any], type_: str) -> pa.Array | None:
+    """The column converted by Arrow at once when every value is of a type it reads exactly
+    (ISO text for timestamps, checked to lie within years 1-9999); None: read value by value."""
+    if type_ == "timestamp":
+        if not all(v is None or type(v) is str for v in values):
+            return None
+        try:
+            array = pc.cast(pa.array([v or None for v in values], pa.string()), UTC_TS)
+        except (pa.ArrowException, OverflowError, ValueError):
+            return None
+        low, high = pc.min_max(array.cast(pa.int64())).values()
+        if low.is_valid and (low.as_py() < _TS_RANGE[0] or high.as_py() > _TS_RANGE[1]):
+            return None
+        return array
+    exact = EXACT.get(type_)
+    if exact is None or not all(v is None or type(v) in exact for v in values):
+        return None
+    try:
+        return pa.array(values, ARROW_TYPES[type_])
+    except (pa.ArrowException, OverflowError):  # an int beyond 64 bits
+        return None
+
+
+def _typed(
+    values: list[Any],
+    type_: str,
+    column: str,
+    unreadable: Unreadable | None,
+    identifying: bool = False,
+) -> pa.Array:
+    """A column's values as its declared type. A value that cannot be read is NULL and counted
+    in `unreadable` (under `column`, i.e. `table.column`), or, in a key or cursor column
+    (`identifying`), an `UnreadableKey`."""
+    if type_ != "json" and (fast := _fast(values, type_)) is not None:
+        return fast  # (never holds a `_NotAnObject`: its type is no exact one)
+    read = READERS[type_]
+    out: list[Any] = []
+    bad, example, why = 0, None, ""
+    for value in values:
+        if value is None or (value == "" and type_ != "text"):
+            out.append(None)
+            continue
+        try:
+            if isinstance(value, _NotAnObject):
+                raise value
+            out.append(read(value))
+        except (ValueError, TypeError, OverflowError) as error:
+            reason = getattr(error, "reason", None) or str(error)
+            if identifying:
+                raise unreadable_key(column, value, type_, reason) from None
+            out.append(None)
+            value = getattr(error, "value", value)  # a `_NotAnObject`: what it ran into
+            bad, example, why = bad + 1, (value if not bad else example), (why or reason)
+    if bad and unreadable is not None:
+        unreadable.add(column, bad, example, type_, why)
+    return pa.array(out, ARROW_TYPES[type_])
+
+
+def _convert(col: Col, values: list[Any], column: str, unreadable: Unreadable | None) -> list[Any]:
+    """A column's `convert` applied to each value; a value it cannot read (ValueError) is None,
+    counted like any other unreadable value."""
+    assert col.convert is not None
+    out: list[Any] = []
+    bad, example, why = 0, None, ""
+    for value in values:
+        if isinstance(value, _NotAnObject):  # counted once, by `_typed`
+            out.append(value)
+            continue
+        try:
+            out.append(col.convert(value))
+        except (ValueError, TypeError) as error:
+            out.append(None)
+            bad, example, why = bad + 1, (value if not bad else example), (why or str(error))
+    if bad and unreadable is not None:
+        unreadable.add(column, bad, example, col.type, why)
+    return out
 
 
 def _infer(values: Iterable[Any]) -> str | None:
@@ -141,6 +357,7 @@ def to_arrow(
     records: Sequence[Mapping[str, Any]],
     schema: Declared,
     *,
+    unreadable: Unreadable | None = None,
     add: Mapping[str, tuple[str, Any]] | None = None,
     row_hash: bool = False,
 ) -> pa.Table:
@@ -149,25 +366,34 @@ def to_arrow(
     Args:
         records: the page's items, as the API served them.
         schema: the table's declaration.
+        unreadable: the run's tally of values read as NULL (None: not counted, for tools and
+            tests; a run's resources always pass theirs, through `Table.page`).
         add: constant columns to add, `{name: (dlt type, value)}` (e.g. the parent id).
         row_hash: add `ROW_VERSION`, a hash of the record's content (the scd2 row version).
 
     Returns:
         The page as a `pyarrow.Table`; undeclared fields follow the declared columns.
+
+    Raises:
+        UnreadableKey: a key or cursor value cannot be read as its column's type.
     """
     arrays: dict[str, pa.Array] = {}
     n = len(records)
+
+    identifying = schema.identifying
+
+    def typed(name: str, values: list[Any], type_: str) -> pa.Array:
+        column = f"{schema.name}.{name}"
+        return _typed(values, type_, column, unreadable, name in identifying)
+
     for name, (type_, value) in (add or {}).items():
-        arrays[name] = _typed([value] * n, type_)
+        arrays[name] = typed(name, [value] * n, type_)
     for col in schema.columns:
         path = col.source
-        if len(path) == 1:
-            values = [r.get(path[0]) for r in records]
-        else:
-            values = [_dig(r, path) for r in records]
+        values = [r.get(path[0]) for r in records] if len(path) == 1 else _dug(records, path)
         if col.convert is not None:
-            values = [col.convert(v) for v in values]
-        arrays[col.name] = _typed(values, col.type)
+            values = _convert(col, values, f"{schema.name}.{col.name}", unreadable)
+        arrays[col.name] = typed(col.name, values, col.type)
     if schema.keep_extra:
         declared = {c.source[0] for c in schema.columns if len(c.source) == 1} | set(arrays)
         extra_keys: dict[str, None] = {}
@@ -179,20 +405,20 @@ def to_arrow(
             values = [r.get(key) for r in records]
             type_ = schema.extra.get(key) or _infer(values)
             if type_ is not None:
-                arrays[key] = _typed(values, type_)
+                arrays[key] = typed(key, values, type_)
     if row_hash:
-        arrays[ROW_VERSION] = pa.array(
-            [
-                hashlib.blake2b(
-                    orjson.dumps(r, option=orjson.OPT_SORT_KEYS), digest_size=16
-                ).hexdigest()
-                for r in records
-            ],
-            pa.string(),
-        )
+        arrays[ROW_VERSION] = pa.array([_content_hash(r) for r in records], pa.string())
     if not arrays:
         return pa.table({})
     return pa.table(arrays)
+
+
+def _content_hash(record: Mapping[str, Any]) -> str:
+    try:
+        content = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits
+        content = json.dumps(record, sort_keys=True, default=str).encode()
+    return hashlib.blake2b(content, digest_size=16).hexdigest()
 
 
 def column_values(table: pa.Table, name: str) -> list[Any]:

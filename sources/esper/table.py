@@ -16,13 +16,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from .arrow import ROW_VERSION, Col, cols, flat, to_arrow
+from .arrow import ROW_VERSION, Col, Unreadable, cols, flat, to_arrow, unreadable_key
+from .times import NotATime, parse_time
 
 if TYPE_CHECKING:
     from .http import EsperClient
@@ -107,11 +109,29 @@ class Table:
         return self.probe if self.probe is not None else "{id}" not in self.path
 
     @property
+    def identifying(self) -> frozenset[str]:
+        """The columns a row cannot be loaded without (key, cursor, scd2 merge key): a value of
+        them that cannot be read ends the run; any other reads as NULL, counted."""
+        return frozenset((*self.key, *filter(None, (self.cursor, self.merge_key))))
+
+    @property
     def cursor_field(self) -> str:
         """The record field the table's watermark follows."""
         if self.cursor is None:
             raise ValueError(f"{self.name} declares no cursor")
         return self.cursor
+
+    def cursor_time(self, item: Mapping[str, Any]) -> datetime | None:
+        """An item's cursor value as a time (None when absent).
+
+        Raises:
+            UnreadableKey: the value is not a time; the error names the table's cursor.
+        """
+        try:
+            return parse_time(item.get(self.cursor_field))
+        except NotATime as error:
+            column = f"{self.name}.{self.cursor_field}"
+            raise unreadable_key(column, error.value, "timestamp", error.reason) from None
 
     def hints(self) -> dict[str, Any]:
         """The dlt hints, all from the declaration: `@dlt.resource(**TABLE.hints())`.
@@ -149,6 +169,7 @@ class Table:
         """Items per page: the run's `page_size` setting, never more than the route allows."""
         return min(page_size or self.page_size, self.page_size)
 
-    def page(self, items: list[dict], **kwargs: Any) -> pa.Table:
-        """One page of records as an Arrow table with this table's declared columns."""
-        return to_arrow(items, self, **kwargs)
+    def page(self, items: list[dict], unreadable: Unreadable, **kwargs: Any) -> pa.Table:
+        """One page of records as an Arrow table with this table's declared columns; values that
+        cannot be read are NULL, counted in the run's `unreadable` (`RunLedger.unreadable`)."""
+        return to_arrow(items, self, unreadable=unreadable, **kwargs)

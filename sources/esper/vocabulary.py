@@ -77,18 +77,26 @@ def device_state_code(value: object) -> int | None:
 
     `60`, `"60"` and `"INACTIVE"` all give 60; a text the vocabulary does not know gives None
     (the loader keeps the text in `state_text`, so nothing is lost).
+
+    Raises:
+        ValueError: neither a code nor a word (`1.5`, `true`, an object): the loader reads it as
+            NULL and counts it (`arrow.Unreadable`), never as a code it was not.
     """
-    if value is None or isinstance(value, bool):
+    if value is None:
         return None
-    if isinstance(value, int | float):
-        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"a {type(value).__name__} is not a device state")
     text = str(value).strip()
     if not text:
         return None
     try:
-        return int(float(text))
+        number = float(text)
     except ValueError:
-        pass
+        number = None
+    if number is not None:
+        if not number.is_integer():
+            raise ValueError("not a whole state code")
+        return int(number)
     word = _state_word(text)
     exact, prefixes = _state_aliases()
     if word in exact:

@@ -191,8 +191,9 @@ def test_a_refused_key_or_wrong_tenant_stops_with_exit_2(
 
 
 def test_the_live_answers_themselves_are_clean_and_a_type_change_breaks() -> None:
-    """The recorded live shapes of the routes the source reads pass; an object turned list on
-    the path of a field the source reads is named as such."""
+    """The recorded live shapes of the routes the source reads pass; a cursor of another type
+    breaks a run; an object turned list on the path of a field the source flattens is a note (a
+    run reads that field as NULL and counts it, as it reads any value it cannot read)."""
     for template, table in (
         ("/v2/devices/", "devices"),
         ("/enterprise/{enterprise_id}/device/", "devices"),
@@ -209,10 +210,13 @@ def test_the_live_answers_themselves_are_clean_and_a_type_change_breaks() -> Non
 
     answer = live_shapes.synthesize(live_shapes.route("GET", "/v2/devices/")["observed"])
     answer["content"]["results"][0]["software_info"] = []
+    answer["content"]["results"][0]["updated_at"] = {"at": 1}
     report = doctor.check(answer, "/v2/devices/", "devices")
     assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == [
-        "GET /v2/devices/ items: software_info is list, expected object"
+        "GET /v2/devices/ items: updated_at is object, expected string"
     ]
+    notes = [f.text() for f in report.findings if f.severity == doctor.NOTE]
+    assert "GET /v2/devices/ items: software_info is list, expected object" in notes
 
 
 def test_a_drift_fault_without_a_known_variant_is_refused(sim: Any) -> None:

@@ -131,3 +131,31 @@ def test_http_fault_control(sim):
         assert ctl.post("/_sim/faults", json=[{"kind": "nope"}]).status_code == 400
         assert ctl.delete("/_sim/faults").status_code == 200
         assert c.get("/v0/operations/").status_code == 200
+
+
+def test_value_drift_serves_a_value_in_the_records_named(sim):
+    """`value` drift: the field (a dotted path too) becomes the value in the records whose id is
+    listed, in list answers and in bare arrays (role scopes) alike; other records are untouched."""
+    devices = sorted(d["id"] for d in sim.truth("devices"))
+    role = sim.truth("roles")[0]["id"]
+    sim.set_faults(
+        [
+            {"kind": "drift", "variant": "value", "route": "/v2/devices/", "field": "last_seen",
+             "value": "0000-00-00T00:00:00Z", "ids": devices[:2]},
+            {"kind": "drift", "variant": "value", "route": "/tenant/v0/apnscertificates/",
+             "field": "meta.cert_expiry_on", "value": "next spring"},
+            {"kind": "drift", "variant": "value", "route": "/authz2/v1/roles/*/scopes",
+             "field": "scope_type", "value": "ADMIN"},
+        ]
+    )  # fmt: skip
+    with make_client(sim) as c:
+        items = c.get("/v2/devices/", params={"limit": 1000}).json()["content"]["results"]
+        certificates = c.get("/tenant/v0/apnscertificates/").json()["content"]["results"]
+        scopes = c.get(f"/authz2/v1/roles/{role}/scopes").json()
+    odd = sorted(i["id"] for i in items if i.get("last_seen") == "0000-00-00T00:00:00Z")
+    assert odd == devices[:2]
+    assert len(items) == len(devices)
+    assert {c["meta"]["cert_expiry_on"] for c in certificates} == {"next spring"}
+    assert scopes and {s["scope_type"] for s in scopes} == {"ADMIN"}
+    with pytest.raises(ValueError, match="value drift needs"):
+        sim.set_faults([{"kind": "drift", "variant": "value", "field": "state"}])

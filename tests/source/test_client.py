@@ -99,6 +99,7 @@ class Reply:
     drop: bool = False  # close the connection without answering
     delay: float = 0.0  # seconds before answering
     gzip: bool = False  # gzip the body when the client accepts it
+    raw: bytes | None = None  # sent as is instead of `body` as JSON (a body that is not JSON)
 
 
 @dataclass
@@ -147,7 +148,7 @@ class LoopbackServer:
                     self.close_connection = True
                     return
                 time.sleep(reply.delay)
-                payload = json.dumps(reply.body).encode()
+                payload = json.dumps(reply.body).encode() if reply.raw is None else reply.raw
                 headers = {"Content-Type": "application/json", **reply.headers}
                 if reply.gzip and "gzip" in seen.headers.get("accept-encoding", ""):
                     payload = gzip.compress(payload)

@@ -10,6 +10,20 @@ from email.utils import parsedate_to_datetime
 import httpx
 import orjson
 
+MESSAGE_CHARS = 300  # of an error body's message, as quoted in errors and logs
+SNIPPET_CHARS = 60  # of a body that is not JSON
+
+
+def clip(text: str, limit: int, redact: Callable[[str], str]) -> str:
+    """A server's text shortened to `limit` characters for people, the key taken out FIRST.
+
+    Cut first, a key straddling the cut loses its end and no longer matches `redact`: 36 to 39
+    of its 40 characters reached the logs, the errors and the run record. Every text from the
+    server that is shortened goes through here.
+    """
+    text = redact(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 def api_message(response: httpx.Response, redact: Callable[[str], str]) -> str:
     """The API's own error text from any family's error body, as ``": <text>"`` or ``""``.
@@ -33,10 +47,8 @@ def api_message(response: httpx.Response, redact: Callable[[str], str]) -> str:
         parts.extend(str(e) for e in errors if str(e) not in parts)
     elif isinstance(errors, str | dict):
         parts.append(str(errors))
-    text = "; ".join(parts)
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f": {redact(text)}" if text else ""
+    text = clip("; ".join(parts), MESSAGE_CHARS, redact)
+    return f": {text}" if text else ""
 
 
 def retry_after(response: httpx.Response) -> float | None:

@@ -44,7 +44,7 @@ import httpx
 import orjson
 
 from . import threads
-from .answers import api_message, parse_date, retry_after
+from .answers import SNIPPET_CHARS, api_message, clip, parse_date, retry_after
 from .deadline import STOP_POLL_S, Guard
 from .errors import (
     EsperError,
@@ -474,7 +474,9 @@ class EsperClient:
                 setattr(stats, name, getattr(stats, name) + value)
 
     def _snippet(self, response: httpx.Response) -> str:
-        return self.redact(response.content[:60].decode("utf-8", "replace"))
+        # the first 4 KB, redacted whole, then cut: a key straddling the cut is still found
+        text = response.content[:4096].decode("utf-8", "replace")
+        return clip(text, SNIPPET_CHARS, self.redact)
 
     def redact(self, text: str) -> str:
         """Remove the API key from text built from server answers (belt and braces)."""

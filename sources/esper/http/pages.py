@@ -35,7 +35,7 @@ from urllib.parse import urljoin
 
 import orjson
 
-from ..times import parse_time
+from ..times import cursor_time
 from .client import EsperClient
 from .errors import EsperResponseError
 
@@ -462,10 +462,8 @@ class DescScan:
 
     def value(self, item: Mapping[str, Any]) -> datetime | None:
         names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
-        for name in names:
-            if item.get(name):
-                return parse_time(item[name])
-        return None
+        name = next((n for n in names if item.get(n)), None)
+        return None if name is None else cursor_time(item[name], name)
 
     def keep(self, items: list[dict]) -> list[dict]:
         """The items of one page at or after `stop_at`; decides whether to stop after it."""

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from ..times import parse_time
+from ..arrow import Unreadable, unreadable_key
+from ..times import NotATime, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class RunLedger:
     event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run
     event_marks_read: bool = False
     unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
     # lists read once per run for several tables (users, roles): name -> result or error
     shared_reads: dict[str, Any] = field(default_factory=dict)
     # (table, route, status, meaning) -> devices whose part of the table the API refused
@@ -141,7 +143,11 @@ class RunLedger:
         self, table: str, expected: int, items: Iterable[Mapping[str, Any]], key: tuple[str, ...]
     ) -> None:
         """Record a complete list: the API's count for it and the keys of the items read."""
-        keys = array("q", (fingerprint(key, [item.get(k) for k in key]) for item in items))
+        try:
+            keys = array("q", (fingerprint(key, [item.get(k) for k in key]) for item in items))
+        except NotATime as error:  # a time in the key (heartbeats, device history)
+            column = f"{table}.{'/'.join(k for k in key if k in TIME_KEYS)}"
+            raise unreadable_key(column, error.value, "timestamp", error.reason) from None
         with self._lock:
             scan = self.scans.setdefault(table, Scan())
             scan.expected += expected

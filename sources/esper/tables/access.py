@@ -143,7 +143,7 @@ def _per_parent(
 def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict]) -> Iterator[pa.Table]:
     ledger.add_scan(table.name, len(rows), rows, table.key)
     if rows:
-        yield table.page(rows)
+        yield table.page(rows, ledger.unreadable)
 
 
 @dlt.resource(**USERS.hints())

@@ -139,7 +139,7 @@ def whole_list(
     )
     ledger.add_scan(table.name, read.count, read.items, key)
     if read.items:
-        yield table.page(read.items)
+        yield table.page(read.items, ledger.unreadable)
 
 
 def read_versions(
@@ -176,7 +176,7 @@ def read_versions(
         ledger.add_scan(table.name, read.count, items, key)
         rows.extend(items)
     if rows:
-        yield table.page(rows)
+        yield table.page(rows, ledger.unreadable)
 
 
 @dlt.resource(**GROUPS.hints())
@@ -293,7 +293,7 @@ def optional_shared_list(
         read = shared_list(table, client, ledger, opts)
         ledger.add_scan(table.name, read.count, read.items, table.key)
         if read.items:
-            yield table.page(read.items)
+            yield table.page(read.items, ledger.unreadable)
 
 
 def optional_whole_list(

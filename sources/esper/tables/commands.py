@@ -25,7 +25,6 @@ from ..run.state import (
     read_from,
 )
 from ..table import INT, JSON, TS, Col, Table, cols
-from ..times import parse_time
 from ..vocabulary import is_terminal
 
 log = logging.getLogger("esper_warehouse.source")
@@ -108,7 +107,7 @@ def _desc_list(
         count = max(count, page.count or 0)
         items = first_seen(fresh, seen, key)  # a complete read keeps every item as fresh
         if items:
-            yield table.page(items), items
+            yield table.page(items, ledger.unreadable), items
     if since is None:  # a complete read of the whole list: reconcile it with its count
         ledger.add_scan(table.name, count, (dict(zip(key, k, strict=True)) for k in seen), key)
     advance_cursor(table.name, scan.newest)
@@ -136,7 +135,6 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     active_since = read_from(STATUSES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
     limit, key = COMMAND_STATUSES.limit(opts.page_size), COMMAND_STATUSES.key
-    cursor = COMMAND_STATUSES.cursor_field
 
     def fetch(batch: list[str]) -> Any:
         return read_all(
@@ -155,12 +153,12 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
             (closed if is_terminal("command", item.get("state")) else open_requests).add(
                 item.get("request")
             )
-            ts = parse_time(item.get(cursor))
+            ts = COMMAND_STATUSES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
                 ledger.mark_active([url_id(item.get("device"))])
         if read.items:
-            yield COMMAND_STATUSES.page(read.items)
+            yield COMMAND_STATUSES.page(read.items, ledger.unreadable)
     state[OPEN_REQUESTS] = sorted(r for r in open_requests if r)
     advance_cursor(STATUSES_SEEN, newest)
 
@@ -183,7 +181,6 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
     active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
     key, limit = OPERATION_DEVICES.key, OPERATION_DEVICES.limit(opts.page_size)
-    cursor = OPERATION_DEVICES.cursor_field
 
     def fetch(operation_id: str) -> Any:
         return read_all_or_gone(
@@ -198,16 +195,16 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
             continue
         ledger.add_scan("operation_devices", read.count, read.items, key)
         for item in read.items:
-            ts = parse_time(item.get(cursor))
+            ts = OPERATION_DEVICES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
                 ledger.mark_active([item.get("device_id")])
         rows.extend(read.items)
         if len(rows) >= ROWS_PER_BATCH:
-            yield OPERATION_DEVICES.page(rows)
+            yield OPERATION_DEVICES.page(rows, ledger.unreadable)
             rows = []
     if rows:
-        yield OPERATION_DEVICES.page(rows)
+        yield OPERATION_DEVICES.page(rows, ledger.unreadable)
     still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
     state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open)
     advance_cursor(OPERATION_DEVICES_SEEN, newest)

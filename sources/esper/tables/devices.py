@@ -25,7 +25,7 @@ from ..run.state import (
     read_from,
 )
 from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Table, cols, flat
-from ..times import iso, parse_time
+from ..times import iso
 from ..vocabulary import device_state_code, device_state_text
 
 log = logging.getLogger("esper_warehouse.source")
@@ -154,7 +154,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
             ledger.changed_devices[item["id"]] = apps_route(item)
             with_software(item, software)
         if items:
-            yield DEVICES.page(items)
+            yield DEVICES.page(items, ledger.unreadable)
     advance_cursor("devices", scan.newest)
     cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.as_of or datetime.now().astimezone())
 
@@ -178,7 +178,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
         for items in parts:
             for item in items:
                 with_software(item, software)
-            yield DEVICES.page(items)
+            yield DEVICES.page(items, ledger.unreadable)
 
     yield from pages(walk.take(needs))
     if not ledger.completed_full_scan:  # kept from the first part until the first load ends
@@ -259,7 +259,7 @@ def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     census_at = ledger.as_of
     rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in ledger.walk.seen.items()]
     for start in range(0, len(rows), ROWS_PER_BATCH):
-        yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH])
+        yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH], ledger.unreadable)
 
 
 @dlt.transformer(
@@ -308,7 +308,7 @@ def device_apps(
         ledger.add_scan("device_apps", read.count, items, key)
         rows.extend(items)
     if rows:
-        yield DEVICE_APPS.page(rows, row_hash=True)
+        yield DEVICE_APPS.page(rows, ledger.unreadable, row_hash=True)
 
 
 HEARTBEAT_AHEAD = timedelta(days=30)  # the window's end past the API's `Date`
@@ -327,7 +327,7 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     assert now is not None
     start = read_from(HEARTBEATS_SEEN, opts.lag, ledger) or now - opts.heartbeat_start
     params = {"last_seen_gt": iso(start), "last_seen_lt": iso(max(now, start) + HEARTBEAT_AHEAD)}
-    key, cursor = HEARTBEATS.key, HEARTBEATS.cursor_field
+    key = HEARTBEATS.key
     read = read_all(
         client,
         HEARTBEATS.path_for(client),
@@ -338,6 +338,6 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     )
     ledger.add_scan("heartbeats", read.count, read.items, key)
     if read.items:
-        yield HEARTBEATS.page(read.items)
-    seen = (parse_time(item.get(cursor)) for item in read.items)
+        yield HEARTBEATS.page(read.items, ledger.unreadable)
+    seen = (HEARTBEATS.cursor_time(item) for item in read.items)
     advance_cursor(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))

@@ -108,10 +108,10 @@ def _event_feeds(
             ledger.add_scan("device_events", count, items, DEVICE_EVENTS.key)
         rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
-            yield DEVICE_EVENTS.page(rows)
+            yield DEVICE_EVENTS.page(rows, ledger.unreadable)
             rows = []
     if rows:
-        yield DEVICE_EVENTS.page(rows)
+        yield DEVICE_EVENTS.page(rows, ledger.unreadable)
 
 
 def _marks(ledger: RunLedger) -> dict[str, Any] | None:
@@ -235,7 +235,7 @@ class FeedScan:
             if self.is_new(item):
                 self.new.add(key)
             elif self.mark is not None:
-                ts = parse_time(item.get(CURSOR))
+                ts = DEVICE_EVENTS.cursor_time(item)
                 if self.mark.newest is None or ts is None or ts <= self.mark.newest:
                     self.reached = True
         if self.mark is not None and self.reached and page.has_more:

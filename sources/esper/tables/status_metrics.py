@@ -52,7 +52,7 @@ def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Ite
     assert ledger.as_of is not None  # set by open_run, before any resource runs
     as_of = ledger.as_of.astimezone(UTC)
     row = {**body, "snapshot_date": as_of.date().isoformat(), "as_of": as_of.isoformat()}
-    yield STATUS_METRICS.page([row])
+    yield STATUS_METRICS.page([row], ledger.unreadable)
 
 
 LISTS = (status_metrics,)  # read beside the other tenant-level lists (`tables/__init__.py`)
