@@ -120,7 +120,7 @@ def _(common, mo, wh):
 
 
 @app.cell
-def _(configured, mo, pl, tap_tables):
+def _(common, configured, mo, pl, tap_tables):
     _loaded = set(tap_tables["query_name"].to_list())
     _names = sorted(set(configured) | _loaded)
     _status = pl.DataFrame(
@@ -153,7 +153,7 @@ def _(configured, mo, pl, tap_tables):
         _notes.append(
             mo.md(
                 "Configured but not loaded yet (run `esper-warehouse run`): "
-                + ", ".join(f"`{n}`" for n in _pending)
+                + ", ".join(common.code(n) for n in _pending)
             )
         )
     mo.vstack([mo.md("## What is configured and what is loaded"), mo.ui.table(_status), *_notes])
@@ -189,7 +189,7 @@ def _(common, mo, table):
     mo.vstack(
         [
             mo.md(
-                f"`esper.{table.selected_key}`: **{_total:,} rows**, {columns.height} columns "
+                f"{common.code(f'esper.{table.selected_key}')}: **{_total:,} rows**, {columns.height} columns "
                 f"(first {rows.height:,} shown)"
             ),
             mo.hstack(
@@ -273,7 +273,7 @@ def _(common, mo, sql):
     try:
         _answer = mo.ui.table(common.query(sql.value), page_size=15)
     except Exception as error:  # a typo in the query is the reader's to fix, not a cell error
-        _answer = mo.callout(mo.md(f"The query failed: `{error}`"), kind="danger")
+        _answer = mo.callout(mo.md(f"The query failed: {common.code(error)}"), kind="danger")
     _answer
     return
 

@@ -1,0 +1,91 @@
+"""Everything from the API is text on a page: an alias, a name or a label holding markup shows as
+that markup's characters, in the offline report opened in headless Chromium (no script runs, no
+request leaves) and in what marimo's own page renders (its recorded outputs)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from esper_warehouse.pipelines import offline, report
+from esper_warehouse.pipelines.models import build_models
+
+from .browser import open_offline
+
+REMOTE = "http://198.51.100.7/p.png"  # TEST-NET-2: nothing answers; the proxy is dead anyway
+# A backtick closes a markdown code span; then an event handler, a markdown image off the
+# machine, a script, and `$` (marimo reads $...$ as a formula).
+HOSTILE = (
+    "`x` <img src=x onerror=\"document.title='pwned'\"> ![p](" + REMOTE + ") "
+    "<script>document.title='pwned'</script> $x$"
+)
+SHOWN = "<img src=x onerror="  # how the hostile text reads on the page, as text
+
+
+@pytest.fixture(scope="module")
+def hostile_report(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rollouts and fleet pages of a warehouse whose operation aliases, command names, device
+    and group names are all `HOSTILE` (raw tables edited, models rebuilt)."""
+    root = tmp_path_factory.mktemp("hostile")
+    warehouse = root / "hostile.duckdb"
+    shutil.copy(demo_warehouse, warehouse)
+    with duckdb.connect(str(warehouse)) as con:
+        for table, column in (
+            ("operations", "alias"),
+            ("command_requests", "command"),
+            ("devices", "name"),
+            ("groups", "name"),
+        ):
+            con.execute(f"update esper.{table} set {column} = ? || ' ' || id", [HOSTILE])
+    build_models(warehouse)
+    out = root / "report"
+    out.mkdir()
+    for name in ("rollouts", "fleet_overview"):
+        export = report.export_notebook(report.NOTEBOOKS_DIR / f"{name}.py", out, warehouse)
+        assert export.ok, export.errors[-3000:]
+    return out
+
+
+def _title(dom: str) -> str:
+    found = re.search(r"<title>(.*?)</title>", dom, re.S)
+    return found.group(1) if found else ""
+
+
+@pytest.mark.parametrize("page", ["rollouts", "fleet_overview"])
+def test_hostile_values_are_text_in_the_offline_page(hostile_report: Path, page: str) -> None:
+    opened = open_offline(hostile_report / f"{page}.html")
+    assert opened.requests == [], "the page asked for the network"
+    assert "pwned" not in _title(opened.dom), "a script from the API ran"
+    assert not re.search(r"<img[^>]*onerror", opened.dom), "an element with an API handler"
+    assert f'src="{REMOTE}"' not in opened.dom
+    # what Chromium serialises as the text of the page: the markup, shown, not obeyed
+    assert SHOWN.replace("<", "&lt;").replace(">", "&gt;") in opened.dom
+
+
+def test_the_drill_down_heading_shows_the_alias_as_written(hostile_report: Path) -> None:
+    """The heading over a rollout's devices (`### Devices of …`) carries the picked label."""
+    dom = open_offline(hostile_report / "rollouts.html").dom
+    headings = re.findall(r"<h3[^>]*>(.*?)</h3>", dom, re.S)
+    shown = [h for h in headings if h.startswith("Devices of")]
+    assert len(shown) == 2, headings  # one for commands, one for operations
+    for heading in (h.lower() for h in shown):  # a command's name is shown upper-cased
+        assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in heading, heading
+        assert f"![p]({REMOTE})" in heading and "`x`" in heading and "$x$" in heading, heading
+
+
+@pytest.mark.parametrize("page", ["rollouts", "fleet_overview"])
+def test_marimo_s_own_page_renders_no_markup_from_the_api(hostile_report: Path, page: str) -> None:
+    """marimo's interactive page renders its recorded outputs as HTML in the browser: none of
+    them may hold the API's markup as markup (it cannot be opened offline: it needs the CDN)."""
+    outputs = [
+        str(output.get("data", ""))
+        for cell in offline.session_of(hostile_report / f"{page}.interactive.html")["cells"]
+        for output in cell["outputs"]
+    ]
+    assert any("onerror" in text for text in outputs), "the hostile values are not on the page"
+    for text in outputs:
+        assert "<img src=x" not in text and "<script>document" not in text, text[:2000]
+        assert f'src="{REMOTE}"' not in text and f"src=\\\\\"{REMOTE}" not in text, text[:2000]
