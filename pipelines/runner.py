@@ -58,7 +58,7 @@ from .run_types import (
     RunResult,
     RunSettings,
 )
-from .warehouse import WarehouseLocked, run_lock, wait_for_file, with_lock_wait
+from .warehouse import WarehouseLocked, file_problem, run_lock, wait_for_file, with_lock_wait
 
 # What callers import from here: the run, its settings and result, the exit codes by name.
 __all__ = [
@@ -103,6 +103,10 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
             result = RunResult("-", EXIT_LOCKED, "failed", error=f"WarehouseLocked: {error}")
             result.seconds = time.monotonic() - started
             return result
+        except OSError as error:  # its folder cannot be written (read-only, full, not ours)
+            code, text = file_problem(settings.warehouse, error) or (EXIT_UNEXPECTED, str(error))
+            log.error("run not started: %s", text)
+            return RunResult("-", code, "failed", error=text)
         except KeyboardInterrupt:
             text = "interrupted while waiting for another run: " + AFTER_INTERRUPT["start"]
             log.warning("run %s", text)
@@ -296,6 +300,9 @@ class _Run:
         else:
             result.exit_code = exit_code_for(error)
             result.error = error_text(error)
+            problem = file_problem(self.settings.warehouse, error)
+            if problem is not None and problem[0] != EXIT_LOCKED:  # a lock's own words say more
+                result.exit_code, result.error = problem
             log.error("run failed: %s", result.error)
             log.debug("run failed", exc_info=True)
 
