@@ -191,3 +191,12 @@ def test_models_into_a_read_only_folder_is_exit_2_naming_the_folder(
     assert models.main(["--create", "--warehouse", str(target)]) == Exit.CONFIG
     err = capsys.readouterr().err
     assert f"{target.parent} cannot be written" in err and "cannot open it" not in err
+
+
+def test_a_run_on_a_damaged_file_is_exit_2_before_any_request(sim, spoiled: Path) -> None:
+    from .helpers import load
+
+    result = load(sim, spoiled)
+    assert result.exit_code == Exit.CONFIG, result.error
+    assert f"{spoiled} {DAMAGED}" in (result.error or "")
+    assert sim.stats()["total"] == 0
