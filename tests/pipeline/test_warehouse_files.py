@@ -16,7 +16,7 @@ from esper_warehouse.pipelines import cli, models, publish, report, warehouse
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
 
-from .helpers import hold_file
+from .helpers import hold_file, load
 
 DAMAGED = "is not a DuckDB warehouse or is damaged"
 HELD = "is held by another process"
@@ -194,8 +194,6 @@ def test_models_into_a_read_only_folder_is_exit_2_naming_the_folder(
 
 
 def test_a_run_on_a_damaged_file_is_exit_2_before_any_request(sim, spoiled: Path) -> None:
-    from .helpers import load
-
     result = load(sim, spoiled)
     assert result.exit_code == Exit.CONFIG, result.error
     assert f"{spoiled} {DAMAGED}" in (result.error or "")
