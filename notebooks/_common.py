@@ -151,6 +151,11 @@ def code(value: Any) -> str:
     return f"<code>{text(value)}</code>"
 
 
+def ident(name: str) -> str:
+    """A column name from the API (a Data Tap result's) as a quoted SQL identifier."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
 def _problem(title: str, body: str) -> str:
     return f"### {title}\n\n{body}"
 

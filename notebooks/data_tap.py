@@ -183,7 +183,7 @@ def _(common, mo, table):
         """,
         [table.selected_key],
     )
-    _select = ", ".join(f'"{c}"' for c in columns["column_name"].to_list())
+    _select = ", ".join(common.ident(c) for c in columns["column_name"].to_list())
     rows = common.query(f"select {_select} from {table.value} limit 1000")
     _total = common.scalar(f"select count(*) from {table.value}")
     mo.vstack(
@@ -226,10 +226,10 @@ def _(alt, columns, common, mo, table):
     )
     _value = _numbers[0]
     _by = _categories[0] if _categories else None
-    _series_sql = f'"{_by}"::varchar' if _by else "null::varchar"
+    _series_sql = f"{common.ident(_by)}::varchar" if _by else "null::varchar"
     _series = common.query(
-        f'select "{_time}" as t, {_series_sql} as series, sum("{_value}")::double as value '
-        f"from {table.value} group by all order by 1"
+        f"select {common.ident(_time)} as t, {_series_sql} as series, "
+        f"sum({common.ident(_value)})::double as value from {table.value} group by all order by 1"
     )
     _top = (
         _series.group_by("series")
