@@ -53,11 +53,22 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = getattr(current, "exception", None) or current.__cause__ or current.__context__
 
 
-def _found(error: BaseException, markers: tuple[str, ...], codes: tuple[int, ...] = ()) -> str:
-    """The first error of the chain saying one of `markers` (or an OSError with one of `codes`)."""
+def _found(
+    error: BaseException,
+    markers: tuple[str, ...],
+    codes: tuple[int, ...] = (),
+    *,
+    any_error: bool = False,
+) -> str:
+    """The first line of the first error of the chain saying one of `markers` (or an OSError
+    with one of `codes`); "" when none does.
+
+    Only DuckDB's and the operating system's own errors are read unless `any_error`: a wrapper
+    quoting an API answer ("Permission denied", in a refused route's message) is no file's problem.
+    """
     for item in _chain(error):
-        if not isinstance(item, OSError | duckdb.Error) and markers is not LOCK_MARKERS:
-            continue  # an API's "Permission denied" is no file's problem
+        if not any_error and not isinstance(item, OSError | duckdb.Error):
+            continue
         if (isinstance(item, OSError) and item.errno in codes) or any(
             marker in str(item) for marker in markers
         ):
@@ -67,7 +78,7 @@ def _found(error: BaseException, markers: tuple[str, ...], codes: tuple[int, ...
 
 def is_lock_error(error: BaseException) -> bool:
     """True when an error (or one it wraps) is DuckDB refusing a file held elsewhere."""
-    return bool(_found(error, LOCK_MARKERS))
+    return bool(_found(error, LOCK_MARKERS, any_error=True))  # dlt's wrappers quote it too
 
 
 def locked_message(warehouse: Path) -> str:
@@ -84,8 +95,8 @@ def file_problem(warehouse: Path, error: BaseException) -> tuple[Exit, str] | No
     Every command says the same of the same file: held by another process (5), not a DuckDB
     database or damaged (2: no command can use it; a retry would not help), its disk full (1, as
     for memory: nothing of the step was committed) or its folder not writable (2). DuckDB's own
-    words follow in parentheses. Checked in this order: a damaged file's message says "block",
-    never "lock".
+    words follow in parentheses. A damaged file is looked for first: what DuckDB says of it
+    is the more specific answer whatever else the chain holds.
     """
     if detail := _found(error, DAMAGED_MARKERS):
         return Exit.CONFIG, (
