@@ -26,6 +26,7 @@ VEGA_LITE = "application/vnd.vegalite.v6+json"
 # The page needs no script and no request: inline styles, inline SVG and `data:` images only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:"
 DROPPED = frozenset({"script", "iframe", "frame", "object", "embed", "base", "link", "meta"})
+VOID = frozenset({"frame", "embed", "base", "link", "meta"})  # those of them with no end tag
 FETCHING = frozenset({"src", "srcset", "href", "xlink:href", "poster", "background", "action",
                       "formaction", "data"})  # fmt: skip
 MAX_TABLE_ROWS = 200  # rows of a table written into the page (the rest are counted)
@@ -105,29 +106,26 @@ def table_html(rows: list[dict[str, Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
 
 
-VOID = frozenset({"base", "link", "meta", "embed"})  # dropped elements that have no end tag
-
-
-def _fetches(name: str, value: str) -> bool:
+def _fetches(tag: str, name: str, value: str) -> bool:
     """True when an attribute would run script or make the browser ask the network."""
     if name.startswith("on"):
         return True
     if name not in FETCHING:
         return False
     target = "".join(value.split()).lower()  # "java\tscript:" is still javascript:
-    if name in ("href", "xlink:href"):  # a link is followed only when clicked: keep it unless
-        return target.startswith(("javascript:", "vbscript:", "data:"))  # it runs script
-    return not target.startswith("data:") and not target.startswith("#")
+    if tag in ("a", "area") and name in ("href", "xlink:href"):  # followed only when clicked:
+        return target.startswith(("javascript:", "vbscript:", "data:"))  # kept unless script
+    return not target.startswith("data:") and not target.startswith("#")  # SVG <image href>
 
 
 def _safe_tag(tag: str, attrs: list[tuple[str, str | None]], written: str) -> str:
     """A start tag as it was written, or rebuilt without the attributes that run or fetch."""
-    if not any(_fetches(name, value or "") for name, value in attrs):
+    if not any(_fetches(tag, name, value or "") for name, value in attrs):
         return written
     kept = "".join(
         f' {name}="{html.escape(value or "")}"' if value is not None else f" {name}"
         for name, value in attrs
-        if not _fetches(name, value or "")
+        if not _fetches(tag, name, value or "")
     )
     end = "/>" if written.rstrip().endswith("/>") else ">"
     return f"<{tag}{kept}{end}"

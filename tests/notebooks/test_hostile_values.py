@@ -89,3 +89,30 @@ def test_marimo_s_own_page_renders_no_markup_from_the_api(hostile_report: Path, 
     for text in outputs:
         assert "<img src=x" not in text and "<script>document" not in text, text[:2000]
         assert f'src="{REMOTE}"' not in text and f'src=\\\\"{REMOTE}' not in text, text[:2000]
+
+
+@pytest.mark.parametrize(
+    ("fragment", "kept"),
+    [
+        ("<p>a<script>document.title='x'</script>b</p>", "<p>ab</p>"),
+        ('<img src=x onerror="alert(1)">', "<img>"),
+        (f'<img alt="p" src="{REMOTE}"/>', '<img alt="p"/>'),
+        ('<img src="data:image/png;base64,AA">', '<img src="data:image/png;base64,AA">'),
+        ('<a href="java\tscript:alert(1)">j</a>', "<a>j</a>"),
+        ('<a href="rollouts.interactive.html">i</a>', '<a href="rollouts.interactive.html">i</a>'),
+        ('<iframe src="https://e.example/">x</iframe><frame src=x>y', "y"),
+        ('<svg><image href="https://e.example/i.png"/></svg>', "<svg><image/></svg>"),
+        ("<marimo-callout-output data-html='\"<img src=x onerror=a()>\"'></marimo-callout-output>",
+         '<div class="callout"><img></div>'),
+    ],
+)  # fmt: skip
+def test_the_offline_page_copies_no_script_and_no_remote_resource(fragment: str, kept: str) -> None:
+    """A second wall behind the notebooks' escaping: what `offline` copies runs and fetches
+    nothing, and the page says so to the browser (its Content-Security-Policy)."""
+    assert offline.static_html(fragment) == kept
+
+
+def test_the_offline_page_forbids_script_and_requests(hostile_report: Path) -> None:
+    page = (hostile_report / "rollouts.html").read_text(encoding="utf-8")
+    assert f'<meta http-equiv="Content-Security-Policy" content="{offline.CSP}">' in page
+    assert "default-src 'none'" in offline.CSP and "script-src" not in offline.CSP
