@@ -21,6 +21,7 @@ import altair as alt
 import duckdb
 import marimo as mo
 import polars as pl
+from esper_warehouse.pipelines.warehouse import is_lock_error
 
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 # Looked for in the current directory, then in the repository: the default of `esper-warehouse
@@ -82,7 +83,9 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
         try:
             return duckdb.connect(str(path), read_only=True)
         except duckdb.IOException as error:
-            if "lock" not in str(error).lower():
+            # The loader's own test of a lock (a damaged file's "checksum ... in block at
+            # location ..." says "lock" too, and is no reason to wait).
+            if not is_lock_error(error):
                 raise
             if time.monotonic() >= deadline:
                 raise WarehouseBusyError(
@@ -130,6 +133,29 @@ class Warehouse:
         return table in self.tables
 
 
+def text(value: Any) -> str:
+    """`value` as literal text inside `mo.md` (or HTML): for anything the notebook did not write.
+
+    A value from the API (an alias, a name), a path or an error message may hold markup: `<img
+    onerror=...>`, a markdown image that fetches a remote file, a backtick that closes a code
+    span, `$` that starts a formula. Every character but letters, digits and spaces becomes a
+    character reference, which markdown and HTML both show as that character and never read as
+    syntax; `mo.md` renders it as it would any other text.
+    """
+    return "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in str(value))
+
+
+def code(value: Any) -> str:
+    """`value` as literal text in a `<code>` span (a markdown code span would show the
+    references of `text` as they are written)."""
+    return f"<code>{text(value)}</code>"
+
+
+def ident(name: str) -> str:
+    """A column name from the API (a Data Tap result's) as a quoted SQL identifier."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
 def _problem(title: str, body: str) -> str:
     return f"### {title}\n\n{body}"
 
@@ -144,10 +170,10 @@ def open_warehouse(required: Sequence[str] = (), nonempty: str | None = None) ->
     )
     if not path.exists():
         looked = (
-            f"There is no file at `{path}`."
+            f"There is no file at {code(path)}."
             if os.environ.get(WAREHOUSE_ENV)
-            else f"None of {', '.join(f'`{n}`' for n in DEFAULT_FILES)} is in `{Path.cwd()}` "
-            f"or `{REPO_ROOT}`."
+            else f"None of {', '.join(f'`{n}`' for n in DEFAULT_FILES)} is in {code(Path.cwd())} "
+            f"or {code(REPO_ROOT)}."
         )
         return Warehouse(path, _problem("No warehouse yet", f"{looked}\n\n{how_to_point}"))
     try:
@@ -170,19 +196,21 @@ def open_warehouse(required: Sequence[str] = (), nonempty: str | None = None) ->
             if not missing and nonempty:
                 rows = con.execute(f"select count(*) from {nonempty}").fetchone()[0]
     except WarehouseBusyError as error:
-        return Warehouse(path, _problem("The warehouse is busy", str(error)))
+        return Warehouse(path, _problem("The warehouse is busy", text(error)))
     except duckdb.Error as error:
-        return Warehouse(path, _problem("The warehouse cannot be read", f"`{path}`: {error}"))
+        return Warehouse(
+            path, _problem("The warehouse cannot be read", f"{code(path)}: {text(error)}")
+        )
     if missing:
         listed = ", ".join(f"`{name}`" for name in missing)
         body = (
-            f"`{path}` has no {listed} yet. Load it and build the models: "
-            f"`esper-warehouse run --warehouse {path}` (or `esper-warehouse models`)."
+            f"{code(path)} has no {listed} yet. Load it and build the models: "
+            f"{code(f'esper-warehouse run --warehouse {path}')} (or `esper-warehouse models`)."
         )
         return Warehouse(path, _problem("The warehouse has no models yet", body), tables, as_of)
     if rows == 0:
         body = (
-            f"`{path}` has the models but `{nonempty}` has no rows: no device has been loaded "
+            f"{code(path)} has the models but `{nonempty}` has no rows: no device has been loaded "
             "yet. Run a load (`esper-warehouse run`) or `make demo`."
         )
         return Warehouse(path, _problem("The warehouse is empty", body), tables, as_of)
@@ -194,7 +222,7 @@ def banner(wh: Warehouse) -> mo.Html:
     if not wh.ok:
         return mo.callout(mo.md(wh.problem or ""), kind="warn")
     as_of = f" · data as of **{wh.as_of:%Y-%m-%d %H:%M} UTC**" if wh.as_of else ""
-    return mo.md(f"Warehouse `{wh.path}`{as_of} · read-only, one short connection per query")
+    return mo.md(f"Warehouse {code(wh.path)}{as_of} · read-only, one short connection per query")
 
 
 def nothing(message: str) -> mo.Html:

@@ -121,7 +121,7 @@ def _(common, mo, wh):
 
 
 @app.cell
-def _(configured, mo, pl, tap_tables):
+def _(common, configured, mo, pl, tap_tables):
     _loaded = set(tap_tables["query_name"].to_list())
     _names = sorted(set(configured) | _loaded)
     _status = pl.DataFrame(
@@ -154,7 +154,7 @@ def _(configured, mo, pl, tap_tables):
         _notes.append(
             mo.md(
                 "Configured but not loaded yet (run `esper-warehouse run`): "
-                + ", ".join(f"`{n}`" for n in _pending)
+                + ", ".join(common.code(n) for n in _pending)
             )
         )
     mo.vstack([mo.md("## What is configured and what is loaded"), mo.ui.table(_status), *_notes])
@@ -184,13 +184,13 @@ def _(common, mo, table):
         """,
         [table.selected_key],
     )
-    _select = ", ".join(f'"{c}"' for c in columns["column_name"].to_list())
+    _select = ", ".join(common.ident(c) for c in columns["column_name"].to_list())
     rows = common.query(f"select {_select} from {table.value} limit 1000")
     _total = common.scalar(f"select count(*) from {table.value}")
     mo.vstack(
         [
             mo.md(
-                f"`esper.{table.selected_key}`: **{_total:,} rows**, {columns.height} columns "
+                f"{common.code(f'esper.{table.selected_key}')}: **{_total:,} rows**, {columns.height} columns "
                 f"(first {rows.height:,} shown)"
             ),
             mo.hstack(
@@ -227,10 +227,10 @@ def _(alt, columns, common, mo, table):
     )
     _value = _numbers[0]
     _by = _categories[0] if _categories else None
-    _series_sql = f'"{_by}"::varchar' if _by else "null::varchar"
+    _series_sql = f"{common.ident(_by)}::varchar" if _by else "null::varchar"
     _series = common.query(
-        f'select "{_time}" as t, {_series_sql} as series, sum("{_value}")::double as value '
-        f"from {table.value} group by all order by 1"
+        f"select {common.ident(_time)} as t, {_series_sql} as series, "
+        f"sum({common.ident(_value)})::double as value from {table.value} group by all order by 1"
     )
     _top = (
         _series.group_by("series")
@@ -274,7 +274,7 @@ def _(common, mo, sql):
     try:
         _answer = mo.ui.table(common.query(sql.value), page_size=15)
     except Exception as error:  # a typo in the query is the reader's to fix, not a cell error
-        _answer = mo.callout(mo.md(f"The query failed: `{error}`"), kind="danger")
+        _answer = mo.callout(mo.md(f"The query failed: {common.code(error)}"), kind="danger")
     _answer
     return
 

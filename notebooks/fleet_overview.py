@@ -446,7 +446,7 @@ def _(common, mo, params, where):
         params,
     )
     _counts = ", ".join(
-        f"{row['len']:,} {row['disagreement']}"
+        f"{row['len']:,} {common.text(row['disagreement'])}"
         for row in drift.group_by("disagreement").len().sort("disagreement").iter_rows(named=True)
     )
     mo.vstack(

@@ -427,7 +427,10 @@ def _(common, failing_commands, mo, slow_commands):
     )
     mo.vstack(
         [
-            mo.md(f"### Devices of `{_label}`\n_Pick a row above to drill into another request._"),
+            mo.md(
+                f"### Devices of {common.code(_label)}\n"
+                "_Pick a row above to drill into another request._"
+            ),
             mo.ui.table(command_devices, page_size=15),
         ]
     )
@@ -516,7 +519,10 @@ def _(common, failing_operations, mo, slow_operations):
     )
     mo.vstack(
         [
-            mo.md(f"### Devices of `{_label}`\n_Pick a row above to drill into another one._"),
+            mo.md(
+                f"### Devices of {common.code(_label)}\n"
+                "_Pick a row above to drill into another one._"
+            ),
             mo.ui.table(operation_devices, page_size=15),
         ]
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -104,8 +105,19 @@ def entry() -> None:
     to 0.25 s of every command (measured: `python -c "import dlt"` exits in 0.57 s, 0.41 s with
     `gc.freeze()`). Nothing is left to clean up by then: the run closed the warehouse, its files
     and its HTTP client, and atexit handlers (log flushing) still run.
+
+    Output piped into a reader that stops early (`status | head`) ends with exit 141, as a shell
+    reports a command SIGPIPE stopped, and no traceback. SIGPIPE itself stays ignored (Python's
+    default): a nightly run whose log reader dies must still finish and record itself.
     """
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()  # a reader gone away shows here when the output is buffered (a pipe)
+    except BrokenPipeError:
+        # `status | head`: the reader has what it wanted. No traceback; stdout goes to /dev/null
+        # so that Python's own flush at exit does not fail (and print another) either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = Exit.OUTPUT_CLOSED
     gc.freeze()
     sys.exit(code)
 

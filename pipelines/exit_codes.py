@@ -22,6 +22,7 @@ class Exit(IntEnum):
     LOCKED = 5  # the warehouse (or the published marts) stayed held by another process
     PARTIAL = 6  # loaded and committed, but some tables, device feeds or Data Tap queries skipped
     INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
+    OUTPUT_CLOSED = 141  # stdout's reader stopped reading (`status | head`): 128 + SIGPIPE
 
 
 LOADED = (Exit.OK, Exit.PARTIAL)  # the exit codes of a run whose load is committed
@@ -36,6 +37,7 @@ BRIEF = {
     Exit.LOCKED: "warehouse locked",
     Exit.PARTIAL: "partial run (loaded; some tables skipped)",
     Exit.INTERRUPTED: "interrupted",
+    Exit.OUTPUT_CLOSED: "output closed by its reader",
 }
 
 

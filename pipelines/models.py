@@ -33,6 +33,7 @@ dataset is not called `esper`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -49,6 +50,7 @@ from .datatests import in_build, load_data_tests, run_data_tests
 from .exit_codes import Exit
 from .model_files import LAYERS, SQL_DIR, Model, ModelError, SeedsMissing, load_models, statements
 from .status import missing_message, open_failure
+from .warehouse import file_problem
 
 SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
@@ -244,11 +246,19 @@ def build_models(
             run_data_tests(con, tests, sql_dir.parent)
             con.execute("commit")
         except BaseException:
-            con.execute("rollback")
+            _rollback(con)
             raise
     finally:
         con.close()
     return built
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll the build back, keeping the error that stopped it the one raised: a commit that
+    failed (a full disk) has already ended the transaction, and DuckDB's "cannot rollback - no
+    transaction is active" would hide why."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("rollback")
 
 
 EXIT_UNFINISHED = Exit.UNFINISHED  # the data is incomplete, as for a reconciliation shortfall
@@ -269,9 +279,10 @@ def _unfinished(warehouse: Path, dataset: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse models`: build the models and print what was built.
 
-    Exit codes: 0 built; 1 a model or data test failed (nothing changed); 2 no such warehouse
-    file (unless --create) or no seeds folder; 4 a first load is unfinished (nothing built);
-    5 the file is held by another process.
+    Exit codes: 0 built; 1 a model or data test failed, or the disk is full (nothing changed);
+    2 no such warehouse file (unless --create), one that is not a DuckDB warehouse or is
+    damaged, a folder that cannot be written, or no seeds folder; 4 a first load is unfinished
+    (nothing built); 5 the file is held by another process.
     """
     parser = argparse.ArgumentParser(
         prog="esper-warehouse models",
@@ -298,11 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     except SeedsMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return Exit.CONFIG
-    except ModelError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return Exit.FAILED
-    except duckdb.Error as exc:
-        code, message = open_failure(warehouse, exc)
+    except (ModelError, duckdb.Error) as exc:  # the file's problem (full disk ...) comes first
+        problem = file_problem(warehouse, exc)
+        if problem is None and isinstance(exc, ModelError):
+            problem = Exit.FAILED, str(exc)
+        code, message = problem or open_failure(warehouse, exc)
         print(f"error: {message}", file=sys.stderr)
         return code
     for relation in built:

@@ -7,6 +7,11 @@ self-contained page: markdown and HTML as they are, each Vega-Lite chart drawn t
 (vl-convert, no browser needed), marimo's widgets as what they showed (a table as an HTML table,
 a statistic as a box, a dropdown as its chosen value, a code editor as its code). No `http(s)`
 resource is referenced: the page renders the same with the network off.
+
+The notebooks escape every value from the API (`notebooks/_common.py` `text`); the page does not
+rely on it alone. What it copies never carries script (`<script>`, frames, `on…` handlers and
+`javascript:` links are dropped, and a resource that is not `data:` is not referenced), and its
+Content-Security-Policy lets the browser run no script and fetch nothing at all.
 """
 
 from __future__ import annotations
@@ -18,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 VEGA_LITE = "application/vnd.vegalite.v6+json"
+# The page needs no script and no request: inline styles, inline SVG and `data:` images only.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:"
+DROPPED = frozenset({"script", "iframe", "frame", "object", "embed", "base", "link", "meta"})
+VOID = frozenset({"frame", "embed", "base", "link", "meta"})  # those of them with no end tag
+FETCHING = frozenset({"src", "srcset", "href", "xlink:href", "poster", "background", "action",
+                      "formaction", "data"})  # fmt: skip
 MAX_TABLE_ROWS = 200  # rows of a table written into the page (the rest are counted)
 
 STYLE = """
@@ -95,6 +106,31 @@ def table_html(rows: list[dict[str, Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
 
 
+def _fetches(tag: str, name: str, value: str) -> bool:
+    """True when an attribute would run script or make the browser ask the network."""
+    if name.startswith("on"):
+        return True
+    if name not in FETCHING:
+        return False
+    target = "".join(value.split()).lower()  # "java\tscript:" is still javascript:
+    if tag in ("a", "area") and name in ("href", "xlink:href"):  # followed only when clicked:
+        return target.startswith(("javascript:", "vbscript:", "data:"))  # kept unless script
+    return not target.startswith("data:") and not target.startswith("#")  # SVG <image href>
+
+
+def _safe_tag(tag: str, attrs: list[tuple[str, str | None]], written: str) -> str:
+    """A start tag as it was written, or rebuilt without the attributes that run or fetch."""
+    if not any(_fetches(tag, name, value or "") for name, value in attrs):
+        return written
+    kept = "".join(
+        f' {name}="{html.escape(value or "")}"' if value is not None else f" {name}"
+        for name, value in attrs
+        if not _fetches(tag, name, value or "")
+    )
+    end = "/>" if written.rstrip().endswith("/>") else ">"
+    return f"<{tag}{kept}{end}"
+
+
 class _Static(HTMLParser):
     """Rewrites marimo's custom elements into plain HTML, copying everything else as it is."""
 
@@ -102,10 +138,16 @@ class _Static(HTMLParser):
         super().__init__(convert_charrefs=False)
         self.out: list[str] = []
         self.closing: list[str] = []  # what each open marimo element closes with
+        self.dropped = 0  # depth inside an element that is not copied (`DROPPED`)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in DROPPED:
+            self.dropped += tag not in VOID
+            return
+        if self.dropped:
+            return
         if not tag.startswith("marimo-"):
-            self.out.append(self.get_starttag_text() or "")
+            self.out.append(_safe_tag(tag, attrs, self.get_starttag_text() or ""))
             return
         data = {k.removeprefix("data-"): _json(v) for k, v in attrs}
         opened, closing = self._replace(tag, data)
@@ -113,26 +155,36 @@ class _Static(HTMLParser):
         self.closing.append(closing)
 
     def handle_endtag(self, tag: str) -> None:
+        if tag in DROPPED:
+            self.dropped = max(0, self.dropped - (tag not in VOID))
+            return
+        if self.dropped:
+            return
         if tag.startswith("marimo-"):
             self.out.append(self.closing.pop() if self.closing else "")
         else:
             self.out.append(f"</{tag}>")
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in DROPPED or self.dropped:
+            return
         if tag.startswith("marimo-"):
             self.handle_starttag(tag, attrs)
             self.handle_endtag(tag)
         else:
-            self.out.append(self.get_starttag_text() or "")
+            self.out.append(_safe_tag(tag, attrs, self.get_starttag_text() or ""))
 
     def handle_data(self, data: str) -> None:
-        self.out.append(data)
+        if not self.dropped:
+            self.out.append(data)
 
     def handle_entityref(self, name: str) -> None:
-        self.out.append(f"&{name};")
+        if not self.dropped:
+            self.out.append(f"&{name};")
 
     def handle_charref(self, name: str) -> None:
-        self.out.append(f"&#{name};")
+        if not self.dropped:
+            self.out.append(f"&#{name};")
 
     def handle_comment(self, data: str) -> None:
         pass
@@ -140,7 +192,8 @@ class _Static(HTMLParser):
     @staticmethod
     def _replace(tag: str, data: dict[str, Any]) -> tuple[str, str]:
         label = data.get("label")
-        label_html = f"{label}: " if isinstance(label, str) and label else ""
+        # Labels and the HTML a widget holds are marimo's rendering: copied through the same rules.
+        label_html = f"{static_html(label)}: " if isinstance(label, str) and label else ""
         if tag == "marimo-stat":
             caption = data.get("caption")
             return (
@@ -160,7 +213,7 @@ class _Static(HTMLParser):
             if mime == VEGA_LITE:
                 return chart_svg(payload), ""
             if mime == "text/html":
-                return str(payload), ""
+                return static_html(str(payload)), ""
             return f"<pre>{html.escape(str(payload))}</pre>", ""
         if tag == "marimo-dropdown":
             chosen = ", ".join(map(str, data.get("initial-value") or [])) or "—"
@@ -171,10 +224,10 @@ class _Static(HTMLParser):
                 "",
             )
         if tag == "marimo-accordion":
-            labels = " · ".join(str(x) for x in data.get("labels") or [])
+            labels = " · ".join(static_html(str(x)) for x in data.get("labels") or [])
             return f"<details open><summary>{labels}</summary>", "</details>"
         if tag == "marimo-callout-output":
-            return f'<div class="callout">{data.get("html", "")}</div>', ""
+            return f'<div class="callout">{static_html(str(data.get("html", "")))}</div>', ""
         return "", ""  # a wrapper (marimo-ui-element, ...): keep what it holds
 
 
@@ -207,6 +260,7 @@ def write_offline(page: Path, target: Path, title: str, footer: str) -> Path:
             parts.append(f'<div class="cell">{"".join(shown)}</div>')
     target.write_text(
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>"
         f"<body><main>{''.join(parts)}<footer>{footer}</footer></main></body></html>\n",
         encoding="utf-8",

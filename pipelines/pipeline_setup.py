@@ -92,11 +92,16 @@ def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
 SOURCE_SECTIONS = (("sources", "esper", "esper"), ("sources", "esper"), ("sources",), ())
 
 
-def check_source_settings(explicit: dict[str, Any]) -> None:
+def check_source_settings(explicit: dict[str, Any]) -> dict[str, Any]:
     """Every source setting (given here, else from the environment or .dlt/*.toml) is valid.
 
     Looked up as dlt does: each provider in turn (environment, secrets.toml, config.toml), and in
     each `SOURCES__ESPER__<NAME>` first, then fewer sections down to a bare `<NAME>`.
+
+    Returns:
+        The settings found (name -> value as `check_settings` typed it; not found: absent), for
+        the run to hand to the source as they were checked: dlt would otherwise read the
+        text again and type it by the default's type (`DATA_TAP_POLL_S=5` is no tuple to it).
 
     Raises:
         EsperConfigError: a value outside what its setting accepts (named, with the range), or a
@@ -121,6 +126,7 @@ def check_source_settings(explicit: dict[str, Any]) -> None:
         checked = check_settings(values)
         for name in checked.get("data_tap_queries") or {}:
             data_tap_table(name)
+        return {name: value for name, value in checked.items() if value is not None}
     except (SettingError, EsperError) as error:
         raise EsperConfigError(str(error)) from None
     except Exception as error:

@@ -35,6 +35,8 @@ import duckdb
 from . import models
 from .command import Subcommand, add_lock_timeout, apply_options, shared_options
 from .exit_codes import Exit
+from .status import missing_message, open_failure
+from .warehouse import file_problem
 
 log = logging.getLogger("esper_warehouse")
 
@@ -370,8 +372,24 @@ def _connection_lost(error: BaseException | None) -> bool:
     )
 
 
+def _unreadable(warehouse: Path) -> tuple[int, str] | None:
+    """Why the DuckDB warehouse to publish cannot be read (held by a writer, damaged, missing),
+    with its exit code, as `status` and `report` say it; None when it opens read-only."""
+    if not warehouse.exists():
+        return Exit.CONFIG, missing_message(warehouse)
+    try:
+        duckdb.connect(str(warehouse), read_only=True).close()
+    except duckdb.Error as error:
+        return open_failure(warehouse, error)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres."""
+    """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres.
+
+    Exit codes: as README's table; the warehouse file's problems (held by another process,
+    damaged, missing) as for `status`, before Postgres is asked anything.
+    """
     parser = argparse.ArgumentParser(
         prog="esper-warehouse publish",
         description="Publish the marts to Postgres (schema marts); with --pull, first copy the "
@@ -391,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     apply_options(args)
     started = time.perf_counter()
+    if not args.pull and (problem := _unreadable(args.warehouse)) is not None:
+        code, message = problem  # checked before Postgres is asked anything
+        print(f"error: {message}; nothing was published", file=sys.stderr)
+        return code
     try:
         pg = connect()
         try:
@@ -412,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return Exit.LOCKED
     except (PublishError, duckdb.Error) as error:
+        if (problem := file_problem(args.warehouse, error)) is not None:
+            print(f"error: {problem[1]}; nothing was published", file=sys.stderr)
+            return problem[0]
         print(f"error: {error}", file=sys.stderr)
         return Exit.CONFIG if isinstance(error, PublishError) else Exit.FAILED
     except Exception as error:  # the driver's errors: type and message, never the DSN

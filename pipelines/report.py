@@ -34,13 +34,16 @@ from esper_warehouse import data_path
 from . import offline
 from .command import Subcommand, apply_options, shared_options
 from .exit_codes import Exit
-from .status import locked_message, missing_message, open_failure
+from .status import missing_message, open_failure
+from .warehouse import locked_message
 
 NOTEBOOKS_DIR = data_path("notebooks")
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 RENDER_FAILURE = "Failed to get mimebundle"
 # The notebooks' banner when the warehouse stayed locked past their wait (notebooks/_common.py).
 BUSY_PAGE = "The warehouse is busy"
+# ... and when DuckDB could not read it: such a page shows no fleet, so it is no page rendered.
+UNREADABLE_PAGE = "The warehouse cannot be read"
 EXIT_FAILED, EXIT_MISSING, EXIT_LOCKED = Exit.FAILED, Exit.CONFIG, Exit.LOCKED  # exit_codes.py
 
 # (notebook, variable holding an altair chart, file name): the pictures the README shows.
@@ -107,7 +110,10 @@ def export_notebook(
     log = done.stderr or done.stdout
     # A chart that cannot be serialised is only logged by marimo, but the page shows no chart.
     ok = done.returncode == 0 and target.exists() and RENDER_FAILURE not in log
-    busy = target.exists() and BUSY_PAGE in target.read_text(encoding="utf-8", errors="replace")
+    written = target.read_text(encoding="utf-8", errors="replace") if target.exists() else ""
+    busy = BUSY_PAGE in written
+    if UNREADABLE_PAGE in written:
+        ok, log = False, f"{log}\n{notebook.name}: the page says {UNREADABLE_PAGE!r}"
     page = out_dir / f"{notebook.stem}.html"
     if target.exists():
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -218,19 +224,22 @@ def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[
     return written
 
 
-def _locked(warehouse: Path) -> str | None:
-    """The shared "held by another process" message when the file cannot be opened read-only."""
+def _unreadable(warehouse: Path) -> tuple[int, str] | None:
+    """Why the file cannot be opened read-only (`open_failure`: held by another process,
+    damaged or not a DuckDB file, ...) with its exit code; None when it opens."""
     try:
-        duckdb.connect(str(warehouse), read_only=True).close()
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            con.execute("select count(*) from duckdb_tables()").fetchone()
     except duckdb.Error as error:
-        code, message = open_failure(warehouse, error)
-        return message if code == EXIT_LOCKED else None
+        return open_failure(warehouse, error)
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`esper-warehouse report`. Exit codes: 0 every page rendered; 1 a cell failed; 2 no such
-    warehouse file; 5 the warehouse was held by another process (before or while exporting)."""
+    """`esper-warehouse report`. Exit codes: 0 every page rendered; 1 a cell failed or a page
+    says the warehouse cannot be read; 2 no such warehouse file, or one that is not a DuckDB
+    warehouse or is damaged; 5 the warehouse was held by another process (before or while
+    exporting)."""
     parser = argparse.ArgumentParser(
         prog="esper-warehouse report",
         description="Export every notebook to HTML (and the README charts to PNG).",
@@ -265,10 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     if not warehouse.exists():
         print(f"report: error: {missing_message(args.warehouse)}", file=sys.stderr)
         return EXIT_MISSING
-    locked = _locked(warehouse)
-    if locked is not None:
-        print(f"report: error: {locked}", file=sys.stderr)
-        return EXIT_LOCKED
+    if (unreadable := _unreadable(warehouse)) is not None:
+        code, message = unreadable
+        print(f"report: error: {message}; no page was written", file=sys.stderr)
+        return code
 
     print(f"report: exporting {len(notebooks())} notebooks from {warehouse} into {args.out}/")
     exports = export_all(warehouse, args.out, include_code=args.include_code, jobs=args.jobs)

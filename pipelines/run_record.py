@@ -13,7 +13,7 @@ from . import bookkeeping, models
 from .exit_codes import LOADED
 from .failures import error_text, exit_code_for
 from .run_types import EXIT_LOCKED, EXIT_UNEXPECTED, RunResult, RunSettings
-from .warehouse import WarehouseLocked, with_lock_wait
+from .warehouse import WarehouseLocked, file_problem, with_lock_wait
 
 log = logging.getLogger("esper_warehouse")
 
@@ -84,8 +84,9 @@ def build_models(settings: RunSettings, result: RunResult) -> None:
         result.exit_code, result.error = EXIT_LOCKED, str(error)
         log.error("models: %s", error)
     except Exception as error:
-        result.exit_code, result.error = EXIT_UNEXPECTED, f"models failed: {error}"
-        log.error("models failed: %s", error)
+        code, text = file_problem(settings.warehouse, error) or (EXIT_UNEXPECTED, str(error))
+        result.exit_code, result.error = code, f"models failed: {text}"
+        log.error("models failed: %s", text)
 
 
 def summary(result: RunResult) -> str:

@@ -58,7 +58,7 @@ from .run_types import (
     RunResult,
     RunSettings,
 )
-from .warehouse import WarehouseLocked, run_lock, wait_for_file, with_lock_wait
+from .warehouse import WarehouseLocked, file_problem, run_lock, wait_for_file, with_lock_wait
 
 # What callers import from here: the run, its settings and result, the exit codes by name.
 __all__ = [
@@ -103,6 +103,10 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
             result = RunResult("-", EXIT_LOCKED, "failed", error=f"WarehouseLocked: {error}")
             result.seconds = time.monotonic() - started
             return result
+        except OSError as error:  # its folder cannot be written (read-only, full, not ours)
+            code, text = file_problem(settings.warehouse, error) or (EXIT_UNEXPECTED, str(error))
+            log.error("run not started: %s", text)
+            return RunResult("-", code, "failed", error=text)
         except KeyboardInterrupt:
             text = "interrupted while waiting for another run: " + AFTER_INTERRUPT["start"]
             log.warning("run %s", text)
@@ -166,7 +170,8 @@ class _Run:
             settings.warehouse,
             settings.dataset,
         )
-        check_source_settings(settings.source_options)  # before any request or file
+        checked = check_source_settings(settings.source_options)  # before any request or file
+        check_memory_limit(settings)
         self.pipeline = pipeline = make_pipeline(settings)
         self.marker = appended_marker(settings)
         # an earlier run's load did not complete
@@ -179,7 +184,7 @@ class _Run:
             log.info("load: finishing a previous run's pending packages first")
             pipeline.normalize()
             with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s)
-        self.source_options = {**settings.source_options}
+        self.source_options = {**checked, **settings.source_options}
         if settings.resources:  # a selection loads in one part: parts carry the device tables
             self.source_options["commit_every_devices"] = sys.maxsize
 
@@ -212,11 +217,13 @@ class _Run:
 
     def _source(self) -> Any:
         """The source of the next part, each resource told how to write."""
-        source = esper(
-            full_scan=self.settings.full,
-            ledger=self.ledger,
-            **self.client_options,
-            **self.source_options,
+        source = esper(  # the run's own full_scan and ledger win over a configured value
+            **{
+                **self.source_options,
+                **self.client_options,
+                "full_scan": self.settings.full,
+                "ledger": self.ledger,
+            }
         )
         self.client = self.client_options["client"] = self.ledger.client
         source = select(source, self.settings.resources)
@@ -298,6 +305,9 @@ class _Run:
             # the last guard: a text the server wrote (a body's field names) may hold the key
             client = self.current_client()
             result.error = client.redact(error_text(error)) if client else error_text(error)
+            problem = file_problem(self.settings.warehouse, error)
+            if problem is not None and problem[0] != EXIT_LOCKED:  # a lock's own words say more
+                result.exit_code, result.error = problem
             log.error("run failed: %s", result.error)
             log.debug("run failed", exc_info=True)
 
@@ -351,11 +361,29 @@ def hold_warehouse(settings: RunSettings) -> Any:
     except duckdb.Error as error:
         if "memory" not in str(error).lower():
             raise
-        raise EsperConfigError(
-            f"load_memory_limit {settings.load_memory_limit!r} is not a memory size DuckDB "
-            "accepts (e.g. 512MB or 2GB; ESPER_WAREHOUSE__LOAD_MEMORY_LIMIT); nothing was "
-            "loaded, the extracted data is kept pending for the next run"
-        ) from None
+        raise _memory_limit_refused(settings.load_memory_limit) from None
+
+
+def check_memory_limit(settings: RunSettings) -> None:
+    """The load's memory limit is one DuckDB accepts: checked before any request, by DuckDB
+    itself on an in-memory database (its own parser is the one that will read it).
+
+    Raises:
+        EsperConfigError: not a memory size (`lots`), naming the setting.
+    """
+    if settings.destination != "duckdb":
+        return
+    try:
+        duckdb.connect(":memory:", config={"memory_limit": settings.load_memory_limit}).close()
+    except duckdb.Error:
+        raise _memory_limit_refused(settings.load_memory_limit) from None
+
+
+def _memory_limit_refused(value: str) -> EsperConfigError:
+    return EsperConfigError(
+        f"load_memory_limit {value!r} is not a memory size DuckDB accepts (e.g. 512MB or 2GB; "
+        "ESPER_WAREHOUSE__LOAD_MEMORY_LIMIT); nothing was requested or loaded"
+    )
 
 
 def release_warehouse(pipeline: dlt.Pipeline, settings: RunSettings, held: Any) -> None:

@@ -12,7 +12,7 @@ import orjson
 from .bookkeeping import unfinished_first_load, unreadable_lines
 from .command import Subcommand
 from .exit_codes import Exit
-from .warehouse import is_lock_error
+from .warehouse import file_problem
 
 EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILED  # exit_codes.py
 
@@ -25,18 +25,11 @@ def missing_message(warehouse: Path) -> str:
     )
 
 
-def locked_message(warehouse: Path) -> str:
-    """What `status`, `models` and `report` say about a warehouse another process holds."""
-    return (
-        f"{warehouse} is held by another process (a run, a notebook or another DuckDB "
-        "connection); nothing was changed: try again when it is released"
-    )
-
-
 def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
-    """The exit code and message for a warehouse DuckDB cannot open: 5 when it is locked."""
-    if is_lock_error(error):
-        return EXIT_LOCKED, locked_message(warehouse)
+    """The exit code and message for a warehouse DuckDB cannot open (`file_problem`: held by
+    another process, damaged, on a full disk or in a folder that cannot be written)."""
+    if (problem := file_problem(warehouse, error)) is not None:
+        return problem
     return EXIT_UNEXPECTED, f"{warehouse}: cannot open it ({error})"
 
 

@@ -33,6 +33,7 @@ from esper_warehouse.sources.esper.http import EsperConfigError
 from esper_warehouse.sources.esper.vocabulary import loaded_run_statuses
 
 from .exit_codes import LOADED
+from .models import RAW_SCHEMA, SCHEMAS
 from .run_types import (
     EXIT_CONFIG,
     EXIT_LOCKED,
@@ -51,6 +52,11 @@ DEFAULT_FILE = Path("tenants.toml")
 TENANTS_FILE_ENV = "ESPER_WAREHOUSE__TENANTS_FILE"
 FLEET = "fleet"
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+# A tenant's file `<name>.duckdb` is a DuckDB catalog of that name: one named like a schema of
+# the warehouse (the raw dataset, the models' layers) or like DuckDB's own catalogs and schemas
+# makes `marts.x` or `esper.x` ambiguous, and its marts would be read wrong or not at all.
+DUCKDB_OWN = ("main", "temp", "system", "memory", "information_schema", "pg_catalog")
+RESERVED = tuple(sorted({FLEET, RAW_SCHEMA, *SCHEMAS, *DUCKDB_OWN}))
 REQUIRED = ("base_url", "enterprise_id", "api_key_env")
 
 
@@ -150,10 +156,11 @@ def load_tenants(path: Path | None = None) -> Tenants:
     result = Tenants(path, warehouse_dir)
     for name, entry in entries.items():
         where = f"{path}: tenant {name!r}"
-        if not NAME.match(name) or name == FLEET:
+        if not NAME.match(name) or name in RESERVED:
             raise EsperConfigError(
                 f"{where}: a name is a lowercase letter then letters, digits or _ "
-                f"(at most 40), and not {FLEET!r}"
+                f"(at most 40), and not {FLEET!r} nor another name the warehouse uses for its "
+                f"own files, catalogs and schemas ({', '.join(RESERVED)})"
             )
         if not isinstance(entry, dict):
             raise EsperConfigError(f"{where}: expected a table of settings")

@@ -7,6 +7,7 @@ naming the cause; it never touches a file it could not lock, so nothing is corru
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -18,26 +19,104 @@ from typing import IO, TypeVar
 
 import duckdb
 
+from .exit_codes import Exit
+
 log = logging.getLogger("esper_warehouse")
 
 T = TypeVar("T")
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
 
 
+# What DuckDB says of a file that is not a database of its own, or no longer reads as one.
+DAMAGED_MARKERS = (
+    "not a valid DuckDB database file",
+    "Corrupt database file",
+    "Could not read enough bytes",
+    "database file with version number",  # another DuckDB's storage format
+)
+# The operating system's words (errno 28, 30, 13) as DuckDB's IO errors quote them.
+FULL_MARKERS = ("No space left on device", "Disk quota exceeded")
+READ_ONLY_MARKERS = ("Read-only file system", "Permission denied")
+
+
 class WarehouseLocked(Exception):
     """Another process held the warehouse file until the deadline."""
 
 
-def is_lock_error(error: BaseException) -> bool:
-    """True when an error (or one it wraps) is DuckDB refusing a file held elsewhere."""
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """The error and those it wraps (dlt's `exception`, then Python's cause or context)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if any(marker in str(current) for marker in LOCK_MARKERS):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+        yield current
+        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+
+
+def _found(
+    error: BaseException,
+    markers: tuple[str, ...],
+    codes: tuple[int, ...] = (),
+    *,
+    any_error: bool = False,
+) -> str:
+    """The first line of the first error of the chain saying one of `markers` (or an OSError
+    with one of `codes`); "" when none does.
+
+    Only DuckDB's and the operating system's own errors are read unless `any_error`: a wrapper
+    quoting an API answer ("Permission denied", in a refused route's message) is no file's problem.
+    """
+    for item in _chain(error):
+        if not any_error and not isinstance(item, OSError | duckdb.Error):
+            continue
+        if (isinstance(item, OSError) and item.errno in codes) or any(
+            marker in str(item) for marker in markers
+        ):
+            return str(item).strip().splitlines()[0] if str(item).strip() else type(item).__name__
+    return ""
+
+
+def is_lock_error(error: BaseException) -> bool:
+    """True when an error (or one it wraps) is DuckDB refusing a file held elsewhere."""
+    return bool(_found(error, LOCK_MARKERS, any_error=True))  # dlt's wrappers quote it too
+
+
+def locked_message(warehouse: Path) -> str:
+    """What `status`, `models`, `report` and `publish` say about a warehouse another process holds."""
+    return (
+        f"{warehouse} is held by another process (a run, a notebook or another DuckDB "
+        "connection); nothing was changed: try again when it is released"
+    )
+
+
+def file_problem(warehouse: Path, error: BaseException) -> tuple[Exit, str] | None:
+    """The exit code and message of a failure that is the warehouse file's, or None.
+
+    Every command says the same of the same file: held by another process (5), not a DuckDB
+    database or damaged (2: no command can use it; a retry would not help), its disk full (1, as
+    for memory: nothing of the step was committed) or its folder not writable (2). DuckDB's own
+    words follow in parentheses. A damaged file is looked for first: what DuckDB says of it
+    is the more specific answer whatever else the chain holds.
+    """
+    if detail := _found(error, DAMAGED_MARKERS):
+        return Exit.CONFIG, (
+            f"{warehouse} is not a DuckDB warehouse or is damaged ({detail}); nothing was "
+            "changed. Point --warehouse at the right file, or restore it from a backup (a "
+            "new file: `esper-warehouse run --full --warehouse NEW.duckdb`)"
+        )
+    if is_lock_error(error):
+        return Exit.LOCKED, locked_message(warehouse)
+    if detail := _found(error, FULL_MARKERS, (errno.ENOSPC, errno.EDQUOT)):
+        return Exit.FAILED, (
+            f"the disk holding {warehouse.parent} is full ({detail}); nothing of this step was "
+            "committed: free some space and run again"
+        )
+    if detail := _found(error, READ_ONLY_MARKERS, (errno.EROFS, errno.EACCES, errno.EPERM)):
+        return Exit.CONFIG, (
+            f"{warehouse.parent} cannot be written ({detail}); the warehouse file and its "
+            "working folder beside it need a folder this user may write: nothing was changed"
+        )
+    return None
 
 
 def working_dir(warehouse: Path) -> Path:

@@ -156,7 +156,10 @@ def _coerce(name: str, spec: Setting, value: object) -> object:
             raise bad
         return dict(value)
     if spec.kind is tuple:
-        parts = value.split(",") if isinstance(value, str) else value
+        # "10,20,30" from the environment, a TOML list, or one number (`5`, as TOML or dlt
+        # reads a lone value): one wait, repeated
+        single = isinstance(value, int | float) and not isinstance(value, bool)
+        parts = value.split(",") if isinstance(value, str) else [value] if single else value
         try:
             waits = tuple(float(part) for part in parts)  # type: ignore[union-attr]
         except (TypeError, ValueError):

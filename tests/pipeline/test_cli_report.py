@@ -42,14 +42,14 @@ def test_a_page_that_says_the_warehouse_is_busy_makes_report_exit_5(
     built, tmp_path, holders, capsys, monkeypatch
 ):
     """The lock is taken after report's own check, while the notebook runs (a load starting)."""
-    checked = report._locked
+    checked = report._unreadable
 
-    def check_then_lock(path: Path) -> str | None:
+    def check_then_lock(path: Path) -> tuple[int, str] | None:
         found = checked(path)
         holders.append(hold_file(path))
         return found
 
-    monkeypatch.setattr(report, "_locked", check_then_lock)
+    monkeypatch.setattr(report, "_unreadable", check_then_lock)
     monkeypatch.setattr(report, "notebooks", lambda: [report.NOTEBOOKS_DIR / "data_tap.py"])
     out = tmp_path / "report"
     assert report.main(["--warehouse", str(built), "--out", str(out)]) == 5

@@ -133,7 +133,9 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password(
         "DESTINATION__POSTGRES__CREDENTIALS",
         f"postgresql://postgres:{PASSWORD}@localhost/postgres?host={tmp_path}/nowhere",
     )
-    assert cli.main(["publish", "--warehouse", str(tmp_path / "x.duckdb")]) == 2
+    warehouse = tmp_path / "x.duckdb"
+    duckdb.connect(str(warehouse)).close()  # a warehouse that opens: Postgres is what fails
+    assert cli.main(["publish", "--warehouse", str(warehouse)]) == 2
     err = capsys.readouterr().err
     assert "cannot connect to Postgres" in err and PASSWORD not in err
 

@@ -111,6 +111,11 @@ def test_missing_key_is_a_config_error_naming_the_variable_only(
         ),
         ("[tenants.Bad]\nbase_url='x'\nenterprise_id='e'\napi_key_env='K'", "lowercase letter"),
         ("[tenants.fleet]\nbase_url='x'\nenterprise_id='e'\napi_key_env='K'", "not 'fleet'"),
+        # the warehouse's own schemas (pipelines/models.py) and DuckDB's: refused when read
+        *(
+            (f"[tenants.{name}]\nbase_url='x'\nenterprise_id='e'\napi_key_env='K'", "uses for")
+            for name in ("esper", "marts", "staging", "intermediate", "seeds", "main", "temp")
+        ),
         ("[tenants.a]\nbase_url='x'\napi_key_env='K'", "missing enterprise_id"),
         ("warehouse_dir = 'w'", "no [tenants.<name>] table"),
         ("[tenants.a\n", "not valid TOML"),

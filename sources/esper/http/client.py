@@ -51,7 +51,7 @@ from .errors import (
     EsperInterrupted,
 )
 from .limiter import AdaptiveLimiter, check_limits
-from .origin import Origin, check_key
+from .origin import Origin, check_key, tls_setting_error
 from .pacing import RatePacer
 from .pools import Pools
 from .refusals import final_error
@@ -398,6 +398,8 @@ class EsperClient:
             self._check_stopped(route)
             if isinstance(exc, httpx.TimeoutException):
                 reason = f"timeout ({type(exc).__name__}: {exc})"
+            elif (refused := tls_setting_error(exc, self.origin.text())) is not None:
+                raise refused from None  # the base URL's fault: the same on every attempt
             elif isinstance(exc, httpx.TransportError):
                 reason = f"connection failed ({type(exc).__name__}: {exc})"
             elif isinstance(exc, httpx.DecodingError):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+import ssl
+from urllib.parse import unquote
 
 import httpx
 
@@ -25,6 +27,11 @@ _UUID_RE = re.compile(
 )
 _LONG_HEX_RE = re.compile(r"^[0-9a-fA-F]{16,}$")
 _HEADER_SAFE_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
+# An enterprise id is one path segment of the legacy routes (a UUID on every tenant seen).
+_ENTERPRISE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+# TLS failures a retry cannot mend: the network is fine, the setting (scheme, port, host) is not.
+# A handshake cut short (EOF, reset, zero return) may be the network's, and is retried.
+_TRANSIENT_TLS = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
 
 class Origin:
@@ -44,7 +51,7 @@ class Origin:
         base = httpx.URL(self.base_url)
         self.origin = origin_of(base)
         self.base_path = base.path.rstrip("/")
-        self.enterprise_id = enterprise_id
+        self.enterprise_id = None if enterprise_id is None else check_enterprise_id(enterprise_id)
         self._rewrites_logged: set[tuple[str, str]] = set()
 
     def resolve(self, path_or_url: str) -> httpx.URL:
@@ -54,6 +61,13 @@ class Origin:
             EsperConfigError: Another origin, a path outside the base path, credentials in the
                 URL, or dot segments (checked before anything is sent).
         """
+        # httpx collapses `a/../b` into `b`: dot segments are looked for in what was asked.
+        asked = re.split(r"[?#]", path_or_url, maxsplit=1)[0].split("/")
+        if any(unquote(segment) in (".", "..") for segment in asked):
+            raise EsperConfigError(
+                f"refusing to request {path_or_url!r}: dot segments ('.', '..') would leave "
+                f"the route it names under the base path of {self.text()}"
+            )
         try:
             if path_or_url.startswith("/") and not path_or_url.startswith("//"):
                 url = httpx.URL(self.base_url + path_or_url)  # the usual case: a path
@@ -158,6 +172,58 @@ def normalise_base_url(base_url: str) -> str:
             "https:// (plain http is only allowed on loopback: 127.0.0.0/8, ::1, localhost)"
         )
     return str(url.copy_with(path=url.path.rstrip("/") or "/")).rstrip("/")
+
+
+def check_enterprise_id(enterprise_id: str) -> str:
+    """Return the enterprise id stripped of surrounding whitespace (as the key is); refuse one
+    that is empty or not a single path segment (it is written into routes: `/enterprise/{id}/`).
+
+    Raises:
+        EsperConfigError: Empty, or holding `/`, `.`, spaces or other characters.
+    """
+    eid = (enterprise_id or "").strip()
+    if not eid:
+        raise EsperConfigError(
+            "no enterprise id: set SOURCES__ESPER__ENTERPRISE_ID (the console's API Management "
+            "page shows it)"
+        )
+    if not _ENTERPRISE_ID_RE.match(eid):
+        raise EsperConfigError(
+            f"the enterprise id {eid!r} is not one: expected letters, digits, '-' and '_' (a "
+            "UUID such as 5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f; the console's API Management "
+            "page shows it)"
+        )
+    return eid
+
+
+def tls_setting_error(error: BaseException, origin: str) -> EsperConfigError | None:
+    """A failed TLS handshake that is the base URL's fault, as a setting error; else None.
+
+    `https://` to a port that speaks plain HTTP (`WRONG_VERSION_NUMBER`), a certificate that
+    does not verify, a protocol both ends do not share: the same answer on every attempt, so
+    it is never retried.
+    """
+    current: BaseException | None = error
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLError) and not isinstance(current, _TRANSIENT_TLS):
+            reason = getattr(current, "reason", None) or str(current)
+            if isinstance(current, ssl.SSLCertVerificationError):
+                hint = "its certificate could not be verified (is the host name right?)"
+            elif reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "RECORD_LAYER_FAILURE"):
+                hint = (
+                    "the server there does not speak TLS: is the port a plain-HTTP one "
+                    "(http:// instead of https://, or another port)?"
+                )
+            else:
+                hint = "the server and this client share no TLS version or cipher"
+            return EsperConfigError(
+                f"the TLS handshake with {origin} failed ({reason}): {hint} Check the base "
+                "URL (SOURCES__ESPER__BASE_URL); nothing was retried"
+            )
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def check_key(api_key: str) -> str:

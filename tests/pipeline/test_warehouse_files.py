@@ -1,0 +1,200 @@
+"""Every command says the same, and exits as README says, of a warehouse file that is damaged,
+not a DuckDB file, held by a writer, on a full disk or in a folder that cannot be written."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from esper_warehouse.pipelines import cli, models, publish, report, warehouse
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.models import build_models
+
+from .helpers import hold_file, load
+
+DAMAGED = "is not a DuckDB warehouse or is damaged"
+HELD = "is held by another process"
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pristine") / "esper_warehouse.duckdb"
+    build_models(path)
+    return path
+
+
+def _truncated(good: bytes) -> bytes:
+    return good[: len(good) // 3]
+
+
+def _checksum_corrupt(good: bytes) -> bytes:
+    """Bytes flipped inside the first data block (at 12,288): its stored checksum no longer
+    matches, DuckDB says "Corrupt database file ... in block at location 12288"."""
+    data = bytearray(good)
+    for offset in range(12288 + 100, 12288 + 200):
+        data[offset] ^= 0xFF
+    return bytes(data)
+
+
+SPOILED: dict[str, Callable[[bytes], bytes]] = {
+    "truncated": _truncated,
+    "empty": lambda good: b"",
+    "not-duckdb": lambda good: b"device,os\nphone,14\n" * 200,
+    "checksum": _checksum_corrupt,
+}
+
+
+@pytest.fixture(params=list(SPOILED))
+def spoiled(request: pytest.FixtureRequest, pristine: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "esper_warehouse.duckdb"
+    path.write_bytes(SPOILED[request.param](pristine.read_bytes()))
+    return path
+
+
+@pytest.fixture
+def holders() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("command", ["status", "models", "report", "publish"])
+def test_a_damaged_or_foreign_file_is_exit_2_called_damaged_by_every_command(
+    spoiled: Path, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    extra = ["--out", str(out)] if command == "report" else []
+    code = cli.main([command, "--warehouse", str(spoiled), *extra])
+    err = capsys.readouterr().err
+    assert code == Exit.CONFIG, err
+    assert f"{spoiled} {DAMAGED}" in err, err
+    assert HELD not in err and "Traceback" not in err
+    assert not out.exists()  # no page claims to show a fleet
+
+
+def test_a_notebook_on_a_damaged_file_says_so_at_once_and_fails_the_page(
+    pristine: Path, tmp_path: Path
+) -> None:
+    """The notebooks' own test of a lock: "block at location" is no lock to wait 20 s for."""
+    corrupt = tmp_path / "corrupt.duckdb"
+    corrupt.write_bytes(_checksum_corrupt(pristine.read_bytes()))
+    export = report.export_notebook(report.NOTEBOOKS_DIR / "data_tap.py", tmp_path, corrupt)
+    page = export.html.read_text(encoding="utf-8")
+    assert not export.ok and not export.busy
+    assert report.UNREADABLE_PAGE in page and report.BUSY_PAGE not in page
+    assert export.seconds < report_wait(), export.seconds
+
+
+def report_wait() -> float:
+    import sys
+
+    sys.path.insert(0, str(report.NOTEBOOKS_DIR))
+    import _common
+
+    return _common.LOCK_WAIT_SECONDS
+
+
+def test_publish_behind_a_duckdb_writer_is_exit_5_with_the_shared_message(
+    pristine: Path, tmp_path: Path, holders: list, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = tmp_path / "esper_warehouse.duckdb"
+    shutil.copy(pristine, held)
+    holders.append(hold_file(held))
+    assert publish.main(["--warehouse", str(held)]) == Exit.LOCKED
+    err = capsys.readouterr().err
+    assert f"{held} {HELD}" in err and "nothing was published" in err
+    assert "Could not set lock" not in err and "Conflicting lock" not in err
+
+
+class _DiskFullAtCommit:
+    """A DuckDB connection whose commit fails as DuckDB's does when the disk is full: the
+    transaction is over (rolled back) and the error quotes the operating system."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, wal: str) -> None:
+        self._con, self._wal = con, wal
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.strip().lower() == "commit":
+            self._con.execute("rollback")
+            raise duckdb.TransactionException(
+                "TransactionContext Error: Failed to commit: Could not write file "
+                f'"{self._wal}": No space left on device'
+            )
+        return self._con.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def test_a_full_disk_during_the_models_says_the_disk_is_full(
+    pristine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Measured on a real 28 MB tmpfs holding a 28 MB warehouse, DuckDB's commit fails with the
+    text served here, and the build's rollback then said "cannot rollback - no transaction is
+    active" instead; the same sequence is injected at the connection."""
+    path = tmp_path / "esper_warehouse.duckdb"
+    shutil.copy(pristine, path)
+    real_connect = duckdb.connect
+    monkeypatch.setattr(
+        models.duckdb,
+        "connect",
+        lambda target, *a, **k: (
+            _DiskFullAtCommit(real_connect(target, *a, **k), f"{path}.wal")
+            if not k.get("read_only")
+            else real_connect(target, *a, **k)
+        ),
+    )
+    code = models.main(["--warehouse", str(path)])
+    err = capsys.readouterr().err
+    assert code == Exit.FAILED, err
+    assert f"the disk holding {tmp_path} is full" in err and "No space left on device" in err
+    assert "cannot rollback" not in err
+
+
+def test_a_read_only_folder_ends_the_run_with_its_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tests run as root here, for whom no folder is read-only: the operating system's refusal is
+    injected where the run first writes (its lock file beside the warehouse)."""
+
+    def refused(path: Any, *args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(warehouse, "run_lock_path", lambda wh: tmp_path / "ro" / "x.lock")
+    monkeypatch.setattr(Path, "mkdir", refused)
+    code = cli.main(["run", "--warehouse", str(tmp_path / "ro" / "esper_warehouse.duckdb")])
+    captured = capsys.readouterr()
+    assert code == Exit.CONFIG, captured.err
+    assert f"{tmp_path / 'ro'} cannot be written (" in captured.out + captured.err
+    assert "Read-only file system" in captured.out + captured.err
+    assert captured.out.startswith("run -: failed"), captured.out  # the run's summary line
+    assert "Traceback" not in captured.err
+
+
+def test_models_into_a_read_only_folder_is_exit_2_naming_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "ro" / "new.duckdb"
+
+    def refused(path: str, *args: Any, **kwargs: Any) -> Any:  # DuckDB's words, as measured
+        raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
+
+    monkeypatch.setattr(models.duckdb, "connect", refused)
+    assert models.main(["--create", "--warehouse", str(target)]) == Exit.CONFIG
+    err = capsys.readouterr().err
+    assert f"{target.parent} cannot be written" in err and "cannot open it" not in err
+
+
+def test_a_run_on_a_damaged_file_is_exit_2_before_any_request(sim, spoiled: Path) -> None:
+    result = load(sim, spoiled)
+    assert result.exit_code == Exit.CONFIG, result.error
+    assert f"{spoiled} {DAMAGED}" in (result.error or "")
+    assert sim.stats()["total"] == 0
