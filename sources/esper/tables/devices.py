@@ -173,19 +173,16 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
         ledger.android_software = android_software(client, ledger, opts)
     software = ledger.android_software
 
+    # devices whose apps or feed an earlier run was refused: asked again in this scan
+    refused = {d for t in (DEVICE_APPS.name, "device_events") for d in ledger.to_retry(t)}
+
     def needs(item: dict) -> bool:
         """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
         scope = ledger.fan_out_scope  # sources/esper/weekly.py
-        if scope is not None and not scope.needs(item) and not refused_before(item):
+        if scope is not None and not scope.needs(item) and str(item.get("id")) not in refused:
             return False
         ledger.changed_devices[item["id"]] = apps_route(item)
         return True
-
-    def refused_before(item: dict) -> bool:
-        """A device whose apps or feed an earlier run was refused: asked again."""
-        return any(
-            str(item.get("id")) in ledger.to_retry(t) for t in (DEVICE_APPS.name, "device_events")
-        )
 
     def pages(parts: Iterator[list[dict]]) -> Iterator[pa.Table]:
         for items in parts:
