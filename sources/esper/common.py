@@ -112,7 +112,7 @@ def keep_what_was_loaded() -> None:
 
 # What a refused part means, by status (`{noun}`: a device, a blueprint, a role, ...).
 PART_REFUSALS = {
-    400: "the route does not serve this {noun}: the legacy routes are Android only",
+    400: "the route does not serve this {noun}",
     403: "refused for this {noun}: a scope or plan feature",
     404: "not served for this {noun}, which is still listed: a plan, platform or API version",
 }
@@ -147,6 +147,8 @@ def refused_part(
         return False
     noun = parent.name.removesuffix("s").replace("_", " ")  # a device, a blueprint, a role
     meaning = PART_REFUSALS[status].format(noun=noun)
+    if status == 400 and parent.name == "devices":
+        meaning += ": the legacy routes are Android only"
     ledger.skip_part(table, part, error, meaning, noun=noun, retry=retry)
     return True
 

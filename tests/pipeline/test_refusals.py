@@ -188,16 +188,17 @@ CORE_LISTS = [
 ]
 
 
-def test_a_403_on_the_core_lists_is_a_partial_run_as_doctor_says(
-    sim, wh: Path, first_load, capsys
+@pytest.mark.parametrize("refusal", [403, 404])
+def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
+    sim, wh: Path, first_load, refusal: int
 ) -> None:
-    """A nightly whose core lists answer 403: exit 6 (not 3), those tables and the tables read
+    """A nightly whose core lists answer 403 (or 404): exit 6 (not 3), those tables and the tables read
     from them skipped and kept, the rest loaded; `doctor` facing the same answers names exactly
     the tables the run skipped and ends with the run's exit code. The night after, everything
     loads again."""
     assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
-    sim.set_faults([{"kind": "status", "status": 403, "route": r} for r in CORE_LISTS])
+    sim.set_faults([{"kind": "status", "status": refusal, "route": r} for r in CORE_LISTS])
     out = io.StringIO()
     json_path = wh.parent / "doctor.json"
     verdict = doctor.run(
@@ -215,7 +216,7 @@ def test_a_403_on_the_core_lists_is_a_partial_run_as_doctor_says(
         "application_versions", "command_requests", "command_statuses", "operations",
         "operation_devices", "heartbeats", "devices",
     }  # fmt: skip
-    assert "403" in nightly.unavailable["blueprint_versions"]
+    assert f"answered {refusal}" in nightly.unavailable["blueprint_versions"]
     assert nightly.unavailable["devices"].startswith("loaded without Android security patch")
     text = out.getvalue()
     assert "a run would be partial (exit 6)" in text
