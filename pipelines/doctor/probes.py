@@ -101,11 +101,13 @@ class _Stop(Exception):
         super().__init__(text)
 
 
+DATA_TAP_TABLES = "data_tap__<query>"  # every configured Data Tap query's table
 # Routes the source reads beside the tables' own: the table a refusal of each one costs a run
 # (the legacy list: the devices load without its Android patch levels; the detail is read only
 # for devices whose apps an earlier run was refused, so a plain run skips nothing for it).
 BESIDE_TABLES = {LEGACY_DEVICES_PATH: ("devices",), V2_DEVICE_APPS_PATH: ("device_apps",),
-                 DEVICE_DETAIL_PATH: ()}  # fmt: skip
+                 DEVICE_DETAIL_PATH: (), DATA_TAP_PATH: (DATA_TAP_TABLES,),
+                 DATA_TAP_PATH + "/{id}": (DATA_TAP_TABLES,)}  # fmt: skip
 
 
 def run_would_skip(template: str) -> tuple[str, ...]:
@@ -124,8 +126,7 @@ def run_would_skip(template: str) -> tuple[str, ...]:
 
 def _used_paths() -> set[str]:
     paths = {e.path for e in TABLES.values()}
-    paths |= {*BESIDE_TABLES, DATA_TAP_PATH}  # routes beside the tables
-    paths.add(DATA_TAP_PATH + "/{id}")  # the job's status (sources/esper/tables/data_tap.py)
+    paths |= set(BESIDE_TABLES)  # routes beside the tables (Data Tap: submit, job status)
     return {norm_path(p) for p in paths}
 
 
@@ -447,7 +448,7 @@ def probe(
         client.close()
     totals = client.totals()
     has_break = any(f.severity == BREAK for r in d.reports for f in r.findings)
-    refused = any(f.problem.startswith(REFUSED) for r in d.reports for f in r.findings)
+    refused = any(r.skips for r in d.reports)  # a run would skip a table: partial
     code = (
         EXIT_CONFIG
         if stopped

@@ -163,8 +163,8 @@ def render(result: Result) -> str:
         lines.append(
             f"Verdict: {len(breaks)} problem{plural} would break a run (exit {EXIT_DRIFT})."
         )
-    elif result.refused:
-        skipped = ", ".join(result.would_skip) or "no table"
+    elif result.would_skip:
+        skipped = ", ".join(result.would_skip)
         lines.append(
             "Verdict: nothing found that would break a run; a run would be partial "
             f"(exit {EXIT_PARTIAL}), skipping {skipped}."
