@@ -1,7 +1,7 @@
 """Shared by the tables' resources: the run's options, and what a refused route or device means.
 
 A table whose tenant-level route is refused (a scope, a plan feature) is skipped and named, and
-so are the tables read from it (`skip_unavailable`, `read_unless_refused`); a device or a record
+so are the tables read from it (`skip_unavailable`, `unless_skipped`); a device or a record
 whose route refuses it is skipped and counted, and asked again by the next run
 (`refused_part`). None of them ends the night.
 """
@@ -109,6 +109,8 @@ def keep_what_was_loaded() -> None:
     if resource.write_disposition == "replace":
         resource.apply_hints(write_disposition="append")
 
+
+REFUSED = object()  # what a fan-out's fetch returns for a refused part (counted in the ledger)
 
 # What a refused part means, by status (`{noun}`: a device, a blueprint, a role, ...).
 PART_REFUSALS = {

@@ -176,11 +176,6 @@ class RunLedger:
                 out[table] = f"{out[table]}; {text}" if table in out else text
         return out
 
-    def parent_skipped(self, table: str, parents: tuple[str, ...]) -> str | None:
-        """Why `table` cannot be read: one of the tables it is read from was skipped (or None)."""
-        with self._lock:
-            return next((self.unavailable[p] for p in parents if p in self.unavailable), None)
-
     def mark_skipped(self, table: str, text: str) -> None:
         """Record (and log once) that `table` is skipped in this run, for the reason `text`."""
         with self._lock:

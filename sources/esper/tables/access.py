@@ -27,7 +27,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import Options, keep_if_refused, refused_part, skip_unavailable
+from ..common import REFUSED, Options, keep_if_refused, refused_part, skip_unavailable
 from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object
 from ..http.reads import fan_out
@@ -114,9 +114,6 @@ def without_secrets(value: Any) -> Any:
     if isinstance(value, list):
         return [without_secrets(v) for v in value]
     return value
-
-
-REFUSED = object()  # a parent whose route the API refused (counted in the ledger)
 
 
 def _per_parent(

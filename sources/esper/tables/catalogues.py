@@ -9,7 +9,14 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import Options, keep_if_refused, refused_part, skip_unavailable, unless_skipped
+from ..common import (
+    REFUSED,
+    Options,
+    keep_if_refused,
+    refused_part,
+    skip_unavailable,
+    unless_skipped,
+)
 from ..http import EsperClient, EsperError
 from ..http.reads import ListRead, fan_out, read_all
 from ..run.ledger import RunLedger
@@ -139,9 +146,6 @@ def whole_list(
     ledger.add_scan(table.name, read.count, read.items, key)
     if read.items:
         yield table.page(read.items)
-
-
-REFUSED = object()  # a parent whose list the API refused (counted in the ledger)
 
 
 def read_versions(

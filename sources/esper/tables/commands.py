@@ -10,7 +10,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import ROWS_PER_BATCH, Options, refused_part, unless_skipped
+from ..common import REFUSED, ROWS_PER_BATCH, Options, refused_part, unless_skipped
 from ..http import EsperClient, EsperError
 from ..http.pages import DescScan, iter_pages
 from ..http.reads import batches, fan_out, first_seen, read_all, url_id
@@ -81,7 +81,6 @@ OPERATION_DEVICES = Table(
     needs=("operations",),  # the operations changed in this run (`RunLedger.changed_operations`)
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
-REFUSED = object()  # an operation whose devices the API refused (counted in the ledger)
 
 
 # --------------------------------------------------------------- commands and operations

@@ -10,7 +10,14 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import ROWS_PER_BATCH, Options, apps_route, refused_part, unless_skipped
+from ..common import (
+    REFUSED,
+    ROWS_PER_BATCH,
+    Options,
+    apps_route,
+    refused_part,
+    unless_skipped,
+)
 from ..http import EsperClient, EsperError, EsperUnavailableError
 from ..http.pages import DescScan, iter_cursor_pages, parse_page
 from ..http.reads import fan_out, first_seen, read_all
@@ -128,9 +135,6 @@ def device_count(client: EsperClient) -> int | None:
     """The API's device count: offset mode with limit=1 (cursor pages carry no count)."""
     body = client.get(DEVICES.path, {"limit": 1, "offset": 0})
     return parse_page(body, where=DEVICES.path).count
-
-
-SKIPPED = object()  # a device whose app list the API refused (counted in the ledger)
 
 
 @dlt.resource(**DEVICES.hints())
@@ -345,14 +349,14 @@ def device_apps(
             if refused_part(
                 ledger, client, DEVICE_APPS.name, DEVICES, device_id, error, retry=route
             ):
-                return SKIPPED  # counted; its stored apps are neither retired nor replaced
+                return REFUSED  # counted; its stored apps are neither retired nor replaced
             return None  # the device is gone (no longer listed): its apps are retired
         ledger.part_done(DEVICE_APPS.name, device_id)
         return read
 
     rows: list[dict] = []
     for (device_id, route), read in fan_out(client, targets, fetch, bulk=True):
-        if read is SKIPPED:
+        if read is REFUSED:
             continue
         if read is None or not read.items:  # device gone, or its list is empty
             ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
