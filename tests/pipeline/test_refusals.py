@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from esper_warehouse.pipelines import doctor
-from esper_warehouse.pipelines.runner import EXIT_OK, EXIT_PARTIAL
+from esper_warehouse.pipelines.runner import EXIT_OK, EXIT_PARTIAL, summary
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.common import apps_route
 from esper_warehouse.sources.esper.http import EsperClient, EsperNotFoundError
@@ -58,6 +58,7 @@ def test_a_404_on_every_event_feed_is_counted_and_the_next_run_asks_again(
     assert why.startswith(f"{len(sim.truth('devices'))} device(s) skipped: ")
     assert "/download/eventfeed/ answered 404" in why
     assert set(_recorded_unavailable(wh)) == {"device_events"}
+    assert "1 skipped in whole or in part" in summary(first)  # never just "all complete"
     if _has(wh, "device_events"):
         assert rows(wh, "device_events", ("count(*)",)) == [(0,)]
     capsys.readouterr()
