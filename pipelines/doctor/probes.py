@@ -47,7 +47,6 @@ from .report import (
     EXIT_OK,
     EXIT_PARTIAL,
     REFUSED,
-    REFUSED_MEANING,
     Result,
     RouteReport,
 )
@@ -202,7 +201,7 @@ class Doctor:
             report.status = self.recorder.last
         except EsperError as error:
             report.status = error.status or self.recorder.last
-            if self._failed(error, compare, first):
+            if self._failed(error, compare, first, per_record="{id}" in template):
                 self.refused.add(table or "")
                 report.skips = list(run_would_skip(template)) if report.used_by_source else []
         except _AllowanceSpent as spent:
@@ -234,10 +233,14 @@ class Doctor:
             return f"its list ({', '.join(refused)}) was refused"
         return "its list was empty"
 
-    def _failed(self, error: EsperError, compare: Compare, first: bool) -> bool:
-        """Note a failed probe; True when the route is refused (a run would skip its table)."""
+    def _failed(
+        self, error: EsperError, compare: Compare, first: bool, *, per_record: bool = False
+    ) -> bool:
+        """Note a failed probe; True when the route is refused (a run would skip its table, or
+        count the record's part: a 400 too on a route read per record)."""
         status = f"HTTP {error.status}" if error.status else type(error).__name__
-        if not first and error.status in REFUSED_MEANING:
+        refused = error.status in (403, 404) or (per_record and error.status == 400)
+        if not first and refused:
             # As a run: after the first two requests, a 403/404 skips one table (a partial run).
             compare.add(False, "route", (), f"{REFUSED} (HTTP {error.status})")
             return True

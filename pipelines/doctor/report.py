@@ -13,6 +13,8 @@ EXIT_PARTIAL = Exit.PARTIAL  # what a run would end with: the refused routes' ta
 _MAX_NOTES_PER_ROUTE = 25
 REFUSED = "refused: a run would skip this table (partial run)"
 REFUSED_MEANING = {
+    400: "the route does not serve this record (a legacy route asked about a device that is "
+    "not Android)",  # only on a route read per record: elsewhere a 400 is a failure
     403: "the key lacks the scope for it, or the tenant's plan or platform does not offer it",
     404: "the tenant's plan or platform does not offer it",
 }

@@ -193,13 +193,14 @@ CORE_LISTS = [
 def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
     sim, wh: Path, first_load, refusal: int
 ) -> None:
-    """A nightly whose core lists answer 403 (or 404): exit 6 (not 3), those tables and the tables read
-    from them skipped and kept, the rest loaded; `doctor` facing the same answers names exactly
-    the tables the run skipped and ends with the run's exit code. The night after, everything
-    loads again."""
+    """A nightly whose core lists answer 403 (or 404), and its feeds 400: exit 6 (not 3), those
+    tables and the tables read from them skipped and kept, the feeds counted, the rest loaded;
+    `doctor` facing the same answers names exactly the tables the run skipped and ends with the
+    run's exit code. The night after, everything loads again."""
     assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
-    sim.set_faults([{"kind": "status", "status": refusal, "route": r} for r in CORE_LISTS])
+    faults = [{"kind": "status", "status": refusal, "route": r} for r in CORE_LISTS]
+    sim.set_faults([*faults, {"kind": "status", "status": 400, "route": FEED}])
     out = io.StringIO()
     json_path = wh.parent / "doctor.json"
     verdict = doctor.run(
@@ -215,7 +216,7 @@ def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
     assert set(nightly.unavailable) == {
         "blueprints", "blueprint_versions", "tenant_apps", "tenant_app_versions", "applications",
         "application_versions", "command_requests", "command_statuses", "operations",
-        "operation_devices", "heartbeats", "devices",
+        "operation_devices", "heartbeats", "devices", "device_events",
     }  # fmt: skip
     assert f"answered {refusal}" in nightly.unavailable["blueprint_versions"]
     assert nightly.unavailable["devices"].startswith("loaded without Android security patch")
