@@ -74,9 +74,13 @@ def test_a_404_on_every_event_feed_is_counted_and_the_next_run_asks_again(
         compare(sim, wh, "device_events")
 
 
-def test_a_404_on_apple_and_windows_app_lists_is_counted_and_asked_again(sim, wh: Path) -> None:
+@pytest.mark.parametrize("then", ["nightly", "weekly_scan"])
+def test_a_404_on_apple_and_windows_app_lists_is_counted_and_asked_again(
+    sim, wh: Path, then: str
+) -> None:
     """`/v2/devices/{id}/device-apps/` answering 404: those devices are skipped and counted (their
-    apps neither loaded nor retired), and the next run reads them again without any change."""
+    apps neither loaded nor retired), and the next run, a nightly or the scheduled full scan
+    (which re-reads only changed devices), reads them again without any change."""
     apps = ["devices", "device_apps"]
     v2 = [d for d in sim.truth("devices") if apps_route(d) == "v2"]
     sim.set_faults([{"kind": "status", "status": 404, "route": V2_APPS}])
@@ -88,8 +92,9 @@ def test_a_404_on_apple_and_windows_app_lists_is_counted_and_asked_again(sim, wh
     assert v2, "the fleet has Apple or Windows devices"
 
     sim.clear_faults()
-    again = load(sim, wh, resources=apps)
-    assert again.mode == "incremental"
+    weekly = {"source_options": {"full_scan_interval_days": 0}} if then == "weekly_scan" else {}
+    again = load(sim, wh, resources=apps, **weekly)
+    assert again.mode == ("full" if weekly else "incremental")
     assert again.exit_code == EXIT_OK, again.error
     with reading(wh):
         compare(sim, wh, "device_apps")
