@@ -28,7 +28,7 @@ def _command(args: argparse.Namespace) -> int:
 
 SUBCOMMAND = Subcommand(
     "read-only probe of the tenant's answers against what the source expects "
-    "(exit 3: a shape that would break a run)",
+    "(exit 3: a shape that would break a run; 6: a run would be partial)",
     run=_command,
     parents=lambda: [config_options()],
     arguments=_arguments,

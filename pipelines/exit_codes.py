@@ -20,7 +20,7 @@ class Exit(IntEnum):
     DRIFT = 3  # `doctor`: an answer's shape would break a run (the API's fault, as for API)
     UNFINISHED = 4  # a reconciliation shortfall; `models`: a first load is unfinished
     LOCKED = 5  # the warehouse (or the published marts) stayed held by another process
-    PARTIAL = 6  # loaded and committed, but some tables, device feeds or Data Tap queries skipped
+    PARTIAL = 6  # loaded and committed, but some tables or parts skipped (doctor: a run would be)
     INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
     OUTPUT_CLOSED = 141  # stdout's reader stopped reading (`status | head`): 128 + SIGPIPE
 

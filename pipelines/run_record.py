@@ -105,6 +105,11 @@ def summary(result: RunResult) -> str:
         lines.append(
             f"reconciled {len(result.reconciliation)} table(s) against the API's counts: "
             + ("all complete" if not short else f"{len(short)} short")
+            + (
+                f"; {len(result.unavailable)} skipped in whole or in part"
+                if result.unavailable
+                else ""
+            )
         )
         for r in short:
             lines.append(

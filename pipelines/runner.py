@@ -3,7 +3,8 @@
 Exit codes (also used by the command line):
     0 everything loaded and reconciled; 1 unexpected error; 2 auth or configuration error;
     3 API failure; 4 reconciliation shortfall; 5 warehouse locked; 6 partial (loaded and
-    reconciled, but the API refused some tables or some devices' feeds: see `unavailable`);
+    reconciled, but the API refused some tables or some devices' or records' parts: see
+    `unavailable`);
     130 interrupted (Ctrl-C).
 
 This module holds the run and its part loop; the rest of a run sits beside it: what it is given

@@ -20,8 +20,9 @@ Severities: a missing table key or cursor (the only fields a run cannot do witho
 column is nullable), a type change of it (or of an object on its path), an
 envelope family other than the reference's, a list the page reader rejects, or a route the source
 reads failing after its retries, **breaks** a run (exit 3). A 403/404 after the first two
-requests is a route the key cannot read: a run skips that table (a partial run), so it is listed
-as refused, every other route is still probed, and the exit code does not change. An extra key, a null where a value was seen, a change
+requests is a route the key cannot read: a run skips that table and the tables read from it (a
+partial run), so it is listed as refused with those tables, every other route is still probed,
+and doctor ends as the run would: exit 6 (`probes.run_would_skip`; a test runs both). An extra key, a null where a value was seen, a change
 anywhere else, or anything on a route the source does not read is a **note**. A refused key or a
 wrong enterprise id or base URL is exit 2. See docs/decisions.md, "doctor".
 
@@ -57,6 +58,7 @@ from .report import (
     EXIT_CONFIG,
     EXIT_DRIFT,
     EXIT_OK,
+    EXIT_PARTIAL,
     REFUSED,
     REFUSED_MEANING,
     Result,
@@ -70,6 +72,7 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_DRIFT",
     "EXIT_OK",
+    "EXIT_PARTIAL",
     "MAX_REQUESTS",
     "MAX_RETRIES",
     "MAX_RETRY_WAIT_S",

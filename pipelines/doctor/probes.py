@@ -22,9 +22,13 @@ from esper_warehouse.sources.esper.http import (
     EsperResponseError,
 )
 from esper_warehouse.sources.esper.http.pages import parse_page
-from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables import TABLES, read_from, skipped_with
 from esper_warehouse.sources.esper.tables.data_tap import DATA_TAP_PATH
-from esper_warehouse.sources.esper.tables.devices import LEGACY_DEVICES_PATH, V2_DEVICE_APPS_PATH
+from esper_warehouse.sources.esper.tables.devices import (
+    DEVICE_DETAIL_PATH,
+    LEGACY_DEVICES_PATH,
+    V2_DEVICE_APPS_PATH,
+)
 
 from ..shapes import (
     BREAK,
@@ -37,7 +41,15 @@ from ..shapes import (
     reference,
     required_paths,
 )
-from .report import EXIT_CONFIG, EXIT_DRIFT, EXIT_OK, REFUSED, REFUSED_MEANING, Result, RouteReport
+from .report import (
+    EXIT_CONFIG,
+    EXIT_DRIFT,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    REFUSED,
+    Result,
+    RouteReport,
+)
 
 MAX_REQUESTS = 50  # attempts on the wire, retries included; a hard bound (see Doctor.probe)
 MAX_RETRIES = 2  # retries of one probe (429, 5xx, timeouts): a probe sends at most 3 requests
@@ -88,10 +100,32 @@ class _Stop(Exception):
         super().__init__(text)
 
 
+DATA_TAP_TABLES = "data_tap__<query>"  # every configured Data Tap query's table
+# Routes the source reads beside the tables' own: the table a refusal of each one costs a run
+# (the legacy list: the devices load without its Android patch levels; the detail is read only
+# for devices whose apps an earlier run was refused, so a plain run skips nothing for it).
+BESIDE_TABLES = {LEGACY_DEVICES_PATH: ("devices",), V2_DEVICE_APPS_PATH: ("device_apps",),
+                 DEVICE_DETAIL_PATH: (), DATA_TAP_PATH: (DATA_TAP_TABLES,),
+                 DATA_TAP_PATH + "/{id}": (DATA_TAP_TABLES,)}  # fmt: skip
+
+
+def run_would_skip(template: str) -> tuple[str, ...]:
+    """The tables a run skips (whole, or the parts of the records refused) when `template`,
+    a route after the first two requests, answers 403/404: the route's table and the tables
+    read from it (`tables.DEPENDENTS`), as `sources/esper/common.py` skips them."""
+    route = norm_path(template)
+    for path, tables in BESIDE_TABLES.items():
+        if norm_path(path) == route:
+            return tables
+    for table in TABLES.values():
+        if norm_path(table.path) == route:
+            return (table.name,) if "{id}" in table.path else skipped_with(table.name)
+    return ()
+
+
 def _used_paths() -> set[str]:
     paths = {e.path for e in TABLES.values()}
-    paths |= {LEGACY_DEVICES_PATH, V2_DEVICE_APPS_PATH, DATA_TAP_PATH}  # routes beside the tables
-    paths.add(DATA_TAP_PATH + "/{id}")  # the job's status (sources/esper/tables/data_tap.py)
+    paths |= set(BESIDE_TABLES)  # routes beside the tables (Data Tap: submit, job status)
     return {norm_path(p) for p in paths}
 
 
@@ -106,6 +140,7 @@ class Doctor:
         self.used = _used_paths()
         self.skipped: list[str] = []
         self.tables: set[str] = set()  # the raw tables probed so far
+        self.refused: set[str] = set()  # the raw tables whose route was refused
         self.bodies: dict[str, Any] = {}  # each probed table's first answer (parents' ids)
         # A probe sends at most 1 + MAX_RETRIES requests: checked before it starts, the request
         # budget is never overrun; nor is the time budget by more than one probe's bound.
@@ -146,7 +181,9 @@ class Doctor:
             self.skipped.append(f"{method} {route}: the time budget ({TIME_BUDGET_S:g} s) is spent")
             return None
         if "{id}" in template and not parent:
-            self.skipped.append(f"{method} {route}: no id to probe it with (its list was empty)")
+            self.skipped.append(
+                f"{method} {route}: no id to probe it with ({self._why_no_id(table)})"
+            )
             return None
         ref = reference(method, template, cursor=cursor)
         report, compare = _start(name, method, template, table, ref, cursor, self.used)
@@ -164,7 +201,9 @@ class Doctor:
             report.status = self.recorder.last
         except EsperError as error:
             report.status = error.status or self.recorder.last
-            self._failed(error, compare, first)
+            if self._failed(error, compare, first, per_record="{id}" in template):
+                self.refused.add(table or "")
+                report.skips = list(run_would_skip(template)) if report.used_by_source else []
         except _AllowanceSpent as spent:
             report.status = spent.status
             compare.add(
@@ -186,12 +225,25 @@ class Doctor:
             report.findings = compare.findings
         return answer
 
-    def _failed(self, error: EsperError, compare: Compare, first: bool) -> None:
+    def _why_no_id(self, table: str | None) -> str:
+        """Why a per-parent route has no id: its parent list was refused, or it was empty."""
+        parents = read_from(TABLES[table]) if table in TABLES else set()
+        refused = sorted(parents & self.refused)
+        if refused:
+            return f"its list ({', '.join(refused)}) was refused"
+        return "its list was empty"
+
+    def _failed(
+        self, error: EsperError, compare: Compare, first: bool, *, per_record: bool = False
+    ) -> bool:
+        """Note a failed probe; True when the route is refused (a run would skip its table, or
+        count the record's part: a 400 too on a route read per record)."""
         status = f"HTTP {error.status}" if error.status else type(error).__name__
-        if not first and error.status in REFUSED_MEANING:
+        refused = error.status in (403, 404) or (per_record and error.status == 400)
+        if not first and refused:
             # As a run: after the first two requests, a 403/404 skips one table (a partial run).
             compare.add(False, "route", (), f"{REFUSED} (HTTP {error.status})")
-            return
+            return True
         if isinstance(error, EsperAuthError | EsperConfigError):
             raise _Stop(
                 f"{compare.route}: the API key was refused ({status})"
@@ -208,6 +260,7 @@ class Doctor:
             else f"failed ({status}) after retries"
         )
         compare.add(True, "route", (), problem)
+        return False
 
 
 def _start(
@@ -302,7 +355,12 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
         d.probe("command_statuses", e["command_statuses"].path, "command_statuses",
                 {"request": request_id, **page})  # fmt: skip
     else:
-        d.skipped.append(f"GET {e['command_statuses'].path}: no command request to ask about")
+        why = (
+            "its list (command_requests) was refused"
+            if "command_requests" in d.refused
+            else "no command request to ask about"
+        )
+        d.skipped.append(f"GET {e['command_statuses'].path}: {why}")
     operations = d.probe(
         "operations", e["operations"].path, "operations", {"ordering": "-updated_at", **page}
     )
@@ -393,7 +451,16 @@ def probe(
         client.close()
     totals = client.totals()
     has_break = any(f.severity == BREAK for r in d.reports for f in r.findings)
-    code = EXIT_CONFIG if stopped else EXIT_DRIFT if has_break else EXIT_OK
+    refused = any(r.skips for r in d.reports)  # a run would skip a table: partial
+    code = (
+        EXIT_CONFIG
+        if stopped
+        else EXIT_DRIFT
+        if has_break
+        else EXIT_PARTIAL
+        if refused
+        else EXIT_OK
+    )
     return Result(
         code,
         d.reports,

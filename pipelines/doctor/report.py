@@ -9,9 +9,12 @@ from ..exit_codes import Exit
 from ..shapes import BREAK, NOTE, Finding, Seen
 
 EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = Exit.OK, Exit.CONFIG, Exit.DRIFT  # exit_codes.py
+EXIT_PARTIAL = Exit.PARTIAL  # what a run would end with: the refused routes' tables skipped
 _MAX_NOTES_PER_ROUTE = 25
 REFUSED = "refused: a run would skip this table (partial run)"
 REFUSED_MEANING = {
+    400: "the route does not serve this record (a legacy route asked about a device that is "
+    "not Android)",  # only on a route read per record: elsewhere a 400 is a failure
     403: "the key lacks the scope for it, or the tenant's plan or platform does not offer it",
     404: "the tenant's plan or platform does not offer it",
 }
@@ -37,6 +40,7 @@ class RouteReport:
     throttled: int = 0
     shape: Any = None
     findings: list[Finding] = field(default_factory=list)
+    skips: list[str] = field(default_factory=list)  # refused: the tables a run would skip
 
     def saw(self, seen: Seen) -> None:
         """Take what the answer showed (`shapes.check_answer`)."""
@@ -71,13 +75,24 @@ class Result:
                 "status": r.status,
                 "meaning": REFUSED_MEANING.get(r.status or 0, ""),
                 "used_by_source": r.used_by_source,
+                "tables": r.skips,
             }
             for r in self.routes
             if any(f.where == "route" and f.problem.startswith(REFUSED) for f in r.findings)
         ]
 
+    @property
+    def would_skip(self) -> list[str]:
+        """The tables a run would skip, whole or in part, for the refused routes."""
+        return sorted({t for r in self.refused for t in r["tables"]})
+
     def as_json(self) -> dict[str, Any]:
-        verdict = {EXIT_OK: "ok", EXIT_CONFIG: "config", EXIT_DRIFT: "drift"}[self.exit_code]
+        verdict = {
+            EXIT_OK: "ok",
+            EXIT_CONFIG: "config",
+            EXIT_DRIFT: "drift",
+            EXIT_PARTIAL: "partial",
+        }[self.exit_code]
         return {
             "tool": "esper-warehouse doctor",
             "verdict": verdict,
@@ -89,6 +104,7 @@ class Result:
             "seconds": round(self.seconds, 3),
             "skipped": self.skipped,
             "refused": self.refused,
+            "would_skip": self.would_skip,
             "routes": [
                 {
                     **{k: v for k, v in vars(r).items() if k != "findings"},
@@ -126,7 +142,11 @@ def render(result: Result) -> str:
     notes = [f for f in result.findings if f.severity == NOTE and not f.problem.startswith(REFUSED)]
     if result.refused:
         lines += ["", "The key cannot read (a run would skip these tables: a partial run):"]
-        lines += [f"  {r['route']}: HTTP {r['status']}, {r['meaning']}" for r in result.refused]
+        lines += [
+            f"  {r['route']}: HTTP {r['status']}, {r['meaning']}"
+            + (f"; a run skips {', '.join(r['tables'])}" if r["tables"] else "")
+            for r in result.refused
+        ]
     if breaks:
         lines += ["", "Would break a run:"] + [f"  {f.text()}" for f in breaks]
     if notes:
@@ -144,6 +164,12 @@ def render(result: Result) -> str:
         plural = "s" if len(breaks) != 1 else ""
         lines.append(
             f"Verdict: {len(breaks)} problem{plural} would break a run (exit {EXIT_DRIFT})."
+        )
+    elif result.would_skip:
+        skipped = ", ".join(result.would_skip)
+        lines.append(
+            "Verdict: nothing found that would break a run; a run would be partial "
+            f"(exit {EXIT_PARTIAL}), skipping {skipped}."
         )
     else:
         lines.append("Verdict: nothing found that would break a run (exit 0).")

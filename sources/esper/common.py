@@ -1,24 +1,36 @@
 """Shared by the tables' resources: the run's options, and what a refused route or device means.
 
-A table whose tenant-level route is refused (a scope, a plan feature) is skipped and named
-(`skip_unavailable`); a device whose route refuses it is skipped and counted
-(`skip_refused_device`). Neither ends the night.
+A table whose tenant-level route is refused (a scope, a plan feature) is skipped and named, and
+so are the tables read from it (`skip_unavailable`, `unless_skipped`); a device or a record
+whose route refuses it is skipped and counted, and asked again by the next run
+(`refused_part`). None of them ends the night.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import dlt
 
-from .http import EsperAPIError, EsperError, EsperUnavailableError
+from .http import (
+    EsperAuthError,
+    EsperClient,
+    EsperError,
+    EsperNotFoundError,
+    EsperUnavailableError,
+)
+from .http.reads import read_all
 from .run.ledger import RunLedger
+from .table import Table
 
 log = logging.getLogger("esper_warehouse.source")
+
+T = TypeVar("T")
 
 ROWS_PER_BATCH = 20_000  # fan-out rows gathered into one Arrow table before it goes to dlt
 
@@ -54,8 +66,32 @@ def skip_unavailable(ledger: RunLedger, table: str) -> Iterator[None]:
     try:
         yield
     except EsperUnavailableError as error:
-        ledger.mark_unavailable(table or error.table, error)
+        table = table or error.table
+        ledger.mark_unavailable(table, error)
+        skip_dependents(ledger, table)
         keep_what_was_loaded()
+
+
+def skip_dependents(ledger: RunLedger, table: str) -> None:
+    """Skip, naming the same refusal, the tables read from `table` (`tables.DEPENDENTS`, which
+    `open_run` gives the ledger: the tables' modules import this one)."""
+    why = ledger.unavailable.get(table)
+    for dependent in ledger.dependents.get(table, ()):
+        ledger.mark_skipped(dependent, f"{why} (read from {table})")
+
+
+def unless_skipped(ledger: RunLedger, table: str, rows: Callable[[], Iterator[T]]) -> Iterator[T]:
+    """`rows()`, unless `table` is already skipped in this run (a table it is read from was
+    refused); a refusal of its own route skips it (and its dependents) too (`skip_unavailable`).
+
+    A core list is a table like the others: once devices and groups have proven the key and
+    the enterprise id, a 403/404 on any other tenant-level list skips that table for the run.
+    """
+    if table in ledger.unavailable:
+        keep_what_was_loaded()
+        return
+    with skip_unavailable(ledger, table):
+        yield from rows()
 
 
 def keep_what_was_loaded() -> None:
@@ -74,20 +110,78 @@ def keep_what_was_loaded() -> None:
         resource.apply_hints(write_disposition="append")
 
 
-DEVICE_REFUSALS = {
-    400: "the route does not serve this device: the legacy routes are Android only",
-    403: "refused for this device: a scope or plan feature",
+REFUSED = object()  # what a fan-out's fetch returns for a refused part (counted in the ledger)
+
+# What a refused part means, by status (`{noun}`: a device, a blueprint, a role, ...).
+PART_REFUSALS = {
+    400: "the route does not serve this {noun}",
+    403: "refused for this {noun}: a scope or plan feature",
+    404: "not served for this {noun}, which is still listed: a plan, platform or API version",
 }
 
 
-def skip_refused_device(ledger: RunLedger, table: str, error: EsperError) -> bool:
-    """True (and counted) when one device's route refused it (400/403): skip that device's part.
+def refused_part(
+    ledger: RunLedger,
+    client: EsperClient,
+    table: str,
+    parent: Table,
+    part: str,
+    error: EsperError,
+    *,
+    retry: Any = True,
+) -> bool:
+    """What an error on one parent's route means: True, a refused part (skipped and counted);
+    False, the parent is gone (a 404, and the parent is no longer in its list).
 
-    Nothing of the device is loaded, so its watermark (taken from the loaded rows) does not
-    move and the next run asks again. Other errors are the run's: the caller re-raises them.
+    A 400/403/404 on a per-device or per-id route is a refusal: nothing of that part is loaded,
+    the run ends partial and names it, and the part is asked again (`retry`: see
+    `RunLedger.skip_part`). Only a 404 whose parent has vanished from its list, read again
+    after the 404, is not one. Any other error is the run's: raised again.
     """
-    refused = isinstance(error, EsperAPIError | EsperUnavailableError)
-    if not refused or error.status not in DEVICE_REFUSALS or error.route is None:
+    status = error.status
+    tenant_level = isinstance(error, EsperNotFoundError) and error.tenant_level
+    if error.route is None or status not in PART_REFUSALS or tenant_level:
+        raise error
+    if isinstance(error, EsperAuthError):
+        raise error
+    if status == 404 and not still_listed(ledger, client, parent, part):
+        ledger.part_done(table, part)
         return False
-    ledger.skip_device(table, error.route, error.status, DEVICE_REFUSALS[error.status])
+    noun = parent.name.removesuffix("s").replace("_", " ")  # a device, a blueprint, a role
+    meaning = PART_REFUSALS[status].format(noun=noun)
+    if status == 400 and parent.name == "devices":
+        meaning += ": the legacy routes are Android only"
+    ledger.skip_part(table, part, error, meaning, noun=noun, retry=retry)
     return True
+
+
+def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:
+    """A replaced table with refused parts is kept whole as loaded (True): replacing it would
+    drop the refused parts' rows. Named in the run, with the parts counted (`skip_part`)."""
+    if not refused or table.disposition != "replace":
+        return False
+    ledger.mark_skipped(table.name, "kept as loaded, as some of its parts were refused")
+    keep_what_was_loaded()
+    return True
+
+
+def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: str) -> bool:
+    """Whether `part` is in its parent's list read again now (once per run, after a 404).
+
+    The list read before the 404 named the part, so only a read after it can prove the part
+    gone. A list that cannot be read proves nothing: the part counts as still listed.
+    """
+
+    def read() -> set[str]:
+        log.info(
+            "%s: read again, to tell a removed %s from a refused route", parent.path, parent.name
+        )
+        items = read_all(client, parent.path_for(client), limit=parent.limit(None), key=parent.key)
+        return {str(item.get(parent.key[0])) for item in items.items}
+
+    try:
+        listed = ledger.read_once(f"{parent.name} (listed again)", read)
+    except EsperError as error:
+        log.info("%s: not read again (%s): its parts count as refused", parent.path, error)
+        return True
+    return str(part) in listed

@@ -355,7 +355,14 @@ def test_every_route_is_probed_after_a_403_and_the_refused_are_listed(
     }
     assert "The key cannot read (a run would skip these tables: a partial run):" in out
     assert "Would break a run" not in out
-    assert code == 0
+    # what a run would do, in words and in its exit code; a refused list is never "empty"
+    assert code == doctor.EXIT_PARTIAL
+    assert report["verdict"] == "partial"
+    assert report["would_skip"] == [
+        "blueprint_versions", "blueprints", "operation_devices", "operations",
+    ]  # fmt: skip
+    assert "a run would be partial (exit 6), skipping blueprint_versions, blueprints" in out
+    assert "its list (operations) was refused" in out and "its list was empty" not in out
     assert report["stopped"] is None
 
 

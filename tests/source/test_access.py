@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
@@ -17,7 +18,7 @@ from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id, set_role_scopes
 from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, without_secrets
 
-from tests.pipeline.helpers import load
+from tests.pipeline.helpers import load, with_body
 
 ACCESS = ("users", "user_profiles", "user_groups", "roles", "role_scopes")
 KEYS = {
@@ -180,16 +181,29 @@ def test_a_key_without_the_user_scopes_skips_the_tables_read_per_user(
         assert _keys(con, "users") == _truth_keys(sim, "users")  # kept
 
 
-def test_a_role_whose_scopes_cannot_be_read_is_unknown_never_guessed(
+def test_a_role_whose_scopes_are_refused_is_counted_and_keeps_its_scopes(
     sim, tmp_path: Path, first_load
 ) -> None:
-    """The Viewer role's scopes answer 404 (the role deleted meanwhile): the role is left out of
-    `role_scopes`, the run is complete, and its users' verdicts are NULL, not false."""
+    """The Viewer role's scopes answer 404 while the role is still listed: a refused part, not a
+    removed role. The run is partial and counts it; `role_scopes` keeps what it held (replacing
+    it would drop the Viewer's scopes), so no verdict changes. A role with no scope rows at all
+    is unknown, never guessed."""
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
     viewer = role_id(sim.world, "Viewer")
     sim.set_faults([{"kind": "status", "status": 404, "route": f"/authz2/v1/roles/{viewer}/*"}])
-    assert load(sim, wh, resources=["roles"]).exit_code == 0
+    nightly = load(sim, wh, resources=["roles"])
+    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert set(nightly.unavailable) == {"role_scopes"}
+    assert (
+        "1 role(s) skipped: GET /authz2/v1/roles/{id}/scopes answered 404"
+        in (nightly.unavailable["role_scopes"])
+    )
+    build_models(wh)
+    assert _verdicts(wh) == VERDICTS
+
+    with duckdb.connect(str(wh)) as con:
+        con.execute("delete from esper.role_scopes where role_id = ?", [viewer])
     build_models(wh)
     verdicts = _verdicts(wh)
     assert verdicts["Victor Viewer"] == (
@@ -245,12 +259,41 @@ def test_a_scope_of_an_unknown_form_is_never_read_as_cannot(
     assert line.endswith(f"; scopes unknown for {unknown}")
 
 
+class _DeletedMeanwhile(httpx.BaseTransport):
+    """The network, where one user is deleted once its detail has answered 404: from then on the
+    users list no longer names it (a deletion between the list read and the detail read)."""
+
+    def __init__(self, detail: str, user_id: str) -> None:
+        self.inner, self.detail, self.user_id = httpx.HTTPTransport(), detail, user_id
+        self.deleted = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.url.path.endswith(self.detail) and response.status_code == 404:
+            self.deleted = True
+        if self.deleted and request.url.path.endswith("/authn2/v1/users/"):
+            response.read()
+            body = json.loads(response.content)
+            page = body["content"]
+            page["results"] = [u for u in page["results"] if u["user_id"] != self.user_id]
+            page["count"] -= 1
+            return with_body(response, body)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def test_a_user_deleted_meanwhile_has_no_profile(sim, tmp_path: Path, first_load) -> None:
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
-    gone = next(p["id"] for p in sim.truth("user_profiles") if p["full_name"] == "Victor Viewer")
+    victor = next(u for u in sim.truth("users") if u["name"] == "Victor Viewer")
+    gone = victor["legacy_user_id"]
     sim.set_faults([{"kind": "status", "status": 404, "route": f"/user/{gone}/*"}])
-    assert load(sim, wh, resources=["users"]).exit_code == 0
+    deleted = _DeletedMeanwhile(f"/user/{gone}/", victor["user_id"])
+    nightly = load(sim, wh, resources=["users"], client_options={"transport": deleted})
+    assert deleted.deleted  # the 404 came, then the list was read again without the user
+    assert nightly.exit_code == 0, nightly.error  # a user gone from its list: not a refusal
     with duckdb.connect(str(wh), read_only=True) as con:
         ids = {r[0] for r in con.execute("select id from esper.user_profiles").fetchall()}
     assert ids == {p["id"] for p in sim.truth("user_profiles")} - {gone}

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .client import EsperClient
-from .errors import EsperNotFoundError
 from .pages import Page, iter_pages, iter_pages_parallel
 
 log = logging.getLogger("esper_warehouse.source")
@@ -100,24 +99,6 @@ def read_all(
             ", ".join("/".join(map(str, k)) for k in sorted(repeated or {}, key=str)),
         )
     return ListRead(list(by_key.values()), count - extra)
-
-
-def read_all_or_gone(
-    client: EsperClient,
-    path: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    limit: int,
-    key: tuple[str, ...] = ("id",),
-    prefer: Callable[[dict, dict], dict] | None = None,
-) -> ListRead | None:
-    """`read_all` for a record's sub-list; None when the record itself is gone (404)."""
-    try:
-        return read_all(client, path, params, limit=limit, key=key, prefer=prefer)
-    except EsperNotFoundError as error:
-        if getattr(error, "tenant_level", False):
-            raise
-        return None
 
 
 def first_seen(

@@ -81,8 +81,17 @@ class RunLedger:
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
     # lists read once per run for several tables (users, roles): name -> result or error
     shared_reads: dict[str, Any] = field(default_factory=dict)
-    # (table, route, status, meaning) -> devices whose part of the table the API refused
-    device_skips: dict[tuple[str, str, int, str], int] = field(default_factory=dict)
+    # (table, route, status, meaning, noun) -> parts of the table the API refused (per device,
+    # per blueprint, per role, ...): each counted, none silent
+    part_skips: dict[tuple[str, str, int, str, str], int] = field(default_factory=dict)
+    # table -> what a refused route left out of it although the table loaded ("devices":
+    # the Android patch levels of the legacy device list)
+    left_out: dict[str, str] = field(default_factory=dict)
+    # the parts to ask again on the next run, {table: {parent id: note}}: the run's writable
+    # `state.REFUSED_PARTS` dict (a resource binds it: `bind_retries`), None until bound
+    retries: dict[str, dict[str, Any]] | None = None
+    # table -> the tables read from it (`tables.DEPENDENTS`): skipped with it
+    dependents: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _read_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -103,29 +112,80 @@ class RunLedger:
             raise error
         return value  # type: ignore[no-any-return]
 
-    def skip_device(self, table: str, route: str, status: int, meaning: str) -> None:
-        """Count one device whose part of `table` the API refused (logged once per route)."""
-        key = (table, route, status, meaning)
+    def skip_part(
+        self,
+        table: str,
+        part: str,
+        error: Any,
+        meaning: str,
+        *,
+        noun: str = "device",
+        retry: Any = True,
+    ) -> None:
+        """Count one part of `table` whose route the API refused (logged once per route).
+
+        Args:
+            part: the parent's id (a device, a blueprint, a role).
+            error: the refusal (its `route` and `status` are named).
+            retry: what the next run needs to ask the part again (kept in `retries`), or None
+                when the table itself asks again (a replaced table, a head not moved).
+        """
+        key = (table, error.route, error.status, meaning, noun)
         with self._lock:
-            first = key not in self.device_skips
-            self.device_skips[key] = self.device_skips.get(key, 0) + 1
+            first = key not in self.part_skips
+            self.part_skips[key] = self.part_skips.get(key, 0) + 1
+            if retry is not None and self.retries is not None:
+                self.retries.setdefault(table, {})[part] = retry
         if first:
             log.warning(
-                "%s: skipping devices whose %s answers %d (%s); counted in the run summary",
+                "%s: skipping %ss whose %s answers %d (%s); counted in the run summary",
                 table,
-                route,
-                status,
+                noun,
+                error.route,
+                error.status,
                 meaning,
             )
 
+    def part_done(self, table: str, part: str) -> None:
+        """One part of `table` answered (or its parent is gone): not asked again for a refusal."""
+        with self._lock:
+            if self.retries is not None and part in self.retries.get(table, {}):
+                del self.retries[table][part]
+                if not self.retries[table]:
+                    del self.retries[table]
+
+    def to_retry(self, table: str) -> dict[str, Any]:
+        """The parts of `table` an earlier run was refused and this run asks again."""
+        with self._lock:
+            return dict((self.retries or {}).get(table, {}))
+
+    def leave_out(self, table: str, text: str) -> None:
+        """Record (and log once) what a refused route left out of a table that still loads."""
+        with self._lock:
+            if table in self.left_out:
+                return
+            self.left_out[table] = text
+        log.warning("%s: loaded without %s", table, text)
+
     def skipped(self) -> dict[str, str]:
-        """Why each table was skipped, whole or for some devices, e.g. for `_esper_runs`."""
+        """Why each table was skipped, whole or in part, e.g. for `_esper_runs`."""
         with self._lock:
             out = dict(self.unavailable)
-            for (table, route, status, meaning), count in sorted(self.device_skips.items()):
-                text = f"{count} device(s) skipped: {route} answered {status} ({meaning})"
+            for table, text in self.left_out.items():
+                text = f"loaded without {text}"
+                out[table] = f"{out[table]}; {text}" if table in out else text
+            for (table, route, status, meaning, noun), count in sorted(self.part_skips.items()):
+                text = f"{count} {noun}(s) skipped: {route} answered {status} ({meaning})"
                 out[table] = f"{out[table]}; {text}" if table in out else text
         return out
+
+    def mark_skipped(self, table: str, text: str) -> None:
+        """Record (and log once) that `table` is skipped in this run, for the reason `text`."""
+        with self._lock:
+            if table in self.unavailable:
+                return
+            self.unavailable[table] = text
+        log.warning("%s: not loaded in this run (unavailable), %s", table, text)
 
     def mark_unavailable(self, table: str, error: Any) -> None:
         """Record (and log once) that `table` is skipped in this run, with the route and status."""
@@ -133,11 +193,7 @@ class RunLedger:
             text = f"skipped: {error.route} answered {error.status} ({error.reason})"
         else:  # not an answer of a route (a Data Tap job that failed, a spent request budget)
             text = f"skipped: {error.reason}"
-        with self._lock:
-            if table in self.unavailable:
-                return
-            self.unavailable[table] = text
-        log.warning("%s: not loaded in this run (unavailable), %s", table, text)
+        self.mark_skipped(table, text)
 
     def add_scan(
         self, table: str, expected: int, items: Iterable[Mapping[str, Any]], key: tuple[str, ...]

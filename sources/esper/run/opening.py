@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ..http import EsperClient
+from ..tables import DEPENDENTS
 from ..tables.catalogues import GROUPS
 from ..tables.devices import DEVICES, device_count
 from ..times import parse_time
@@ -23,6 +24,7 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     the first run, when asked, or when the last one is older than `interval`.
     """
     ledger.client = client
+    ledger.dependents = DEPENDENTS
     ledger.device_count = device_count(client)
     check_enterprise(client)
     client.settings_proven = True

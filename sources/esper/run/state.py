@@ -38,6 +38,10 @@ OPEN_OPERATIONS = "open_operations"
 # Each blueprint's and application's head version last read: unchanged heads skip their lists.
 BLUEPRINT_HEADS = "blueprint_heads"
 APPLICATION_HEADS = "application_heads"
+# The parts of per-device tables the API refused (`RunLedger.skip_part`), asked again by the
+# next run until they answer: {table: {device id: what asking again needs}}. Tables read whole
+# each run (a replaced table, versions behind a head that did not move) need no entry.
+REFUSED_PARTS = "refused_parts"
 # Wall-clock times of the Data Tap requests of the last hour, as warehouses made before the
 # request log (`tables/data_tap.py`, `RequestBudget`) kept them at the root of the source state:
 # read once into that log and removed.
@@ -74,3 +78,15 @@ def advance_cursor(name: str, newest: datetime | None) -> None:
     old = parse_time(state.get(name))
     if old is None or newest > old:
         state[name] = iso(newest)
+
+
+def bind_retries(ledger: RunLedger) -> None:
+    """Let the ledger keep the parts to ask again in this run's state (`REFUSED_PARTS`).
+
+    Called by a resource (the source function's state is read-only): the dict is the one dlt
+    commits with the run's data, so the fan-outs' worker threads write into it through the
+    ledger's lock, and a run that fails commits nothing of it.
+    """
+    retries = cursor_state().setdefault(REFUSED_PARTS, {})
+    with ledger._lock:
+        ledger.retries = retries

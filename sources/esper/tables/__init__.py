@@ -23,4 +23,32 @@ TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in
 # source reads them all, in this order (a new one is added in its module's `LISTS`).
 LISTS = tuple(read for module in MODULES for read in getattr(module, "LISTS", ()))
 
-__all__ = ["LISTS", "TABLES", "Table"]
+
+def read_from(table: Table) -> set[str]:
+    """The tables whose items a table is read from (its ids, its parent list, its selection)."""
+    return {*table.needs, *filter(None, (table.loaded_with, table.parent))}
+
+
+def _dependents(name: str) -> tuple[str, ...]:
+    found: list[str] = []
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        for table in TABLES.values():
+            if current in read_from(table) and table.name not in found and table.name != name:
+                found.append(table.name)
+                todo.append(table.name)
+    return tuple(found)
+
+
+# table -> the tables read from it, directly or not: a run that skips a table skips them too
+# (`common.skip_unavailable`), and `doctor` says so of a refused route.
+DEPENDENTS: dict[str, tuple[str, ...]] = {name: _dependents(name) for name in TABLES}
+
+
+def skipped_with(table: str) -> tuple[str, ...]:
+    """The tables a run skips when `table`'s own route is refused: it and its dependents."""
+    return (table, *DEPENDENTS.get(table, ()))
+
+
+__all__ = ["DEPENDENTS", "LISTS", "TABLES", "Table", "read_from", "skipped_with"]

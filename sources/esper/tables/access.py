@@ -27,8 +27,8 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import Options, skip_unavailable
-from ..http import EsperClient, EsperNotFoundError
+from ..common import REFUSED, Options, keep_if_refused, refused_part, skip_unavailable
+from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object
 from ..http.reads import fan_out
 from ..run.ledger import RunLedger
@@ -104,6 +104,7 @@ ROLE_SCOPES = Table(
     ),
 )
 TABLES = (USERS, USER_PROFILES, USER_GROUPS, ROLES, ROLE_SCOPES)
+TABLES_BY_NAME = {table.name: table for table in TABLES}
 
 
 def without_secrets(value: Any) -> Any:
@@ -118,29 +119,39 @@ def without_secrets(value: Any) -> Any:
 def _per_parent(
     table: Table,
     client: EsperClient,
+    ledger: RunLedger,
     parents: list[tuple[str, str]],
     rows_of: Callable[[str, Any, str], list[dict]],
-) -> list[dict]:
+) -> list[dict] | None:
     """One request per (parent key, id in the path), concurrently; `rows_of(key, body, where)`
-    makes the rows. A parent whose record is gone meanwhile (404) is skipped."""
+    makes the rows. A parent whose record is gone meanwhile (a 404, and no longer in its list)
+    is left out. None when the API refused some parent (counted): the table keeps what it
+    holds (`keep_if_refused`), as replacing it would drop the refused parents' rows."""
+    parent_table = TABLES_BY_NAME[table.parent or ""]
 
     def fetch(parent: tuple[str, str]) -> Any:
         try:
             return client.get(table.path_for(client, parent[1]))
-        except EsperNotFoundError as error:
-            if error.tenant_level:
-                raise
-            return None
+        except EsperError as error:
+            refused = refused_part(
+                ledger, client, table.name, parent_table, parent[0], error, retry=None
+            )
+            return REFUSED if refused else None
 
     rows: list[dict] = []
+    refused: set[str] = set()
     where = f"GET {table.path}"
     for (key, _), body in fan_out(client, parents, fetch):
-        if body is not None:
+        if body is REFUSED:
+            refused.add(key)
+        elif body is not None:
             rows.extend(rows_of(key, body, where))
-    return rows
+    return None if keep_if_refused(ledger, table, refused) else rows
 
 
-def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict]) -> Iterator[pa.Table]:
+def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Iterator[pa.Table]:
+    if rows is None:  # some parent refused: the table is kept as loaded
+        return
     ledger.add_scan(table.name, len(rows), rows, table.key)
     if rows:
         yield table.page(rows, ledger.unreadable)
@@ -167,7 +178,7 @@ def user_profiles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
             for u in read.items
             if u.get("user_id") and u.get("legacy_user_id") is not None
         ]
-        rows = _per_parent(USER_PROFILES, client, parents, _profile_rows)
+        rows = _per_parent(USER_PROFILES, client, ledger, parents, _profile_rows)
         yield from _yield_rows(USER_PROFILES, ledger, rows)
 
 
@@ -188,7 +199,7 @@ def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     with skip_unavailable(ledger, USER_GROUPS.name):
         read = shared_list(USERS, client, ledger, opts)
         parents = [(str(u["user_id"]), str(u["user_id"])) for u in read.items if u.get("user_id")]
-        rows = _per_parent(USER_GROUPS, client, parents, _group_rows)
+        rows = _per_parent(USER_GROUPS, client, ledger, parents, _group_rows)
         yield from _yield_rows(USER_GROUPS, ledger, rows)
 
 
@@ -209,7 +220,7 @@ def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     with skip_unavailable(ledger, ROLE_SCOPES.name):
         read = shared_list(ROLES, client, ledger, opts)
         parents = [(str(r["id"]), str(r["id"])) for r in read.items if r.get("id")]
-        rows = _per_parent(ROLE_SCOPES, client, parents, _scope_rows)
+        rows = _per_parent(ROLE_SCOPES, client, ledger, parents, _scope_rows)
         yield from _yield_rows(ROLE_SCOPES, ledger, rows)
 
 

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import dlt
 import pyarrow as pa
 
-from ..common import Options, skip_unavailable
-from ..http import EsperClient
-from ..http.reads import ListRead, fan_out, read_all, read_all_or_gone
+from ..common import (
+    REFUSED,
+    Options,
+    keep_if_refused,
+    refused_part,
+    skip_unavailable,
+    unless_skipped,
+)
+from ..http import EsperClient, EsperError
+from ..http.reads import ListRead, fan_out, read_all
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
 from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
@@ -144,30 +151,44 @@ def whole_list(
 
 def read_versions(
     table: Table,
+    parent_table: Table,
     parent_ids: Iterable[str],
     client: EsperClient,
     ledger: RunLedger,
     opts: Options,
     parent_column: str | None = None,
-    params: dict[str, dict] | None = None,
     on_gone: Callable[[str], None] | None = None,
-) -> Iterator[pa.Table]:
-    """Each parent's complete list of versions, fetched concurrently; a parent deleted meanwhile
-    (its list answers 404) is skipped and passed to `on_gone`."""
+) -> Generator[pa.Table, None, set[str]]:
+    """Each parent's complete list of versions, fetched concurrently; returns the parents whose
+    list the API refused (`common.refused_part`: counted; the caller asks them again next run).
+
+    A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) is passed to
+    `on_gone`. A replaced table with a refused parent keeps all it holds (`keep_if_refused`).
+    """
     key, limit = table.key, table.limit(opts.page_size)
 
     def fetch(parent: str) -> Any:
-        return read_all_or_gone(
-            client,
-            table.path_for(client, parent),
-            (params or {}).get(parent),
-            limit=limit,
-            key=key,
-            prefer=table.prefer_copy,
-        )
+        try:
+            return read_all(
+                client,
+                table.path_for(client, parent),
+                limit=limit,
+                key=key,
+                prefer=table.prefer_copy,
+            )
+        except EsperError as error:
+            return (
+                REFUSED
+                if refused_part(ledger, client, table.name, parent_table, parent, error, retry=None)
+                else None
+            )
 
     rows: list[dict] = []
+    refused: set[str] = set()
     for parent, read in fan_out(client, parent_ids, fetch):
+        if read is REFUSED:
+            refused.add(parent)
+            continue
         if read is None:  # the parent was deleted meanwhile
             if on_gone is not None:
                 on_gone(parent)
@@ -175,8 +196,9 @@ def read_versions(
         items = [{**i, parent_column: parent} for i in read.items] if parent_column else read.items
         ledger.add_scan(table.name, read.count, items, key)
         rows.extend(items)
-    if rows:
+    if not keep_if_refused(ledger, table, refused) and rows:
         yield table.page(rows, ledger.unreadable)
+    return refused
 
 
 @dlt.resource(**GROUPS.hints())
@@ -188,7 +210,7 @@ def groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa
 @dlt.resource(**BLUEPRINTS.hints())
 def blueprints(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Blueprints (their latest version each): merged each run."""
-    yield from whole_list(BLUEPRINTS, client, ledger, opts)
+    yield from optional_whole_list(BLUEPRINTS, client, ledger, opts)
 
 
 @dlt.transformer(**BLUEPRINT_VERSIONS.hints())
@@ -206,14 +228,17 @@ def blueprint_versions(
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
     known = {} if ledger.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
-    yield from read_versions(BLUEPRINT_VERSIONS, changed, client, ledger, opts)
-    state[BLUEPRINT_HEADS] = {**known, **heads}
+    refused = yield from read_versions(
+        BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts
+    )
+    # a refused list keeps its old head, so the next run reads it again
+    state[BLUEPRINT_HEADS] = {**known, **{b: h for b, h in heads.items() if b not in refused}}
 
 
 @dlt.resource(**TENANT_APPS.hints())
 def tenant_apps(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Tenant apps (Apple, Windows): merged each run."""
-    yield from whole_list(TENANT_APPS, client, ledger, opts)
+    yield from optional_whole_list(TENANT_APPS, client, ledger, opts)
 
 
 @dlt.transformer(**TENANT_APP_VERSIONS.hints())
@@ -222,7 +247,7 @@ def tenant_app_versions(
 ) -> Iterator[pa.Table]:
     """Every version of every tenant app."""
     ids = page.column("id").to_pylist()
-    yield from read_versions(TENANT_APP_VERSIONS, ids, client, ledger, opts, "app_id")
+    yield from read_versions(TENANT_APP_VERSIONS, TENANT_APPS, ids, client, ledger, opts, "app_id")
 
 
 @dlt.resource(**APPLICATIONS.hints())
@@ -233,7 +258,7 @@ def applications(client: EsperClient, ledger: RunLedger, opts: Options) -> Itera
     §11) and its item routes 404 for ids v1 serves. v1 items carry no `updated_on` and the spec
     documents no filter for them, so the list is read whole (about 3 pages of 250).
     """
-    yield from whole_list(APPLICATIONS, client, ledger, opts)
+    yield from optional_whole_list(APPLICATIONS, client, ledger, opts)
 
 
 @dlt.transformer(**APPLICATION_VERSIONS.hints())
@@ -251,11 +276,12 @@ def application_versions(
     known = {} if ledger.full_scan else state.get(APPLICATION_HEADS, {})
     changed = [a for a, head in heads.items() if head is None or known.get(a) != head]
     ledger.application_ids.update(heads)
-    yield from read_versions(
-        APPLICATION_VERSIONS, changed, client, ledger, opts, "application_id",
+    refused = yield from read_versions(
+        APPLICATION_VERSIONS, APPLICATIONS, changed, client, ledger, opts, "application_id",
         on_gone=ledger.application_ids.discard,
     )  # fmt: skip
-    state[APPLICATION_HEADS] = heads  # the list is read whole: apps missing from it are gone
+    # the list is read whole: apps missing from it are gone; a refused list is read again
+    state[APPLICATION_HEADS] = {a: h for a, h in heads.items() if a not in refused}
 
 
 def _heads(page: pa.Table) -> list[str | None]:
@@ -301,8 +327,7 @@ def optional_whole_list(
 ) -> Iterator[pa.Table]:
     """`whole_list` of a route a tenant may lack (a plan feature, a platform): a 403/404 skips
     the table for the run, which keeps what earlier runs loaded; the rest loads."""
-    with skip_unavailable(ledger, table.name):
-        yield from whole_list(table, client, ledger, opts)
+    yield from unless_skipped(ledger, table.name, lambda: whole_list(table, client, ledger, opts))
 
 
 @dlt.resource(**GEOFENCES.hints())

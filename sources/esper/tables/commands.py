@@ -10,10 +10,10 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import ROWS_PER_BATCH, Options
-from ..http import EsperClient
+from ..common import REFUSED, ROWS_PER_BATCH, Options, refused_part, unless_skipped
+from ..http import EsperClient, EsperError
 from ..http.pages import DescScan, iter_pages
-from ..http.reads import batches, fan_out, first_seen, read_all, read_all_or_gone, url_id
+from ..http.reads import batches, fan_out, first_seen, read_all, url_id
 from ..run.ledger import RunLedger
 from ..run.state import (
     OPEN_OPERATIONS,
@@ -116,6 +116,12 @@ def _desc_list(
 @dlt.resource(**COMMAND_REQUESTS.hints())
 def command_requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Newest first is not documented: stop early only while the observed order supports it."""
+    yield from unless_skipped(
+        ledger, COMMAND_REQUESTS.name, lambda: _requests(client, ledger, opts)
+    )
+
+
+def _requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     for table, fresh in _desc_list(COMMAND_REQUESTS, client, ledger, opts, fallback="created_on"):
         ledger.new_requests.update(i["id"] for i in fresh)
         yield table
@@ -128,6 +134,12 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
     The open request ids are kept in dlt state; a request leaves it once all its statuses are
     terminal (sql/vocabulary/work_states.csv: Success, Failure, TimeOut, Cancelled).
     """
+    yield from unless_skipped(
+        ledger, COMMAND_STATUSES.name, lambda: _statuses(client, ledger, opts)
+    )
+
+
+def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     state = cursor_state()
     requests = set(state.get(OPEN_REQUESTS, [])) | ledger.new_requests
     # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
@@ -166,6 +178,10 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
 @dlt.resource(**OPERATIONS.hints())
 def operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """`ordering=-updated_at`: stop at watermark - lag."""
+    yield from unless_skipped(ledger, OPERATIONS.name, lambda: _operations(client, ledger, opts))
+
+
+def _operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     ordering = {"ordering": f"-{OPERATIONS.cursor_field}"}
     for table, fresh in _desc_list(OPERATIONS, client, ledger, opts, ordering):
         ledger.changed_operations.update({i["id"]: i.get("state") for i in fresh})
@@ -175,6 +191,12 @@ def operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 @dlt.resource(**OPERATION_DEVICES.hints())
 def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Per-device rows of operations new in this run or not yet terminal."""
+    yield from unless_skipped(
+        ledger, OPERATION_DEVICES.name, lambda: _operation_devices(client, ledger, opts)
+    )
+
+
+def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     state = cursor_state()
     previously_open = set(state.get(OPEN_OPERATIONS, []))
     changed = ledger.changed_operations
@@ -183,13 +205,22 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
     key, limit = OPERATION_DEVICES.key, OPERATION_DEVICES.limit(opts.page_size)
 
     def fetch(operation_id: str) -> Any:
-        return read_all_or_gone(
-            client, OPERATION_DEVICES.path_for(client, operation_id), limit=limit
-        )
+        try:
+            return read_all(client, OPERATION_DEVICES.path_for(client, operation_id), limit=limit)
+        except EsperError as error:
+            if refused_part(
+                ledger, client, OPERATION_DEVICES.name, OPERATIONS, operation_id, error, retry=None
+            ):
+                return REFUSED
+            return None
 
     rows: list[dict] = []
     gone: set[str] = set()
+    refused: set[str] = set()  # asked again next run: kept open
     for operation_id, read in fan_out(client, sorted(previously_open | set(changed)), fetch):
+        if read is REFUSED:
+            refused.add(operation_id)
+            continue
         if read is None:
             gone.add(operation_id)
             continue
@@ -206,5 +237,5 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
     if rows:
         yield OPERATION_DEVICES.page(rows, ledger.unreadable)
     still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
-    state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open)
+    state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open | refused)
     advance_cursor(OPERATION_DEVICES_SEEN, newest)

@@ -10,10 +10,17 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import ROWS_PER_BATCH, Options, apps_route, skip_refused_device
-from ..http import EsperClient, EsperError
+from ..common import (
+    REFUSED,
+    ROWS_PER_BATCH,
+    Options,
+    apps_route,
+    refused_part,
+    unless_skipped,
+)
+from ..http import EsperClient, EsperError, EsperUnavailableError
 from ..http.pages import DescScan, iter_cursor_pages, parse_page
-from ..http.reads import fan_out, first_seen, read_all, read_all_or_gone
+from ..http.reads import fan_out, first_seen, read_all
 from ..run.ledger import RunLedger
 from ..run.state import (
     DEVICES_FULL_SCAN_AT,
@@ -21,6 +28,7 @@ from ..run.state import (
     FIRST_LOAD_STARTED,
     HEARTBEATS_SEEN,
     advance_cursor,
+    bind_retries,
     cursor_state,
     read_from,
 )
@@ -113,6 +121,7 @@ DEVICE_APPS = Table(
     needs=("devices",),  # read per device of this run's walk; retired against its census
 )
 V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
+DEVICE_DETAIL_PATH = "/v2/devices/{id}"  # one device: a device asked again (`_asked_again`)
 # The legacy device list: the only list that carries Android patch levels and build numbers
 # (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
 # list items have neither (live route 15). See docs/decisions.md, "Patch levels".
@@ -128,9 +137,6 @@ def device_count(client: EsperClient) -> int | None:
     return parse_page(body, where=DEVICES.path).count
 
 
-SKIPPED = object()  # a device whose app list the API refused (counted in the ledger)
-
-
 @dlt.resource(**DEVICES.hints())
 def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
@@ -140,11 +146,12 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     against the API's count; if devices are missing (a device that changes while the scan runs
     moves ahead of the cursor), the list is read a second time. Only then does the cursor move.
     """
+    bind_retries(ledger)  # every part: the parts refused before are asked again
     since = read_from("devices", opts.lag, ledger)
     if since is None:
         yield from _full_scan(client, ledger, opts)
         return
-    software = android_software(client, opts)
+    software = android_software(client, ledger, opts)
     scan = DescScan(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
     pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
     seen: set[tuple[Any, ...]] = set()
@@ -155,6 +162,10 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
             with_software(item, software)
         if items:
             yield DEVICES.page(items, ledger.unreadable)
+    listed = {key[0] for key in seen}
+    yield from _asked_again(
+        client, ledger, [d for d in ledger.to_retry(DEVICE_APPS.name) if d not in listed], software
+    )
     advance_cursor("devices", scan.newest)
     cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.as_of or datetime.now().astimezone())
 
@@ -163,13 +174,16 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     """This run's part of the complete device list; the part that ends it checks the count."""
     walk = ledger.walk
     if ledger.android_software is None:  # read once per run, by its first part
-        ledger.android_software = android_software(client, opts)
+        ledger.android_software = android_software(client, ledger, opts)
     software = ledger.android_software
+
+    # devices whose apps or feed an earlier run was refused: asked again in this scan
+    refused = {d for t in (DEVICE_APPS.name, "device_events") for d in ledger.to_retry(t)}
 
     def needs(item: dict) -> bool:
         """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
         scope = ledger.fan_out_scope  # sources/esper/weekly.py
-        if scope is not None and not scope.needs(item):
+        if scope is not None and not scope.needs(item) and str(item.get("id")) not in refused:
             return False
         ledger.changed_devices[item["id"]] = apps_route(item)
         return True
@@ -201,7 +215,9 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     cursor_state()[DEVICES_FULL_SCAN_AT] = iso(ledger.as_of or datetime.now().astimezone())
 
 
-def android_software(client: EsperClient, opts: Options) -> dict[str, dict[str, Any]]:
+def android_software(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> dict[str, dict[str, Any]]:
     """Patch level and build number of every device, from the legacy device list.
 
     `/v2/devices/` list items carry neither (live route 15); the legacy list does, in camelCase
@@ -211,7 +227,19 @@ def android_software(client: EsperClient, opts: Options) -> dict[str, dict[str, 
     """
     limit = min(opts.page_size or PAGE_SIZE, PAGE_SIZE)
     path = LEGACY_DEVICES_PATH.format(eid=client.enterprise_id)
-    return legacy_software(read_all(client, path, limit=limit, parallel=True).items)
+    try:
+        return legacy_software(read_all(client, path, limit=limit, parallel=True).items)
+    except EsperUnavailableError as error:  # the devices still load, without these two fields
+        ledger.leave_out(DEVICES.name, legacy_list_refused(error))
+        return {}
+
+
+def legacy_list_refused(error: EsperUnavailableError) -> str:
+    """What the devices table lacks when the legacy device list is refused (for `skipped`)."""
+    return (
+        "Android security patch levels and build numbers: "
+        f"{error.route} answered {error.status} ({error.reason})"
+    )
 
 
 def legacy_software(items: list[dict]) -> dict[str, dict[str, Any]]:
@@ -241,6 +269,31 @@ def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
         if info.get(name) is None and value is not None:
             info[name] = value
     item["software_info"] = info
+
+
+def _asked_again(
+    client: EsperClient, ledger: RunLedger, device_ids: list[str], software: dict[str, Any]
+) -> Iterator[pa.Table]:
+    """Devices whose apps an earlier run was refused, and that this run did not list: their
+    records are read again one by one, so that `device_apps` asks for their apps again."""
+    if not device_ids:
+        return
+
+    def fetch(device_id: str) -> dict | None:
+        try:
+            body = client.get(DEVICE_DETAIL_PATH.format(id=device_id))
+        except EsperError as error:
+            refused_part(ledger, client, DEVICE_APPS.name, DEVICES, device_id, error)
+            return None  # refused again (counted, asked next run), or gone
+        content = body.get("content") if isinstance(body, dict) else None
+        return content if isinstance(content, dict) else body if isinstance(body, dict) else None
+
+    items = [item for _, item in fan_out(client, device_ids, fetch) if item and item.get("id")]
+    for item in items:
+        ledger.changed_devices[item["id"]] = apps_route(item)
+        with_software(item, software)
+    if items:
+        yield DEVICES.page(items)
 
 
 @dlt.transformer(**DEVICE_HISTORY.hints())
@@ -291,15 +344,19 @@ def device_apps(
             else (V2_DEVICE_APPS_PATH.format(id=device_id))
         )
         try:
-            return read_all_or_gone(client, path, limit=limit)
+            read = read_all(client, path, limit=limit)
         except EsperError as error:
-            if skip_refused_device(ledger, "device_apps", error):
-                return SKIPPED  # counted; its stored apps are neither retired nor replaced
-            raise
+            if refused_part(
+                ledger, client, DEVICE_APPS.name, DEVICES, device_id, error, retry=route
+            ):
+                return REFUSED  # counted; its stored apps are neither retired nor replaced
+            return None  # the device is gone (no longer listed): its apps are retired
+        ledger.part_done(DEVICE_APPS.name, device_id)
+        return read
 
     rows: list[dict] = []
     for (device_id, route), read in fan_out(client, targets, fetch, bulk=True):
-        if read is SKIPPED:
+        if read is REFUSED:
             continue
         if read is None or not read.items:  # device gone, or its list is empty
             ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
@@ -323,6 +380,10 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
     end (required by the route) lies `HEARTBEAT_AHEAD` past the API's `Date`, so a `Date` that
     runs behind the data cuts nothing off either.
     """
+    yield from unless_skipped(ledger, HEARTBEATS.name, lambda: _heartbeats(client, ledger, opts))
+
+
+def _heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     now = ledger.as_of
     assert now is not None
     start = read_from(HEARTBEATS_SEEN, opts.lag, ledger) or now - opts.heartbeat_start

@@ -24,14 +24,15 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import ROWS_PER_BATCH, Options, skip_refused_device
-from ..http import EsperClient, EsperError, EsperNotFoundError
+from ..common import ROWS_PER_BATCH, Options, refused_part
+from ..http import EsperClient, EsperError
 from ..http.pages import Page, iter_pages
 from ..http.reads import fan_out
 from ..run.ledger import RunLedger
 from ..table import INT, TS, Col, Table, cols
 from ..times import parse_time
 from .commands import COMMAND_STATUSES, OPERATION_DEVICES
+from .devices import DEVICES
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -86,14 +87,12 @@ def _event_feeds(
             path = DEVICE_EVENTS.path_for(client, device_id)
             for _page in scan.pages(iter_pages(client, path, limit=limit)):
                 pass
-        except EsperNotFoundError as error:
-            if error.tenant_level:
-                raise
-            return None  # the device was removed
         except EsperError as error:
-            if skip_refused_device(ledger, "device_events", error):
-                return None  # counted; nothing loaded, so its watermark stays
-            raise
+            # refused (counted, asked again next run; nothing loaded, so its watermark stays),
+            # or the device is gone (no longer listed)
+            refused_part(ledger, client, DEVICE_EVENTS.name, DEVICES, device_id, error)
+            return None
+        ledger.part_done(DEVICE_EVENTS.name, device_id)
         # One row per event id (`FeedScan` keys them): an event arriving while the feed is paged
         # shifts the offsets and repeats an item on the next page (events load insert-only).
         return scan.result(), scan.count, not scan.stopped
@@ -128,14 +127,16 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
 
     Activity = a device that changed (devices scan), a command status or an operation-device row
     updated since the last run. Events accrue only for such devices, so the others cannot have
-    new ones. This resource runs last (`next_item_mode = "fifo"`) because it reads the activity
-    the other resources noted in the ledger.
+    new ones. Plus the devices whose feed an earlier run was refused, until it answers. This
+    resource runs last (`next_item_mode = "fifo"`) because it reads the activity the other
+    resources noted in the ledger.
     """
     # A run resuming an unfinished first load (walk.py) holds the feeds of the devices it skips
     # as they were when their part committed: activity since then (`ledger.resumed_from`) counts.
     counts = ledger.completed_full_scan or not ledger.full_scan or ledger.resumed_from is not None
     active = ledger.active_devices if counts else set()
-    targets = sorted((set(ledger.changed_devices) | active) - ledger.feeds_read)
+    refused = set(ledger.to_retry(DEVICE_EVENTS.name))  # an earlier run's refusals: asked again
+    targets = sorted((set(ledger.changed_devices) | active | refused) - ledger.feeds_read)
     yield from _event_feeds(client, ledger, opts, targets)
 
 

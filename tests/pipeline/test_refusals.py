@@ -1,0 +1,268 @@
+"""Every refused answer is counted, never silent; a refused part is asked again until it answers.
+
+A 400/403/404 on a per-device or per-id route skips that part, counts it and makes the run
+partial (exit 6, named in `unavailable`); only a 404 whose record has vanished from its list is
+not a refusal. A 403/404 on any tenant-level list after devices and groups skips that table and
+the tables read from it, as `doctor` says a run would (docs/decisions.md, "Refused answers").
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from esper_warehouse.pipelines import doctor
+from esper_warehouse.pipelines.runner import EXIT_OK, EXIT_PARTIAL, summary
+from esper_warehouse.pipelines.status import status
+from esper_warehouse.sources.esper.common import apps_route
+from esper_warehouse.sources.esper.http import EsperClient, EsperNotFoundError
+from esper_warehouse.sources.esper.run.ledger import RunLedger
+from esper_warehouse.sources.esper.tables import TABLES
+
+from tests.conftest import API_KEY, ENTERPRISE_ID
+
+from .helpers import compare, load, reading, rows
+
+FEED = "/enterprise/*/device/*/download/eventfeed/*"
+V2_APPS = "/v2/devices/*/device-apps/*"
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse.duckdb"
+
+
+def _recorded_unavailable(wh: Path) -> dict[str, str]:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        (text,) = con.execute(
+            "select unavailable from esper._esper_runs order by started_at desc limit 1"
+        ).fetchone()
+    return json.loads(text)
+
+
+def test_a_404_on_every_event_feed_is_counted_and_the_next_run_asks_again(
+    sim, wh: Path, capsys
+) -> None:
+    """A first load whose every feed answers 404 (the devices still listed): exit 6, each
+    device counted, never "complete"; the next (incremental) run, with no device changed,
+    asks those feeds again and loads every event."""
+    devices = ["devices", "device_events"]
+    sim.set_faults([{"kind": "status", "status": 404, "route": FEED}])
+    first = load(sim, wh, resources=devices)
+
+    assert first.exit_code == EXIT_PARTIAL, first.error
+    why = first.unavailable["device_events"]
+    assert why.startswith(f"{len(sim.truth('devices'))} device(s) skipped: ")
+    assert "/download/eventfeed/ answered 404" in why
+    assert set(_recorded_unavailable(wh)) == {"device_events"}
+    assert "1 skipped in whole or in part" in summary(first)  # never just "all complete"
+    if _has(wh, "device_events"):
+        assert rows(wh, "device_events", ("count(*)",)) == [(0,)]
+    capsys.readouterr()
+    status(wh)
+    shown = capsys.readouterr().out
+    assert "unavailable in the last run" in shown and "device_events" in shown
+
+    sim.clear_faults()
+    again = load(sim, wh, resources=devices)  # incremental: no device changed meanwhile
+    assert again.mode == "incremental"
+    assert again.exit_code == EXIT_OK, again.error
+    with reading(wh):
+        compare(sim, wh, "device_events")
+
+
+@pytest.mark.parametrize("then", ["nightly", "weekly_scan"])
+def test_a_404_on_apple_and_windows_app_lists_is_counted_and_asked_again(
+    sim, wh: Path, then: str
+) -> None:
+    """`/v2/devices/{id}/device-apps/` answering 404: those devices are skipped and counted (their
+    apps neither loaded nor retired), and the next run, a nightly or the scheduled full scan
+    (which re-reads only changed devices), reads them again without any change."""
+    apps = ["devices", "device_apps"]
+    v2 = [d for d in sim.truth("devices") if apps_route(d) == "v2"]
+    sim.set_faults([{"kind": "status", "status": 404, "route": V2_APPS}])
+    first = load(sim, wh, resources=apps)
+
+    assert first.exit_code == EXIT_PARTIAL, first.error
+    why = first.unavailable["device_apps"]
+    assert why.startswith(f"{len(v2)} device(s) skipped: GET /v2/devices/{{id}}/device-apps/")
+    assert v2, "the fleet has Apple or Windows devices"
+
+    sim.clear_faults()
+    weekly = {"source_options": {"full_scan_interval_days": 0}} if then == "weekly_scan" else {}
+    again = load(sim, wh, resources=apps, **weekly)
+    assert again.mode == ("full" if weekly else "incremental")
+    assert again.exit_code == EXIT_OK, again.error
+    with reading(wh):
+        compare(sim, wh, "device_apps")
+
+
+def _has(wh: Path, table: str) -> bool:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        return bool(
+            con.execute(
+                "select count(*) from information_schema.tables where table_schema = 'esper' "
+                "and table_name = ?",
+                [table],
+            ).fetchone()[0]
+        )
+
+
+# per-id route (glob) -> the table read from it
+PER_ID = {
+    "blueprint_versions": "/v2/blueprints/*/versions/*",
+    "tenant_app_versions": "/v2/tenant-apps/*/versions*",
+    "application_versions": "/v1/enterprise/*/application/*/version/*",
+    "operation_devices": "/v0/operations/*/devices/*",
+    "provisioning_profile_versions": "/v2/provisioning-profiles/*/versions*",
+    "role_scopes": "/authz2/v1/roles/*/scopes*",
+    "user_groups": "/authz2/v1/users/*/groups*",
+    "user_profiles": "/user/*",
+}
+
+
+def _keys(wh: Path, table: str) -> set[tuple]:
+    key = ", ".join(TABLES[table].key)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        return set(con.execute(f"select {key} from esper.{table}").fetchall())
+
+
+@pytest.mark.parametrize("table", PER_ID)
+def test_a_404_on_a_per_id_route_is_counted_keeps_the_rows_and_is_asked_again(
+    sim, wh: Path, first_load, table: str
+) -> None:
+    """A full run whose per-id route answers 404 for records still listed: exit 6, the table
+    named with its refused records counted; nothing it held is lost (a replaced table is kept
+    whole); the next run reads those records again and the table is complete."""
+    assert first_load(wh).exit_code == 0
+    before = _keys(wh, table)
+    sim.set_faults([{"kind": "status", "status": 404, "route": PER_ID[table]}])
+    refused = load(sim, wh, full=True, resources=[table])
+
+    assert refused.exit_code == EXIT_PARTIAL, refused.error
+    assert (
+        f"answered 404 (not served for this {_noun(table)}, which is still listed"
+        in (refused.unavailable[table])
+    )
+    assert set(refused.unavailable) == {table}
+    assert _keys(wh, table) >= before  # nothing lost
+    if TABLES[table].disposition == "replace":
+        assert _keys(wh, table) == before  # kept whole, not emptied nor cut
+
+    sim.clear_faults()
+    sim.reset_stats()
+    again = load(sim, wh, resources=[table])  # a nightly: the refused records are read again
+    assert again.exit_code == EXIT_OK, again.error
+    assert sim.stats()["routes"].get(f"GET {TABLES[table].path}", 0) > 0  # asked again
+    assert _keys(wh, table) >= before
+
+
+def _noun(table: str) -> str:
+    parent = TABLES[table].parent or TABLES[table].loaded_with or TABLES[table].needs[0]
+    return parent.removesuffix("s").replace("_", " ")
+
+
+def test_a_404_for_a_record_gone_from_its_list_is_not_a_refusal(sim) -> None:
+    """The one 404 that is not a refusal: the record vanished from its list (read again after
+    the 404). A record still listed is a refused part, counted."""
+    from esper_warehouse.sources.esper.common import refused_part
+
+    ledger = RunLedger()
+    error = EsperNotFoundError("gone?", route="GET /v2/blueprints/{id}/versions/")
+    listed = sim.truth("blueprints")[0]["id"]
+    with EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID) as client:
+        client.settings_proven = True
+        parent = TABLES["blueprints"]
+        assert not refused_part(ledger, client, "blueprint_versions", parent, "removed-id", error)
+        assert ledger.skipped() == {}
+        assert refused_part(ledger, client, "blueprint_versions", parent, listed, error)
+    assert ledger.skipped()["blueprint_versions"].startswith("1 blueprint(s) skipped: ")
+
+
+# Core lists, each refused with a 403 once devices and groups have answered.
+CORE_LISTS = [
+    "/v2/blueprints*",
+    "/v2/tenant-apps*",
+    "/v1/enterprise/*/application/*",
+    "/commands/v0/commands/*",
+    "/v0/operations/*",
+    "/v2/heartbeat/*",
+    "/enterprise/*/device/",  # the legacy device list (Android patch levels)
+]
+
+
+@pytest.mark.parametrize("refusal", [403, 404])
+def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
+    sim, wh: Path, first_load, refusal: int
+) -> None:
+    """A nightly whose core lists answer 403 (or 404), and its feeds 400: exit 6 (not 3), those
+    tables and the tables read from them skipped and kept, the feeds counted, the rest loaded;
+    `doctor` facing the same answers names exactly the tables the run skipped and ends with the
+    run's exit code. The night after, everything loads again."""
+    assert first_load(wh).exit_code == 0
+    sim.advance(hours=24)
+    faults = [{"kind": "status", "status": refusal, "route": r} for r in CORE_LISTS]
+    sim.set_faults([*faults, {"kind": "status", "status": 400, "route": FEED}])
+    out = io.StringIO()
+    json_path = wh.parent / "doctor.json"
+    verdict = doctor.run(
+        sim.base_url, API_KEY, ENTERPRISE_ID, out=out, err=io.StringIO(), json_path=json_path
+    )
+    report = json.loads(json_path.read_text())
+    sim.reset_stats()
+    nightly = load(sim, wh)
+
+    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert verdict == nightly.exit_code
+    assert set(nightly.unavailable) == set(report["would_skip"])
+    assert set(nightly.unavailable) == {
+        "blueprints", "blueprint_versions", "tenant_apps", "tenant_app_versions", "applications",
+        "application_versions", "command_requests", "command_statuses", "operations",
+        "operation_devices", "heartbeats", "devices", "device_events",
+    }  # fmt: skip
+    assert f"answered {refusal}" in nightly.unavailable["blueprint_versions"]
+    assert nightly.unavailable["devices"].startswith("loaded without Android security patch")
+    text = out.getvalue()
+    assert "a run would be partial (exit 6)" in text
+    assert "its list was empty" not in text  # refused, never "empty"
+    assert "its list (blueprints) was refused" in text
+    with reading(wh):
+        compare(sim, wh, "devices", exact=False)
+        compare(sim, wh, "groups")
+    assert _keys(wh, "blueprints") and _keys(wh, "operations")  # kept from the first load
+
+    sim.clear_faults()
+    sim.advance(hours=24)
+    after = load(sim, wh)
+    assert after.exit_code == EXIT_OK, after.error
+    with reading(wh):
+        for table in ("blueprints", "blueprint_versions", "command_requests", "operations"):
+            compare(sim, wh, table, exact=False)
+
+
+def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(
+    sim, wh: Path, first_load
+) -> None:
+    """A nightly whose feeds answer 403 for the devices it reads: exit 6, counted. The next
+    nightly, with no device changed since, asks those feeds again and every event is loaded
+    (before: exit 0, "complete", their events missing until each device changed again)."""
+    assert first_load(wh).exit_code == 0
+    sim.advance(hours=24)
+    sim.set_faults([{"kind": "status", "status": 403, "route": FEED}])
+    refused = load(sim, wh)
+    assert refused.exit_code == EXIT_PARTIAL, refused.error
+    assert (
+        "device(s) skipped: GET /enterprise/{id}/device/{id}/download/eventfeed/ answered 403"
+        in (refused.unavailable["device_events"])
+    )
+    with reading(wh), pytest.raises(AssertionError, match=r"device_events: .* missing"):
+        compare(sim, wh, "device_events")  # the night's events are not there yet
+
+    sim.clear_faults()
+    again = load(sim, wh)  # the API's clock has not moved: no device changed since
+    assert again.exit_code == EXIT_OK, again.error
+    with reading(wh):
+        compare(sim, wh, "device_events")
