@@ -20,6 +20,7 @@ from esper_warehouse.sources.esper.http.pacing import (
     FLOOR_SHARE,
     SHARE_ANSWERS,
     TRIAL_ANSWERS,
+    TRIAL_REFUSALS,
     RatePacer,
 )
 
@@ -85,6 +86,23 @@ def test_a_burst_of_429s_cuts_once_and_a_storm_never_stops_the_pace() -> None:
     assert pacer.best == pytest.approx(20, rel=0.05)
     first, second = pacer.reserve(), pacer.reserve()
     assert second - first == pytest.approx(1 / pacer.rate), "still sending, never a tight loop"
+
+
+def test_a_request_waiting_for_its_slot_when_the_pace_is_cut_is_spaced_again() -> None:
+    clock = Clock()
+    pacer = RatePacer(clock)
+    _traffic(pacer, clock)
+    pacer.answered(throttled=True)
+    reserved_at = clock.now
+    waits = [pacer.reserve() for _ in range(10)]  # slots at the pace before the next cut
+    cuts = pacer.cuts
+    for _ in range(TRIAL_REFUSALS):  # the cut on trial is refused still: cut again
+        clock.now += 0.01
+        pacer.answered(throttled=True, reserved_at=clock.now)
+    assert pacer.cuts == cuts + 1
+    slot = reserved_at + waits[-1]
+    assert pacer.respace(reserved_at, slot) > slot - clock.now, "a later slot"
+    assert pacer.respace(clock.now, clock.now) is None, "reserved after the cut: it stands"
 
 
 def test_a_429_before_anything_was_answered_holds_everyone_and_learns_nothing() -> None:
@@ -212,6 +230,10 @@ def _simulate(tenant: Tenant, *, answers: int | None = None, seconds: float | No
             else:
                 at(now + pacer.reserve(), "send", worker, strikes, now)
         elif kind == "send":
+            again = pacer.respace(sent_at, now)
+            if again is not None:  # the pace was cut while this request waited for its slot
+                at(now + again, "send", worker, strikes, now)
+                continue
             rate = tenant.rate(now)
             tokens = min(rate, tokens + (now - filled_at) * rate)
             filled_at = now

@@ -345,8 +345,13 @@ class EsperClient:
             # never later behind other waits (a late burst is what the pacer prevents).
             reserved_at = self._clock()
             pace = self._pacer.reserve() if self._pacer else 0.0  # the rate learnt from 429s
-            if pace > 0:
+            while self._pacer is not None and pace > 0:
                 self._retry.sleep(pace)
+                self._check_stopped(route)
+                # A cut while this request waited re-spaces it at the new pace.
+                now = self._clock()
+                again = self._pacer.respace(reserved_at, reserved_at + pace)
+                reserved_at, pace = (now, again) if again is not None else (reserved_at, 0.0)
             self._check_stopped(route)
             stats.requests = 1
             response = self._send(method, url, route, params, body)

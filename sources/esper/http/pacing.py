@@ -56,6 +56,7 @@ PROBE_DOUBLING_S = 12.0  # ... doubling every this many seconds without a cut (a
 FLOOR_SHARE = 0.1  # the pace never drops below this share of the best answered rate ...
 MIN_RATE = 0.5  # ... nor below this many requests a second before anything was answered
 TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it helped
+TRIAL_REFUSALS = 8  # ... fewer, when this many of them and most (60 %) were refused
 SHARE_ANSWERS = 100  # the latest answers the refused share is judged over
 RESIDUE = 0.02  # refusals above the weather left after a cut: cut again to find out whose
 WEATHER_MARGIN = 0.05  # refusals within weather + this (or 3 standard errors) are weather
@@ -120,6 +121,23 @@ class RatePacer:
                 self._first_sent = at
             return at - now
 
+    def respace(self, reserved_at: float, slot: float) -> float | None:
+        """Before a request that waited for its slot is sent: when the pace was cut since it was
+        reserved (at `reserved_at`, for `slot`), the slot, spaced at the old pace, is given up
+        for a new one.
+
+        Returns:
+            The seconds to wait for the new slot, or None (the slot stands: send now).
+        """
+        with self._lock:
+            if self._last_cut <= reserved_at:
+                return None
+            for taken in self._sent:
+                if abs(taken - slot) < 1e-6:
+                    self._sent.remove(taken)
+                    break
+        return self.reserve()
+
     def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
         """Record an answer: a 429 (`throttled`) that is news cuts the pace.
 
@@ -151,7 +169,10 @@ class RatePacer:
             if trial is not None and paced_at > trial.at:
                 trial.answers += 1
                 trial.refused += throttled
-                return trial.answers >= TRIAL_ANSWERS and self._judge(trial, now, accepted)
+                # A trial where most answers are refusals is over early: that is never weather.
+                overshot = trial.refused >= TRIAL_REFUSALS and trial.refused > 0.6 * trial.answers
+                done = overshot or trial.answers >= TRIAL_ANSWERS
+                return done and self._judge(trial, now, accepted)
             # The refused share lately, to forget weather that cleared (the neighbour left):
             # it only lowers the weather, and only once halved (a low sample of a steady share
             # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
@@ -242,11 +263,10 @@ class RatePacer:
         self._trial = None
         after = trial.refused / trial.answers
         if self.rate is not None:
-            # What the trial's pace delivered, at most: a bucket's rate if the pace is still
-            # above it (the window's count may still hold the bucket's saved tokens, and the
-            # pace may not have been reached).
-            paced = self.rate * (1 - after)
-            accepted = min(accepted, paced) if accepted is not None else paced
+            # What the trial's pace delivered: a bucket's rate if the pace is still above it
+            # (the window's count may still hold the bucket's saved tokens, or a wait that held
+            # every request).
+            accepted = self.rate * (1 - after)
         if after <= RESIDUE:
             self.weather = 0.0
             return False
