@@ -293,7 +293,7 @@ def _asked_again(
         ledger.changed_devices[item["id"]] = apps_route(item)
         with_software(item, software)
     if items:
-        yield DEVICES.page(items)
+        yield DEVICES.page(items, ledger.unreadable)
 
 
 @dlt.transformer(**DEVICE_HISTORY.hints())
