@@ -27,6 +27,10 @@ RUNS = {
     "unavailable": "json",  # table -> why this run skipped it (a partial run), else {}
     "parts": "bigint",  # parts committed before the last (or failed) one: 0 = one part
     "unreadable": "json",  # table.column -> values read as NULL (arrow.Unreadable), else {}
+    "answered": "bigint",  # requests answered (not 429)
+    "answered_per_s": "double",  # ... per second, from the first request sent to the last answer
+    "not_ours": "bigint",  # 429s the client judged not caused by this run's pace (the weather)
+    "pace": "double",  # requests/s the client paced itself at when the run ended (NULL: unpaced)
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -40,7 +44,15 @@ RECONCILIATION = {
 }
 ADDED = {
     "_esper_reconciliation": ("duplicates",),
-    "_esper_runs": ("unavailable", "parts", "unreadable"),
+    "_esper_runs": (
+        "unavailable",
+        "parts",
+        "unreadable",
+        "answered",
+        "answered_per_s",
+        "not_ours",
+        "pace",
+    ),
 }  # columns added after the first release
 
 

@@ -44,6 +44,10 @@ def record(
         "unavailable": orjson.dumps(result.unavailable).decode(),
         "parts": result.parts,
         "unreadable": orjson.dumps(result.unreadable).decode(),
+        "answered": result.answered,
+        "answered_per_s": result.answered_per_s,
+        "not_ours": result.not_ours,
+        "pace": result.pace,
     }
     try:
         with_lock_wait(
@@ -94,8 +98,12 @@ def summary(result: RunResult) -> str:
     lines = [
         f"run {result.run_id}: {result.status} ({result.mode} scan, API time {result.as_of}), "
         f"{result.seconds:.1f} s",
-        f"requests {result.requests}, retries {result.retries}, throttled (429) {result.throttled}",
+        f"requests {result.requests}, retries {result.retries}, throttled (429) {result.throttled}"
+        + (f" ({result.not_ours} not caused by this run's pace)" if result.not_ours else ""),
     ]
+    if result.answered_per_s:
+        paced = f", paced at {result.pace:.1f}/s at the end" if result.pace else ", unpaced"
+        lines.append(f"answered {result.answered} at {result.answered_per_s:.1f}/s{paced}")
     if result.rows:
         width = max(map(len, result.rows))
         lines.append("rows loaded:")

@@ -57,3 +57,9 @@ class RunResult:
     unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
     parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
     unreadable: dict[str, int] = field(default_factory=dict)  # table.column -> values read as NULL
+    # How the run was paced (EsperClient.pacing): requests answered (not 429), their average
+    # rate, the 429s the pacer judged not this run's doing, the pace it ended at (None: unpaced).
+    answered: int = 0
+    answered_per_s: float | None = None
+    not_ours: int = 0
+    pace: float | None = None

@@ -323,6 +323,12 @@ class _Run:
             totals = client.totals()
             result.requests, result.retries = totals.requests, totals.retries
             result.throttled = totals.throttled
+            pacing = client.pacing()
+            result.answered, result.not_ours = (
+                int(pacing["answered"] or 0),
+                int(pacing["not_ours"] or 0),
+            )
+            result.answered_per_s, result.pace = pacing["answered_per_s"], pacing["pace"]
             if self.own_client:
                 client.close()
 

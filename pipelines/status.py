@@ -178,6 +178,13 @@ def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [*expiring_credentials(con), *drift_disagreements(con), *destructive_access(con)]
 
 
+def _pacing_columns(con: duckdb.DuckDBPyConnection, ds: str) -> str:
+    """The pacing columns of `_esper_runs`, or NULLs in a warehouse recorded before them."""
+    names = {row[0] for row in con.execute(f"describe {ds}._esper_runs").fetchall()}
+    wanted = ("answered", "not_ours", "answered_per_s")
+    return ", ".join(name if name in names else f"null as {name}" for name in wanted)
+
+
 def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     tables = _tables(con, dataset)
     catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
@@ -188,7 +195,8 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     runs = []
     if "_esper_runs" in tables:  # an empty placeholder until the first run (pipelines/models.py)
         runs = con.execute(
-            f"select started_at, as_of, mode, status, requests, retries, throttled "
+            f"select started_at, as_of, mode, status, requests, retries, throttled, "
+            f"{_pacing_columns(con, ds)} "
             f"from {ds}._esper_runs order by started_at desc limit 10"
         ).fetchall()
     if runs:
@@ -197,6 +205,8 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             out.append(
                 f"  {row[0]:%Y-%m-%d %H:%M}  as of {row[1]}  {row[2]:<11} {row[3]:<22} "
                 f"requests {row[4]}, retries {row[5]}, 429s {row[6]}"
+                + (f" ({row[8]} not this run's)" if row[8] else "")
+                + (f", answered {row[7]} at {row[9]:.1f}/s" if row[9] else "")
             )
     else:
         out.append("no runs recorded yet")

@@ -149,6 +149,8 @@ class EsperClient:
         self._lock = threading.Lock()  # guards the counters and the server time
         self._stats: dict[str, RouteStats] = {}
         self._server_time: datetime | None = None
+        self._first_sent = 0.0  # monotonic time of the first answered request's attempt
+        self._last_answer = 0.0  # ... and of the last answer
         self._pools = Pools(check_key(api_key), timeout, max_concurrency, self._guard, transport)
         self._thread = threading.local()
 
@@ -248,6 +250,23 @@ class EsperClient:
         for route_stats in self.stats().values():
             total.add(route_stats)
         return total
+
+    def pacing(self) -> dict[str, float | int | None]:
+        """How the run was paced, for its record: the requests answered (not 429) per second
+        from the first request sent to the last answer, the pace it ended at (None: never
+        paced), the 429s the pacer judged not this run's doing and their share of answers."""
+        totals = self.totals()
+        answered = totals.requests - totals.throttled
+        with self._lock:
+            span = self._last_answer - self._first_sent if self._first_sent else 0.0
+        pacer = self._pacer
+        return {
+            "answered": answered,
+            "answered_per_s": answered / span if span > 0 else None,
+            "pace": pacer.rate if pacer else None,
+            "not_ours": pacer.not_ours if pacer else 0,
+            "weather": pacer.weather if pacer else 0.0,
+        }
 
     def stop(self) -> None:
         """Stop every request of this client, now and for good (Ctrl-C, a signal handler).
@@ -359,7 +378,7 @@ class EsperClient:
                 stats.errors = 1
                 return response
             stats.bytes = response.num_bytes_downloaded or len(response.content)
-            self._note_date(response)
+            self._note_date(response, started)
             throttled = response.status_code == 429
             cut = self._pacer.answered(throttled, reserved_at) if self._pacer else throttled
             log.debug("%s -> %s (%d bytes)", route, response.status_code, stats.bytes)
@@ -467,11 +486,13 @@ class EsperClient:
         """Requests from this thread (a bulk `map` worker) yield limiter slots to the others."""
         self._thread.bulk = True
 
-    def _note_date(self, response: httpx.Response) -> None:
-        """Remember the server's clock from the `Date` header."""
+    def _note_date(self, response: httpx.Response, sent: float) -> None:
+        """Remember the server's clock from the `Date` header, and when answers came."""
         date = parse_date(response.headers.get("date"))
-        if date is not None:
-            with self._lock:
+        with self._lock:
+            self._first_sent = self._first_sent or sent
+            self._last_answer = time.monotonic()
+            if date is not None:
                 self._server_time = date
 
     def _count(self, route: str, **increments: float) -> None:

@@ -97,6 +97,7 @@ class RatePacer:
         self.best = 0.0  # the best answered rate seen in this run (requests per second)
         self.weather = 0.0  # refused share that cutting the pace did not change
         self.cuts = 0  # cuts that stood (for the run's record)
+        self.not_ours = 0  # 429s within the weather: not caused by this run's pace
         self._trial: _Trial | None = None
         self._next = 0.0  # the earliest time the next request may be sent
         self._sent: deque[float] = deque()  # send times in the last window
@@ -186,6 +187,7 @@ class RatePacer:
                 return False  # paced before the last cut: that cut already answered it
             within_weather = self.weather and self._share() <= self._weather_limit()
             if within_weather and now - self._last_cut < RETEST_S:
+                self.not_ours += 1
                 return False
             # (Within the weather, now and then a cut all the same, to see whether the share
             # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
@@ -241,7 +243,10 @@ class RatePacer:
         self.cuts += 1
         # the next request waits one interval: the bucket the 429 came from is empty
         self._next = max(self._next, now + 1.0 / self.rate)
-        log.debug("429: pace cut to %.1f requests/s", self.rate)
+        (log.info if self.cuts == 1 else log.debug)(
+            "429: pacing every request at %.1f/s, below the %s the API answered", self.rate,
+            f"{accepted:.1f}/s" if accepted is not None else "rate",
+        )  # fmt: skip
         return True
 
     def _judge(self, trial: _Trial, now: float, accepted: float | None) -> bool:

@@ -130,17 +130,22 @@ class RetryWaits:
             return failure.wait
         cap = min(self.backoff_max, self.backoff_base * 2 ** (retry - 1))
         delay = min(self.rng.uniform(0, cap), max(budget, 0.0))
-        log.warning(
-            "%s: %s; retry %d/%d in %.2f s (concurrency %d)",
+        (log.warning if failure.holds_all else log.debug)(
+            "%s: %s; %s in %.2f s (concurrency %d)",
             route,
             failure.reason,
-            retry,
-            self.max_retries,
+            self._attempt_text(failure, retry),
             delay,
             concurrency,
         )
         self.sleep(delay)
         return delay
+
+    def _attempt_text(self, failure: Retry, retry: int) -> str:
+        """`retry 2/8`, or for a 429 (which costs no retry) `429 number 12`."""
+        return (
+            f"429 number {retry}" if failure.status == 429 else f"retry {retry}/{self.max_retries}"
+        )
 
     def _hold_for_retry_after(
         self, route: str, failure: Retry, retry: int, budget: float, concurrency: int
@@ -163,13 +168,13 @@ class RetryWaits:
         # unless the 429 was not this run's doing (then only this request waits).
         if failure.holds_all:
             self.hold_until(self.clock() + failure.wait)
-        log.warning(
-            "%s: %s; the API asked to wait %s s (%s): retry %d/%d then (concurrency %d)",
+        # A 429 that waits for itself alone (the tenant's weather) is routine: debug, not warning.
+        (log.warning if failure.holds_all else log.debug)(
+            "%s: %s; the API asked to wait %s s (%s): %s then (concurrency %d)",
             route,
             failure.reason,
             asked,
             quoted,
-            retry,
-            self.max_retries,
+            self._attempt_text(failure, retry),
             concurrency,
         )
