@@ -14,7 +14,7 @@ import time
 
 from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.settings import DATA_TAP_POLL_S
-from esper_warehouse.sources.esper.tables.data_tap import RequestBudget, run_query
+from esper_warehouse.sources.esper.tables.data_tap_jobs import RequestBudget, run_query
 
 API_KEY = "bench-datatap-key-0123456789"
 ENTERPRISE_ID = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"

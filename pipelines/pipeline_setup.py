@@ -15,7 +15,7 @@ from dlt.common.configuration.container import Container
 from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from esper_warehouse.sources.esper.http import EsperConfigError, EsperError
 from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, check_settings
-from esper_warehouse.sources.esper.tables.data_tap import table_name as data_tap_table
+from esper_warehouse.sources.esper.tables.data_tap_jobs import table_name as data_tap_table
 
 from .failures import toml_problem
 from .run_types import RunSettings
@@ -46,10 +46,11 @@ def lock_timeout_default() -> float:
     return float(value) if value is not None else 300.0
 
 
-def load_memory_limit_default() -> str:
-    """`esper_warehouse.load_memory_limit` from dlt's configuration, else 512MB."""
+def load_memory_limit_default() -> str | None:
+    """`esper_warehouse.load_memory_limit` from dlt's configuration, else None (the run sets
+    one that follows the fleet: `runner.load_memory_for`)."""
     value = dlt.config.get("esper_warehouse.load_memory_limit")
-    return str(value) if value is not None else "512MB"
+    return str(value) if value is not None else None
 
 
 def _without_json_hint_warning(record: logging.LogRecord) -> bool:

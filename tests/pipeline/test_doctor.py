@@ -17,7 +17,7 @@ from esper_warehouse.pipelines import doctor
 from esper_warehouse.pipelines.cli import main as cli_main
 from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.sources.esper.tables import TABLES
-from esper_warehouse.sources.esper.tables.data_tap import DATA_TAP_PATH
+from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
 
 from tests import live_shapes

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_CONFIG
+from esper_warehouse.pipelines.runner import EXIT_CONFIG, RunSettings, load_memory_for
 from esper_warehouse.sources.esper import esper
 from esper_warehouse.sources.esper.settings import ENV_PREFIX, SETTINGS
 
@@ -153,3 +153,12 @@ def test_the_readme_configuration_table_lists_every_setting_with_its_variable_an
             name,
             default,
         )
+
+
+def test_the_loads_memory_follows_the_fleet_unless_set(tmp_path: Path) -> None:
+    unset = RunSettings(warehouse=tmp_path / "w.duckdb")
+    assert load_memory_for(unset, None) == "512MB"
+    assert load_memory_for(unset, 99_999) == "512MB"
+    assert load_memory_for(unset, 150_000) == "256MB", "a big fleet stays under 1.5 GB"
+    chosen = RunSettings(warehouse=tmp_path / "w.duckdb", load_memory_limit="2GB")
+    assert load_memory_for(chosen, 150_000) == "2GB", "a limit that is set wins"

@@ -99,7 +99,11 @@ class _Jobs:
 
 def test_a_failed_poll_is_followed_by_the_next_poll_and_a_refused_one_skips_the_query():
     from esper_warehouse.sources.esper.http import EsperAPIError, EsperNotFoundError
-    from esper_warehouse.sources.esper.tables.data_tap import DataTapError, RequestBudget, run_query
+    from esper_warehouse.sources.esper.tables.data_tap_jobs import (
+        DataTapError,
+        RequestBudget,
+        run_query,
+    )
 
     route = "GET /data-tap/v0/queries/{id}"
     budget = RequestBudget(25)
@@ -118,7 +122,7 @@ def test_a_failed_poll_is_followed_by_the_next_poll_and_a_refused_one_skips_the_
 
 
 def test_a_closed_job_fails_clearly_and_the_status_path_has_no_trailing_slash():
-    from esper_warehouse.sources.esper.tables.data_tap import DataTapError, run_query
+    from esper_warehouse.sources.esper.tables.data_tap_jobs import DataTapError, run_query
 
     jobs = _Jobs({"status": "RUNNING", "result": None}, {"status": "CLOSED", "result": None})
     with pytest.raises(DataTapError, match="ended CLOSED: the job was closed"):
@@ -169,7 +173,7 @@ def test_a_quota_refusal_is_submitted_once_quoted_and_ends_data_tap_for_the_run(
 
 
 def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s():
-    from esper_warehouse.sources.esper.tables.data_tap import result_to_arrow, run_query
+    from esper_warehouse.sources.esper.tables.data_tap_jobs import result_to_arrow, run_query
 
     waits: list[float] = []
     jobs = _Jobs(

@@ -9,7 +9,7 @@ import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
 from esper_warehouse.sources.esper.http.pages import DescScan, Page
 from esper_warehouse.sources.esper.tables import TABLES
-from esper_warehouse.sources.esper.tables.data_tap import (
+from esper_warehouse.sources.esper.tables.data_tap_jobs import (
     DataTapError,
     result_to_arrow,
     run_query,

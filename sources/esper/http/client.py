@@ -56,7 +56,7 @@ from .pacing import RatePacer
 from .pools import Pools
 from .refusals import final_error
 from .retry import MAX_THROTTLED, RETRYABLE_STATUSES, Retry, RetryWaits, Value
-from .stats import RouteStats
+from .stats import Counters, RouteStats
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -146,11 +146,9 @@ class EsperClient:
             min_concurrency,
             max_concurrency,
         )
-        self._lock = threading.Lock()  # guards the counters and the server time
-        self._stats: dict[str, RouteStats] = {}
+        self._lock = threading.Lock()  # guards the server time
+        self._counters = Counters()
         self._server_time: datetime | None = None
-        self._first_sent = 0.0  # monotonic time of the first answered request's attempt
-        self._last_answer = 0.0  # ... and of the last answer
         self._pools = Pools(check_key(api_key), timeout, max_concurrency, self._guard, transport)
         self._thread = threading.local()
 
@@ -241,25 +239,18 @@ class EsperClient:
 
     def stats(self) -> dict[str, RouteStats]:
         """Copies of the counters, keyed by route template (``"GET /v2/devices/{id}/"``)."""
-        with self._lock:
-            return {route: RouteStats(**vars(s)) for route, s in sorted(self._stats.items())}
+        return self._counters.routes()
 
     def totals(self) -> RouteStats:
         """The counters of all routes added up."""
-        total = RouteStats()
-        for route_stats in self.stats().values():
-            total.add(route_stats)
-        return total
+        return self._counters.totals()
 
     def pacing(self) -> dict[str, float | int | None]:
         """How the run was paced, for its record: the requests answered (not 429) per second
         from the first request sent to the last answer, the pace it ended at (None: never
         paced), the 429s the pacer judged not this run's doing and their share of answers."""
-        totals = self.totals()
+        totals, span, pacer = self.totals(), self._counters.answering_s(), self._pacer
         answered = totals.requests - totals.throttled
-        with self._lock:
-            span = self._last_answer - self._first_sent if self._first_sent else 0.0
-        pacer = self._pacer
         return {
             "answered": answered,
             "answered_per_s": answered / span if span > 0 else None,
@@ -332,7 +323,7 @@ class EsperClient:
                 self._retry.give_up(route, outcome, attempts=retries + throttled + 1)
             else:
                 retries += 1
-            self._count(route, retries=1)
+            self._counters.count(route, retries=1)
             budget = self._retry.max_wait - waited
             waited += self._retry.wait_before_retry(
                 route, outcome, retries + throttled, budget, self.concurrency
@@ -396,7 +387,7 @@ class EsperClient:
             stats.seconds = time.monotonic() - started
             self._limiter.release(epoch, outcome)
             if stats.requests:
-                self._count(route, **vars(stats))
+                self._counters.count(route, **vars(stats))
 
     def _send(
         self,
@@ -489,17 +480,10 @@ class EsperClient:
     def _note_date(self, response: httpx.Response, sent: float) -> None:
         """Remember the server's clock from the `Date` header, and when answers came."""
         date = parse_date(response.headers.get("date"))
-        with self._lock:
-            self._first_sent = self._first_sent or sent
-            self._last_answer = time.monotonic()
-            if date is not None:
+        self._counters.answered(sent)
+        if date is not None:
+            with self._lock:
                 self._server_time = date
-
-    def _count(self, route: str, **increments: float) -> None:
-        with self._lock:
-            stats = self._stats.setdefault(route, RouteStats())
-            for name, value in increments.items():
-                setattr(stats, name, getattr(stats, name) + value)
 
     def _snippet(self, response: httpx.Response) -> str:
         # the first 4 KB, redacted whole, then cut: a key straddling the cut is still found

@@ -43,7 +43,7 @@ APPLICATION_HEADS = "application_heads"
 # each run (a replaced table, versions behind a head that did not move) need no entry.
 REFUSED_PARTS = "refused_parts"
 # Wall-clock times of the Data Tap requests of the last hour, as warehouses made before the
-# request log (`tables/data_tap.py`, `RequestBudget`) kept them at the root of the source state:
+# request log (`tables/data_tap_jobs.py`, `RequestBudget`) kept them at the root of the source state:
 # read once into that log and removed.
 DATA_TAP_REQUESTS = "data_tap_requests"
 
