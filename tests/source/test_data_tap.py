@@ -82,8 +82,11 @@ def test_a_failed_or_truncated_query_skips_its_table_and_the_rest_loads(
 class _Jobs:
     """A stand-in for the client: the documented answers of a job, one per poll."""
 
-    def __init__(self, *polls: dict) -> None:
-        self.polls, self.paths = list(polls), []
+    def __init__(self, *polls: dict, key: str = "") -> None:
+        self.polls, self.paths, self.key = list(polls), [], key
+
+    def redact(self, text: str) -> str:
+        return text.replace(self.key, "[redacted]") if self.key else text
 
     def post(self, path: str, json: dict, retry: bool = True) -> dict:
         return {"content": {"id": "job-1", "status": "PENDING", "result": None}}
@@ -130,6 +133,21 @@ def test_a_closed_job_fails_clearly_and_the_status_path_has_no_trailing_slash():
             jobs, "q", "select 1", deadline_s=60, stuck_s=30, row_limit=10, sleep=lambda s: None
         )
     assert jobs.paths == ["/data-tap/v0/queries/job-1"] * 2
+
+
+@pytest.mark.parametrize("cut", [0, 280, 295, 299])
+def test_a_failed_jobs_message_is_quoted_without_the_key_wherever_it_is_cut(cut: int) -> None:
+    from esper_warehouse.sources.esper.tables.data_tap_jobs import DataTapError, run_query
+
+    key = "k3y-0123456789abcdefghijklmnopqrstuvwxyz"  # 40 characters
+    message = "x" * cut + key + " was refused"  # the key across the 300-character cut
+    jobs = _Jobs({"status": "FAILED", "error_message": message}, key=key)
+    with pytest.raises(DataTapError, match="ended FAILED") as failed:
+        run_query(
+            jobs, "q", "select 1", deadline_s=60, stuck_s=30, row_limit=10, sleep=lambda s: None
+        )
+    text = str(failed.value)
+    assert not any(key[i : i + 8] in text for i in range(len(key) - 7)), text
 
 
 class _Quota:

@@ -32,6 +32,7 @@ import orjson
 import pyarrow as pa
 
 from ..http import EsperAPIError, EsperClient, EsperConfigError, EsperError, EsperUnavailableError
+from ..http.answers import clip
 from ..run.state import DATA_TAP_REQUESTS
 from ..settings import DATA_TAP_POLL_S, DATA_TAP_REQUESTS_PER_HOUR
 
@@ -246,7 +247,9 @@ def run_query(
                 )
             return job
         if status in _FAILED:
-            reason = job.get("error_message") or "the API gave no reason"
+            # the server's text, for logs and the run record: the key out first, then cut
+            reason = clip(str(job.get("error_message") or ""), 300, client.redact)
+            reason = reason or "the API gave no reason"
             if status == "CLOSED":
                 reason = f"the job was closed before its result was read ({reason})"
             raise DataTapError(f"Data Tap query {name!r} ended {status}: {reason}")
