@@ -186,15 +186,16 @@ def test_a_tenant_partial_from_its_first_load_reads_at_the_api_time(
 CREDENTIALS = ("apns_certificates", "dep_tokens", "provisioning_profiles")
 
 
-def test_expiries_served_as_us_dates_are_read(sim, tmp_path: Path, first_load) -> None:
-    """Every expiry served month first (`10/02/2026`): the token expired 3 days ago is expired,
-    and listed by `status`, not `unknown` and left out."""
+@pytest.mark.parametrize("form", ["us", "epoch_s", "epoch_ms"])
+def test_expiries_served_as_us_dates_are_read(sim, tmp_path: Path, first_load, form: str) -> None:
+    """Every expiry served month first (`10/02/2026`), or as epoch seconds or milliseconds: the
+    token expired 3 days ago is expired, and listed by `status`, not `unknown` and left out."""
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
     for kind in CREDENTIALS:
-        serve_expiry(sim.world, kind, "us")
-    served = sim.truth("dep_tokens")[0]["meta"]["token_expiry_on"]
-    assert served.count("/") == 2, served
+        serve_expiry(sim.world, kind, form)
+    served = str(sim.truth("dep_tokens")[0]["meta"]["token_expiry_on"])
+    assert served.count("/") == 2 if form == "us" else served.isdigit(), served
     nightly = load(sim, wh, resources=list(CREDENTIALS))
     assert nightly.exit_code == 0, nightly.error
     build_models(wh)
@@ -210,6 +211,26 @@ def test_expiries_served_as_us_dates_are_read(sim, tmp_path: Path, first_load) -
         shown = "\n".join(expiring_credentials(con))
     assert "expired   dep_token             Apple Business Manager 1" in shown
     assert "(3 days ago)" in shown
+
+
+def test_an_expiry_served_in_words_loads_as_null_counted_and_shows_unreadable(
+    sim, tmp_path: Path, first_load
+) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    serve_expiry(sim.world, "dep_tokens", "words")
+    nightly = load(sim, wh, resources=["dep_tokens"])
+    assert nightly.exit_code == 0, nightly.error
+    assert nightly.unreadable.get("dep_tokens.token_expires_at"), nightly.unreadable
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        statuses = {
+            status
+            for (status,) in con.execute(
+                "select status from marts.credential_expiry where credential_kind = 'dep_token'"
+            ).fetchall()
+        }
+    assert statuses == {"unreadable"}, statuses
 
 
 def test_us_dates_read_month_first_and_an_impossible_one_stays_as_served() -> None:
