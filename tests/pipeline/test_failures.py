@@ -18,6 +18,7 @@ from esper_warehouse.pipelines.runner import (
     PIPELINE_NAME,
     run,
 )
+from esper_warehouse.pipelines.status import status
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator import faults as simulator_faults
 from esper_warehouse.sources.esper.http import EsperClient
@@ -128,6 +129,36 @@ def test_the_run_completes_through_transient_faults(
     with reading(wh):
         for table in TABLES:
             compare(sim, wh, table)
+
+
+def test_refusals_that_do_not_depend_on_the_pace_cost_only_their_retries(
+    wh: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One event-feed request in six refused whatever the pace (a neighbour spending the limit):
+    the run completes, the pacer calls those refusals not its own, and the run record and
+    `status` say how the run was paced."""
+    from esper_warehouse.simulator import Simulator
+
+    with Simulator(devices=600, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        sim.set_faults([{"kind": "status", "status": 429, "route": EVENTS, "probability": 1 / 6}])
+        result = load(sim, wh, resources=["device_events"])
+        assert result.exit_code == 0, result.error
+        assert result.throttled > 50, "the feeds met the neighbour's refusals"
+        assert result.not_ours > result.throttled / 3, "most told from its own overshoot"
+        assert result.answered == result.requests - result.throttled
+        assert result.answered_per_s is not None and result.answered_per_s > 5
+        sim.clear_faults()
+        with reading(wh):
+            compare(sim, wh, "device_events")
+    with duckdb.connect(str(wh), read_only=True) as con:
+        row = con.execute(
+            "select answered, answered_per_s, not_ours, throttled from esper._esper_runs"
+        ).fetchone()
+    assert row is not None and row[0] == result.answered and row[2] == result.not_ours
+    status(wh)
+    shown = capsys.readouterr().out
+    assert f"429s {result.throttled} ({result.not_ours} not this run's)" in shown, shown
+    assert f"answered {result.answered} at " in shown, shown
 
 
 def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(

@@ -75,9 +75,11 @@ class _Trial:
     """A cut under test: what it changed, to undo it if the refusals stay the same."""
 
     at: float  # when the cut was made (the pacer's clock)
-    rate_before: float | None
+    rate_before: float | None  # the pace to come back to if the refusals stay (None: unpaced)
     ceiling_before: float | None
     share_before: float  # refused share of the latest answers when the cut was made
+    judged: bool = True  # False for the first cut of a run (from no pace at all)
+    cuts: int = 1  # the cuts undone with it (2 when it follows the run's first)
     answers: int = 0  # answers to requests paced after the cut
     refused: int = 0
 
@@ -218,16 +220,24 @@ class RatePacer:
     def _floor(self) -> float:
         return FLOOR_SHARE * self.best if self.best else MIN_RATE
 
-    def _cut(self, now: float, accepted: float | None, share: float) -> bool:
+    def _cut(
+        self, now: float, accepted: float | None, share: float, undo: _Trial | None = None
+    ) -> bool:
         """Cut the pace below the answered rate and put the cut on trial (lock held).
 
         Args:
             share: the refused share at the pace being cut, to compare the trial's with.
+            undo: the trial whose pace to come back to if this cut changes nothing (a cut that
+                follows the run's first, unjudged one goes back to before both); else the
+                pace now.
 
         Returns:
             True (the pace was cut, or nothing was answered yet to learn a pace from).
         """
-        before = _Trial(now, self.rate, self.ceiling, share)
+        before = _Trial(now, self.rate, self.ceiling, share, judged=self.rate is not None)
+        if undo is not None:
+            before.rate_before, before.ceiling_before = undo.rate_before, undo.ceiling_before
+            before.cuts = undo.cuts + 1
         if accepted is not None:
             # The pace that delivers `accepted` answers when the weather refuses its share.
             allowed = accepted / (1 - self.weather)
@@ -278,18 +288,21 @@ class RatePacer:
         weather, before = self.weather, trial.share_before
         if after < weather / 2:
             self.weather = after  # less than the weather at a lower pace: some was this run's
-        if after - weather < (before - weather) / 2 or after > WEATHER_MAX:
+        helped = after - weather < (before - weather) / 2 and (
+            before - after > 2 * _noise(before, trial.answers)  # not a lucky trial
+        )
+        if trial.judged and (helped or after > WEATHER_MAX):
             weather = self.weather
             if after > weather + max(RESIDUE, 2 * _noise(weather, TRIAL_ANSWERS)):
                 return self._cut(now, accepted, after)
             return False
-        if trial.rate_before is None:
-            return self._cut(now, accepted, after)
+        if not trial.judged:
+            return self._cut(now, accepted, after, undo=trial)
         # The refused share held at a lower pace: not this run's doing.
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
         self._lately = max(self._lately, self.weather)
-        self.cuts -= 1
+        self.cuts -= trial.cuts
         self.rate, self.ceiling = trial.rate_before, trial.ceiling_before
         self._grown_at = now
         self._next = now
