@@ -107,7 +107,7 @@ def esper(
     )
     # Parts need a caller that asks for the next one with the same ledger (the pipeline does);
     # the source run by dlt alone loads a full scan in one piece, the whole tuple.
-    in_parts = ledger is not None
+    caller_holds_ledger = ledger is not None
     ledger = ledger if ledger is not None else RunLedger()
     if ledger.as_of is None:  # the run's first part (or only one) opens it
         open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
@@ -116,9 +116,9 @@ def esper(
             client,
             ledger,
             full_scan,
-            commit_every_devices if in_parts else sys.maxsize,
+            commit_every_devices if caller_holds_ledger else sys.maxsize,
             DEVICES.limit(page_size),
-            commit_every_minutes if in_parts else 0,
+            commit_every_minutes if caller_holds_ledger else 0,
         )
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
     data_tap = partial(
