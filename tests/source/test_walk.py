@@ -62,3 +62,21 @@ def test_a_part_within_its_time_or_not_limited_by_time_takes_every_device() -> N
 
     by_devices = _walk(250, part_seconds=None)
     assert [len(s) for s in by_devices.take(lambda item: True)] == [250]
+
+
+def test_a_step_is_what_the_fan_outs_read_in_a_quarter_of_the_parts_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """200 devices read in 10 s of a 60 s part: the next step is 20/s * 15 s = 300 devices (a
+    fast API gets big steps, each a page per table to dlt); never fewer than TIME_STEP_DEVICES."""
+    now = [0.0]
+    monkeypatch.setattr(walk_module.time, "monotonic", lambda: now[0])
+    walk = _walk(900, part_seconds=60.0)
+    part: Any = walk.take(lambda item: True)
+    assert [len(next(part)) for _ in range(2)] == [TIME_STEP_DEVICES] * 2
+    now[0] = 10.0
+    _read(walk)
+    _read(walk)
+    assert len(next(part)) == 300
+    now[0] = 50.0  # still 200 devices read, in 50 s: 4/s * 15 s = 60, fewer than the least step
+    assert len(next(part)) == TIME_STEP_DEVICES
