@@ -188,6 +188,7 @@ class _Run:
         self.source_options = {**checked, **settings.source_options}
         if settings.resources:  # a selection loads in one part: parts carry the device tables
             self.source_options["commit_every_devices"] = sys.maxsize
+            self.source_options["commit_every_minutes"] = 0
 
     def load_part(self) -> bool:
         """Extract, normalize and load one part (or the whole run); True after the last part."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
@@ -35,7 +36,7 @@ from .tables.devices import (
     devices,
     heartbeats,
 )
-from .tables.events import device_events, device_events_of_page
+from .tables.events import DEVICE_EVENTS, device_events, device_events_of_page
 
 
 @dlt.source(name="esper")
@@ -61,6 +62,7 @@ def esper(
     data_tap_requests_per_hour: int = s.DATA_TAP_REQUESTS_PER_HOUR,
     data_tap_poll_s: Any = s.DATA_TAP_POLL_S,  # "10,20,30" (environment) or a TOML list
     commit_every_devices: int = s.COMMIT_EVERY_DEVICES,
+    commit_every_minutes: float = s.COMMIT_EVERY_MINUTES,
     api_key_name: str = "SOURCES__ESPER__API_KEY",
     client: Any = None,
     ledger: Any = None,
@@ -73,10 +75,12 @@ def esper(
     worker threads per device page, alongside. On an incremental run device events come last:
     they read which devices had activity in the other tables (`Table.after`).
 
-    A full scan of more than `commit_every_devices` devices is loaded in parts (`run/walk.py`): while
-    devices remain, this returns the next part (devices, history, installed apps and feeds of
-    the next `commit_every_devices` devices to read); the pipeline loads it, commits, and calls
-    again with the same `ledger` and `client` until the last part, which is the whole tuple.
+    A full scan is loaded in parts (`run/walk.py`) when it lists more than `commit_every_devices`
+    devices or `commit_every_minutes` is on: while devices remain, this returns the next part
+    (devices, history, installed apps and feeds of the next `commit_every_devices` devices to
+    read, or of those read within `commit_every_minutes`); the pipeline loads it, commits, and
+    calls again with the same `ledger` and `client` until the last part, the whole tuple. A
+    caller that passes no `ledger` cannot ask for a next part: it gets a full scan in one piece.
 
     Args:
         client: an `EsperClient` to use (the pipeline passes one to read its counters).
@@ -101,11 +105,21 @@ def esper(
         timedelta(days=heartbeat_start_days),
         page_size,
     )
+    # Parts need a caller that asks for the next one with the same ledger (the pipeline does);
+    # the source run by dlt alone loads a full scan in one piece, the whole tuple.
+    caller_holds_ledger = ledger is not None
     ledger = ledger if ledger is not None else RunLedger()
     if ledger.as_of is None:  # the run's first part (or only one) opens it
         open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
     if ledger.full_scan and ledger.walk is None:
-        plan_full_scan(client, ledger, full_scan, commit_every_devices, DEVICES.limit(page_size))
+        plan_full_scan(
+            client,
+            ledger,
+            full_scan,
+            commit_every_devices if caller_holds_ledger else sys.maxsize,
+            DEVICES.limit(page_size),
+            commit_every_minutes if caller_holds_ledger else 0,
+        )
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
     data_tap = partial(
         data_tap_resources,
@@ -134,6 +148,7 @@ def _resources(
     ledger.building_last = ledger.last_part()
     if not ledger.building_last:  # a full scan in parts: the next devices and their fan-outs
         page_events = device_list | device_events_of_page(**run)
+        ledger.walk.readers = (DEVICE_APPS.name, DEVICE_EVENTS.name)  # each page's fan-outs
         return (device_list, device_list | device_history, device_list | apps, page_events)
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps

@@ -27,6 +27,9 @@ HEARTBEAT_START_DAYS = 365.0
 # A full scan of more devices is committed in parts of this many devices' apps and feeds (about
 # 2,000 requests, 80 s at 25 requests/s): a killed first load loses at most one part (walk.py).
 COMMIT_EVERY_DEVICES = 1000
+# ... and every full scan commits its devices read so far after this many minutes (0 = never): a
+# slow or throttled first load of a small tenant keeps its work when a scheduler kills it.
+COMMIT_EVERY_MINUTES = 5.0
 DATA_TAP_DEADLINE_S = 900.0
 DATA_TAP_STUCK_S = 300.0
 DATA_TAP_ROW_LIMIT = 100_000
@@ -83,6 +86,7 @@ SETTINGS: dict[str, Setting] = {
     "request_timeout": Setting(float, REQUEST_TIMEOUT_S, 0.1, 3600),
     "max_retry_wait_s": Setting(float, MAX_RETRY_WAIT_S, 0, 86400),
     "commit_every_devices": Setting(int, COMMIT_EVERY_DEVICES, 1, 10_000_000),
+    "commit_every_minutes": Setting(float, COMMIT_EVERY_MINUTES, 0, 1440),
     "data_tap_queries": Setting(dict, None),
     "data_tap_deadline_s": Setting(float, DATA_TAP_DEADLINE_S, 1, 86400),
     "data_tap_stuck_s": Setting(float, DATA_TAP_STUCK_S, 1, 86400),

@@ -22,7 +22,7 @@ from esper_warehouse.simulator import Simulator
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, copy_warehouse
 
-from .helpers import TABLES, cli, compare, load, rows
+from .helpers import TABLES, cli, compare, load, reading, rows
 
 PART = 40  # devices per part: 120 devices make three parts and a last one
 PARTS = {"commit_every_devices": PART}
@@ -251,3 +251,70 @@ def test_a_first_load_resumed_a_day_later_loses_no_event(sim, wh: Path, killed: 
     nightly = load(sim, wh, source_options=PARTS, resources=[*ACTIVITY, "device_events"])
     assert nightly.exit_code == 0, nightly.error
     compare(sim, wh, "device_events")
+
+
+# A small fleet (fewer devices than `commit_every_devices`) behind a slow server that refuses
+# some requests: every answer 100 ms late, one request in twenty answered 503 (retried).
+SLOW_FLEET = 300
+SLOW = [
+    {"kind": "latency", "ms": 100, "jitter_ms": 20},
+    {"kind": "status", "status": 503, "probability": 0.05},
+]
+
+
+FAN_OUT_ROUTES = ("/device/{id}/app/", "/devices/{id}/device-apps/", "/download/eventfeed/")
+
+
+def _held(wh: Path, table: str, key: tuple[str, ...], where: str = "") -> set[tuple]:
+    return {tuple(str(v) for v in r) for r in rows(wh, table, key, where)}
+
+
+def _truth(sim: Simulator, table: str, key: tuple[str, ...], devices: set[str]) -> set[tuple]:
+    return {tuple(str(r[k]) for k in key) for r in sim.truth(table) if r["device_id"] in devices}
+
+
+def test_a_slow_first_load_of_a_small_fleet_commits_by_time_and_a_kill_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A first load of 300 devices (one part by their number) is committed after
+    `commit_every_minutes` (0.6 s here); SIGKILLed after its first part, it keeps the devices
+    read before the kill with their apps and feeds, and the next run completes it."""
+    wh = tmp_path / "warehouse.duckdb"
+    with Simulator(
+        devices=SLOW_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
+    ) as sim:
+        sim.set_faults(SLOW)
+        proc = cli(sim, wh, "run", env={"SOURCES__ESPER__COMMIT_EVERY_MINUTES": "0.01"})
+        assert proc.stderr is not None
+        deadline, seen = time.monotonic() + 60, []
+        for line in proc.stderr:
+            seen.append(line)
+            if "part 1 committed" in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGKILL)
+        _, rest = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, "".join(seen) + rest  # killed, not ended
+
+        with reading(wh):
+            held = {d for (d,) in _held(wh, "devices", ("id",))}
+            # a part ended by time: the fleet is below `commit_every_devices`
+            assert 0 < len(held) < SLOW_FLEET, len(held)
+            apps = _held(wh, "device_apps", ("device_id", "id"), "where _dlt_valid_to is null")
+            events = _held(wh, "device_events", ("device_id", "id"))
+        # the devices read before the kill are there with their apps and event feeds, whole
+        assert apps == _truth(sim, "device_apps", ("device_id", "id"), held)
+        assert events == _truth(sim, "device_events", ("device_id", "id"), held)
+
+        sim.clear_faults()
+        sim.reset_stats()
+        resumed = load(sim, wh)
+        assert resumed.exit_code == 0 and resumed.mode == "full", resumed.error
+        assert all(r["ok"] for r in resumed.reconciliation), resumed.reconciliation
+        with reading(wh):
+            for table in TABLES:
+                compare(sim, wh, table)  # every row once, none missing
+        # the devices the killed run committed are not read again: about 2 requests (apps, feed)
+        # for each of the others, some of which take a page more
+        routes = sim.stats()["routes"]
+        fan_outs = sum(n for route, n in routes.items() if route.endswith(FAN_OUT_ROUTES))
+        assert fan_outs <= 2.5 * (SLOW_FLEET - len(held)), routes

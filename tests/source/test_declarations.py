@@ -23,6 +23,7 @@ from esper_warehouse.pipelines.dispositions import COMPANIONS, merge_where_neede
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS
+from esper_warehouse.sources.esper.run.walk import DeviceWalk
 from esper_warehouse.sources.esper.table import TS
 from esper_warehouse.sources.esper.tables import MODULES, TABLES
 
@@ -50,8 +51,21 @@ def _source(monkeypatch: pytest.MonkeyPatch, *, full_scan: bool) -> DltSource:
         enterprise_id="unused",
         full_scan=full_scan,
         client=object(),  # no resource runs: only the hints are read
-        ledger=RunLedger(),
-    )
+    )  # no ledger: a full scan in one piece, every resource (a caller's ledger may ask parts)
+
+
+def test_a_full_scan_comes_in_parts_only_to_a_caller_holding_the_ledger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """dlt running the source alone cannot ask for the next part: its full scan is one piece,
+    every table. The pipeline, holding the ledger, gets a devices part first
+    (`commit_every_minutes` is on by default) and asks for the rest."""
+    monkeypatch.setattr(DeviceWalk, "has_more", lambda self: True)  # devices remain to be read
+    alone = _source(monkeypatch, full_scan=True)
+    assert set(alone.resources) == set(TABLES)
+    options = {"api_key": "unused", "base_url": "https://unused.invalid/api"}
+    first = esper(**options, enterprise_id="unused", client=object(), ledger=RunLedger())
+    assert set(first.resources) == {"devices", "device_history", "device_apps", "device_events"}
 
 
 def _hints(source: DltSource) -> dict[str, tuple[Any, dict]]:

@@ -219,6 +219,11 @@ class RunLedger:
         """Whether this run is a full scan committed in parts (`walk.py`)."""
         return self.walk is not None and self.walk.parted
 
+    def page_read(self, reader: str) -> None:
+        """A full scan's fan-out `reader` has read one page of the walk (`DeviceWalk.read_by`)."""
+        if self.walk is not None:
+            self.walk.read_by(reader)
+
     def last_part(self) -> bool:
         """Whether the source built now is the run's last (or only) part (may read a page)."""
         return not self.in_parts or not self.walk.has_more()

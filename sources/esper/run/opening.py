@@ -42,16 +42,24 @@ def check_enterprise(client: EsperClient) -> None:
 
 
 def plan_full_scan(
-    client: EsperClient, ledger: RunLedger, everything: bool, part_size: int, limit: int
+    client: EsperClient,
+    ledger: RunLedger,
+    everything: bool,
+    part_size: int,
+    limit: int,
+    part_minutes: float = 0,
 ) -> None:
     """Which devices a full scan re-reads the apps and feeds of, and how its list is walked.
 
     All when asked (`run --full`) or on a first load, else the changed ones and a slice
     (`scope.py`); a run resuming an unfinished first load reads only the devices the warehouse
-    does not hold yet. A fleet of more than `part_size` devices is walked in parts (`walk.py`).
+    does not hold yet. The list is walked in parts (`walk.py`) of `part_size` devices or
+    `part_minutes`, whichever ends first; by devices alone (`part_minutes` 0) only when the
+    fleet is bigger than one part.
     """
     ledger.fan_out_scope = fan_out_scope(
         ledger.as_of, everything=everything, rotate=ledger.completed_full_scan
     )
-    parted = (ledger.device_count or 0) > part_size
-    ledger.walk = DeviceWalk(client, DEVICES.path, limit, part_size if parted else None)
+    parted = part_minutes > 0 or (ledger.device_count or 0) > part_size
+    seconds = part_minutes * 60 if part_minutes > 0 else None
+    ledger.walk = DeviceWalk(client, DEVICES.path, limit, part_size if parted else None, seconds)

@@ -138,7 +138,7 @@ def device_count(client: EsperClient) -> int | None:
 
 
 @dlt.resource(**DEVICES.hints())
-def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
     """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
 
     A full scan reads the run's `DeviceWalk` (`ledger.walk`): the whole list, or its next part
@@ -170,7 +170,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.as_of or datetime.now().astimezone())
 
 
-def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
     """This run's part of the complete device list; the part that ends it checks the count."""
     walk = ledger.walk
     if ledger.android_software is None:  # read once per run, by its first part
@@ -188,8 +188,11 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
         ledger.changed_devices[item["id"]] = apps_route(item)
         return True
 
-    def pages(parts: Iterator[list[dict]]) -> Iterator[pa.Table]:
+    def pages(parts: Iterator[list[dict] | None]) -> Iterator[pa.Table | None]:
         for items in parts:
+            if items is None:  # the walk waits for its fan-outs: dlt resolves their futures
+                yield None
+                continue
             for item in items:
                 with_software(item, software)
             yield DEVICES.page(items, ledger.unreadable)
@@ -364,6 +367,7 @@ def device_apps(
         items = [{**i, "device_id": device_id, "route": route} for i in read.items]
         ledger.add_scan("device_apps", read.count, items, key)
         rows.extend(items)
+    ledger.page_read(DEVICE_APPS.name)  # a part limited by time hands out more (`walk.py`)
     if rows:
         yield DEVICE_APPS.page(rows, ledger.unreadable, row_hash=True)
 

@@ -155,6 +155,7 @@ def device_events_of_page(
     """
     wanted = [d for d in page.column("id").to_pylist() if d in ledger.changed_devices]
     yield from _event_feeds(client, ledger, opts, wanted, bulk=True)
+    ledger.page_read(DEVICE_EVENTS.name)  # a part limited by time hands out more (`walk.py`)
 
 
 # ------------------------------------------------------------------------------ watermarks
