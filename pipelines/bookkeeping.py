@@ -28,9 +28,9 @@ RUNS = {
     "parts": "bigint",  # parts committed before the last (or failed) one: 0 = one part
     "unreadable": "json",  # table.column -> values read as NULL (arrow.Unreadable), else {}
     "answered": "bigint",  # requests answered (not 429)
-    "answered_per_s": "double",  # ... per second, from the first request sent to the last answer
+    "answered_per_s": "double precision",  # ... per second, from the first request sent to the last answer
     "not_ours": "bigint",  # 429s the client judged not caused by this run's pace (the weather)
-    "pace": "double",  # requests/s the client paced itself at when the run ended (NULL: unpaced)
+    "pace": "double precision",  # requests/s the client paced itself at when the run ended (NULL: unpaced)
 }
 RECONCILIATION = {
     "run_id": "varchar",

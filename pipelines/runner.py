@@ -201,7 +201,12 @@ class _Run:
         result = self.result
         result.mode = "full" if self.ledger.full_scan else "incremental"
         result.as_of = self.ledger.as_of
-        log.info("extract: %sstarted (%s scan, API time %s)", part, result.mode, result.as_of)
+        log.info(
+            "extract: started (%s%s scan, API time %s)",
+            f"{part.rstrip()}, " if part else "",
+            result.mode,
+            result.as_of,
+        )
         self.stage = "extract"
         self.pipeline.extract(source)
         self.progress.done()

@@ -105,21 +105,8 @@ def esper(
         timedelta(days=heartbeat_start_days),
         page_size,
     )
-    # Parts need a caller that asks for the next one with the same ledger (the pipeline does);
-    # the source run by dlt alone loads a full scan in one piece, the whole tuple.
-    caller_holds_ledger = ledger is not None
-    ledger = ledger if ledger is not None else RunLedger()
-    if ledger.as_of is None:  # the run's first part (or only one) opens it
-        open_run(client, ledger, full_scan, timedelta(days=full_scan_interval_days))
-    if ledger.full_scan and ledger.walk is None:
-        plan_full_scan(
-            client,
-            ledger,
-            full_scan,
-            commit_every_devices if caller_holds_ledger else sys.maxsize,
-            DEVICES.limit(page_size),
-            commit_every_minutes if caller_holds_ledger else 0,
-        )
+    parts = (commit_every_devices, commit_every_minutes)
+    ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, page_size)
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
     data_tap = partial(
         data_tap_resources,
@@ -133,6 +120,28 @@ def esper(
         ledger=ledger,
     )
     return _resources({"client": client, "ledger": ledger, "opts": opts}, data_tap)
+
+
+def _opened(
+    client: EsperClient,
+    ledger: RunLedger | None,
+    full_scan: bool,
+    interval_days: float,
+    parts: tuple[int, float],
+    page_size: int,
+) -> RunLedger:
+    """The run's ledger: opened by its first part (or only one), a full scan's walk planned.
+
+    Parts need a caller that asks for the next one with the same ledger (the pipeline does);
+    the source run by dlt alone (no `ledger`) loads a full scan in one piece, the whole tuple.
+    """
+    in_parts, ledger = ledger is not None, ledger if ledger is not None else RunLedger()
+    if ledger.as_of is None:
+        open_run(client, ledger, full_scan, timedelta(days=interval_days))
+    if ledger.full_scan and ledger.walk is None:
+        devices, minutes = parts if in_parts else (sys.maxsize, 0)
+        plan_full_scan(client, ledger, full_scan, devices, DEVICES.limit(page_size), minutes)
+    return ledger
 
 
 def _resources(

@@ -222,7 +222,7 @@ def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Pa
     last part. The census, the device cursor and `devices_full_scan_at` belong to it.
     """
     last = -(-SMALL_FLEET // PART) + 1
-    _kill_when(sim, wh, f"part {last} started")
+    _kill_when(sim, wh, f"extract: started (part {last},")
 
     resumed = load(sim, wh, source_options=PARTS)
     assert resumed.exit_code == 0, resumed.error

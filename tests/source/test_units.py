@@ -116,6 +116,9 @@ class _FakeTap:
         self.posts += 1
         return {"content": {"id": f"job{self.posts}", "status": "PENDING"}}
 
+    def redact(self, text: str) -> str:
+        return text
+
     def get(self, path: str, params: dict | None = None, retry: bool = True) -> dict:
         state = self.states.pop(0) if self.states else "RUNNING"
         result = {"schema": {"columns": []}, "data_array": [], "truncated": state == "TRUNC"}
