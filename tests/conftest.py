@@ -11,6 +11,7 @@ import fcntl
 import os
 import pickle
 import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -93,6 +94,22 @@ def sim(stopping: list[threading.Thread]) -> Iterator[object]:
 def warehouse(tmp_path: Path) -> Path:
     """Path of a DuckDB file that does not exist yet, in a per-test folder."""
     return tmp_path / "warehouse.duckdb"
+
+
+@pytest.fixture
+def wh(warehouse: Path) -> Path:
+    """`warehouse`, by the short name the pipeline tests use."""
+    return warehouse
+
+
+@pytest.fixture
+def holders() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts to hold the warehouse file; killed after the test."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture

@@ -21,11 +21,6 @@ from .helpers import TABLES, cli, compare, load, reading
 EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 def _wait_for(process: subprocess.Popen[str], marker: str, timeout: float = 120) -> list[str]:
     """Read the run's log lines until one contains `marker`."""
     lines: list[str] = []

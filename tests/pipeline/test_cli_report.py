@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +16,6 @@ def built(tmp_path: Path) -> Path:
     path = tmp_path / "esper_warehouse.duckdb"
     build_models(path)
     return path
-
-
-@pytest.fixture
-def holders() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        process.kill()
-        process.wait()
 
 
 def test_report_on_a_locked_warehouse_exits_5_before_exporting(built, tmp_path, holders, capsys):

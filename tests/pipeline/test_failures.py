@@ -32,11 +32,6 @@ EVENTS = "/enterprise/*/device/*/download/eventfeed/*"
 APPS = "/enterprise/*/device/*/app/*"
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 def cursors(wh: Path) -> dict[str, Any]:
     pipeline = dlt.attach(PIPELINE_NAME, pipelines_dir=str(working_dir(wh.resolve())))
     return dict(pipeline.state["sources"]["esper"]["cursors"])  # type: ignore[index]

@@ -15,11 +15,6 @@ from .helpers import TABLES, cli, compare, load, reading, rows
 STATUS_METRICS = "/v2/enterprise/*/report/status-metrics*"
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 # In parts of 40 devices, the 120-device fleet is loaded in four parts (as in test_resume.py); every
 # part costs a dlt run (~0.9 CPU-s), so parts of 5 took 25 CPU-s for the same assertions.
 # The first load alone loads the refused table and the compared ones ("Scenario tests load the

@@ -30,11 +30,6 @@ FEED = "/enterprise/*/device/*/download/eventfeed/*"
 V2_APPS = "/v2/devices/*/device-apps/*"
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 def _recorded_unavailable(wh: Path) -> dict[str, str]:
     with duckdb.connect(str(wh), read_only=True) as con:
         (text,) = con.execute(

@@ -30,11 +30,6 @@ PARTS = {"commit_every_devices": PART}
 ACTIVITY = ["devices", "command_statuses", "operation_devices"]
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 def _twin() -> Simulator:
     """A second simulator serving exactly the fleet of the `sim` fixture (same seed and time)."""
     return Simulator(devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID)

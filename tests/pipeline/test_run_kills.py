@@ -76,11 +76,6 @@ def duplicates(wh: Path, table: str, key: str) -> int:
     return total - distinct
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 def test_a_load_killed_twice_then_run_again_holds_each_event_once(sim, wh: Path) -> None:
     """The issue's scenario, at its worst instants: killed as the first load job starts, then
     the run that resumes that load killed right after DuckDB committed the device events."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import errno
 import shutil
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +54,6 @@ def spoiled(request: pytest.FixtureRequest, pristine: Path, tmp_path: Path) -> P
     path = tmp_path / "esper_warehouse.duckdb"
     path.write_bytes(SPOILED[request.param](pristine.read_bytes()))
     return path
-
-
-@pytest.fixture
-def holders() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        process.kill()
-        process.wait()
 
 
 @pytest.mark.parametrize("command", ["status", "models", "report", "publish"])

@@ -23,11 +23,6 @@ QUERY = (  # the live dialect over the live columns (text last_seen and battery_
 )
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 @pytest.fixture(autouse=True)
 def polls_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """The simulator's jobs move on per status read, not per second: the runs poll without the

@@ -38,11 +38,6 @@ FAULTS = {
 }
 
 
-@pytest.fixture
-def wh(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.duckdb"
-
-
 def feed(sim, device_id: str, offset: int, limit: int) -> httpx.Response:
     path = f"/enterprise/{ENTERPRISE_ID}/device/{device_id}/download/eventfeed/"
     return httpx.get(
