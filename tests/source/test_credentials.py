@@ -24,6 +24,19 @@ TABLES = (
 )
 
 
+# The simulator's credentials (kind, days left, status): a push certificate with 20 days left,
+# an enrolment token expired 3 days ago and one with 200 days, profiles with 90 and 12 days, and
+# an app licence token the API declares no expiry for.
+DEFAULTS = [
+    ("apns_certificate", 20, "expiring"),
+    ("dep_token", -3, "expired"),
+    ("dep_token", 200, "ok"),
+    ("provisioning_profile", 12, "expiring"),
+    ("provisioning_profile", 90, "ok"),
+    ("vpp_token", None, "unknown"),
+]
+
+
 def _verdicts(wh: Path) -> list[tuple]:
     with duckdb.connect(str(wh), read_only=True) as con:
         return con.execute(
@@ -43,16 +56,7 @@ def test_credentials_load_as_served_and_the_mart_reads_their_expiry(
             assert ids, table
             assert ids == {r["id"] for r in sim.truth(table)}, table
     build_models(wh)
-    # The simulator's defaults: a push certificate with 20 days left, an enrolment token expired
-    # 3 days ago and one with 200 days, profiles with 90 and 12 days.
-    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)] == [
-        ("apns_certificate", 20, "expiring"),
-        ("dep_token", -3, "expired"),
-        ("dep_token", 200, "ok"),
-        ("provisioning_profile", 12, "expiring"),
-        ("provisioning_profile", 90, "ok"),
-        ("vpp_token", None, "unknown"),  # the API declares no expiry for app licence tokens
-    ]
+    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)] == DEFAULTS
     # each profile's versions, the current one first (newest expiry), as the API orders them
     with duckdb.connect(str(wh), read_only=True) as con:
         versions = con.execute(
@@ -199,14 +203,7 @@ def test_expiries_served_as_us_dates_are_read(sim, tmp_path: Path, first_load, f
     nightly = load(sim, wh, resources=list(CREDENTIALS))
     assert nightly.exit_code == 0, nightly.error
     build_models(wh)
-    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)] == [
-        ("apns_certificate", 20, "expiring"),
-        ("dep_token", -3, "expired"),
-        ("dep_token", 200, "ok"),
-        ("provisioning_profile", 12, "expiring"),
-        ("provisioning_profile", 90, "ok"),
-        ("vpp_token", None, "unknown"),
-    ]
+    assert [(kind, days, status) for kind, _name, days, status in _verdicts(wh)] == DEFAULTS
     with duckdb.connect(str(wh), read_only=True) as con:
         shown = "\n".join(expiring_credentials(con))
     assert "expired   dep_token             Apple Business Manager 1" in shown
