@@ -28,9 +28,9 @@ RUNS = {
     "parts": "bigint",  # parts committed before the last (or failed) one: 0 = one part
     "unreadable": "json",  # table.column -> values read as NULL (arrow.Unreadable), else {}
     "answered": "bigint",  # requests answered (not 429)
-    "answered_per_s": "double precision",  # ... per second, from the first request sent to the last answer
+    "answered_per_s": "double",  # ... per second, from the first request sent to the last answer
     "not_ours": "bigint",  # 429s the client judged not caused by this run's pace (the weather)
-    "pace": "double precision",  # requests/s the client paced itself at when the run ended (NULL: unpaced)
+    "pace": "double",  # requests/s the client paced itself at when the run ended (NULL: unpaced)
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -62,17 +62,23 @@ def write(
     """Insert the run's row and its reconciliation rows (creating the tables on first use)."""
     with pipeline.sql_client() as client:
         client.create_dataset() if not client.has_dataset() else None
-        json_type = "json" if pipeline.destination.destination_name == "duckdb" else "varchar"
+        duckdb = pipeline.destination.destination_name == "duckdb"
+        # Column types are DuckDB's; elsewhere (Postgres) json is text and double is spelled out.
+        names = {
+            "json": "json" if duckdb else "varchar",
+            "double": "double" if duckdb else "double precision",
+        }
         for table, columns, rows in (
             ("_esper_runs", RUNS, [run]),
             ("_esper_reconciliation", RECONCILIATION, reconciliation),
         ):
             name = client.make_qualified_table_name(table)
-            ddl = ", ".join(f"{c} {t.replace('json', json_type)}" for c, t in columns.items())
+            ddl = ", ".join(f"{c} {names.get(t, t)}" for c, t in columns.items())
             client.execute_sql(f"create table if not exists {name} ({ddl})")
             for column in ADDED.get(table, ()):  # warehouses made before the column existed
                 client.execute_sql(
-                    f"alter table {name} add column if not exists {column} {columns[column].replace('json', json_type)}"
+                    f"alter table {name} add column if not exists {column} "
+                    f"{names.get(columns[column], columns[column])}"
                 )
             marks = ", ".join(["%s"] * len(columns))
             for row in rows:
