@@ -80,3 +80,22 @@ def test_a_step_is_what_the_fan_outs_read_in_a_quarter_of_the_parts_time(
     assert len(next(part)) == 300
     now[0] = 50.0  # still 200 devices read, in 50 s: 4/s * 15 s = 60, fewer than the least step
     assert len(next(part)) == TIME_STEP_DEVICES
+
+
+def test_the_next_part_starts_at_the_pace_of_the_one_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A part begins with a small step only when nothing is known of the fan-outs' pace: the
+    parts after the first start with a step sized by the pace they read at (no wait per part)."""
+    now = [0.0]
+    monkeypatch.setattr(walk_module.time, "monotonic", lambda: now[0])
+    walk = _walk(3000, part_seconds=40.0)
+    first: Any = walk.take(lambda item: True)
+    assert len(next(first)) == TIME_STEP_DEVICES
+    now[0] = 1.0
+    _read(walk)  # 100 devices read in 1 s: 100/s, so 1,000 in a quarter of 40 s
+    for step in first:
+        if step is None:
+            _read(walk)
+    nxt: Any = walk.take(lambda item: True)
+    assert len(next(nxt)) > TIME_STEP_DEVICES, "the second part's first step is sized by the pace"
