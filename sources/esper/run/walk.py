@@ -48,6 +48,7 @@ from ..tables.devices import DEVICES
 TIME_STEP_DEVICES = 100
 STEPS_IN_FLIGHT = 2
 STEP_SHARE = 4
+WAIT_S = 0.01  # between two looks at the fan-outs while STEPS_IN_FLIGHT steps are unread
 
 
 @dataclass
@@ -125,6 +126,7 @@ class DeviceWalk:
             size = None
             if ends is not None:
                 while self._in_flight() >= STEPS_IN_FLIGHT:
+                    time.sleep(WAIT_S)  # not a spin: dlt comes straight back for the next item
                     yield None
                 if self._steps and time.monotonic() >= ends:
                     return  # (after one step at least: every part moves the walk on)
