@@ -248,7 +248,7 @@ class EsperClient:
     def pacing(self) -> dict[str, float | int | None]:
         """How the run was paced, for its record: the requests answered (not 429) per second
         from the first request sent to the last answer, the pace it ended at (None: never
-        paced), the 429s the pacer judged not this run's doing and their share of answers."""
+        paced) and the 429s the pacer judged not this run's doing."""
         totals, span, pacer = self.totals(), self._counters.answering_s(), self._pacer
         answered = totals.requests - totals.throttled
         return {
@@ -256,7 +256,6 @@ class EsperClient:
             "answered_per_s": answered / span if span > 0 else None,
             "pace": pacer.rate if pacer else None,
             "not_ours": pacer.not_ours if pacer else 0,
-            "weather": pacer.weather if pacer else 0.0,
         }
 
     def stop(self) -> None:

@@ -96,7 +96,7 @@ class RatePacer:
         self._lock = threading.Lock()
         self.rate: float | None = None  # requests per second; None: not paced (no 429 yet)
         self.ceiling: float | None = None  # the pace the API allowed when the last cut came
-        self.best = 0.0  # the best answered rate seen in this run (requests per second)
+        self.best = 0.0  # the best answered rate measured in this run (requests per second)
         self.weather = 0.0  # refused share that cutting the pace did not change
         self.cuts = 0  # cuts that stood (for the run's record)
         self.not_ours = 0  # 429s within the weather: not caused by this run's pace
@@ -165,9 +165,6 @@ class RatePacer:
             if throttled:
                 self._refused.append(now)
             self._latest.append(throttled)
-            accepted = self._accepted_rate(now)
-            if accepted is not None and accepted > self.best:
-                self.best = accepted
             trial = self._trial
             if trial is not None and paced_at > trial.at:
                 trial.answers += 1
@@ -175,7 +172,7 @@ class RatePacer:
                 # A trial where most answers are refusals is over early: that is never weather.
                 overshot = trial.refused >= TRIAL_REFUSALS and trial.refused > 0.6 * trial.answers
                 done = overshot or trial.answers >= TRIAL_ANSWERS
-                return done and self._judge(trial, now, accepted)
+                return done and self._judge(trial, now, self._measure(now))
             # The refused share lately, to forget weather that cleared (the neighbour left):
             # it only lowers the weather, and only once halved (a low sample of a steady share
             # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
@@ -195,7 +192,16 @@ class RatePacer:
             # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
             if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
                 return True  # too early to tell a rate: everyone waits, nothing is learnt
-            return self._cut(now, accepted, self._share())
+            return self._cut(now, self._measure(now), self._share())
+
+    def _measure(self, now: float) -> float | None:
+        """The answered rate now, remembered as the run's best if it is (lock held). Measured
+        only when a decision needs it: counting the window on every answer would cost the hot
+        path O(window) per request."""
+        accepted = self._accepted_rate(now)
+        if accepted is not None and accepted > self.best:
+            self.best = accepted
+        return accepted
 
     def _share(self) -> float:
         """The refused share of the latest answers (lock held)."""

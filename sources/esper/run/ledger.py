@@ -161,11 +161,7 @@ class RunLedger:
 
     def leave_out(self, table: str, text: str) -> None:
         """Record (and log once) what a refused route left out of a table that still loads."""
-        with self._lock:
-            if table in self.left_out:
-                return
-            self.left_out[table] = text
-        log.warning("%s: loaded without %s", table, text)
+        self._note_once(self.left_out, table, text, "%s: loaded without %s")
 
     def skipped(self) -> dict[str, str]:
         """Why each table was skipped, whole or in part, e.g. for `_esper_runs`."""
@@ -181,11 +177,17 @@ class RunLedger:
 
     def mark_skipped(self, table: str, text: str) -> None:
         """Record (and log once) that `table` is skipped in this run, for the reason `text`."""
+        self._note_once(
+            self.unavailable, table, text, "%s: not loaded in this run (unavailable), %s"
+        )
+
+    def _note_once(self, notes: dict[str, str], table: str, text: str, line: str) -> None:
+        """`notes[table] = text` and one warning `line % (table, text)`, the first time only."""
         with self._lock:
-            if table in self.unavailable:
+            if table in notes:
                 return
-            self.unavailable[table] = text
-        log.warning("%s: not loaded in this run (unavailable), %s", table, text)
+            notes[table] = text
+        log.warning(line, table, text)
 
     def mark_unavailable(self, table: str, error: Any) -> None:
         """Record (and log once) that `table` is skipped in this run, with the route and status."""
