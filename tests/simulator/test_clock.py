@@ -133,7 +133,6 @@ def test_control_routes(sim):
         assert c.get("/_sim/truth/nope").status_code == 404
 
 
-
 def test_every_area_declares_its_routes_and_truth_once(sim):
     # One registry: each `simulator/routes/<area>.py` declares its routes and the truth of the
     # tables they feed (`AREA`); `sim.truth` and `/_sim/truth` know exactly those tables.
