@@ -3,12 +3,12 @@
 The recordings hold one Android device, whose `security_state` is null on the three routes that
 carry it. Esper's documents give the values and how they are reached: the console rates an Android
 device from Google's integrity verdicts (basic integrity, CTS profile match) and the age of its
-security patch, as high risk, medium risk, low risk or secure (esper-io/console_docs
-`docs/devices-groups/device-security.md` @864d68c), and Esper's device documents carry it as a
-string, `"security_state": "LOW_RISK"` (esper-io/dev-docs `docs/home/eql/README.md` @18dbde3).
-The simulator serves that: null where no verdict exists (Apple, Windows and Linux devices, and
-Android devices without Google Play services, which give no integrity verdict: the recorded
-device's case), else the console's rules:
+security patch, as high risk, medium risk, low risk or secure
+(`esper-io/console_docs:docs/devices-groups/device-security.md` @864d68c), and Esper's device
+documents carry it as a string, `"security_state": "LOW_RISK"`
+(`esper-io/dev-docs:docs/home/eql/README.md` @18dbde3). The simulator serves that: null where no
+verdict exists (Apple, Windows and Linux devices, and Android devices without Google Play services,
+which give no integrity verdict: the recorded device's case), else the console's rules:
 - basic integrity fails (about one device in 50): HIGH_RISK;
 - CTS profile match fails (about one in 20 of the rest): MEDIUM_RISK;
 - a security patch older than three months: LOW_RISK;

@@ -1,10 +1,10 @@
 """Who may act on the fleet: users, their legacy detail and group access, roles and scopes.
 
 The area whole in one module: records shaped like the live answers (`/authn2/v1/users/`, live route
-32; `/user/{id}/`, live route 31) and the spec's (authz2, docs/spec/ openapi-notes-credentials-
-access.md section 4), the five routes and their truth (`AREA`). The users, their roles and scopes
-live in `simulator/people.py` (the engine sends commands in their name); five users, each showing
-one case the audit must get right:
+32; `/user/{id}/`, live route 31) and the spec's (authz2,
+docs/spec/openapi-notes-credentials-access.md section 4), the five routes and their truth (`AREA`).
+The users, their roles and scopes live in `simulator/people.py` (the engine sends commands in their
+name); five users, each showing one case the audit must get right:
 
 - an Enterprise Admin whose role (by `authz_role_id`) may wipe, reboot and lock;
 - a Viewer whose role grants read scopes only;
