@@ -476,6 +476,22 @@ def test_429s_without_a_wait_end_after_a_bounded_number() -> None:
     assert client.stats()["GET /v2/devices/"].throttled == 100 + 3 + 1  # free 429s, then retries
 
 
+def test_a_retry_after_429s_is_numbered_against_the_retry_budget_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """429s cost no retry, so the log does not count them as retries: a 503 after eleven 429s is
+    `retry 1/8`, not `retry 12/8` (which reads as a budget overrun that did not happen)."""
+    answers = [status(429, **{"Retry-After": "1"})] * 11 + [status(503), status(503), ok()]
+    client, _ = mock_client(Script(*answers))
+    with caplog.at_level(logging.DEBUG, "esper_warehouse.client"):
+        assert client.get("/v2/devices/") == {"ok": True}
+    told = [r.getMessage() for r in caplog.records if "HTTP 503" in r.getMessage()]
+    assert ["retry 1/8" in m for m in told] == [True, False]
+    assert ["retry 2/8" in m for m in told] == [False, True]
+    refused = [r.getMessage() for r in caplog.records if "HTTP 429" in r.getMessage()]
+    assert [m for m in refused if "429 number 11" in m] and not [m for m in refused if "/8" in m]
+
+
 def test_a_throttled_request_is_served_once_the_window_opens() -> None:
     answers = [status(429, **{"Retry-After": "1"})] * 12 + [ok()]
     client, _ = mock_client(Script(*answers), max_retries=3)

@@ -295,7 +295,7 @@ class RetryPolicy:
                 retries += 1
             self._count_retry(route)
             budget = self.max_wait - waited
-            waited += self._wait_before_retry(route, outcome, retries + throttled, budget)
+            waited += self._wait_before_retry(route, outcome, retries, throttled, budget)
 
     def hold_until(self, until: float) -> None:
         """Hold every request of the client until `until` (monotonic): a Retry-After."""
@@ -320,10 +320,14 @@ class RetryPolicy:
             raise EsperResponseError(text, status=last.status, route=route)
         raise EsperAPIError(text, status=last.status, route=route)
 
-    def _wait_before_retry(self, route: str, failure: Retry, retry: int, budget: float) -> float:
+    def _wait_before_retry(
+        self, route: str, failure: Retry, retries: int, throttled: int, budget: float
+    ) -> float:
         """Log the retry and wait: a shared cooldown for Retry-After, else jittered backoff.
 
         Args:
+            retries: Retries spent so far (of `max_retries`), this one included.
+            throttled: 429s answered so far (they cost no retry).
             budget: Seconds this request may still wait (what is left of `max_wait`).
 
         Returns:
@@ -333,32 +337,34 @@ class RetryPolicy:
         Raises:
             EsperAPIError: The API asked (Retry-After) for a longer wait than `budget`.
         """
+        said = self._attempt_text(failure, retries, throttled)
         if failure.wait is not None:
-            self._hold_for_retry_after(route, failure, retry, budget)
+            self._hold_for_retry_after(route, failure, said, budget)
             if failure.holds_all:
                 return 0.0
             self.sleep(failure.wait)
             return failure.wait
-        cap = min(self.backoff_max, self.backoff_base * 2 ** (retry - 1))
+        # every failed attempt in a row, 429s too, doubles the backoff
+        cap = min(self.backoff_max, self.backoff_base * 2 ** (retries + throttled - 1))
         delay = min(self.rng.uniform(0, cap), max(budget, 0.0))
         (log.warning if failure.holds_all else log.debug)(
             "%s: %s; %s in %.2f s (concurrency %d)",
             route,
             failure.reason,
-            self._attempt_text(failure, retry),
+            said,
             delay,
             self._concurrency(),
         )
         self.sleep(delay)
         return delay
 
-    def _attempt_text(self, failure: Retry, retry: int) -> str:
-        """`retry 2/8`, or for a 429 (which costs no retry) `429 number 12`."""
-        return (
-            f"429 number {retry}" if failure.status == 429 else f"retry {retry}/{self.max_retries}"
-        )
+    def _attempt_text(self, failure: Retry, retries: int, throttled: int) -> str:
+        """`retry 2/8` (of the retry budget), or for a 429 (which costs none) `429 number 12`."""
+        if failure.status == 429:
+            return f"429 number {throttled}"
+        return f"retry {retries}/{self.max_retries}"
 
-    def _hold_for_retry_after(self, route: str, failure: Retry, retry: int, budget: float) -> None:
+    def _hold_for_retry_after(self, route: str, failure: Retry, said: str, budget: float) -> None:
         assert failure.wait is not None
         asked = seconds_text(failure.wait)
         header = failure.retry_after or ""
@@ -384,7 +390,7 @@ class RetryPolicy:
             failure.reason,
             asked,
             quoted,
-            self._attempt_text(failure, retry),
+            said,
             self._concurrency(),
         )
 
