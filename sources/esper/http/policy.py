@@ -286,8 +286,8 @@ class RetryPolicy:
                 self._give_up(route, outcome, attempts=1)
             if outcome.status == 429 and throttled < MAX_THROTTLED:
                 # Under a rate limit many requests wait out the same window and race for it
-                # again: losing that race is not a failure (docs/decisions.md, "`http/` by
-                # concern"). The wait budget still bounds the request.
+                # again: losing that race is not a failure (docs/decisions.md, "A 429
+                # costs no retry"). The wait budget still bounds the request.
                 throttled += 1
             elif retries >= self.max_retries:
                 self._give_up(route, outcome, attempts=retries + throttled + 1)
