@@ -326,7 +326,7 @@ class RetryPolicy:
         """Log the retry and wait: a shared cooldown for Retry-After, else jittered backoff.
 
         Args:
-            retries: Retries spent so far (of `max_retries`), this one included.
+            retries: Retries spent so far, of `max_retries` (a 429 spends none).
             throttled: 429s answered so far (they cost no retry).
             budget: Seconds this request may still wait (what is left of `max_wait`).
 
