@@ -40,6 +40,7 @@ def _(common):
             "marts.credential_expiry",
             "marts.drift_disagreements",
             "marts.fleet_access",
+            "marts.headlines",
         ),
         nonempty="marts.fleet_compliance",
     )

@@ -41,6 +41,7 @@ def _(common):
             "marts.app_rollout_current",
             "marts.command_rollout",
             "marts.operation_rollout",
+            "marts.headlines",  # built with failing_rank, which the "Most failing" tables read
         ),
     )
     common.banner(wh)
