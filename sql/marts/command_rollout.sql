@@ -31,6 +31,10 @@
 --   top_failure_reasons          up to 3 {reason, devices} among failure and timeout statuses,
 --                                most frequent first ('(no reason given)' when empty)
 --   last_status_at               latest updated_at of its statuses
+--   failing_rank                 1 = the worst: rank by failure + timeout rate (highest first), then
+--                                more target devices, then the id, among those with 5 target
+--                                devices or more (NULL below 5); marts.headlines, the demo and the
+--                                report's "Most failing" table read it (intermediate.int_rollout_progress)
 with
 
 requests as (

@@ -32,6 +32,10 @@
 --   api_success_device_count, api_failed_device_count
 --                                the API's own tally (operation_stats), to cross-check the recount
 --   last_device_update_at        latest updated_at of its per-device records
+--   failing_rank                 1 = the worst: rank by failure + timeout rate (highest first), then
+--                                more target devices, then the id, among those with 5 target
+--                                devices or more (NULL below 5); marts.headlines, the demo and the
+--                                report's "Most failing" table read it (intermediate.int_rollout_progress)
 with
 
 operations as (
