@@ -20,7 +20,7 @@ from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
-from .command import Subcommand, config_options, warehouse_options
+from .command import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
 from .runner import RunSettings, run
 from .status import morning_check
@@ -218,7 +218,7 @@ def _summary(warehouse: Path) -> None:
 
 def _demo_options() -> list[argparse.ArgumentParser]:
     # The demo writes its own file (it refuses one it did not create), never the real warehouse.
-    return [config_options(), warehouse_options(Path("demo.duckdb"), dataset=False)]
+    return [config_options(), warehouse_options(DEMO_WAREHOUSE, dataset=False)]
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
