@@ -251,7 +251,9 @@ def test_publish_pull_into_no_usable_path_is_exit_2_before_postgres(
     err = capsys.readouterr().err
     assert code == Exit.CONFIG, err
     assert "Postgres" not in err and "IO Error" not in err
-    assert ("is a folder" if kind == "folder" else f"the folder {path.parent} does not exist") in err
+    assert (
+        "is a folder" if kind == "folder" else f"the folder {path.parent} does not exist"
+    ) in err
 
 
 @pytest.mark.parametrize("command", ["status", "models", "report", "publish"])
