@@ -20,8 +20,8 @@ from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
-from . import headlines
-from .command import Subcommand, config_options, warehouse_options
+from . import extras, headlines
+from .command import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
 from .runner import RunSettings, run
 from .status import morning_check
@@ -114,34 +114,44 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
                 return result.exit_code
     _say(f"4/4  Models built: {len(result.models)}; total {time.monotonic() - started:.0f} s")
     _summary(warehouse)
+    _say(next_steps(warehouse))
+    return Exit.OK
+
+
+def next_steps(warehouse: Path) -> str:
+    """What to try after the demo: only commands this installation has (a tool installed
+    without the `notebooks` extra gets the command that installs it instead of marimo's)."""
     query = "from marts.fleet_compliance limit 5"
     tool, notebook = _here("esper-warehouse"), _here(data_path("notebooks", "fleet_overview.py"))
-    _say(
+    lacking = extras.needs("notebooks and the report")
+    explore = f"{_here('marimo')} edit {notebook}" if lacking is None else lacking
+    export = f"{tool} report --warehouse {warehouse}" if lacking is None else "(the same extra)"
+    return (
         "\nNext steps:\n"
-        f"  explore in a notebook   {_here('marimo')} edit {notebook}\n"
+        f"  explore in a notebook   {explore}\n"
         f'  query with SQL          {_here("python")} -c "import duckdb; '
         f"duckdb.connect('{warehouse}', read_only=True).sql('{query}').show()\"\n"
-        f"  export the report       {tool} report --warehouse {warehouse}\n"
+        f"  export the report       {export}\n"
         f"  see the runs            {tool} status --warehouse {warehouse}\n"
         "  your own tenant         set SOURCES__ESPER__API_KEY, SOURCES__ESPER__BASE_URL and\n"
         f"                          SOURCES__ESPER__ENTERPRISE_ID, then {tool} run\n"
         "                          (README: 'Using it on a real tenant')"
     )
-    return Exit.OK
 
 
 def _here(what: str | Path) -> str:
     """A command of this installation or a shipped file, as the user can type it from here.
 
     A checkout's ``.venv/bin/marimo`` stays that; elsewhere the full path (the tool's own
-    environment, e.g. pipx's), except ``esper-warehouse`` itself when the PATH finds this one.
+    environment, e.g. pipx's), except a command the PATH finds as this one (`uv tool install`
+    links ``esper-warehouse`` into ``~/.local/bin``): its bare name.
     """
     path = what if isinstance(what, Path) else Path(sys.executable).parent / what
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         on_path = shutil.which(what) if isinstance(what, str) else None
-        return what if on_path and Path(on_path) == path else str(path)
+        return what if on_path and Path(on_path).resolve() == path else str(path)
 
 
 def _report(result: object, label: str = "full load") -> None:
@@ -233,7 +243,7 @@ def _worst_rollouts(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines
 
 def _demo_options() -> list[argparse.ArgumentParser]:
     # The demo writes its own file (it refuses one it did not create), never the real warehouse.
-    return [config_options(), warehouse_options(Path("demo.duckdb"), dataset=False)]
+    return [config_options(), warehouse_options(DEMO_WAREHOUSE, dataset=False)]
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import orjson
 
 from . import headlines
 from .bookkeeping import unfinished_first_load, unreadable_lines
-from .command import Subcommand
+from .command import DEMO_WAREHOUSE, Subcommand
 from .exit_codes import Exit
 from .warehouse import file_problem
 
@@ -19,11 +19,16 @@ EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILE
 
 
 def missing_message(warehouse: Path) -> str:
-    """What `status`, `models` and `report` say about a warehouse file that is not there."""
-    return (
+    """What `status`, `models`, `report` and `publish` say about a warehouse file that is not
+    there; beside the demo's file, how to read that one (never read in its place)."""
+    text = (
         f"there is no warehouse file {warehouse.expanduser().resolve()}; run `esper-warehouse "
         "run` (or `demo`) first, or pass --warehouse with the file's path"
     )
+    demo = warehouse.parent / DEMO_WAREHOUSE.name
+    if warehouse.name != DEMO_WAREHOUSE.name and demo.is_file():
+        text += f" (the demo's warehouse {demo} is here: read it with --warehouse {demo})"
+    return text
 
 
 def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
