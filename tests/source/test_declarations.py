@@ -21,6 +21,7 @@ from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.extract.source import DltSource
 from esper_warehouse.pipelines import bookkeeping, table_docs
 from esper_warehouse.pipelines.dispositions import COMPANIONS, merge_where_needed
+from esper_warehouse.pipelines.shapes import families, reference
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS
@@ -228,6 +229,32 @@ def test_every_table_declares_what_the_documents_say_of_it() -> None:
     rows = _markdown_rows(_section(ROOT / "README.md", "### Raw tables"))
     others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs"}
     assert set(rows) == set(TABLES) | others, "README's raw tables differ from the declarations"
+
+
+# docs/spec/README.md's envelope words -> the family `shapes.families` reads off an answer
+ENVELOPE_FAMILY = {
+    "v2-list": "content-list",
+    "cc-list": "content-list",
+    "content-list": "content-list",
+    "legacy-list": "legacy-list",
+    "bare object": "bare-object",
+}
+
+
+def test_a_declared_envelope_is_the_family_its_reference_records() -> None:
+    """Where live-shapes.json or the subset has the route, the envelope a `Doc` names is of the
+    family recorded there (what `doctor` holds a real tenant's answer to)."""
+    checked = 0
+    for path, tables in table_docs.routes_of(TABLES.values()).items():
+        recorded = families(reference("GET", path).root)
+        if not recorded:
+            continue
+        envelope = next(t.doc.envelope for t in tables if t.doc.envelope)
+        words = next((w for w in ENVELOPE_FAMILY if envelope.startswith(w)), None)
+        assert words is not None, f"{path}: envelope {envelope!r} names no known family"
+        assert ENVELOPE_FAMILY[words] in recorded, (path, envelope, recorded)
+        checked += 1
+    assert checked >= 15
 
 
 def test_every_raw_table_has_its_staging_view() -> None:
