@@ -209,6 +209,8 @@ def test_a_section_edited_by_hand_is_stale_and_the_command_rewrites_it(tmp_path:
         target = tmp_path / table_docs.SECTIONS[name][0]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text((ROOT / table_docs.SECTIONS[name][0]).read_text())
+    table_docs.write(table_docs.DECLARED, root=tmp_path)  # whatever the checkout holds
+    assert table_docs.stale(root=tmp_path) == []
     readme = tmp_path / "README.md"
     readme.write_text(
         readme.read_text().replace("| `geofences` | `GET", "| `geofences` | `POST", 1)
