@@ -28,6 +28,7 @@ from esper_warehouse.sources.esper.table import Table
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 
+from .exit_codes import Exit
 from .shapes.reference import live_document, norm_path, spec_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +189,7 @@ def write(names: Iterable[str], root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Rewrite the generated sections (or, with `--check`, name the stale ones); the exit code."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     parser.add_argument(
@@ -198,10 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         found = stale(names)
         print("\n".join(f"stale: {s}" for s in found) or "up to date")
-        return 1 if found else 0
+        return Exit.FAILED if found else Exit.OK  # a stale section fails like a data test
     changed = write(names)
     print("\n".join(f"rewrote {c}" for c in changed) or "up to date")
-    return 0
+    return Exit.OK
 
 
 if __name__ == "__main__":
