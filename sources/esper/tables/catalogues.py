@@ -157,29 +157,9 @@ GEOFENCES = Table(
         envelope="legacy-list (`count`, `next`, `previous`)",
     ),
 )
-V2_APPS = Table(
-    "v2_apps",
-    "/v2/apps",
-    ("app_version_id",),
-    disposition="replace",
-    columns=(  # live route 18: one item per app version
-        *cols("app_id app_version_id app_type name label package_name version_name"),
-        *cols("build_number min_sdk_version description release_notes icon_url url"),
-        *cols("tenant_id created_by updated_by"),
-        Col("file_size_in_kb", INT),
-        *cols("is_full_screen is_removable", BOOL),
-        *cols("created_at updated_at", TS),
-    ),
-    doc=Doc(
-        columns="one row per app version: `app_id`, `name`, `label`, `package_name`, "
-        "`version_name`, `build_number`, `file_size_in_kb`",
-        kept="replaced each run; a tenant without the route (403/404) skips it (exit 6)",
-        envelope="v2-list",
-    ),
-)
 TABLES = (
     GROUPS, BLUEPRINTS, BLUEPRINT_VERSIONS, TENANT_APPS, TENANT_APP_VERSIONS, APPLICATIONS,
-    APPLICATION_VERSIONS, GEOFENCES, V2_APPS,
+    APPLICATION_VERSIONS, GEOFENCES,
 )  # fmt: skip
 
 # ------------------------------------------------------------------- groups, blueprints, apps
@@ -393,10 +373,4 @@ def geofences(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
 
 # Tenant-level lists read whole each run, with nothing before or after them: the source reads
 # them in this order, beside the other lists (`__init__.py`).
-@dlt.resource(**V2_APPS.hints())
-def v2_apps(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """The v2 app catalogue, one row per app version: replaced each run."""
-    yield from optional_whole_list(V2_APPS, client, ledger, opts)
-
-
-LISTS = (groups, geofences, v2_apps)
+LISTS = (groups, geofences)
