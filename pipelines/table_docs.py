@@ -44,6 +44,11 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
+def _row(*cells: str) -> str:
+    """A markdown table row; a `|` in a cell is escaped, so it cannot split the row."""
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
 def key_cell(table: Table) -> str:
     """The key as declared (`a`, `b`); an scd2 table's key identifies the rows valid now."""
     if not table.key:
@@ -59,7 +64,7 @@ def raw_tables(tables: Iterable[Table] | None = None) -> str:
         doc = table.doc
         source = " ".join(filter(None, (_code(f"GET {table.path}"), doc.read)))
         source += f": {doc.columns}" if doc.columns else ""
-        rows.append(f"| {_code(table.name)} | {source} | {key_cell(table)} | {doc.kept} |")
+        rows.append(_row(_code(table.name), source, key_cell(table), doc.kept))
     return "\n".join(rows)
 
 
@@ -95,7 +100,7 @@ def table_routes(tables: Iterable[Table] | None = None) -> str:
     for path, declaring in routes_of(tables if tables is not None else TABLES.values()).items():
         names = ", ".join(_code(t.name) for t in declaring)
         envelope = next((t.doc.envelope for t in declaring if t.doc.envelope), "")
-        rows.append(f"| {_code(f'GET {path}')} | {names} | {envelope} | {evidence(declaring[0])} |")
+        rows.append(_row(_code(f"GET {path}"), names, envelope, evidence(declaring[0])))
     return "\n".join(rows)
 
 
