@@ -77,13 +77,14 @@ def live_number(path: str) -> int | None:
 
 
 def evidence(table: Table) -> str:
-    """What the route's shape rests on: `live <n>`, else the `Doc`'s, else `spec` (the subset)."""
+    """What the route's shape rests on: `live <n>` when recorded, and the `Doc`'s evidence; with
+    neither, `spec` when the OpenAPI subset has the route."""
     number = live_number(table.path)
-    if number is not None:
-        return f"live {number}"
-    if table.doc.evidence:
-        return table.doc.evidence
-    return "spec" if spec_reference("GET", table.path) is not None else ""
+    found = [f"live {number}"] if number is not None else []
+    found += [table.doc.evidence] if table.doc.evidence else []
+    if not found and spec_reference("GET", table.path) is not None:
+        found.append("spec")
+    return "; ".join(found)
 
 
 def routes_of(tables: Iterable[Table]) -> dict[str, list[Table]]:

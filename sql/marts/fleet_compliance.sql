@@ -7,6 +7,18 @@
 --   as_of                        "now": API time of the latest loaded run, ok or partial (_esper_runs)
 --   device_id                    Esper device id
 --   device_name, device_alias, serial_number   as the API serves them
+--   hardware_manufacturer, hardware_model   the device's maker and model (hardware_info.manufacturer,
+--                                .model of /v2/devices/; live route 15), as served
+--   enrolled_at                  when Esper provisioned the device (provisioned_on; live routes 11-15):
+--                                its enrolment date
+--   created_at                   when the device's record was created in Esper (created_at), at
+--                                the start of its enrolment (before enrolled_at)
+--   last_user_id, last_user_name   the user who sent the latest command that reached the device
+--                                (the command request's created_by; its name from the tenant's
+--                                users, NULL when the id is no user the access tables hold). Esper
+--                                serves no user of a device: the legacy record's `user` is null in
+--                                every recording. NULL: no command reached the device
+--   last_user_at                 when that command was created
 --   platform                     ANDROID, APPLE, WINDOWS or LINUX
 --   os, os_version               operating system and its version, as reported
 --   security_patch_level         Android security patch level (date; the API field is misspelt
@@ -26,7 +38,11 @@
 --   is_esper_drifted             Esper's verdict: true = drifted, false = in sync, NULL = not
 --                                reported or unknown code. Not used by the verdict below: where it
 --                                and is_blueprint_in_sync disagree, marts.drift_disagreements says so
---   esper_security_state         Esper's security state, as served (JSON; null in every recording)
+--   esper_security_state         Esper's security verdict, as served: SECURE, LOW_RISK, MEDIUM_RISK or
+--                                HIGH_RISK in Esper's documents (the console rates Android devices
+--                                from Google's integrity checks and the patch age); NULL = none
+--                                served (null in every live recording; Apple, Windows and Linux
+--                                devices have none). Not used by the verdict below
 --   last_seen_at                 latest of heartbeats and the device's own last_seen; NULL = never
 --   hours_since_seen             hours from last_seen_at to as_of (NULL if never seen)
 --   last_seen_bucket             online (<= 1 h), active (<= 24 h), stale (1-7 days),
@@ -131,6 +147,13 @@ joined as (
         devices.device_name as device_name,
         devices.device_alias as device_alias,
         devices.serial_number as serial_number,
+        devices.hardware_manufacturer as hardware_manufacturer,
+        devices.hardware_model as hardware_model,
+        devices.provisioned_at as enrolled_at,
+        devices.created_at as created_at,
+        devices.last_user_id as last_user_id,
+        devices.last_user_name as last_user_name,
+        devices.last_user_at as last_user_at,
         checks.platform as platform,
         devices.os as os,
         checks.os_version as os_version,

@@ -8,6 +8,11 @@
 --   operation_alias, schedule_type   as the API gives them
 --   state, state_raw, is_terminal    the operation's own state (tidied / API text / terminal?)
 --   created_at, updated_at       the operation's timestamps
+--   created_by                   the id of the user who created the operation (created_by; a user_id
+--                                of marts.fleet_access)
+--   created_by_name              that user's name (the tenant's users, authn2 `name`); NULL when
+--                                the id is no user the access tables hold (not read, refused,
+--                                removed)
 --   target_devices               devices with a per-device record (the denominator); 0 when none
 --                                yet (then every rate is NULL)
 --   queued_devices, initiated_devices, in_progress_devices, scheduled_devices
@@ -38,6 +43,10 @@ progress as (
     where rollout_kind = 'operation'
 ),
 
+users as (
+    select * from staging.stg_esper__users
+),
+
 final as (
     select
         operations.operation_id as operation_id,
@@ -49,6 +58,8 @@ final as (
         operations.is_terminal as is_terminal,
         operations.created_at as created_at,
         operations.updated_at as updated_at,
+        operations.created_by as created_by,
+        users.user_name as created_by_name,
         -- target_devices ... top_failure_reasons, as documented above; operations count an
         -- acknowledged device as in progress
         progress.* exclude (rollout_kind, rollout_id, acknowledged_devices, last_update_at)
@@ -60,6 +71,8 @@ final as (
     from operations
     left join progress
         on progress.rollout_id = operations.operation_id
+    left join users
+        on users.user_id = operations.created_by
     where operations.operation_id is not null
 )
 

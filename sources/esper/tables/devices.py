@@ -99,7 +99,10 @@ DEVICES = Table(
         envelope="v2-list (offset mode; the source pages in cursor mode, below); items without "
         "`security_patch_level`/`os_build_number`, `foundation_info: null`; Android items carry "
         "`drift_state`/`drift_severity` ints (simulated: `simulator/drift.py`) and "
-        "`security_state: null`",
+        "`security_state` (null on the recorded device; a string in Esper's documents, "
+        '`"LOW_RISK"`: simulated as `SECURE`, `LOW_RISK`, `MEDIUM_RISK`, `HIGH_RISK` or null, '
+        "`simulator/security.py`)",
+        evidence="docs (esper-io/dev-docs EQL, console_docs device security)",
     ),
 )
 DEVICE_HISTORY = Table(
@@ -215,7 +218,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 
     def needs(item: dict) -> bool:
         """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
-        scope = ledger.fan_out_scope  # sources/esper/weekly.py
+        scope = ledger.fan_out_scope  # sources/esper/run/scope.py
         if scope is not None and not scope.needs(item) and str(item.get("id")) not in refused:
             return False
         ledger.changed_devices[item["id"]] = apps_route(item)
