@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from esper_warehouse.pipelines import doctor
+from esper_warehouse.pipelines import doctor, table_docs
 from esper_warehouse.pipelines.cli import main as cli_main
 from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.sources.esper.tables import TABLES
@@ -23,6 +23,8 @@ from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
 from tests import live_shapes
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import with_body
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # raw table -> fields whose values identify a record or a person (none may reach the report)
 IDENTIFYING = {
@@ -70,7 +72,8 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """Through the command line, Data Tap included: exit 0, every route the source reads is
-    probed, at most 40 requests reach the API, and no id, name, serial, URL or key is printed."""
+    probed, within `MAX_REQUESTS` and as many as README says (`table_docs.doctor_requests`),
+    and no id, name, serial, URL or key is printed."""
     monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
     monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
     monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
@@ -92,6 +95,9 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     read_by_source = {e.path for e in TABLES.values()} | {V2_DEVICE_APPS_PATH}
     assert {("GET", p) for p in read_by_source} <= probed
     assert ("POST", DATA_TAP_PATH) in {(r["method"], r["route"]) for r in report["routes"]}
+    readme = table_docs.section((ROOT / "README.md").read_text(), "doctor-requests")
+    counted = table_docs.doctor_requests(stats["routes"])
+    assert readme == counted, f"README says {readme!r}: run `{table_docs.COMMAND}`"
 
     text = captured.out + captured.err + json_path.read_text()
     leaked = sorted(v for v in _identifying_values(sim) if v in text)

@@ -21,7 +21,7 @@ from ..http import EsperClient, EsperError
 from ..http.pages import ListRead, fan_out, read_all
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
-from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
+from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -46,9 +46,20 @@ GROUPS = Table(
         *cols("device_count children_count", INT),
         Col("created_on", TS),
     ),
+    doc=Doc(kept="replaced each run", envelope="legacy-list"),
 )
 BLUEPRINTS = Table(
-    "blueprints", "/v2/blueprints/", ("id",), page_size=BLUEPRINT_PAGE_SIZE, columns=_BLUEPRINT
+    "blueprints",
+    "/v2/blueprints/",
+    ("id",),
+    page_size=BLUEPRINT_PAGE_SIZE,
+    columns=_BLUEPRINT,
+    doc=Doc(
+        read=f"({BLUEPRINT_PAGE_SIZE} a page, as Esper's own tool reads it; other lists "
+        f"{PAGE_SIZE}, devices {MAX_PAGE_SIZE})",
+        kept="merged each run",
+        envelope="content-list (previous)",
+    ),
 )
 BLUEPRINT_VERSIONS = Table(
     "blueprint_versions",
@@ -56,6 +67,11 @@ BLUEPRINT_VERSIONS = Table(
     ("version_id",),
     loaded_with="blueprints",
     columns=_BLUEPRINT,
+    doc=Doc(
+        kept="version lists re-read for blueprints whose `version_id` or `updated_at` changed "
+        "(all of them on a full scan), or whose list was refused last time",
+        envelope="content-list (previous)",
+    ),
 )
 TENANT_APPS = Table(
     "tenant_apps",
@@ -65,6 +81,7 @@ TENANT_APPS = Table(
         *cols("id platform tenant_id package_name created_by updated_by"),
         *cols("created_at updated_at", TS),
     ),
+    doc=Doc(kept="merged each run", envelope="v2-list"),
 )
 TENANT_APP_VERSIONS = Table(
     "tenant_app_versions",
@@ -80,6 +97,7 @@ TENANT_APP_VERSIONS = Table(
         Col("device_family", JSON),
         *cols("created_at updated_at", TS),
     ),
+    doc=Doc(kept="merged each run, every tenant app's list", envelope="v2-list (`prev`)"),
 )
 APPLICATIONS = Table(
     "applications",
@@ -93,6 +111,11 @@ APPLICATIONS = Table(
         *flat("latest_version__id latest_version__version_code"),
         *flat("latest_version__build_number latest_version__release_name"),
         *cols("created_on updated_on", TS),
+    ),
+    doc=Doc(
+        read="(the v1 catalogue; the legacy list misses apps: live, 424 against 752)",
+        kept="the catalogue read whole each run",
+        envelope="legacy-list; every app, items with `latest_version`",
     ),
 )
 APPLICATION_VERSIONS = Table(
@@ -108,6 +131,11 @@ APPLICATION_VERSIONS = Table(
         *cols("created_on updated_on release_date", TS),
     ),
     needs=("applications",),  # read per application of this run's list
+    doc=Doc(
+        kept="version lists re-read for applications whose `latest_version` changed (all on a "
+        "full scan)",
+        envelope="legacy-list",
+    ),
 )
 GEOFENCES = Table(
     "geofences",
@@ -120,6 +148,13 @@ GEOFENCES = Table(
         *cols("radius device_count", INT),
         Col("device_actions", JSON),
         *cols("created_on updated_on", TS),
+    ),
+    doc=Doc(
+        columns="`name`, `description`, `latitude`, `longitude` (degrees), `radius` with "
+        "`radius_unit`, `device_actions` (what a device leaving it does), `device_count`",
+        kept="replaced each run; a tenant without geofences (403/404) skips the table and keeps "
+        "the last list (exit 6)",
+        envelope="legacy-list (`count`, `next`, `previous`)",
     ),
 )
 TABLES = (

@@ -24,7 +24,8 @@ from ..run.state import (
     cursor_state,
     read_from,
 )
-from ..table import INT, JSON, TS, Col, Table, cols
+from ..settings import STATUS_BATCH_SIZE
+from ..table import INT, JSON, TS, Col, Doc, Table, cols
 from ..vocabulary import is_terminal
 
 log = logging.getLogger("esper_warehouse.source")
@@ -40,6 +41,10 @@ COMMAND_REQUESTS = Table(
         *cols("command_args devices groups schedule_args status", JSON),
         *cols("created_at created_on updated_at", TS),
     ),
+    doc=Doc(
+        kept="early stop only while the pages seen run newest first",
+        envelope="cc-list; `groups`, `reason`, `schedule_args`, `alias` null when unset",
+    ),
 )
 COMMAND_STATUSES = Table(
     "command_statuses",
@@ -54,6 +59,11 @@ COMMAND_STATUSES = Table(
     ),
     probe=False,  # needs request (or device) ids: doctor probes it by hand
     needs=("command_requests",),  # the requests new in this run (`RunLedger.new_requests`)
+    doc=Doc(
+        read=f"(`request=<ids>`, {STATUS_BATCH_SIZE} ids a call: `status_batch_size`)",
+        kept="requests new or still open",
+        envelope="cc-list",
+    ),
 )
 OPERATIONS = Table(
     "operations",
@@ -65,6 +75,11 @@ OPERATIONS = Table(
         *cols("schedule_args operation_device_query arguments", JSON),
         *cols("operation_stats operation_activity", JSON),
         *cols("created_at updated_at", TS),
+    ),
+    doc=Doc(
+        read="(`ordering=-updated_at`)",
+        kept="stop at the watermark − lag",
+        envelope="content-list (previous)",
     ),
 )
 OPERATION_DEVICES = Table(
@@ -78,6 +93,10 @@ OPERATION_DEVICES = Table(
         *cols("created_at updated_at", TS),
     ),
     needs=("operations",),  # the operations changed in this run (`RunLedger.changed_operations`)
+    doc=Doc(
+        kept="operations new or not yet terminal, or whose list was refused last time",
+        envelope="content-list (previous)",
+    ),
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
 

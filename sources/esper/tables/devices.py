@@ -32,7 +32,7 @@ from ..run.state import (
     cursor_state,
     read_from,
 )
-from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Table, cols, flat
+from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 from ..times import iso
 from ..vocabulary import device_state_code, device_state_text
 
@@ -76,6 +76,13 @@ _DEVICE_APP = (
     *cols("created_on updated_on created_at updated_at", TS),
 )
 
+V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
+DEVICE_DETAIL_PATH = "/v2/devices/{id}"  # one device: a device asked again (`_asked_again`)
+# The legacy device list: the only list that carries Android patch levels and build numbers
+# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
+# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
+LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
+
 DEVICES = Table(
     "devices",
     "/v2/devices/",
@@ -83,6 +90,20 @@ DEVICES = Table(
     "updated_at",
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
+    doc=Doc(
+        read=f"(cursor pages, newest `updated_at` first, {MAX_PAGE_SIZE} a page); Android patch "
+        f"level and build number from the legacy `GET {LEGACY_DEVICES_PATH}` ({PAGE_SIZE} a "
+        "page, read whole each run)",
+        kept="stop paging at the watermark − lag; a full scan on the first run, with `--full`, "
+        "or weekly",
+        envelope="v2-list (offset mode; the source pages in cursor mode, below); items without "
+        "`security_patch_level`/`os_build_number`, `foundation_info: null`; Android items carry "
+        "`drift_state`/`drift_severity` ints (simulated: `simulator/drift.py`) and "
+        "`security_state` (null on the recorded device; a string in Esper's documents, "
+        '`"LOW_RISK"`: simulated as `SECURE`, `LOW_RISK`, `MEDIUM_RISK`, `HIGH_RISK` or null, '
+        "`simulator/security.py`)",
+        evidence="docs (esper-io/dev-docs EQL, console_docs device security)",
+    ),
 )
 DEVICE_HISTORY = Table(
     "device_history",
@@ -91,6 +112,7 @@ DEVICE_HISTORY = Table(
     loaded_with="devices",
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
+    doc=Doc(read="(the pages `devices` reads)", kept="every version of every device ever loaded"),
 )
 DEVICE_CENSUS = Table(
     "device_census",
@@ -101,6 +123,11 @@ DEVICE_CENSUS = Table(
     page_size=MAX_PAGE_SIZE,
     columns=(Col("id"), Col("updated_at", TS), Col("census_at", TS)),
     keep_extra=False,
+    doc=Doc(
+        read="(a complete device scan)",
+        kept="replaced by each complete scan: devices absent from it and not updated since are "
+        "removed",
+    ),
 )
 HEARTBEATS = Table(
     "heartbeats",
@@ -110,6 +137,12 @@ HEARTBEATS = Table(
     columns=(Col("device_id"), Col("timestamp", TS), Col("status", INT)),
     keep_extra=False,
     probe=False,  # needs a last_seen window: doctor probes it by hand
+    doc=Doc(
+        read="(`last_seen_gt`, `last_seen_lt`)",
+        kept="window from the newest `timestamp` loaded − lag to 30 days past the API's `Date` "
+        "(the data's own cursor, not the API's clock)",
+        envelope="cc-list (`prev`)",
+    ),
 )
 DEVICE_APPS = Table(
     "device_apps",
@@ -119,13 +152,16 @@ DEVICE_APPS = Table(
     merge_key="device_id",
     columns=(Col("device_id"), Col("route"), *_DEVICE_APP),
     needs=("devices",),  # read per device of this run's walk; retired against its census
+    doc=Doc(
+        read=f"(Android); Apple/Windows `GET {V2_DEVICE_APPS_PATH}` (App Store and Esper iOS "
+        "apps carry only `bundle_id` and `apple_app_version`, which staging uses as package and "
+        "version)",
+        kept="dlt `scd2` per device for devices that changed: `_dlt_valid_to` set = uninstalled "
+        "or replaced, at the API's time; a device whose list was refused keeps its rows and is "
+        "asked again by the next run",
+        envelope="legacy-list (Android installed apps)",
+    ),
 )
-V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
-DEVICE_DETAIL_PATH = "/v2/devices/{id}"  # one device: a device asked again (`_asked_again`)
-# The legacy device list: the only list that carries Android patch levels and build numbers
-# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
-# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
-LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
 TABLES = (DEVICES, DEVICE_HISTORY, DEVICE_CENSUS, HEARTBEATS, DEVICE_APPS)  # fmt: skip
 
 # ---------------------------------------------------------------------------------- devices

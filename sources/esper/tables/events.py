@@ -28,7 +28,7 @@ from ..common import ROWS_PER_BATCH, Options, refused_part
 from ..http import EsperClient, EsperError
 from ..http.pages import Page, fan_out, iter_pages
 from ..run.ledger import RunLedger
-from ..table import INT, TS, Col, Table, cols
+from ..table import INT, TS, Col, Doc, Table, cols
 from ..times import parse_time
 from .commands import COMMAND_STATUSES, OPERATION_DEVICES
 from .devices import DEVICES
@@ -50,6 +50,15 @@ DEVICE_EVENTS = Table(
     # these tables note it in the run's ledger, so their resources must have run first
     after=("devices", COMMAND_STATUSES.name, OPERATION_DEVICES.name),
     needs=("devices",),  # read per device of this run's walk
+    doc=Doc(
+        kept="devices with activity in this run; each feed paged newest first down to that "
+        "device's watermark in the warehouse (its highest event id and event count: never a "
+        "clock, so late uploads and a skewed API clock lose nothing); every device on a first "
+        "load or `run --full`; on the scheduled weekly scan, devices whose `updated_at` changed "
+        "plus a rotating 1/20 of the fleet; and on every run, the devices whose feed an earlier "
+        "run was refused",
+        envelope="legacy-list (default limit 250)",
+    ),
 )
 TABLES = (DEVICE_EVENTS,)
 CURSOR = DEVICE_EVENTS.cursor_field

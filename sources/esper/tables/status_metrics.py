@@ -11,7 +11,7 @@ import pyarrow as pa
 from ..common import Options, skip_unavailable
 from ..http import EsperClient, EsperResponseError
 from ..run.ledger import RunLedger
-from ..table import INT, JSON, TS, Col, Table, cols, flat
+from ..table import INT, JSON, TS, Col, Doc, Table, cols, flat
 
 STATUS_METRICS = Table(
     "status_metrics",
@@ -26,6 +26,20 @@ STATUS_METRICS = Table(
         Col("last_seen", JSON),
         *flat("last_seen__first_period last_seen__second_period", INT),
         *flat("last_seen__third_period", INT),
+    ),
+    doc=Doc(
+        read="(one object of counters)",
+        kept="one row per day of the API's clock, replaced by a later run the same day: a daily "
+        "snapshot of the counters Esper's console shows. Staging (`staging.stg_esper__status_metrics`) "
+        "names them: `recently_added_devices`, `low_battery_devices`, `under_provisioning_devices` "
+        "(being provisioned or onboarded), `unprovisioned_devices`, the security risk counts "
+        "`secure_devices`, `low_risk_devices`, `medium_risk_devices`, `high_risk_devices`, "
+        "`devices_under_risk` (low + medium + high), `unspecified_risk_devices` (no risk known), "
+        "and `last_seen_first_period_devices`, `…_second_period_…`, `…_third_period_…` (the "
+        "API's three last-seen periods; the simulator reads them as within 1 hour, 24 hours, 7 "
+        "days, not yet confirmed on a live tenant), `measured_at` (the run's API time). The "
+        "numbers are the API's own; nothing is recomputed",
+        envelope="bare object",
     ),
 )
 TABLES = (STATUS_METRICS,)
