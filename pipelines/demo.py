@@ -23,7 +23,7 @@ from esper_warehouse import data_path
 from . import extras, headlines
 from .command import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
-from .runner import RunSettings, run
+from .run.runner import RunSettings, run
 from .status import morning_check
 from .warehouse import working_dir
 

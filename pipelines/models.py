@@ -44,11 +44,11 @@ import dlt
 import duckdb
 
 from . import raw_contract
-from .bookkeeping import unfinished_first_load
 from .command import Subcommand, apply_options, shared_options
 from .datatests import in_build, load_data_tests, run_data_tests
 from .exit_codes import Exit
 from .model_files import LAYERS, SQL_DIR, Model, ModelError, SeedsMissing, load_models, statements
+from .run.bookkeeping import unfinished_first_load
 from .status import missing_message, open_failure
 from .warehouse import file_problem
 
@@ -261,9 +261,6 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("rollback")
 
 
-EXIT_UNFINISHED = Exit.UNFINISHED  # the data is incomplete, as for a reconciliation shortfall
-
-
 def _unfinished(warehouse: Path, dataset: str) -> str | None:
     """The unfinished first load's message, or None (bookkeeping.unfinished_first_load)."""
     try:
@@ -302,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.CONFIG
     if warehouse.exists() and (unfinished := _unfinished(warehouse, args.dataset)):
         print(f"error: {unfinished}; no model was built from part of the fleet", file=sys.stderr)
-        return EXIT_UNFINISHED
+        return Exit.UNFINISHED
     started = time.perf_counter()
     try:
         built = build_models(warehouse, dataset=args.dataset)

@@ -46,7 +46,6 @@ NO_MODULE = re.compile(r"No module named '([\w.]+)'")  # a cell's import failed:
 BUSY_PAGE = "The warehouse is busy"
 # ... and when DuckDB could not read it: such a page shows no fleet, so it is no page rendered.
 UNREADABLE_PAGE = "The warehouse cannot be read"
-EXIT_FAILED, EXIT_MISSING, EXIT_LOCKED = Exit.FAILED, Exit.CONFIG, Exit.LOCKED  # exit_codes.py
 
 # (notebook, variable holding an altair chart, file name): the pictures the README shows.
 CHARTS: tuple[tuple[str, str, str], ...] = (
@@ -274,11 +273,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if (lacking := extras.needs("the report")) is not None:
         print(f"report: error: {lacking}", file=sys.stderr)
-        return EXIT_MISSING
+        return Exit.CONFIG
     warehouse = args.warehouse.expanduser().resolve()
     if not warehouse.exists():
         print(f"report: error: {missing_message(args.warehouse)}", file=sys.stderr)
-        return EXIT_MISSING
+        return Exit.CONFIG
     if (unreadable := _unreadable(warehouse)) is not None:
         code, message = unreadable
         print(f"report: error: {message}; no page was written", file=sys.stderr)
@@ -302,13 +301,13 @@ def main(argv: list[str] | None = None) -> int:
     if busy:
         names = ", ".join(e.notebook.name for e in busy)
         print(f"report: error: {locked_message(warehouse)} ({names})", file=sys.stderr)
-        return EXIT_LOCKED
+        return Exit.LOCKED
     if failed:
         names = ", ".join(e.notebook.name for e in failed)
         modules = sorted({m for e in failed for m in NO_MODULE.findall(e.errors)})
         cause = f" (No module named {', '.join(map(repr, modules))})" if modules else ""
         print(f"report: cells failed in {names}{cause}", file=sys.stderr)
-        return EXIT_FAILED
+        return Exit.FAILED
     print(f"report: open {(args.out / 'index.html').resolve()}")
     return Exit.OK
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from .command import Subcommand, add_lock_timeout
 from .exit_codes import Exit
-from .failures import toml_problem
-from .pipeline_setup import load_memory_limit_default, lock_timeout_default
-from .runner import RunSettings, run, summary
+from .run.failures import toml_problem
+from .run.pipeline import load_memory_limit_default, lock_timeout_default
+from .run.runner import RunSettings, run, summary
 from .tenants import main as run_tenants
 
 

@@ -10,12 +10,10 @@ import duckdb
 import orjson
 
 from . import headlines
-from .bookkeeping import unfinished_first_load, unreadable_lines
 from .command import DEMO_WAREHOUSE, Subcommand
 from .exit_codes import Exit
+from .run.bookkeeping import unfinished_first_load, unreadable_lines
 from .warehouse import file_problem
-
-EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILED  # exit_codes.py
 
 
 def missing_message(warehouse: Path) -> str:
@@ -36,7 +34,7 @@ def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
     another process, damaged, on a full disk or in a folder that cannot be written)."""
     if (problem := file_problem(warehouse, error)) is not None:
         return problem
-    return EXIT_UNEXPECTED, f"{warehouse}: cannot open it ({error})"
+    return Exit.FAILED, f"{warehouse}: cannot open it ({error})"
 
 
 def status(warehouse: Path, dataset: str = "esper") -> int:
@@ -46,7 +44,7 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
     """
     if not warehouse.exists():
         print(f"error: {missing_message(warehouse)}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     try:
         con = duckdb.connect(str(warehouse), read_only=True)
     except duckdb.Error as error:

@@ -54,25 +54,11 @@ from .probes import (
     check,
     probe,
 )
-from .report import (
-    EXIT_CONFIG,
-    EXIT_DRIFT,
-    EXIT_OK,
-    EXIT_PARTIAL,
-    REFUSED,
-    REFUSED_MEANING,
-    Result,
-    RouteReport,
-    render,
-)
+from .report import REFUSED, REFUSED_MEANING, Result, RouteReport, render
 
 __all__ = [
     "BACKOFF_MAX_S",
     "BREAK",
-    "EXIT_CONFIG",
-    "EXIT_DRIFT",
-    "EXIT_OK",
-    "EXIT_PARTIAL",
     "MAX_REQUESTS",
     "MAX_RETRIES",
     "MAX_RETRY_WAIT_S",

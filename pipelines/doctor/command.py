@@ -9,8 +9,9 @@ from typing import TextIO
 
 from esper_warehouse.sources.esper.http import EsperConfigError
 
+from ..exit_codes import Exit
 from .probes import probe
-from .report import EXIT_CONFIG, render
+from .report import render
 
 
 def run(
@@ -36,12 +37,12 @@ def run(
     ]
     if missing:
         print(f"doctor: missing configuration: {', '.join(missing)}", file=err)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     try:
         result = probe(str(base_url), str(api_key), str(enterprise_id), data_tap_sql=data_tap_sql)
     except EsperConfigError as error:
         print(f"doctor: {error}", file=err)  # the client's texts never hold the key
-        return EXIT_CONFIG
+        return Exit.CONFIG
     print(_without(render(result), str(api_key)), file=out)
     if json_path is not None:
         text = json.dumps(result.as_json(), indent=2) + "\n"

@@ -27,7 +27,7 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
     night-by-night incremental load per simulated day, the models built by the last run only (as
     `pipelines/demo.py` does: every model is rebuilt whole from the raw tables)."""
     from esper_warehouse.pipelines.demo import DEMO_DATA_TAP
-    from esper_warehouse.pipelines.runner import RunSettings, run
+    from esper_warehouse.pipelines.run.runner import RunSettings, run
     from esper_warehouse.simulator import Simulator
 
     with Simulator(devices=devices, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
