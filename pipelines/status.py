@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import duckdb
 import orjson
 
 from . import headlines
-from .command import DEMO_WAREHOUSE, Subcommand
+from .commands import DEMO_WAREHOUSE
 from .exit_codes import Exit
 from .run.bookkeeping import unfinished_first_load, unreadable_lines
 from .warehouse import file_problem
@@ -272,10 +271,3 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             flag = "ok" if row[4] else "SHORT"
             out.append(f"  {row[0]:<28} this run: expected {row[1]:>8}  loaded {row[2]:>8}  {flag}")
     return "\n".join(out)
-
-
-def _command(args: argparse.Namespace) -> int:
-    return status(args.warehouse, args.dataset)
-
-
-SUBCOMMAND = Subcommand("last runs, table freshness, reconciliation", run=_command)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.commands import report as report_command
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, built_once
 
@@ -71,7 +72,7 @@ def export_report(warehouse: Path, root: Path) -> ReportRun:
     log = io.StringIO()
     started = time.monotonic()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        code = report.main(
+        code = report_command.main(
             ["--warehouse", str(warehouse), "--out", str(out), "--charts", str(charts)]
         )
     return ReportRun(out, charts, code, log.getvalue(), time.monotonic() - started)

@@ -201,7 +201,7 @@ def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_lo
 def test_every_command_the_readme_names_exists() -> None:
     """`esper-warehouse <word>` in README.md (prose, tables, code blocks) is a subcommand, and
     README names every subcommand."""
-    from esper_warehouse.pipelines.cli import SUBCOMMANDS
+    from esper_warehouse.pipelines.commands import SUBCOMMANDS
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     named = set(re.findall(r"esper-warehouse ([a-z][a-z_-]*)", readme)) - {"command"}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from esper_warehouse.pipelines import doctor, table_docs
 from esper_warehouse.pipelines.cli import main as cli_main
+from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.sources.esper.tables import TABLES
@@ -45,7 +46,7 @@ IDENTIFYING = {
 def _run(sim: Any, **kwargs: Any) -> tuple[int, str, str, dict]:
     out, err = io.StringIO(), io.StringIO()
     json_path = kwargs.pop("json_path", None)
-    code = doctor.run(
+    code = doctor_command.run(
         sim.base_url,
         kwargs.pop("api_key", API_KEY),
         kwargs.pop("enterprise_id", ENTERPRISE_ID),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import doctor
+from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.run.runner import summary
 from esper_warehouse.pipelines.status import status
@@ -204,7 +204,7 @@ def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
     sim.set_faults([*faults, {"kind": "status", "status": 400, "route": FEED}])
     out = io.StringIO()
     json_path = wh.parent / "doctor.json"
-    verdict = doctor.run(
+    verdict = doctor_command.run(
         sim.base_url, API_KEY, ENTERPRISE_ID, out=out, err=io.StringIO(), json_path=json_path
     )
     report = json.loads(json_path.read_text())

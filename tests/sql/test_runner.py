@@ -7,7 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import SQL_DIR, ModelError, build_models, main
+from esper_warehouse.pipelines.commands.models import main
+from esper_warehouse.pipelines.models import SQL_DIR, ModelError, build_models
 
 from tests.sql import scenarios
 from tests.sql.conftest import query_fn, querying
