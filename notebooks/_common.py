@@ -35,7 +35,6 @@ ALL = "All"
 VERDICTS = ["compliant", "non_compliant", "unverified", "out_of_service"]
 VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1", "#5b616b"]
 BUCKETS = ["online", "active", "stale", "offline", "missing", "never_seen"]
-BUCKET_COLORS = ["#1a7f37", "#7cc47f", "#f2c94c", "#f08c3a", "#c0392b", "#6b6b6b"]
 # A colour per known outcome; a state the vocabulary gains later still gets one (OTHER_COLORS).
 _OUTCOME_COLOR = {"success": "#2e8540", "failure": "#d83933", "timeout": "#f08c3a",
                   "cancelled": "#8e44ad", "pending": "#a9aeb1"}  # fmt: skip
@@ -336,15 +335,6 @@ def verdict_color(title: str = "Verdict") -> alt.Color:
         title=title,
         scale=alt.Scale(domain=VERDICTS, range=VERDICT_COLORS),
         sort=VERDICTS,
-    )
-
-
-def bucket_color(field_name: str = "last_seen_bucket") -> alt.Color:
-    return alt.Color(
-        f"{field_name}:N",
-        title="Last seen",
-        scale=alt.Scale(domain=BUCKETS, range=BUCKET_COLORS),
-        sort=BUCKETS,
     )
 
 

@@ -258,7 +258,8 @@ def _(alt, common, mo, params, where):
         )
         .properties(width=560, height=200)
     )
-    trend_chart = alt.vconcat(_rate, _stack)
+    # Each legend above the chart it explains (a shared one sits above the first chart).
+    trend_chart = alt.vconcat(_rate, _stack).resolve_legend(color="independent")
     trend_chart if daily.height else common.nothing("No daily history for this selection yet.")
     return daily, trend_chart
 
@@ -333,6 +334,8 @@ def _(mo):
 
 @app.cell
 def _(alt, common, devices, pl):
+    # One bar per bucket, its platforms stacked on one another: the bar's top is the bucket's
+    # total, what a reader reads off it.
     _buckets = devices.group_by("last_seen_bucket", "platform").agg(pl.len().alias("devices"))
     last_seen_chart = (
         alt.Chart(_buckets, title="Devices by last check-in")
@@ -341,8 +344,9 @@ def _(alt, common, devices, pl):
             x=alt.X(
                 "last_seen_bucket:N", title=None, sort=common.BUCKETS, axis=alt.Axis(labelAngle=0)
             ),
-            y=alt.Y("sum(devices):Q", title="Devices"),
-            color=common.bucket_color(),
+            y=alt.Y("devices:Q", title="Devices", stack="zero"),
+            color=alt.Color("platform:N", title="Platform"),
+            order=alt.Order("platform:N"),
             tooltip=["last_seen_bucket", "platform", "devices"],
         )
         .properties(width=420, height=220)
