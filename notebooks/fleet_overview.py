@@ -304,14 +304,15 @@ def _(alt, devices, mo, pl):
 
 
 @app.cell
-def _(devices, mo, pl):
+def _(common, devices, mo, pl):
     _non = devices.filter(pl.col("verdict") == "non_compliant").with_columns(
         pl.col("reasons").list.join(", ")
     )
     mo.accordion(
         {
-            f"Non-compliant devices ({_non.height:,})": mo.ui.table(
+            f"Non-compliant devices ({_non.height:,})": common.table(
                 _non.select("device_name", "platform", "group_path", "reasons", "last_seen_at"),
+                "non_compliant_devices",
                 page_size=15,
             )
         }
@@ -370,7 +371,7 @@ def _(common, mo, params, where):
     mo.vstack(
         [
             mo.md(f"**{stale.height:,} devices** have not checked in for a day or more:"),
-            mo.ui.table(stale, page_size=15),
+            common.table(stale, "stale_devices", page_size=15),
         ]
     ) if stale.height else common.nothing("Every device in this selection checked in today.")
     return (stale,)
@@ -413,7 +414,11 @@ def _(common, mo, wh):
             mo.md(f"**{credentials.height:,} credentials** have expired or expire soon:")
             if credentials.height
             else common.nothing("No credential expires within its warning days."),
-            *([mo.ui.table(credentials, page_size=10)] if credentials.height else []),
+            *(
+                [common.table(credentials, "credentials", page_size=10)]
+                if credentials.height
+                else []
+            ),
             *([_unknown_note] if _unknown else []),
         ]
     )
@@ -456,7 +461,7 @@ def _(common, mo, params, where):
     mo.vstack(
         [
             mo.md(f"**{drift.height:,} devices** where the two verdicts differ ({_counts}):"),
-            mo.ui.table(drift, page_size=10),
+            common.table(drift, "drift_disagreements", page_size=10),
         ]
     ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
     return (drift,)
@@ -496,7 +501,7 @@ def _(common, mo, wh):
                 f"**{_may_wipe:,} of {access.height:,} users** may wipe devices"
                 + (f"; the scopes of {_unknown:,} could not be read." if _unknown else ".")
             ),
-            mo.ui.table(access, page_size=10),
+            common.table(access, "fleet_access", page_size=10),
         ]
     ) if access.height else common.nothing(
         "No user was loaded (the key may not read users: `esper-warehouse status`)."

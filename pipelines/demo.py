@@ -20,6 +20,7 @@ from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
+from . import readable
 from .command import Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
 from .runner import RunSettings, run
@@ -197,7 +198,7 @@ def _summary(warehouse: Path) -> None:
             "\nThe three worst command rollouts (marts.command_rollout, by failure + timeout rate):"
         )
         for command, created, targets, success, failed, p90 in rows(WORST_COMMAND_ROLLOUTS):
-            p90_text = f"{p90:,.0f} min" if p90 is not None else "n/a"
+            p90_text = readable.duration(p90)
             _say(
                 f"  {command:<24} {created:%Y-%m-%d}  {targets:>5,} devices  "
                 f"success {success or 0:>6.1%}  failed/timed out {failed:>6.1%}  p90 {p90_text}"
