@@ -16,6 +16,7 @@ Content-Security-Policy lets the browser run no script and fetch nothing at all.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from html.parser import HTMLParser
@@ -119,10 +120,13 @@ def table_html(rows: list[dict[str, Any]], total: int | None = None) -> str:
     shown = rows if len(rows) <= SHOWN_ROWS + 5 else rows[:SHOWN_ROWS]
     parts = [_rows_html(shown, columns)]
     if len(shown) < len(rows):
+        # An id inside the section: a link to `#<id>` opens it (browsers open a closed
+        # <details> to show the target of a fragment).
+        anchor = "rows-" + hashlib.sha1(json.dumps(rows, default=str).encode()).hexdigest()[:10]
         parts.append(
             f'<details class="rows"><summary>{len(rows):,} rows: show the other '
-            f"{len(rows) - len(shown):,}</summary>{_rows_html(rows[len(shown) :], columns)}"
-            "</details>"
+            f'{len(rows) - len(shown):,}</summary><div id="{anchor}">'
+            f"{_rows_html(rows[len(shown) :], columns)}</div></details>"
         )
     if total > len(rows):
         parts.append(
