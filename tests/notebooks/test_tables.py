@@ -1,6 +1,7 @@
 """A table of the report is never cut without saying so: a notebook's table carries every row into
 the report's page, and one longer than the page holds says "first N of M" and is written whole
-beside it; the Data Tap page says which queries the last load ran, however they were configured."""
+beside it; the Data Tap page says which queries the last load ran, however they were configured;
+durations read in hours and days."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from types import ModuleType
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import offline
+from esper_warehouse.pipelines import offline, readable
 
 from .test_offline_report import _tables
 
@@ -97,3 +98,15 @@ def test_data_tap_says_the_demo_s_query_ran_in_the_last_load(rendered, demo_ware
     _, _, last_load, _, configured_in = status.rows[0]
     assert last_load == f"{loaded:,} rows"
     assert configured_in and configured_in not in ("false", "False")
+
+
+def test_durations_read_in_minutes_hours_or_days(rendered) -> None:
+    assert [readable.duration(m) for m in (None, 45, 200, 2_880)] == [
+        "–",
+        "45 min",
+        "3.3 h",
+        "2.0 days",
+    ]
+    dom = rendered.page("rollouts").dom
+    assert "minutes_to_terminal" not in dom and "minutes_since" not in dom
+    assert re.search(r"<td>\d+\.\d (h|days)</td>", dom)  # a p90 as a person reads it
