@@ -5,6 +5,7 @@ every legend sits by the chart whose colours it explains, and no axis label is c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -179,3 +180,75 @@ def test_apps_now_draws_each_app_s_share_on_its_latest_version(rendered, demo_wa
     assert drawn
     for app, segments in drawn.items():
         assert abs(drawn_total(segments) - expected[app]) <= view.axis("x").per_pixel, app
+
+
+def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -> None:
+    view = _view(rendered, "fleet_overview", "Devices by group (largest 15)")
+    expected = {
+        str(group): devices
+        for group, devices in _mart(
+            demo_warehouse, "select group_path, count(*) from marts.fleet_compliance group by all"
+        )
+    }
+    drawn = stacks(view)
+    assert len(drawn) == min(15, len(expected))
+    for group, segments in drawn.items():
+        assert len(segments) == 1, group
+        expected_devices = expected["None" if group == "null" else group]
+        assert abs(drawn_total(segments) - expected_devices) <= view.axis("x").per_pixel, group
+
+
+@pytest.mark.parametrize(
+    ("title", "mart", "key"),
+    [
+        ("Time to completion: the 20 slowest command requests", "command_rollout",
+         "command_request_id"),
+        ("Time to completion: the 20 slowest operations", "operation_rollout", "operation_id"),
+    ],
+)  # fmt: skip
+def test_time_to_completion_bars_run_from_p50_to_p90(
+    rendered, demo_warehouse, title, mart, key
+) -> None:
+    view = _view(rendered, "rollouts", title)
+    expected = {
+        row[0]: (row[1] / 60, row[2] / 60)
+        for row in _mart(
+            demo_warehouse,
+            f"select left({key}, 8), p50_minutes_to_terminal, p90_minutes_to_terminal "
+            f"from marts.{mart} where p90_minutes_to_terminal is not null",
+        )
+    }
+    drawn = stacks(view)
+    assert drawn
+    pixel = view.axis("x").per_pixel
+    for label, ((start, end),) in drawn.items():
+        p50, p90 = expected[label.rsplit(" · ", 1)[1]]
+        assert abs(start - p50) <= pixel and abs(end - p90) <= pixel, label
+
+
+def test_version_adoption_stacks_the_shares_of_each_day(rendered, demo_warehouse) -> None:
+    view = next(
+        v
+        for v in _drawings_views(rendered, "rollouts")
+        if (v.title or "").startswith("Version adoption over time: ")
+    )
+    package, platform = re.search(r"\((.+)\) · (\w+)$", view.title).groups()
+    expected = [
+        share
+        for (share,) in _mart(
+            demo_warehouse,
+            "select sum(share_of_reporting) from marts.app_rollout "
+            f"where package_name = '{package}' and platform = '{platform}' "
+            "group by day order by day",
+        )
+    ]
+    days = area_stacks(view)
+    assert len(days) == len(expected)
+    pixel = view.axis("y").per_pixel
+    for segments, share in zip(days, expected, strict=True):
+        assert overlap(segments) <= pixel * len(segments)
+        assert abs(drawn_total(segments) - share) <= pixel
+
+
+def _drawings_views(rendered, page: str) -> list[View]:
+    return [v for d in _drawings(rendered, page) for v in d.views]
