@@ -101,9 +101,9 @@ def entry() -> None:
     """The `esper-warehouse` command: `main`, then a quick interpreter exit.
 
     Every object still alive is frozen out of the cyclic garbage collector first: the collection
-    Python runs at shutdown otherwise walks the ~800 modules dlt and its dependencies import, 0.17
-    to 0.25 s of every command (measured: `python -c "import dlt"` exits in 0.57 s, 0.41 s with
-    `gc.freeze()`). Nothing is left to clean up by then: the run closed the warehouse, its files
+    Python runs at shutdown otherwise walks the modules dlt and its dependencies import, a
+    noticeable part of every short command (docs/decisions.md, "The CLI freezes the garbage
+    collector"). Nothing is left to clean up by then: the run closed the warehouse, its files
     and its HTTP client, and atexit handlers (log flushing) still run.
 
     Output piped into a reader that stops early (`status | head`) ends with exit 141, as a shell

@@ -57,10 +57,10 @@ def merge_where_needed(source: Any, pipeline: dlt.Pipeline) -> None:
 
     Device events are declared `insert-only` (their `Table` declarations): inserted when new, never
     rewritten. Events are immutable. dlt's default merge (delete-insert) de-duplicates the whole
-    load with a window over every column: the 2.6 million events of a first 100,000-device load
-    took DuckDB to 3.2 GB and 4.6 s; `insert-only` (a MERGE that inserts the ids not yet stored)
-    took 0.65 GB and 2.7 s. Ids are unique within a run: each device's feed is read once and
-    de-duplicated. Destinations without `insert-only` merge by dlt's default instead.
+    load with a window over every column, which at fleet scale costs several times the memory of
+    `insert-only` (a MERGE that inserts the ids not yet stored; figures in docs/decisions.md,
+    "Device events load insert-only"). Ids are unique within a run: each device's feed is read
+    once and de-duplicated. Destinations without `insert-only` merge by dlt's default instead.
     """
     if "insert-only" in (pipeline.destination.capabilities().supported_merge_strategies or []):
         return
@@ -75,11 +75,11 @@ def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
 
     dlt's merge copies the load into a staging table, deletes the matching rows and inserts them
     again, and the staging copy stays in the warehouse. Into an empty table that is twice the
-    writes for nothing: a 20,000-device first load (four tables) spent 1.2 s in the load and
-    0.7 s closing the file; appending, 0.6 s and 0.4 s. It relies on every merge resource
-    yielding each key at most once per run (the reads de-duplicate by key; see `scan.read_all`,
-    `devices`, `activity._desc_list`, the event feeds). scd2 tables (`device_apps`) keep their
-    merge: it writes their validity columns. From the next run on, every table merges.
+    writes for nothing (figures in docs/decisions.md, "A merge table's first load is an
+    append"). It relies on every merge resource yielding each key at most once per run (the
+    reads de-duplicate by key; see `reads.read_all`, `devices`, `commands._desc_list`, the event
+    feeds). scd2 tables (`device_apps`) keep their merge: it writes their validity columns. From
+    the next run on, every table merges.
 
     Returns:
         The tables that will be appended.

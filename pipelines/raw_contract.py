@@ -2,7 +2,7 @@
 
 Every `Table` of `sources/esper/tables/` gives its declared columns, typed as dlt types them in
 DuckDB; the run bookkeeping (`bookkeeping.py`) gives `_esper_runs`. The model build creates a
-missing raw table empty from these (`models.create_raw_tables`), so every model builds before the
+missing raw table empty from these (`models._create_raw_placeholders`), so every model builds before the
 first load, and gives an existing one the declared columns it lacks (a warehouse loaded by an
 earlier release). Dagster's raw assets and the SQL tests' fixture warehouses use the same list.
 """

@@ -154,7 +154,7 @@ class _Run:
         self.source_options: dict[str, Any] = {}
         self.held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
         self.stage = "start"  # the step in progress, for what an interruption leaves
-        self.committed_parts = 0  # of a full scan loaded in parts (sources/esper/walk.py)
+        self.committed_parts = 0  # of a full scan loaded in parts (sources/esper/run/walk.py)
         self.appended: list[str] = []  # tables this run appends into (`append_on_first_load`)
         self.marker = Path()  # where this run notes its appends: set by prepare()
         self.interrupted_appends: list[str] = []

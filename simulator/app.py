@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl
 import orjson
 from esper_warehouse.simulator.faults import Faults, apply_drift, rewrite_next, swap_page_edges
 from esper_warehouse.simulator.http import LEGACY, ApiError, Req, error_body
-from esper_warehouse.simulator.routes import ROUTES, Handler
-from esper_warehouse.simulator.state import World, truth_tables
+from esper_warehouse.simulator.routes import ROUTES, Handler, truth_tables
+from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import http_date, iso
 
 _PARAM = re.compile(r"\{(\w+)\}")

@@ -14,35 +14,6 @@ from esper_warehouse.simulator.fleet import DAY, Fleet, derived_id
 from esper_warehouse.simulator.wire import Wire
 from esper_warehouse.simulator.wire.base import Record
 
-# The truth of tables whose simulated area lives in one module of `routes/` with its records and
-# route (e.g. `routes/geofences.py`): registered there, by table name.
-TRUTH_BUILDERS: dict[str, Callable[[World], list[Record]]] = {}
-
-TRUTH_TABLES = (
-    "devices",
-    "heartbeats",
-    "groups",
-    "blueprints",
-    "blueprint_versions",
-    "tenant_apps",
-    "tenant_app_versions",
-    "applications",
-    "application_versions",
-    "device_apps",
-    "command_requests",
-    "command_statuses",
-    "operations",
-    "operation_devices",
-    "device_events",
-    "status_metrics",
-)
-
-
-def truth_tables() -> tuple[str, ...]:
-    """Every table `World.truth` knows: the built-in ones, then the registered areas'."""
-    return (*TRUTH_TABLES, *TRUTH_BUILDERS)
-
-
 # Sort keys for the /v2/devices/ ``ordering`` parameter (field -> key of device index).
 _DEVICE_KEYS: dict[str, Callable[[Fleet, int], Any]] = {
     "alias": lambda f, i: f.alias[i],
@@ -181,93 +152,11 @@ class World:
 
     def truth(self, table: str) -> list[Record]:
         """Exactly the records the API serves now for ``table`` (see docs/contracts.md)."""
-        if table not in truth_tables():
-            raise KeyError(f"unknown table {table!r}; known: {', '.join(truth_tables())}")
+        # The truth is declared beside each route (`routes/<area>.py`); imported here, not at the
+        # top, because the area modules import this one.
+        from esper_warehouse.simulator.routes import TRUTH
+
+        if table not in TRUTH:
+            raise KeyError(f"unknown table {table!r}; known: {', '.join(TRUTH)}")
         with self.lock:
-            if table in TRUTH_BUILDERS:
-                return TRUTH_BUILDERS[table](self)
-            return getattr(self, f"_truth_{table}")()
-
-    def _truth_devices(self) -> list[Record]:
-        # The detail record: everything the API holds about a device, patch level included
-        # (list items lack it; the warehouse gets it from the legacy list, another route).
-        return [self.wire.device_detail(i) for i in self.device_order("updated_desc")]
-
-    def _truth_heartbeats(self) -> list[Record]:
-        f = self.fleet
-        return [self.wire.heartbeat(i) for i in f.live() if f.last_seen[i] >= 0]
-
-    def _truth_groups(self) -> list[Record]:
-        counts = self.group_counts()
-        return [self.wire.group(g, counts[g]) for g in range(len(self.fleet.groups))]
-
-    def _truth_blueprints(self) -> list[Record]:
-        return [self.wire.blueprint(b) for b in range(len(self.fleet.blueprints))]
-
-    def _truth_blueprint_versions(self) -> list[Record]:
-        f = self.fleet
-        return [
-            self.wire.blueprint(b, v)
-            for b in range(len(f.blueprints))
-            for v in range(len(f.blueprints[b].versions))
-        ]
-
-    def _truth_tenant_apps(self) -> list[Record]:
-        return [self.wire.tenant_app(k) for k in range(len(self.fleet.tenant_apps))]
-
-    def _truth_tenant_app_versions(self) -> list[Record]:
-        f = self.fleet
-        return [
-            self.wire.tenant_app_version(k, v)
-            for k in range(len(f.tenant_apps))
-            for v in range(len(f.tenant_apps[k].versions))
-        ]
-
-    def _truth_applications(self) -> list[Record]:
-        return [self.wire.application(k) for k in range(len(self.fleet.legacy_apps))]
-
-    def _truth_application_versions(self) -> list[Record]:
-        f = self.fleet
-        out = []
-        for k, app in enumerate(f.legacy_apps):
-            for v in range(len(app.versions)):
-                rec = self.wire.application_version(k, v)
-                rec["application_id"] = app.id
-                out.append(rec)
-        return out
-
-    def _truth_device_apps(self) -> list[Record]:
-        f = self.fleet
-        out = []
-        for i in f.live():
-            route = "legacy" if f.platform(i) == C.ANDROID else "v2"
-            for rec in self.installed(i):
-                rec["device_id"] = f.ids[i]
-                rec["route"] = route
-                out.append(rec)
-        return out
-
-    def _truth_command_requests(self) -> list[Record]:
-        return [self.wire.command(r) for r in self.commands_newest_first()]
-
-    def _truth_command_statuses(self) -> list[Record]:
-        return [self.wire.command_status(s) for s in range(len(self.fleet.statuses))]
-
-    def _truth_operations(self) -> list[Record]:
-        return [self.wire.operation(o) for o in range(len(self.fleet.operations))]
-
-    def _truth_operation_devices(self) -> list[Record]:
-        return [self.wire.operation_device(p) for p in range(len(self.fleet.op_devices))]
-
-    def _truth_device_events(self) -> list[Record]:
-        f = self.fleet
-        out = []
-        for i in f.live():
-            for ev in self.events_newest_first(i):
-                rec = self.wire.event(i, ev)
-                rec["device_id"] = f.ids[i]
-                out.append(rec)
-        return out
-
-    def _truth_status_metrics(self) -> list[Record]:
-        return [self.wire.status_metrics()]  # one object: the counters as of now
+            return TRUTH[table](self)

@@ -4,7 +4,7 @@ The graph is read from the files (ast), not by importing them: every `import` an
 import` of an `esper_warehouse.*` module counts, at the top of a module and inside a function
 alike, so an import moved into a function cannot hide a cycle. `from package import name` is an
 edge to the submodule `package.name` when there is one, else to the package itself. Imports under
-`if TYPE_CHECKING:` never run and are left out (annotations only: simulator/datatap.py names
+`if TYPE_CHECKING:` never run and are left out (annotations only: simulator/datatap/__init__.py names
 `state.World` so).
 """
 
@@ -100,7 +100,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_imports_inside_functions_not_under_type_checking() -> None:
     graph = import_graph()
     assert f"{PACKAGE}.sources.esper" in graph[f"{PACKAGE}.pipelines.runner"]  # at the top
-    # inside `App._is_android`
+    # inside `SimApp._is_android`
     assert f"{PACKAGE}.simulator.catalog" in graph[f"{PACKAGE}.simulator.app"]
     # `if TYPE_CHECKING: from ...state import World`: annotations only
     assert f"{PACKAGE}.simulator.state" not in graph[f"{PACKAGE}.simulator.datatap"]

@@ -30,7 +30,7 @@ from .reference import (
     shape_of,
 )
 
-# What the paginator reads from a list envelope (`sources/esper/pagination.py`, `parse_page`).
+# What the paginator reads from a list envelope (`sources/esper/http/pages.py`, `parse_page`).
 ENVELOPE_READS = frozenset({"results", "count", "next", "next_cursor", "has_more"})
 BREAK, NOTE = "break", "note"
 LINKS = frozenset({"next", "prev", "previous", "next_cursor", "prev_cursor"})

@@ -2,8 +2,7 @@
 
 The area whole in one module: records shaped like the live answers (`/authn2/v1/users/`, live
 route 32; `/user/{id}/`, live route 31) and the spec's (authz2, docs/spec/
-openapi-notes-credentials-access.md section 4), the five routes, their `ROUTES` lines and their
-truth. Five users, each showing one case the audit must get right (`PEOPLE`):
+openapi-notes-credentials-access.md section 4), the five routes and their truth (`AREA`). Five users, each showing one case the audit must get right (`PEOPLE`):
 
 - an Enterprise Admin whose role (by `authz_role_id`) may wipe, reboot and lock;
 - a Viewer whose role grants read scopes only;
@@ -24,8 +23,9 @@ from typing import Any
 
 from esper_warehouse.simulator.fleet import DAY, derived_id
 from esper_warehouse.simulator.http import LEGACY, V2, ApiError, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, v2_list
-from esper_warehouse.simulator.state import TRUTH_BUILDERS, World
+from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import iso
 
 TOKEN_MARK = "SIMULATED-SECRET-API-TOKEN"
@@ -271,17 +271,19 @@ def _role_scopes(w: World, req: Req) -> tuple[int, Body]:
     return 200, [_scope(scope) for scope in _role_scopes_of(w)[name]]
 
 
-ROUTES = (
-    ("GET", "/authn2/v1/users/", V2, _users_list),
-    ("GET", "/user/{id}/", LEGACY, _user_detail),
-    ("GET", "/authz2/v1/users/{id}/groups", V2, _user_groups),
-    ("GET", "/authz2/v1/roles/", V2, _roles_list),
-    ("GET", "/authz2/v1/roles/{id}/scopes", V2, _role_scopes),
-)
-TRUTH_BUILDERS.update(
-    users=users,
-    user_profiles=user_profiles,
-    user_groups=user_groups,
-    roles=roles,
-    role_scopes=role_scopes,
+AREA = Area(
+    routes=(
+        Route("GET", "/authn2/v1/users/", V2, _users_list),
+        Route("GET", "/user/{id}/", LEGACY, _user_detail),
+        Route("GET", "/authz2/v1/users/{id}/groups", V2, _user_groups),
+        Route("GET", "/authz2/v1/roles/", V2, _roles_list),
+        Route("GET", "/authz2/v1/roles/{id}/scopes", V2, _role_scopes),
+    ),
+    truth={
+        "users": users,
+        "user_profiles": user_profiles,
+        "user_groups": user_groups,
+        "roles": roles,
+        "role_scopes": role_scopes,
+    },
 )

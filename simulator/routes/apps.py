@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from esper_warehouse.simulator import catalog as C
-from esper_warehouse.simulator.http import ApiError, Req, check_uuid
+from esper_warehouse.simulator.http import LEGACY, V2, ApiError, Req, check_uuid
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import (
     Body,
     content_list,
@@ -17,6 +18,7 @@ from esper_warehouse.simulator.routes.envelopes import (
     v2_list,
 )
 from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.wire.base import Record
 
 
 def _tenant_app(w: World, app_id: str) -> int:
@@ -235,3 +237,98 @@ def device_apps_by_version(w: World, req: Req) -> tuple[int, Body]:
                 if f.platform(i) in (C.APPLE, C.WINDOWS):
                     pairs.extend((i, e) for e in f.apps[i] if e[0] == k and e[1] == v)
     return 200, v2_list(req, pairs, lambda p: w.wire.device_app_v2(*p))
+
+
+def truth_tenant_apps(w: World) -> list[Record]:
+    """Every tenant app (v2)."""
+    return [w.wire.tenant_app(k) for k in range(len(w.fleet.tenant_apps))]
+
+
+def truth_tenant_app_versions(w: World) -> list[Record]:
+    """Every version of every tenant app."""
+    f = w.fleet
+    return [
+        w.wire.tenant_app_version(k, v)
+        for k in range(len(f.tenant_apps))
+        for v in range(len(f.tenant_apps[k].versions))
+    ]
+
+
+def truth_applications(w: World) -> list[Record]:
+    """Every application of the legacy (Android) catalogue."""
+    return [w.wire.application(k) for k in range(len(w.fleet.legacy_apps))]
+
+
+def truth_application_versions(w: World) -> list[Record]:
+    """Every version of every legacy application, with its ``application_id``."""
+    out = []
+    for k, app in enumerate(w.fleet.legacy_apps):
+        for v in range(len(app.versions)):
+            rec = w.wire.application_version(k, v)
+            rec["application_id"] = app.id
+            out.append(rec)
+    return out
+
+
+def truth_device_apps(w: World) -> list[Record]:
+    """Every app installed on every live device, with its ``device_id`` and the route read."""
+    f = w.fleet
+    out = []
+    for i in f.live():
+        route = "legacy" if f.platform(i) == C.ANDROID else "v2"
+        for rec in w.installed(i):
+            rec["device_id"] = f.ids[i]
+            rec["route"] = route
+            out.append(rec)
+    return out
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/v2/tenant-apps", V2, tenant_apps),
+        Route("GET", "/v2/tenant-apps/{id}", V2, tenant_app_detail),
+        Route("GET", "/v2/tenant-apps/{id}/versions", V2, tenant_app_versions),
+        Route("GET", "/v2/devices/{id}/device-apps/", V2, device_apps_v2),
+        Route("GET", "/v2/device-apps", V2, device_apps_by_version),
+        Route("GET", "/enterprise/{eid}/application/", LEGACY, applications),
+        Route("GET", "/enterprise/{eid}/application/{id}/", LEGACY, application_detail),
+        Route("GET", "/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions),
+        Route(
+            "GET",
+            "/enterprise/{eid}/application/{id}/version/{vid}/",
+            LEGACY,
+            application_version_detail,
+        ),
+        Route("GET", "/v1/enterprise/{eid}/application/", LEGACY, applications_v1),
+        Route("GET", "/v1/enterprise/{eid}/application/{id}/", LEGACY, application_detail_v1),
+        Route(
+            "GET", "/v1/enterprise/{eid}/application/{id}/version/", LEGACY, application_versions_v1
+        ),
+        Route(
+            "GET",
+            "/v1/enterprise/{eid}/application/{id}/version/{vid}/",
+            LEGACY,
+            application_version_detail_v1,
+        ),
+        Route(
+            "GET",
+            "/enterprise/{eid}/application/{id}/version/{vid}/installdevices",
+            LEGACY,
+            install_devices,
+        ),
+        Route(
+            "GET",
+            "/v1/enterprise/{eid}/application/{id}/version/{vid}/installdevices",
+            LEGACY,
+            install_devices,
+        ),
+        Route("GET", "/enterprise/{eid}/device/{id}/app/", LEGACY, device_apps_legacy),
+    ),
+    truth={
+        "tenant_apps": truth_tenant_apps,
+        "tenant_app_versions": truth_tenant_app_versions,
+        "applications": truth_applications,
+        "application_versions": truth_application_versions,
+        "device_apps": truth_device_apps,
+    },
+)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from esper_warehouse.simulator.http import ApiError, Req
+from esper_warehouse.simulator.http import V2, ApiError, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, content_list
 from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.wire.base import Record
 
 
 def _blueprint(w: World, bid: str) -> int:
@@ -56,3 +58,28 @@ def blueprint_versions(w: World, req: Req) -> tuple[int, Body]:
     allowed = {"version_number", "minor_version_number", "created_at", "updated_at"}
     _sort_records(recs, req.query.get("ordering"), allowed)
     return 200, {"content": content_list(req, recs, lambda r: r, "previous")}
+
+
+def truth_blueprints(w: World) -> list[Record]:
+    """Every blueprint at its latest version."""
+    return [w.wire.blueprint(b) for b in range(len(w.fleet.blueprints))]
+
+
+def truth_blueprint_versions(w: World) -> list[Record]:
+    """Every version of every blueprint."""
+    f = w.fleet
+    return [
+        w.wire.blueprint(b, v)
+        for b in range(len(f.blueprints))
+        for v in range(len(f.blueprints[b].versions))
+    ]
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/v2/blueprints/", V2, blueprints_list),
+        Route("GET", "/v2/blueprints/{id}/", V2, blueprint_detail),
+        Route("GET", "/v2/blueprints/{id}/versions/", V2, blueprint_versions),
+    ),
+    truth={"blueprints": truth_blueprints, "blueprint_versions": truth_blueprint_versions},
+)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from esper_warehouse.simulator import catalog as C
-from esper_warehouse.simulator.http import ApiError, Req
+from esper_warehouse.simulator.http import V2, ApiError, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, lookup, ok
 from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.wire.base import Record
 
 
 def commands_list(w: World, req: Req) -> tuple[int, Body]:
@@ -83,3 +85,28 @@ def status_detail(w: World, req: Req) -> tuple[int, Body]:
     """GET /commands/v0/status/{id}/."""
     s = lookup(w.fleet.status_index, req.params["id"], "Command status")
     return 200, ok(w.wire.command_status(s))
+
+
+def truth_command_requests(w: World) -> list[Record]:
+    """Every command request, newest first."""
+    return [w.wire.command(r) for r in w.commands_newest_first()]
+
+
+def truth_command_statuses(w: World) -> list[Record]:
+    """Every command status (one per request and device)."""
+    return [w.wire.command_status(s) for s in range(len(w.fleet.statuses))]
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/commands/v0/commands/", V2, commands_list),
+        Route("GET", "/commands/v0/commands/{id}/", V2, command_detail),
+        Route("GET", "/commands/v0/commands/{id}/stats/", V2, command_stats),
+        Route("GET", "/commands/v0/status/", V2, statuses_list),
+        Route("GET", "/commands/v0/status/{id}/", V2, status_detail),
+    ),
+    truth={
+        "command_requests": truth_command_requests,
+        "command_statuses": truth_command_statuses,
+    },
+)

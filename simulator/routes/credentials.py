@@ -2,15 +2,14 @@
 provisioning profiles and their versions.
 
 The area whole in one module: records shaped like Esper's OpenAPI files (no live recording; see
-docs/spec/openapi-notes-credentials-access.md), the three routes, their `ROUTES` lines and their
-truth. Expiry dates are absolute simulated times, fixed on first use relative to the clock then:
-by default one push certificate expires in 20 days, one enrolment token expired 3 days ago and
-another has 200 days left, and two profiles have 90 and 12 days (each with an older version
-that expired a year before its current one). `set_expiry` replaces them, and `serve_expiry`
-serves them in another form (a US date, epoch seconds or milliseconds, words) or lists every
-credential of a kind under one id (tests). The VPP token
-(no expiry in the spec) carries its secret `key`, and the profiles a signed `download_url`, as
-the spec describes: the warehouse must not keep either.
+docs/spec/openapi-notes-credentials-access.md), the routes and their truth (`AREA`). Expiry dates
+are absolute simulated times, fixed on first use relative to the clock then: by default one push
+certificate expires in 20 days, one enrolment token expired 3 days ago and another has 200 days
+left, and two profiles have 90 and 12 days (each with an older version that expired a year before
+its current one). `set_expiry` replaces them, and `serve_expiry` serves them in another form (a US
+date, epoch seconds or milliseconds, words) or lists every credential of a kind under one id
+(tests). The VPP token (no expiry in the spec) carries its secret `key`, and the profiles a signed
+`download_url`, as the spec describes: the warehouse must not keep either.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ from typing import Any
 
 from esper_warehouse.simulator.fleet import DAY, derived_id
 from esper_warehouse.simulator.http import V2, ApiError, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, ok, v2_list
-from esper_warehouse.simulator.state import TRUTH_BUILDERS, World
+from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import iso
 
 DEFAULT_DAYS = {
@@ -228,17 +228,19 @@ def _version_list(w: World, req: Req) -> tuple[int, Body]:
     return 200, v2_list(req, items, lambda r: r, 10)
 
 
-ROUTES = (
-    ("GET", "/tenant/v0/apnscertificates/", V2, _apns_list),
-    ("GET", "/tenant/v0/deptokens/", V2, _dep_list),
-    ("GET", "/tenant/v0/vpptokens/", V2, _vpp_list),
-    ("GET", "/v2/provisioning-profiles", V2, _profile_list),
-    ("GET", "/v2/provisioning-profiles/{id}/versions", V2, _version_list),
-)
-TRUTH_BUILDERS.update(
-    apns_certificates=apns_certificates,
-    dep_tokens=dep_tokens,
-    vpp_tokens=vpp_tokens,
-    provisioning_profiles=provisioning_profiles,
-    provisioning_profile_versions=provisioning_profile_versions,
+AREA = Area(
+    routes=(
+        Route("GET", "/tenant/v0/apnscertificates/", V2, _apns_list),
+        Route("GET", "/tenant/v0/deptokens/", V2, _dep_list),
+        Route("GET", "/tenant/v0/vpptokens/", V2, _vpp_list),
+        Route("GET", "/v2/provisioning-profiles", V2, _profile_list),
+        Route("GET", "/v2/provisioning-profiles/{id}/versions", V2, _version_list),
+    ),
+    truth={
+        "apns_certificates": apns_certificates,
+        "dep_tokens": dep_tokens,
+        "vpp_tokens": vpp_tokens,
+        "provisioning_profiles": provisioning_profiles,
+        "provisioning_profile_versions": provisioning_profile_versions,
+    },
 )

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import orjson
 from esper_warehouse.simulator import catalog as C
-from esper_warehouse.simulator.http import ApiError, Req, check_uuid
+from esper_warehouse.simulator.http import LEGACY, V2, ApiError, Req, check_uuid
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import (
     Body,
     content_list,
@@ -21,6 +22,7 @@ from esper_warehouse.simulator.routes.envelopes import (
     v2_list,
 )
 from esper_warehouse.simulator.state import DEVICE_ORDERINGS, World
+from esper_warehouse.simulator.wire.base import Record
 
 
 def _device_filter(w: World, req: Req) -> Callable[[int], bool] | None:
@@ -227,3 +229,46 @@ def eventfeed(w: World, req: Req) -> tuple[int, Body]:
     i = find_device(w, req.params["id"])
     events = w.events_newest_first(i)
     return 200, legacy_list(req, events, lambda ev: w.wire.event(i, ev), limit_default=250)
+
+
+def truth_devices(w: World) -> list[Record]:
+    """The detail record: everything the API holds about a device, patch level included.
+
+    List items lack the patch level; the warehouse gets it from the legacy list, another route.
+    """
+    return [w.wire.device_detail(i) for i in w.device_order("updated_desc")]
+
+
+def truth_heartbeats(w: World) -> list[Record]:
+    """One heartbeat per device ever seen."""
+    f = w.fleet
+    return [w.wire.heartbeat(i) for i in f.live() if f.last_seen[i] >= 0]
+
+
+def truth_device_events(w: World) -> list[Record]:
+    """Every event of every live device, newest first per device, with its ``device_id``."""
+    f = w.fleet
+    out = []
+    for i in f.live():
+        for ev in w.events_newest_first(i):
+            rec = w.wire.event(i, ev)
+            rec["device_id"] = f.ids[i]
+            out.append(rec)
+    return out
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/v2/devices/", V2, devices_list),
+        Route("GET", "/v2/devices/{id}", V2, device_detail),
+        Route("GET", "/v2/heartbeat/", V2, heartbeat),
+        Route("GET", "/enterprise/{eid}/device/", LEGACY, legacy_devices),
+        Route("GET", "/enterprise/{eid}/device/{id}/", LEGACY, legacy_device_detail),
+        Route("GET", "/enterprise/{eid}/device/{id}/download/eventfeed/", LEGACY, eventfeed),
+    ),
+    truth={
+        "devices": truth_devices,
+        "heartbeats": truth_heartbeats,
+        "device_events": truth_device_events,
+    },
+)

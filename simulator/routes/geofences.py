@@ -2,7 +2,7 @@
 
 The area whole in one module: the records (shaped like the live answer: float `latitude` and
 `longitude`, int `radius`, `device_actions` a list of strings), the route, its line in the route
-table (`ROUTES`, collected by `routes/__init__.py`) and the truth the tests compare a load with.
+table (`AREA`, collected by `routes/__init__.py`) and the truth the tests compare a load with.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import random
 
 from esper_warehouse.simulator.fleet import derived_id
 from esper_warehouse.simulator.http import LEGACY, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, legacy_list
-from esper_warehouse.simulator.state import TRUTH_BUILDERS, World
+from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import iso
 
 ACTIONS = ("LOCK", "BEEP", "NOTIFY")
@@ -50,5 +51,7 @@ def geofence_list(w: World, req: Req) -> tuple[int, Body]:
     return 200, legacy_list(req, list(range(len(items))), lambda k: items[k])
 
 
-ROUTES = (("GET", "/v0/enterprise/{eid}/geofence/", LEGACY, geofence_list),)
-TRUTH_BUILDERS["geofences"] = geofences
+AREA = Area(
+    routes=(Route("GET", "/v0/enterprise/{eid}/geofence/", LEGACY, geofence_list),),
+    truth={"geofences": geofences},
+)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from esper_warehouse.simulator.http import ApiError, Req, check_uuid
+from esper_warehouse.simulator.http import LEGACY, ApiError, Req, check_uuid
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, legacy_list
 from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.wire.base import Record
 
 
 def devicegroups(w: World, req: Req) -> tuple[int, Body]:
@@ -32,3 +34,18 @@ def subgroups(w: World, req: Req) -> tuple[int, Body]:
         subs = w.fleet.groups[g].children if immediate else sorted(w.group_descendants(g) - {g})
         out.extend(w.fleet.groups[s].id for s in subs)
     return 200, {"content": {"subgroups": out}}
+
+
+def truth_groups(w: World) -> list[Record]:
+    """Every group with the count of devices directly in it."""
+    counts = w.group_counts()
+    return [w.wire.group(g, counts[g]) for g in range(len(w.fleet.groups))]
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/v2/subgroups", LEGACY, subgroups),
+        Route("GET", "/enterprise/{eid}/devicegroup/", LEGACY, devicegroups),
+    ),
+    truth={"groups": truth_groups},
+)

@@ -6,9 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from esper_warehouse.simulator import catalog as C
-from esper_warehouse.simulator.http import ApiError, Req
+from esper_warehouse.simulator.http import V2, ApiError, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, lookup
 from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.wire.base import Record
 
 
 def _ordering(
@@ -78,3 +80,23 @@ def operation_devices(w: World, req: Req) -> tuple[int, Body]:
     items.sort(key=lambda p: parts[p].id)
     items.sort(key=keyf, reverse=desc)
     return 200, {"content": content_list(req, items, w.wire.operation_device, "previous")}
+
+
+def truth_operations(w: World) -> list[Record]:
+    """Every operation."""
+    return [w.wire.operation(o) for o in range(len(w.fleet.operations))]
+
+
+def truth_operation_devices(w: World) -> list[Record]:
+    """Every device part of every operation."""
+    return [w.wire.operation_device(p) for p in range(len(w.fleet.op_devices))]
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/v0/operations/", V2, operations_list),
+        Route("GET", "/v0/operations/{id}/", V2, operation_detail),
+        Route("GET", "/v0/operations/{id}/devices/", V2, operation_devices),
+    ),
+    truth={"operations": truth_operations, "operation_devices": truth_operation_devices},
+)

@@ -7,9 +7,11 @@ The Data Tap handlers parse and check the request; the queries themselves run in
 from __future__ import annotations
 
 import orjson
-from esper_warehouse.simulator.http import ApiError, Req
+from esper_warehouse.simulator.http import REPORTS, V2, ApiError, Req
+from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body
 from esper_warehouse.simulator.state import World
+from esper_warehouse.simulator.wire.base import Record
 
 DEFAULT_ROW_LIMIT = 10_000
 MAX_ROW_LIMIT = 100_000
@@ -50,3 +52,18 @@ def datatap_get(w: World, req: Req) -> tuple[int, Body]:
     if job is None:
         raise ApiError(404, f"Query {req.params['id']} not found")
     return 200, {"content": w.datatap.view(job)}
+
+
+def truth_status_metrics(w: World) -> list[Record]:
+    """One object: the counters as of now."""
+    return [w.wire.status_metrics()]
+
+
+AREA = Area(
+    routes=(
+        Route("GET", "/v2/enterprise/{eid}/report/status-metrics", V2, status_metrics),
+        Route("POST", "/data-tap/v0/queries", REPORTS, datatap_create),
+        Route("GET", "/data-tap/v0/queries/{id}", REPORTS, datatap_get),
+    ),
+    truth={"status_metrics": truth_status_metrics},
+)

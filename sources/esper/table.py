@@ -64,9 +64,8 @@ class Table:
         merge_key: scd2 only: the column whose rows one read replaces as a whole.
         loaded_with: the table whose selection (`run --resources <it>`) loads this one too.
         needs: the tables whose resources give this one the ids it reads, in the same run; a
-            selection of this table loads them too (`run --resources command_statuses` read no
-            request, loaded nothing and said ok; `--resources device_apps` failed). A companion
-            (`loaded_with`) selected alone brings its parent the same way.
+            selection of this table loads them too, since alone it would have no ids to read.
+            A companion (`loaded_with`) selected alone brings its parent the same way.
         page_size: the most items one page may hold.
         columns: the declared columns (names are the API's own; docs/contracts.md section 3).
             Fields not declared are still loaded, typed from their values; declaring a field

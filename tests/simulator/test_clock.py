@@ -131,3 +131,19 @@ def test_control_routes(sim):
         assert c.post("/_sim/stats/reset").json()["total"] == 0
         assert c.get("/_sim/truth/command_statuses").json() == sim.truth("command_statuses")
         assert c.get("/_sim/truth/nope").status_code == 404
+
+
+def test_every_area_declares_its_routes_and_truth_once(sim):
+    # One registry: each `simulator/routes/<area>.py` declares its routes and the truth of the
+    # tables they feed (`AREA`); `sim.truth` and `/_sim/truth` know exactly those tables.
+    from esper_warehouse.simulator.routes import AREAS, ROUTES, truth_tables
+
+    declared = [table for area in AREAS.values() for table in area.truth]
+    assert len(declared) == len(set(declared))
+    assert list(truth_tables()) == declared
+    assert {"geofences", "users", "apns_certificates", "devices", "status_metrics"} <= set(declared)
+    for table in declared:
+        assert isinstance(sim.truth(table), list), table
+    lines = [(r.method, r.path) for r in ROUTES]
+    assert len(lines) == len(set(lines))
+    assert lines == [(r.method, r.path) for area in AREAS.values() for r in area.routes]

@@ -236,7 +236,7 @@ def test_staging_renames_device_fields(compliance_wh):
     assert group == [{"parent_group_id": "g-stores"}]
 
 
-# The DuckDB type dlt creates for each data type schemas.py declares (dlt's DuckDB type mapper).
+# The DuckDB type dlt creates for each data type the declarations use (dlt's DuckDB type mapper).
 DLT_DUCKDB_TYPES = {
     "text": "VARCHAR",
     "bigint": "BIGINT",

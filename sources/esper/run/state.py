@@ -26,11 +26,11 @@ DEVICES_INCREMENTAL_AT = "devices_incremental_at"
 # The API time of a first load's first committed part (written by every part until the first
 # load completes): a run that resumes it treats what happened since as activity.
 FIRST_LOAD_STARTED = "first_load_started_at"
-# Cursors taken from the data: the newest `updated_at` read (the `*_as_of` names before them held
-# the API's clock, which can run ahead of the data; a new name starts each one afresh).
+# Cursors taken from the data: the newest `updated_at` read, not the API's clock, which can run
+# ahead of the data.
 STATUSES_SEEN = "command_statuses_updated_at"
 OPERATION_DEVICES_SEEN = "operation_devices_updated_at"
-# The newest heartbeat `timestamp` read (the name before it, `heartbeats`, held the API's clock).
+# The newest heartbeat `timestamp` read.
 HEARTBEATS_SEEN = "heartbeats_timestamp"
 # Command requests and operations not yet finished: their statuses / devices are read again.
 OPEN_REQUESTS = "open_requests"

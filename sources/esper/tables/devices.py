@@ -182,7 +182,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 
     def needs(item: dict) -> bool:
         """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
-        scope = ledger.fan_out_scope  # sources/esper/weekly.py
+        scope = ledger.fan_out_scope  # sources/esper/run/scope.py
         if scope is not None and not scope.needs(item) and str(item.get("id")) not in refused:
             return False
         ledger.changed_devices[item["id"]] = apps_route(item)
