@@ -87,22 +87,26 @@ def report_run(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 class RenderedReport:
     """The report's offline pages as headless Chromium rendered them (network off), each opened
-    once per test worker, when a test first asks for it."""
+    once per test run (`built_once`: the workers share it), when a test first asks for it."""
 
-    def __init__(self, run: ReportRun) -> None:
+    def __init__(self, run: ReportRun, factory: pytest.TempPathFactory) -> None:
         self.run = run
+        self._factory = factory
         self._opened: dict[str, Opened] = {}
 
     def page(self, name: str) -> Opened:
         if name not in self._opened:
-            self._opened[name] = open_offline(self.run.out / f"{name}.html")
+            page = self.run.out / f"{name}.html"
+            _, self._opened[name] = built_once(
+                self._factory, f"rendered-{name}", lambda _: open_offline(page)
+            )
         return self._opened[name]
 
 
 @pytest.fixture(scope="session")
-def rendered(report_run: ReportRun) -> RenderedReport:
+def rendered(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> RenderedReport:
     """The offline pages of `report_run`, rendered by Chromium."""
-    return RenderedReport(report_run)
+    return RenderedReport(report_run, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
