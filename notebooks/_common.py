@@ -315,20 +315,21 @@ def table(
 def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.table]:
     """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
 
-    `view` needs `failure_rate`, `timeout_rate` and `p90_minutes_to_terminal`; `noun` names the
-    rows ("command requests", "operations") in the tables' labels.
+    `view` needs `failing_rank` (the marts' one ranking: failure + timeout rate among rollouts to
+    5 devices or more; the three first of commands are marts.headlines `worst_command_rollouts`)
+    and `p90_minutes_to_terminal`; `noun` names the rows ("command requests", "operations").
     """
     view = view.rename(
         {c: c.replace("_minutes_to_terminal", "_to_final_state") for c in view.columns}
     )
     formats = rate_formats(view)
     failing = table(
-        view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
+        view.filter(pl.col("failing_rank").is_not_null()).sort("failing_rank").head(20),
         f"most_failing_{noun.replace(' ', '_')}",
         format_mapping=formats,
         selection="single",
         page_size=10,
-        label=f"Most failing {noun} (failure + timeout rate)",
+        label=f"Most failing {noun} to 5 devices or more (failure + timeout rate)",
     )
     slow = table(
         view.sort("p90_to_final_state", descending=True, nulls_last=True).head(20),
@@ -341,9 +342,24 @@ def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.ta
     return failing, slow
 
 
+def headlines(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The whole fleet's headline numbers (marts.headlines: their one home), by name; items of a
+    list under ``"<headline>/<item>"``. A notebook shows these and counts none of its own."""
+    frame = query(
+        "select headline, item, item_rank, label, value, denominator, share "
+        "from marts.headlines order by headline, item_rank nulls first",
+        path=path,
+    )
+    return {
+        row["headline"] + (f"/{row['item']}" if row["item"] is not None else ""): row
+        for row in frame.iter_rows(named=True)
+    }
+
+
 def picked_row(failing: mo.ui.table, slow: mo.ui.table) -> tuple[Any, Any]:
     """(id, label) of the row picked in either table; the most failing one when none is."""
-    picked = next((t.value for t in (failing, slow) if t.value.height), failing.data.head(1))
+    first = failing.data if failing.data.height else slow.data  # no rollout to 5 devices yet
+    picked = next((t.value for t in (failing, slow) if t.value.height), first.head(1))
     return picked["id"][0], picked["label"][0]
 
 

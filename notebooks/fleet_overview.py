@@ -40,6 +40,7 @@ def _(common):
             "marts.credential_expiry",
             "marts.drift_disagreements",
             "marts.fleet_access",
+            "marts.headlines",
         ),
         nonempty="marts.fleet_compliance",
     )
@@ -82,39 +83,59 @@ def _(common, mo, params, where):
         """,
         params,
     )
-    _n = devices.height
-    _count = devices["verdict"].value_counts()
-    _by = dict(zip(_count["verdict"].to_list(), _count["count"].to_list(), strict=True))
-    # the devices of marts.stale_devices (the table further down): never_seen included
-    _unseen = devices.filter(~devices["last_seen_bucket"].is_in(["online", "active"]))
+    # The whole fleet's numbers, from their one home (marts.headlines): the filters above choose
+    # what the charts and tables below show, never these.
+    _h = common.headlines()
 
-    # one compliance rate: compliant ÷ devices in service (marts.fleet_compliance_daily)
-    _in_service = _n - _by.get("out_of_service", 0)
+    def _number(name):
+        return f"{_h[name]['value']:,}" if name in _h else "–"
 
-    def _share(k):
-        return f"{_by.get(k, 0) / _in_service:.0%} of devices in service" if _in_service else None
+    def _share(name, of):
+        row = _h.get(name)
+        return (
+            f"{row['share']:.1%} of {row['denominator']:,} {of}"
+            if row and row["share"] is not None
+            else None
+        )
 
-    mo.hstack(
+    mo.vstack(
         [
-            mo.stat(f"{_n:,}", label="Devices"),
-            mo.stat(f"{_by.get('compliant', 0):,}", label="Compliant", caption=_share("compliant")),
-            mo.stat(
-                f"{_by.get('non_compliant', 0):,}",
-                label="Non-compliant",
-                caption=_share("non_compliant"),
+            mo.hstack(
+                [
+                    mo.stat(_number("devices"), label="Devices", caption="whole fleet"),
+                    mo.stat(
+                        _number("compliance_rate"),
+                        label="Compliant",
+                        caption=_share("compliance_rate", "devices in service"),
+                    ),
+                    mo.stat(
+                        _number("non_compliant_devices"),
+                        label="Non-compliant",
+                        caption=_share("non_compliant_devices", "devices in service"),
+                    ),
+                    mo.stat(
+                        _number("unverified_devices"),
+                        label="Unverified",
+                        caption="not seen for a week, or a value unknown",
+                    ),
+                    mo.stat(
+                        _number("not_seen_devices"),
+                        label="Not seen for a day or more",
+                        caption="or never checked in",
+                    ),
+                    mo.stat(
+                        _number("low_battery_devices"),
+                        label="Battery below 15 %",
+                        caption=_share("low_battery_devices", "reporting a battery"),
+                    ),
+                ],
+                widths="equal",
             ),
-            mo.stat(
-                f"{_by.get('unverified', 0):,}",
-                label="Unverified",
-                caption="not seen for a week, or a value unknown",
+            mo.md(
+                "_The whole fleet (`marts.headlines`); the group and platform filters apply to "
+                "the charts and tables below._"
             ),
-            mo.stat(
-                f"{_unseen.height:,}",
-                label="Not seen for a day or more",
-                caption="or never checked in",
-            ),
-        ],
-        widths="equal",
+        ]
     )
     return (devices,)
 
@@ -368,9 +389,11 @@ def _(common, mo, params, where):
         """,
         params,
     )
+    _unseen = common.headlines()["not_seen_devices"]["value"]  # the whole fleet: marts.headlines
+    _selected = f"; {stale.height:,} in this selection" if params else ""
     mo.vstack(
         [
-            mo.md(f"**{stale.height:,} devices** have not checked in for a day or more:"),
+            mo.md(f"**{_unseen:,} devices** have not checked in for a day or more{_selected}:"),
             common.table(stale, "stale_devices", page_size=15),
         ]
     ) if stale.height else common.nothing("Every device in this selection checked in today.")
@@ -409,9 +432,10 @@ def _(common, mo, wh):
         f"{_unknown:,} more (app licence tokens, or a date the API did not give) have no expiry "
         "the warehouse can read: check them in Apple Business Manager."
     )
+    _needing = common.headlines()["credentials_needing_action"]["value"]  # marts.headlines
     mo.vstack(
         [
-            mo.md(f"**{credentials.height:,} credentials** have expired or expire soon:")
+            mo.md(f"**{_needing:,} credentials** have expired or expire soon:")
             if credentials.height
             else common.nothing("No credential expires within its warning days."),
             *(
@@ -454,13 +478,18 @@ def _(common, mo, params, where):
         """,
         params,
     )
+    # the whole fleet's counts (marts.headlines), then this selection's rows
+    _h = common.headlines()
     _counts = ", ".join(
-        f"{row['len']:,} {common.text(row['disagreement'])}"
-        for row in drift.group_by("disagreement").len().sort("disagreement").iter_rows(named=True)
+        f"{row['value']:,} {common.text(row['item'])}"
+        for key, row in _h.items()
+        if key.startswith("drift_disagreements/")
     )
+    _total = _h["drift_disagreements"]["value"]
+    _selected = f"; {drift.height:,} in this selection" if params else ""
     mo.vstack(
         [
-            mo.md(f"**{drift.height:,} devices** where the two verdicts differ ({_counts}):"),
+            mo.md(f"**{_total:,} devices** where the two verdicts differ ({_counts}){_selected}:"),
             common.table(drift, "drift_disagreements", page_size=10),
         ]
     ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
@@ -493,12 +522,12 @@ def _(common, mo, wh):
         order by can_wipe desc nulls first, can_reboot desc nulls first, name
         """
     )
-    _may_wipe = access.filter(access["can_wipe"].fill_null(False)).height
-    _unknown = access.filter(access["can_wipe"].is_null()).height
+    _h = common.headlines()  # active users, as `status` and the demo count them
+    _wipe, _unknown = _h["users_may_wipe"], _h["users_scopes_unknown"]["value"]
     mo.vstack(
         [
             mo.md(
-                f"**{_may_wipe:,} of {access.height:,} users** may wipe devices"
+                f"**{_wipe['value']:,} of {_wipe['denominator']:,} active users** may wipe devices"
                 + (f"; the scopes of {_unknown:,} could not be read." if _unknown else ".")
             ),
             common.table(access, "fleet_access", page_size=10),

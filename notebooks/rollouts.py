@@ -41,6 +41,7 @@ def _(common):
             "marts.app_rollout_current",
             "marts.command_rollout",
             "marts.operation_rollout",
+            "marts.headlines",  # built with failing_rank, which the "Most failing" tables read
         ),
     )
     common.banner(wh)
@@ -388,6 +389,7 @@ def _(commands, duration_chart, mo, pl):
 def _(commands, common, mo, pl):
     mo.stop(commands.height == 0)
     _columns = [
+        "failing_rank",
         "label",
         "target_devices",
         "success_rate",
@@ -485,6 +487,7 @@ def _(common, mo, operations, pl):
     _view = operations.with_columns(
         pl.col("top_failure_reasons").list.eval(pl.element().struct.field("reason")).list.join("; ")
     ).select(
+        "failing_rank",
         "label",
         "state",
         "target_devices",

@@ -16,6 +16,7 @@ from esper_warehouse.simulator.fleet import (
     OperationDevice,
     new_id,
 )
+from esper_warehouse.simulator.people import MISUSED_ACCOUNTS, sender
 
 
 class CommandsAndOperations(EngineBase):
@@ -61,16 +62,16 @@ class CommandsAndOperations(EngineBase):
         if not devices:
             return
         schedule = "WINDOW" if rng.random() < 0.15 else "IMMEDIATE"
+        request_id, command = new_id(rng), rng.randrange(len(C.COMMANDS))
+        drawn = f.users.index(rng.choice(f.users))
+        issuer = self._issuer(drawn, C.COMMANDS[command][0], group, devices)
+        if issuer is None:  # the group's scope list lacks the command: sent device by device
+            group = -1
+            issuer = self._issuer(drawn, C.COMMANDS[command][0], group, devices)
+        if issuer is None:
+            return
         r = len(f.commands)
-        req = CommandRequest(
-            new_id(rng),
-            rng.randrange(len(C.COMMANDS)),
-            devices,
-            group,
-            schedule,
-            ts,
-            rng.choice(f.users),
-        )
+        req = CommandRequest(request_id, command, devices, group, schedule, ts, f.users[issuer])
         f.commands.append(req)
         f.command_index[req.id] = r
         for d in devices:
@@ -84,6 +85,17 @@ class CommandsAndOperations(EngineBase):
             req.statuses.append(s)
             f.add_event(d, ts, C.EV_COMMAND, req.command, first)
             self._schedule(st.plan[0][0], "status", s)
+
+    def _issuer(self, drawn: int, command: str, group: int, devices: list[int]) -> int | None:
+        """Who sends a request: the person the seed drew when they may (`people.may_send`), else
+        the next who may; in the `misused_accounts` scenario, whoever was drawn.
+
+        The draw is made whatever follows, so the rest of the seed's history (devices, rollouts,
+        statuses) is the same with and without the scenario.
+        """
+        if self.scenario == MISUSED_ACCOUNTS:
+            return drawn
+        return sender(self.f, drawn, command, group, devices)
 
     def _status_plan(self, d: int, ts: int, first: int) -> list[tuple[int, int]]:
         """The future (time, state) path of a new status, legal step by legal step."""
@@ -138,9 +150,11 @@ class CommandsAndOperations(EngineBase):
         if not devices:
             return
         o = len(f.operations)
-        op = Operation(
-            new_id(rng), f"converge-{o + 1}", C.OP_CREATED, ts, ts, rng.choice(f.users), devices
-        )
+        op_id, drawn = new_id(rng), f.users.index(rng.choice(f.users))
+        issuer = self._issuer(drawn, "CONVERGE", -1, devices)
+        if issuer is None:
+            return
+        op = Operation(op_id, f"converge-{o + 1}", C.OP_CREATED, ts, ts, f.users[issuer], devices)
         op.activity.append(("CREATED", ts))
         f.operations.append(op)
         f.operation_index[op.id] = o

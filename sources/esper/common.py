@@ -24,7 +24,7 @@ from .http import (
     EsperNotFoundError,
     EsperUnavailableError,
 )
-from .http.reads import read_all
+from .http.pages import read_all
 from .run.ledger import RunLedger
 from .table import Table
 

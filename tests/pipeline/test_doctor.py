@@ -382,3 +382,91 @@ def test_the_plain_simulator_has_nothing_that_would_break(sim: Any) -> None:
     assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == [
         "GET /enterprise/{eid}/device/ items: missing key id"
     ]
+
+
+# --------------------------------------------------------------- issue 33: doctor on its own simulator
+
+
+def _notes(report: dict) -> list[str]:
+    return [
+        doctor.Finding(**f).text()
+        for r in report["routes"]
+        for f in r["findings"]
+        if f["severity"] == doctor.NOTE and not f["problem"].startswith(doctor.REFUSED)
+    ]
+
+
+@pytest.mark.parametrize(("seed", "devices"), [(7, 200), (11, 120)])
+def test_the_projects_own_simulator_causes_no_note(
+    seed: int, devices: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulator answers as the live recordings (or, where there are none, the spec) say: a
+    device of any platform, a command's own arguments, a root group, a spec-only route. So doctor
+    run on it prints no note, whichever devices come first on its pages (two seeds)."""
+    from esper_warehouse.simulator import Simulator
+
+    monkeypatch.setattr(probes, "DATA_TAP_POLL_S", 0.0)
+    with Simulator(devices=devices, seed=seed, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        code, out, _, report = _run(
+            sim, json_path=tmp_path / "doctor.json", data_tap_sql="select 1 as one"
+        )
+
+    assert (code, _notes(report)) == (0, [])
+    assert "Notes (" not in out
+
+
+def test_an_item_is_compared_with_the_reference_of_its_platform() -> None:
+    """The live /v2/devices/ sample is an Android device: an Apple item is compared with the
+    spec's AppleDeviceV2 (no Android-only key is missing from it), while an Android item that
+    lacks what the live sample carries, or holds a key no reference knows, is still a note."""
+    answer = live_shapes.synthesize(live_shapes.route("GET", "/v2/devices/")["observed"])
+    android = answer["content"]["results"][0]
+    android["platform"] = "ANDROID"
+    apple = {
+        **{k: android[k] for k in ("id", "name", "serial", "state", "os_version", "updated_at")},
+        "platform": "APPLE",
+        "os": "iOS",
+        "udid": "00008030-001A",
+    }
+    answer["content"]["results"] = [apple]
+    texts = [f.text() for f in doctor.check(answer, "/v2/devices/", "devices").findings]
+    assert not [t for t in texts if any(k in t for k in ("drift_state", "is_gms", "udid"))]
+
+    answer["content"]["results"] = [android]
+    assert [f.text() for f in doctor.check(answer, "/v2/devices/", "devices").findings] == []
+    del android["drift_state"]
+    android["shoe_size"] = 42
+    texts = [f.text() for f in doctor.check(answer, "/v2/devices/", "devices").findings]
+    assert texts == [
+        "GET /v2/devices/ items: missing key drift_state",
+        f"GET /v2/devices/ items: extra key {doctor.UNKNOWN_KEY}",
+    ]
+
+
+def test_a_refused_key_is_said_on_its_row(sim: Any) -> None:
+    """The row of the request that answered 401 says the key was refused, never `ok`."""
+    code, out, _, report = _run(sim, api_key="wrong-key-0123456789")
+
+    assert code == doctor.EXIT_CONFIG
+    row = next(line for line in out.splitlines() if line.startswith("GET /v2/devices/"))
+    assert " 401 " in row and "key refused (HTTP 401)" in row
+    assert report == {} and "ok" not in row.split()
+
+
+def test_every_row_says_what_its_probe_checks(sim: Any) -> None:
+    """Routes probed more than once (/v2/devices/ by offset and by cursor, the v1 application
+    list read for two tables) are told apart by what each probe asks, and no request is sent
+    twice to check the same thing."""
+    code, out, _, _ = _run(sim)
+    assert code == doctor.EXIT_OK
+
+    table = out.split("\n\n")[1].splitlines()
+    header, rows = table[0], table[1:]
+    assert "probe" in header
+    probe = header.index("probe")
+    told_apart = {(r[: header.index(" status")].strip(), r[probe:].strip()) for r in rows}
+    assert len(told_apart) == len(rows)
+    devices = [r for r in rows if r.startswith("GET /v2/devices/ ")]
+    assert len(devices) == 2
+    assert any("offset" in r for r in devices) and any("cursor" in r for r in devices)
+    assert sim.stats()["total"] == len(rows)

@@ -1,4 +1,6 @@
-"""What the source keeps in dlt state between runs: every key, named once, and how cursors move.
+"""What the source keeps in dlt state between runs: every key, named once, and how cursors move:
+where an incremental read starts (`read_from`), where it stops (`DescScan`, on a list served
+newest first) and what it leaves for the next run (`advance_cursor`).
 
 Everything lives in the source state's `cursors` dict, written only after a resource has
 yielded everything it read, so a run that fails part-way leaves it where it was (dlt commits
@@ -10,13 +12,21 @@ resource's own state (`tables/data_tap.py`).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dlt
 
-from ..times import iso, parse_time
+from ..times import cursor_time, iso, parse_time
 from .ledger import RunLedger
+
+if TYPE_CHECKING:
+    from ..http.pages import Page
+
+log = logging.getLogger("esper_warehouse.source")
 
 CURSORS = "cursors"
 # When the last complete device list was read (the weekly full scan's clock), and the last
@@ -90,3 +100,56 @@ def bind_retries(ledger: RunLedger) -> None:
     retries = cursor_state().setdefault(REFUSED_PARTS, {})
     with ledger._lock:
         ledger.retries = retries
+
+
+@dataclass
+class DescScan:
+    """Early stop on a list served newest first, only while the order really is newest first.
+
+    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
+    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
+    order is seen broken, the whole list is read and filtered instead.
+    """
+
+    cursor: str | tuple[str, ...]
+    stop_at: datetime | None
+    ordered: bool = True
+    stopped: bool = False
+    newest: datetime | None = None
+    _last: datetime | None = field(default=None, repr=False)
+
+    def value(self, item: Mapping[str, Any]) -> datetime | None:
+        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
+        name = next((n for n in names if item.get(n)), None)
+        return None if name is None else cursor_time(item[name], name)
+
+    def keep(self, items: list[dict]) -> list[dict]:
+        """The items of one page at or after `stop_at`; decides whether to stop after it."""
+        kept = []
+        reached_old = False
+        for item in items:
+            ts = self.value(item)
+            if ts is not None:
+                if self._last is not None and ts > self._last:
+                    if self.ordered:
+                        log.info(
+                            "%s order is not newest first: reading the whole list", self.cursor
+                        )
+                    self.ordered = False
+                self._last = ts
+                if self.newest is None or ts > self.newest:
+                    self.newest = ts
+            if self.stop_at is not None and ts is not None and ts < self.stop_at:
+                reached_old = True
+                continue
+            kept.append(item)
+        if reached_old and self.ordered:
+            self.stopped = True
+        return kept
+
+    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
+        """Walk pages, yielding each with its kept items, until the early stop applies."""
+        for page in pages:
+            yield page, self.keep(page.items)
+            if self.stopped:
+                return

@@ -29,8 +29,7 @@ import pyarrow as pa
 
 from ..common import REFUSED, Options, keep_if_refused, refused_part, skip_unavailable
 from ..http import EsperClient, EsperError
-from ..http.pages import bare_items, bare_object
-from ..http.reads import fan_out
+from ..http.pages import bare_items, bare_object, fan_out
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, Col, Table, cols, flat
 from .catalogues import optional_shared_list, shared_list

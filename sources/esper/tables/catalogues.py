@@ -18,7 +18,7 @@ from ..common import (
     unless_skipped,
 )
 from ..http import EsperClient, EsperError
-from ..http.reads import ListRead, fan_out, read_all
+from ..http.pages import ListRead, fan_out, read_all
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
 from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat

@@ -12,14 +12,14 @@ import pyarrow as pa
 
 from ..common import REFUSED, ROWS_PER_BATCH, Options, refused_part, unless_skipped
 from ..http import EsperClient, EsperError
-from ..http.pages import DescScan, iter_pages
-from ..http.reads import batches, fan_out, first_seen, read_all, url_id
+from ..http.pages import batches, fan_out, first_seen, iter_pages, read_all, url_id
 from ..run.ledger import RunLedger
 from ..run.state import (
     OPEN_OPERATIONS,
     OPEN_REQUESTS,
     OPERATION_DEVICES_SEEN,
     STATUSES_SEEN,
+    DescScan,
     advance_cursor,
     cursor_state,
     read_from,

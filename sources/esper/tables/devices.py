@@ -19,14 +19,14 @@ from ..common import (
     unless_skipped,
 )
 from ..http import EsperClient, EsperError, EsperUnavailableError
-from ..http.pages import DescScan, iter_cursor_pages, parse_page
-from ..http.reads import fan_out, first_seen, read_all
+from ..http.pages import fan_out, first_seen, iter_cursor_pages, parse_page, read_all
 from ..run.ledger import RunLedger
 from ..run.state import (
     DEVICES_FULL_SCAN_AT,
     DEVICES_INCREMENTAL_AT,
     FIRST_LOAD_STARTED,
     HEARTBEATS_SEEN,
+    DescScan,
     advance_cursor,
     bind_retries,
     cursor_state,

@@ -26,8 +26,7 @@ import pyarrow as pa
 
 from ..common import ROWS_PER_BATCH, Options, refused_part
 from ..http import EsperClient, EsperError
-from ..http.pages import Page, iter_pages
-from ..http.reads import fan_out
+from ..http.pages import Page, fan_out, iter_pages
 from ..run.ledger import RunLedger
 from ..table import INT, TS, Col, Table, cols
 from ..times import parse_time
