@@ -151,7 +151,7 @@ def _per_parent(
 def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Iterator[pa.Table]:
     if rows is None:  # some parent refused: the table is kept as loaded
         return
-    ledger.add_scan(table.name, len(rows), rows, table.key)
+    ledger.scans.add(table.name, len(rows), rows, table.key)
     if rows:
         yield table.page(rows, ledger.unreadable)
 
