@@ -53,7 +53,7 @@ COMMAND_STATUSES = Table(
         *cols("created_at updated_at created_on updated_on", TS),
     ),
     probe=False,  # needs request (or device) ids: doctor probes it by hand
-    needs=("command_requests",),  # the requests new in this run (`RunLedger.new_requests`)
+    needs=("command_requests",),  # the requests new in this run (`CommandNews.new_requests`)
 )
 OPERATIONS = Table(
     "operations",
@@ -77,7 +77,7 @@ OPERATION_DEVICES = Table(
         Col("device_operation_activity", JSON),
         *cols("created_at updated_at", TS),
     ),
-    needs=("operations",),  # the operations changed in this run (`RunLedger.changed_operations`)
+    needs=("operations",),  # the operations changed in this run (`CommandNews.changed_operations`)
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
 
