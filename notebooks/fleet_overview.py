@@ -279,7 +279,8 @@ def _(alt, common, mo, params, where):
         )
         .properties(width=560, height=200)
     )
-    trend_chart = alt.vconcat(_rate, _stack)
+    # Each legend above the chart it explains (a shared one sits above the first chart).
+    trend_chart = alt.vconcat(_rate, _stack).resolve_legend(color="independent")
     trend_chart if daily.height else common.nothing("No daily history for this selection yet.")
     return daily, trend_chart
 
@@ -324,14 +325,15 @@ def _(alt, devices, mo, pl):
 
 
 @app.cell
-def _(devices, mo, pl):
+def _(common, devices, mo, pl):
     _non = devices.filter(pl.col("verdict") == "non_compliant").with_columns(
         pl.col("reasons").list.join(", ")
     )
     mo.accordion(
         {
-            f"Non-compliant devices ({_non.height:,})": mo.ui.table(
+            f"Non-compliant devices ({_non.height:,})": common.table(
                 _non.select("device_name", "platform", "group_path", "reasons", "last_seen_at"),
+                "non_compliant_devices",
                 page_size=15,
             )
         }
@@ -354,6 +356,8 @@ def _(mo):
 
 @app.cell
 def _(alt, common, devices, pl):
+    # One bar per bucket, its platforms stacked on one another: the bar's top is the bucket's
+    # total, what a reader reads off it.
     _buckets = devices.group_by("last_seen_bucket", "platform").agg(pl.len().alias("devices"))
     last_seen_chart = (
         alt.Chart(_buckets, title="Devices by last check-in")
@@ -362,8 +366,9 @@ def _(alt, common, devices, pl):
             x=alt.X(
                 "last_seen_bucket:N", title=None, sort=common.BUCKETS, axis=alt.Axis(labelAngle=0)
             ),
-            y=alt.Y("sum(devices):Q", title="Devices"),
-            color=common.bucket_color(),
+            y=alt.Y("devices:Q", title="Devices", stack="zero"),
+            color=alt.Color("platform:N", title="Platform"),
+            order=alt.Order("platform:N"),
             tooltip=["last_seen_bucket", "platform", "devices"],
         )
         .properties(width=420, height=220)
@@ -389,7 +394,7 @@ def _(common, mo, params, where):
     mo.vstack(
         [
             mo.md(f"**{_unseen:,} devices** have not checked in for a day or more{_selected}:"),
-            mo.ui.table(stale, page_size=15),
+            common.table(stale, "stale_devices", page_size=15),
         ]
     ) if stale.height else common.nothing("Every device in this selection checked in today.")
     return (stale,)
@@ -433,7 +438,11 @@ def _(common, mo, wh):
             mo.md(f"**{_needing:,} credentials** have expired or expire soon:")
             if credentials.height
             else common.nothing("No credential expires within its warning days."),
-            *([mo.ui.table(credentials, page_size=10)] if credentials.height else []),
+            *(
+                [common.table(credentials, "credentials", page_size=10)]
+                if credentials.height
+                else []
+            ),
             *([_unknown_note] if _unknown else []),
         ]
     )
@@ -481,7 +490,7 @@ def _(common, mo, params, where):
     mo.vstack(
         [
             mo.md(f"**{_total:,} devices** where the two verdicts differ ({_counts}){_selected}:"),
-            mo.ui.table(drift, page_size=10),
+            common.table(drift, "drift_disagreements", page_size=10),
         ]
     ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
     return (drift,)
@@ -521,7 +530,7 @@ def _(common, mo, wh):
                 f"**{_wipe['value']:,} of {_wipe['denominator']:,} active users** may wipe devices"
                 + (f"; the scopes of {_unknown:,} could not be read." if _unknown else ".")
             ),
-            mo.ui.table(access, page_size=10),
+            common.table(access, "fleet_access", page_size=10),
         ]
     ) if access.height else common.nothing(
         "No user was loaded (the key may not read users: `esper-warehouse status`)."

@@ -19,7 +19,7 @@ from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
-from . import extras, headlines
+from . import extras, headlines, readable
 from .exit_codes import Exit
 from .run.runner import RunSettings, run
 from .status import morning_check
@@ -229,9 +229,7 @@ def _worst_rollouts(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines
             f"from {headlines.marts(con)}.command_rollout where command_request_id = ?",
             [row.item],
         ).fetchone()  # type: ignore[misc]
-        p90_text = (
-            "n/a" if p90 is None else f"{p90 / 60:,.1f} h" if p90 >= 120 else f"{p90:,.0f} min"
-        )
+        p90_text = readable.duration(p90)
         lines.append(
             f"  {row.label:<24} {created:%Y-%m-%d}  {row.denominator or 0:>5,} devices  "
             f"success {success or 0:>6.1%}  failed/timed out {row.share or 0:>6.1%}  p90 {p90_text}"

@@ -100,7 +100,12 @@ def export_notebook(
         "-o",
         str(target),
     ]
-    env = {**os.environ, WAREHOUSE_ENV: str(warehouse)}
+    # The report's pages hold every row of a table (offline.REPORT_DIR_ENV): see offline.py.
+    env = {
+        **os.environ,
+        WAREHOUSE_ENV: str(warehouse),
+        offline.REPORT_DIR_ENV: str(out_dir.resolve()),
+    }
     started = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started

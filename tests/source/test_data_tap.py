@@ -576,7 +576,8 @@ def test_a_result_that_cannot_be_loaded_skips_its_table_named(columns, data, nam
         _Answer(columns, data), {"q": INCREMENTAL}, ledger=ledger, **options
     )
     assert list(resource) == []
-    why = ledger.unavailable["data_tap__q"]
+    why = ledger.refusals.why("data_tap__q")
+    assert why is not None
     assert named in why and "'q'" in why and "nothing of the result was loaded" in why
 
 

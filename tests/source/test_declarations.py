@@ -25,7 +25,7 @@ from esper_warehouse.pipelines.run.dispositions import COMPANIONS, merge_where_n
 from esper_warehouse.pipelines.shapes import families, reference
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
-from esper_warehouse.sources.esper.run.ledger import TIME_KEYS
+from esper_warehouse.sources.esper.run.ledger import TIME_KEYS, RunPlan
 from esper_warehouse.sources.esper.run.walk import DeviceWalk
 from esper_warehouse.sources.esper.table import TS
 from esper_warehouse.sources.esper.tables import MODULES, TABLES
@@ -45,7 +45,7 @@ def _source(monkeypatch: pytest.MonkeyPatch, *, full_scan: bool) -> DltSource:
     """The `esper` source of a first load (`full_scan`) or of a nightly run, without requests."""
 
     def opened(client: Any, ledger: RunLedger, full: bool, interval: Any) -> None:
-        ledger.client, ledger.as_of, ledger.full_scan = client, AS_OF, full_scan
+        ledger.plan = RunPlan(client=client, as_of=AS_OF, full_scan=full_scan)
 
     monkeypatch.setattr(esper_package, "open_run", opened)
     return esper(

@@ -48,7 +48,7 @@ OPEN_OPERATIONS = "open_operations"
 # Each blueprint's and application's head version last read: unchanged heads skip their lists.
 BLUEPRINT_HEADS = "blueprint_heads"
 APPLICATION_HEADS = "application_heads"
-# The parts of per-device tables the API refused (`RunLedger.skip_part`), asked again by the
+# The parts of per-device tables the API refused (`Refusals.skip_part`), asked again by the
 # next run until they answer: {table: {device id: what asking again needs}}. Tables read whole
 # each run (a replaced table, versions behind a head that did not move) need no entry.
 REFUSED_PARTS = "refused_parts"
@@ -72,10 +72,11 @@ def read_from(
     not how much to read: command-status and operation-device activity).
     """
     mark = cursor_state().get(name)
-    if also_full and not mark and ledger.resumed_from is not None:
+    plan = ledger.plan
+    if also_full and not mark and plan.resumed_from is not None:
         # a resumed first load: everything since its first part committed is activity
-        return ledger.resumed_from - lag
-    if (ledger.full_scan and not also_full) or not mark:
+        return plan.resumed_from - lag
+    if (plan.full_scan and not also_full) or not mark:
         return None
     return parse_time(mark) - lag  # type: ignore[operator]
 
@@ -91,15 +92,13 @@ def advance_cursor(name: str, newest: datetime | None) -> None:
 
 
 def bind_retries(ledger: RunLedger) -> None:
-    """Let the ledger keep the parts to ask again in this run's state (`REFUSED_PARTS`).
+    """Let the run's refusals keep the parts to ask again in this run's state (`REFUSED_PARTS`).
 
     Called by a resource (the source function's state is read-only): the dict is the one dlt
     commits with the run's data, so the fan-outs' worker threads write into it through the
-    ledger's lock, and a run that fails commits nothing of it.
+    lock of `RunLedger.refusals`, and a run that fails commits nothing of it.
     """
-    retries = cursor_state().setdefault(REFUSED_PARTS, {})
-    with ledger._lock:
-        ledger.retries = retries
+    ledger.refusals.keep_retries_in(cursor_state().setdefault(REFUSED_PARTS, {}))
 
 
 @dataclass

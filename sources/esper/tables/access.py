@@ -11,7 +11,7 @@ user + 1 + 1 per role (docs/decisions.md, "Who may act on the fleet").
 Every route here may be refused to a key without the user or role scopes (403) or to a plan
 without the feature (404): the tables built from it are skipped for the run and keep what
 earlier runs loaded; the rest of the run loads (exit 6). The users and roles lists are read once
-per run (`RunLedger.read_once`) and shared by the tables built from them, so a refused list skips
+per run (`SharedReads.read_once`) and shared by the tables built from them, so a refused list skips
 its children too, naming the refused route.
 
 The legacy detail carries the user's API `token`: it is dropped here (`without_secrets`) before
@@ -203,7 +203,7 @@ def _per_parent(
 def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Iterator[pa.Table]:
     if rows is None:  # some parent refused: the table is kept as loaded
         return
-    ledger.add_scan(table.name, len(rows), rows, table.key)
+    ledger.scans.add(table.name, len(rows), rows, table.key)
     if rows:
         yield table.page(rows, ledger.unreadable)
 

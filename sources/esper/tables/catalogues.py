@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import dlt
@@ -179,7 +179,7 @@ def whole_list(
         parallel=True,
         prefer=table.prefer_copy,
     )
-    ledger.add_scan(table.name, read.count, read.items, key)
+    ledger.scans.add(table.name, read.count, read.items, key)
     if read.items:
         yield table.page(read.items, ledger.unreadable)
 
@@ -192,13 +192,12 @@ def read_versions(
     ledger: RunLedger,
     opts: Options,
     parent_column: str | None = None,
-    on_gone: Callable[[str], None] | None = None,
 ) -> Generator[pa.Table, None, set[str]]:
     """Each parent's complete list of versions, fetched concurrently; returns the parents whose
     list the API refused (`common.refused_part`: counted; the caller asks them again next run).
 
-    A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) is passed to
-    `on_gone`. A replaced table with a refused parent keeps all it holds (`keep_if_refused`).
+    A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) has no versions to
+    load. A replaced table with a refused parent keeps all it holds (`keep_if_refused`).
     """
     key, limit = table.key, table.limit(opts.page_size)
 
@@ -225,11 +224,9 @@ def read_versions(
             refused.add(parent)
             continue
         if read is None:  # the parent was deleted meanwhile
-            if on_gone is not None:
-                on_gone(parent)
             continue
         items = [{**i, parent_column: parent} for i in read.items] if parent_column else read.items
-        ledger.add_scan(table.name, read.count, items, key)
+        ledger.scans.add(table.name, read.count, items, key)
         rows.extend(items)
     if not keep_if_refused(ledger, table, refused) and rows:
         yield table.page(rows, ledger.unreadable)
@@ -261,7 +258,7 @@ def blueprint_versions(
     """
     state = cursor_state()
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
-    known = {} if ledger.full_scan else state.get(BLUEPRINT_HEADS, {})
+    known = {} if ledger.plan.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
     refused = yield from read_versions(
         BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts
@@ -308,13 +305,11 @@ def application_versions(
     """
     state = cursor_state()
     heads = dict(zip(_col_arrow(page, "id"), _col_arrow(page, "latest_version__id"), strict=True))
-    known = {} if ledger.full_scan else state.get(APPLICATION_HEADS, {})
+    known = {} if ledger.plan.full_scan else state.get(APPLICATION_HEADS, {})
     changed = [a for a, head in heads.items() if head is None or known.get(a) != head]
-    ledger.application_ids.update(heads)
     refused = yield from read_versions(
-        APPLICATION_VERSIONS, APPLICATIONS, changed, client, ledger, opts, "application_id",
-        on_gone=ledger.application_ids.discard,
-    )  # fmt: skip
+        APPLICATION_VERSIONS, APPLICATIONS, changed, client, ledger, opts, "application_id"
+    )
     # the list is read whole: apps missing from it are gone; a refused list is read again
     state[APPLICATION_HEADS] = {a: h for a, h in heads.items() if a not in refused}
 
@@ -342,7 +337,7 @@ def shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Opti
             client, path, limit=limit, key=table.key, parallel=True, prefer=table.prefer_copy
         )
 
-    return ledger.read_once(table.name, read)
+    return ledger.shared.read_once(table.name, read)
 
 
 def optional_shared_list(
@@ -352,7 +347,7 @@ def optional_shared_list(
     it (and, raised again to each table built from the list, those too) for the run."""
     with skip_unavailable(ledger, table.name):
         read = shared_list(table, client, ledger, opts)
-        ledger.add_scan(table.name, read.count, read.items, table.key)
+        ledger.scans.add(table.name, read.count, read.items, table.key)
         if read.items:
             yield table.page(read.items, ledger.unreadable)
 

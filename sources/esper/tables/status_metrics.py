@@ -50,7 +50,7 @@ def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Ite
     """The tenant's status counters as of this run: one row per day of the API's clock.
 
     The route answers one bare object of counters (live route 23), no list. The row is keyed by
-    the UTC date of the run's API time (`ledger.as_of`), so a second run the same day replaces
+    the UTC date of the run's API time (`RunPlan.as_of`), so a second run the same day replaces
     that day's row and the next day's run adds one: a daily snapshot.
     """
     path = STATUS_METRICS.path_for(client)
@@ -63,8 +63,8 @@ def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Ite
         raise EsperResponseError(
             f"{path}: expected an object of counters, got {type(body).__name__}"
         )
-    assert ledger.as_of is not None  # set by open_run, before any resource runs
-    as_of = ledger.as_of.astimezone(UTC)
+    assert ledger.plan.as_of is not None  # set by open_run, before any resource runs
+    as_of = ledger.plan.as_of.astimezone(UTC)
     row = {**body, "snapshot_date": as_of.date().isoformat(), "as_of": as_of.isoformat()}
     yield STATUS_METRICS.page([row], ledger.unreadable)
 
