@@ -55,7 +55,7 @@ SCRIPT: tuple[tuple[int, int, int, dict[str, Any]], ...] = (
     (-27, 9, 0, {}),
     (-26, 10, 2, {}),
     (-18, 9, 1, {"pause": (1, 20 * 60)}),
-    (-4, 9, 0, {"cancel": (2, 20 * 60)}),
+    (-9, 9, 0, {"cancel": (2, 20 * 60)}),
     (-4, 11, 2, {"approve_after": 132 * HOUR}),
     (1, 9, 1, {}),
     (6, 9, 0, {"every": RELEASE_EVERY}),
