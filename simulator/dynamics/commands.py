@@ -176,19 +176,15 @@ class CommandsAndOperations(EngineBase):
             self._schedule(st.plan[0][0], "status", s)
 
     def _install(self, i: int, app: int, version: int, ts: int) -> None:
-        """A successful INSTALL: device ``i`` has ``version`` of legacy ``app`` from ``ts``."""
+        """A successful INSTALL: device ``i``, which has legacy ``app``, has ``version`` of it
+        from ``ts`` (an update; a device without the app is never a pipeline's target)."""
         f = self.f
-        if f.platform(i) != C.ANDROID:
-            return  # a legacy app's package does not install on another platform
         apps = f.apps[i]
         for k, (a, v, created, _u) in enumerate(apps):
-            if a == app:
-                if v < version:
-                    apps[k] = (a, version, created, ts)
-                    f.touch(i, ts, C.EV_APP_UPDATED, a, version)
-                return
-        apps.append((app, version, ts, ts))
-        f.touch(i, ts, C.EV_APP_INSTALLED, app, version)
+            if a == app and v < version and f.platform(i) == C.ANDROID:
+                # the device reports its new app list just after the command's success
+                apps[k] = (a, version, created, ts + 1)
+                f.touch(i, ts + 1, C.EV_APP_UPDATED, a, version)
 
     # -- operations ----------------------------------------------------------------------
 

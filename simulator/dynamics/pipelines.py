@@ -7,8 +7,14 @@ Three pipelines, defined 60 days before the simulator's start (:meth:`plan_pipel
   day after each stage completes;
 - the Esper agent update (``UPDATE_LATEST_DPC``: the platform update the command API can send)
   in two stages (pilot on 3 Android devices, 40 more);
-- an app release of its second most installed Android app to store groups, each stage gated by
-  an admin's approval: the run is WAITING between stages until someone approves.
+- an app release of its second most installed Android app to store groups (their devices that
+  have it), each stage gated by an admin's approval: the run is WAITING between stages until
+  someone approves.
+
+An app release stages the newest version the tenant has published (`Rollouts` publishes them);
+a successful INSTALL moves a device that has an older one to it. Nothing else of the fleet
+changes, so its history (devices, apps, ad-hoc commands) is the same with or without pipelines:
+they draw from their own RNG and add only their command requests, statuses and events.
 
 Runs are scripted relative to the start (``SCRIPT``), so whatever the seed the default tenant
 holds, at its start, a finished release, a run that timed out waiting for an approval that never
@@ -129,8 +135,8 @@ class PipelineRuns(CommandsAndOperations):
         run = Run(new_id(rng), p, len(pipeline.runs) + 1, ts, updated=ts + 5, started=ts + 5)
         run.approve_after = acts.get("approve_after")
         run.pause, run.cancel = acts.get("pause"), acts.get("cancel")
-        if pipeline.app >= 0:
-            run.version = f.add_app_version(f.legacy_apps[pipeline.app], ts, rng)
+        if pipeline.app >= 0:  # the newest version the tenant has published
+            run.version = len(f.legacy_apps[pipeline.app].versions) - 1
         r = book.add("runs", run)
         pipeline.runs.append(r)
         self._later(ts + 5 + PIPELINE_TIMEOUT, "run_timeout", r)
@@ -176,11 +182,14 @@ class PipelineRuns(CommandsAndOperations):
         f, book, rng = self.f, self.book, self.pipe_rng
         run = book.runs[r]
         stage = book.stages[book.pipelines[run.pipeline].stages[k]]
-        devices = stage.devices or sorted(  # a group's Android devices: the apps are Android's
+        app = book.pipelines[run.pipeline].app
+        devices = stage.devices or sorted(  # a group's devices that have the app (Android's)
             i
             for g in stage.groups
             for i in self._members_of(g)
-            if not f.removed[i] and f.platform(i) == C.ANDROID
+            if not f.removed[i]
+            and f.platform(i) == C.ANDROID
+            and any(e[0] == app for e in f.apps[i])
         )
         sr = StageRun(new_id(rng), r, book.pipelines[run.pipeline].stages[k], ts, new_id(rng))
         sr.updated = ts
