@@ -1,9 +1,10 @@
 """Before/after a restructuring: the warehouse a first load, a nightly and `--full` produce.
 
-Usage: `.venv/bin/python bench/before_after.py <old checkout with its .venv> [out dir]`. Runs both
-checkouts' `esper-warehouse run` against two identical simulators (400 devices, seed 11) and
-compares `information_schema.columns`, dlt's stored hints and the row counts after each run.
-Tables only the new code declares are left out of the comparison (`NEW_ONLY`).
+Usage: `.venv/bin/python bench/before_after.py <old checkout with its .venv> [out dir]
+[--new-only table,...]`. Runs both checkouts' `esper-warehouse run` against two identical
+simulators (400 devices, seed 11) and compares `information_schema.columns`, dlt's stored hints
+and the row counts after each run. Tables only the new code declares (`--new-only`) are left out
+of the comparison.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import duckdb
 from esper_warehouse.simulator import Simulator
 
 KEY, EID = "test-key", "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
-NEW_ONLY = {"geofences"}  # tables the old code does not load
+NEW_ONLY: set[str] = set()  # tables the old code does not load (`--new-only`)
 STEPS = (("first", ()), ("nightly", ()), ("full", ("--full",)))
 
 
@@ -54,8 +55,9 @@ def dump(wh: str) -> dict[str, Any]:
         }
         # the reconciliation rows of the tables both checkouts load
         counts["_esper_reconciliation"] = con.execute(
-            "select count(*) from esper._esper_reconciliation where table_name not in "
-            f"({', '.join(repr(t) for t in NEW_ONLY)})"
+            "select count(*) from esper._esper_reconciliation where not list_contains(?, "
+            "table_name)",
+            [sorted(NEW_ONLY)],
         ).fetchone()[0]  # type: ignore[index]
         row = con.execute("select schema from esper._dlt_version order by inserted_at desc limit 1")
         schema = json.loads(row.fetchone()[0])  # type: ignore[index]
@@ -84,7 +86,8 @@ def compare(step: str, old: tuple[int, dict], new: tuple[int, dict]) -> bool:
     (old_code, o), (new_code, n) = old, new
     raw = [[c for c in d["columns"] if c[1] not in NEW_ONLY and c[0] == "esper"] for d in (o, n)]
     models = [
-        [c for c in d["columns"] if c[0] != "esper" and "geofence" not in c[1]] for d in (o, n)
+        [c for c in d["columns"] if c[0] != "esper" and not any(t in c[1] for t in NEW_ONLY)]
+        for d in (o, n)
     ]
     counts = [{k: v for k, v in d["counts"].items() if k not in NEW_ONLY} for d in (o, n)]
     hints = [{k: v for k, v in d["hints"].items() if k not in NEW_ONLY} for d in (o, n)]
@@ -104,9 +107,14 @@ def compare(step: str, old: tuple[int, dict], new: tuple[int, dict]) -> bool:
 
 
 def main() -> int:
-    old_checkout = sys.argv[1]
+    args = sys.argv[1:]
+    if "--new-only" in args:
+        at = args.index("--new-only")
+        NEW_ONLY.update(filter(None, args[at + 1].split(",")))
+        del args[at : at + 2]
+    old_checkout = args[0]
     new_checkout = str(Path(__file__).resolve().parents[1])
-    out = sys.argv[2] if len(sys.argv) > 2 else "/tmp/before_after"
+    out = args[1] if len(args) > 1 else "/tmp/before_after"
     os.makedirs(out, exist_ok=True)
     old = load_three_times(old_checkout, out, "old")
     new = load_three_times(new_checkout, out, "new")

@@ -21,6 +21,8 @@ import altair as alt
 import duckdb
 import marimo as mo
 import polars as pl
+from esper_warehouse.pipelines import readable
+from esper_warehouse.pipelines.offline import REPORT_DIR_ENV, TABLE_ROWS
 from esper_warehouse.pipelines.warehouse import is_lock_error
 
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
@@ -35,7 +37,6 @@ ALL = "All"
 VERDICTS = ["compliant", "non_compliant", "unverified", "out_of_service"]
 VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1", "#5b616b"]
 BUCKETS = ["online", "active", "stale", "offline", "missing", "never_seen"]
-BUCKET_COLORS = ["#1a7f37", "#7cc47f", "#f2c94c", "#f08c3a", "#c0392b", "#6b6b6b"]
 # A colour per known outcome; a state the vocabulary gains later still gets one (OTHER_COLORS).
 _OUTCOME_COLOR = {"success": "#2e8540", "failure": "#d83933", "timeout": "#f08c3a",
                   "cancelled": "#8e44ad", "pending": "#a9aeb1"}  # fmt: skip
@@ -261,37 +262,104 @@ def percent(value: float | None) -> str:
 
 
 def rate_formats(frame: pl.DataFrame) -> dict[str, Any]:
-    """Table formats that show every `*_rate` column of `frame` as a percentage."""
-    return {c: percent for c in frame.columns if c.endswith("_rate")}
+    """Table formats that show every `*_rate` column of `frame` as a percentage, and every
+    column of minutes (`*_to_final_state`, `time_*`) as a readable duration (`2.0 days`)."""
+    return {
+        **{c: percent for c in frame.columns if c.endswith("_rate")},
+        **{
+            c: readable.duration
+            for c in frame.columns
+            if c.endswith("_to_final_state") or c.startswith("time_")
+        },
+    }
+
+
+def table(
+    frame: pl.DataFrame,
+    name: str,
+    *,
+    total: int | None = None,
+    whole_sql: str | None = None,
+    label: str = "",
+    **options: Any,
+) -> mo.ui.table:
+    """`frame` as a table: paged in a notebook; in the report (`$ESPER_REPORT_DIR` set by
+    `esper-warehouse report`) with every row in the page, up to `TABLE_ROWS`.
+
+    A longer table (more rows than `TABLE_ROWS`, or a `total` larger than `frame`'s, whose rows
+    `whole_sql` selects) says "first N of M" in its label and, in the report, is written whole
+    as `<name>.csv` beside the page and linked from it.
+    """
+    total = max(total or 0, frame.height)
+    folder = os.environ.get(REPORT_DIR_ENV)
+    if folder:
+        shown, options = frame.head(TABLE_ROWS), {**options, "pagination": False}
+        options.pop("page_size", None)
+    else:
+        shown = frame
+    notes = [label] if label else []
+    if total > shown.height:
+        notes.append(f"first {shown.height:,} of {total:,} rows")
+        if folder:
+            target = Path(folder) / f"{name}.csv"
+            if whole_sql is None:
+                frame.write_csv(target)
+            else:
+                with _connect(warehouse_path()) as con:
+                    quoted = str(target).replace("'", "''")
+                    con.execute(f"copy ({whole_sql}) to '{quoted}' (header)")
+            notes.append(f"every row: [{text(target.name)}]({text(target.name)})")
+    return mo.ui.table(shown, label=" · ".join(notes), **options)
 
 
 def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.table]:
     """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
 
-    `view` needs `failure_rate`, `timeout_rate` and `p90_minutes_to_terminal`; `noun` names the
-    rows ("command requests", "operations") in the tables' labels.
+    `view` needs `failing_rank` (the marts' one ranking: failure + timeout rate among rollouts to
+    5 devices or more; the three first of commands are marts.headlines `worst_command_rollouts`)
+    and `p90_minutes_to_terminal`; `noun` names the rows ("command requests", "operations").
     """
-    formats = rate_formats(view)
-    failing = mo.ui.table(
-        view.sort(pl.col("failure_rate") + pl.col("timeout_rate"), descending=True).head(20),
-        format_mapping=formats,
-        selection="single",
-        page_size=10,
-        label=f"Most failing {noun} (failure + timeout rate)",
+    view = view.rename(
+        {c: c.replace("_minutes_to_terminal", "_to_final_state") for c in view.columns}
     )
-    slow = mo.ui.table(
-        view.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
+    formats = rate_formats(view)
+    failing = table(
+        view.filter(pl.col("failing_rank").is_not_null()).sort("failing_rank").head(20),
+        f"most_failing_{noun.replace(' ', '_')}",
         format_mapping=formats,
         selection="single",
         page_size=10,
-        label=f"Slowest {noun} (p90 minutes to a final state)",
+        label=f"Most failing {noun} to 5 devices or more (failure + timeout rate)",
+    )
+    slow = table(
+        view.sort("p90_to_final_state", descending=True, nulls_last=True).head(20),
+        f"slowest_{noun.replace(' ', '_')}",
+        format_mapping=formats,
+        selection="single",
+        page_size=10,
+        label=f"Slowest {noun} (p90 time to a final state)",
     )
     return failing, slow
 
 
+def headlines(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The whole fleet's headline numbers (marts.headlines: their one home), by name; items of a
+    list under ``"<headline>/<item>"``. A notebook shows these and counts none of its own."""
+    frame = query(
+        "select headline, item, item_rank, label, value, denominator, share "
+        "from marts.headlines order by headline, item_rank nulls first",
+        path=path,
+    )
+    return {
+        row["headline"] + (f"/{row['item']}" if row["item"] is not None else ""): row
+        for row in frame.iter_rows(named=True)
+    }
+
+
 def picked_row(failing: mo.ui.table, slow: mo.ui.table) -> tuple[Any, Any]:
     """(id, label) of the row picked in either table; the most failing one when none is."""
-    picked = next((t.value for t in (failing, slow) if t.value.height), failing.data.head(1))
+    first = failing.data if failing.data.height else slow.data  # no rollout to 5 devices yet
+    picked = next((t.value for t in (failing, slow) if t.value.height), first.head(1))
     return picked["id"][0], picked["label"][0]
 
 
@@ -339,15 +407,6 @@ def verdict_color(title: str = "Verdict") -> alt.Color:
     )
 
 
-def bucket_color(field_name: str = "last_seen_bucket") -> alt.Color:
-    return alt.Color(
-        f"{field_name}:N",
-        title="Last seen",
-        scale=alt.Scale(domain=BUCKETS, range=BUCKET_COLORS),
-        sort=BUCKETS,
-    )
-
-
 def outcome_color() -> alt.Color:
     return alt.Color(
         "outcome:N",
@@ -355,16 +414,3 @@ def outcome_color() -> alt.Color:
         scale=alt.Scale(domain=OUTCOMES, range=OUTCOME_COLORS),
         sort=OUTCOMES,
     )
-
-
-def duration(seconds: float | None) -> str:
-    """Seconds as a short human duration (``3 h 20 min``)."""
-    if seconds is None:
-        return "–"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes:02d} min"
-    return f"{hours / 24:.1f} days"

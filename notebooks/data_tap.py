@@ -76,19 +76,21 @@ def _(common):
 @app.cell
 def _(common, contextlib, json, os, tomllib):
     def configured_queries() -> dict[str, str]:
-        """Data Tap queries configured for the next load: config.toml, then the env var."""
+        """Data Tap queries configured for the next load, each with where it is set:
+        config.toml, then the env var (which wins, as in dlt)."""
         found: dict[str, str] = {}
         config = common.REPO_ROOT / ".dlt" / "config.toml"
         if config.exists():
             with config.open("rb") as f:
                 settings = tomllib.load(f)
-            found.update(
-                settings.get("sources", {}).get("esper", {}).get("data_tap_queries", {}) or {}
-            )
+            queries = settings.get("sources", {}).get("esper", {}).get("data_tap_queries", {})
+            found.update(dict.fromkeys(queries or {}, ".dlt/config.toml"))
         from_env = os.environ.get("SOURCES__ESPER__DATA_TAP_QUERIES")
         if from_env:
             with contextlib.suppress(json.JSONDecodeError):
-                found.update(json.loads(from_env))
+                found.update(
+                    dict.fromkeys(json.loads(from_env), "$SOURCES__ESPER__DATA_TAP_QUERIES")
+                )
         return found
 
     configured = configured_queries()
@@ -121,21 +123,54 @@ def _(common, mo, wh):
 
 
 @app.cell
-def _(common, configured, mo, pl, tap_tables):
-    _loaded = set(tap_tables["query_name"].to_list())
-    _names = sorted(set(configured) | _loaded)
+def _(common, configured, json, mo, pl, tap_tables):
+    # What the last load ran: its settings may come from neither place above (`esper-warehouse
+    # demo` passes its query in code), and the run's record names every query it ran or skipped.
+    _runs = common.query(
+        """
+        select '"' || database_name || '"."esper"."_esper_runs"' as name
+        from duckdb_tables() where schema_name = 'esper' and table_name = '_esper_runs'
+        """
+    )
+    _last = (
+        common.query(
+            f"select rows, unavailable from {_runs['name'][0]} order by started_at desc limit 1"
+        )
+        if _runs.height
+        else pl.DataFrame()
+    )
+    _ran = json.loads(_last["rows"][0] or "{}") if _last.height else {}
+    _skipped = json.loads(_last["unavailable"][0] or "{}") if _last.height else {}
+
+    def _query_of(table_name: str) -> str | None:
+        """The query a raw table holds (not its nested child tables, `data_tap__<q>__<child>`)."""
+        name = table_name.removeprefix("data_tap__")
+        return name if name != table_name and "__" not in name else None
+
+    _last_load = {q: f"skipped: {why}" for t, why in _skipped.items() if (q := _query_of(t))}
+    _last_load |= {q: f"{n:,} rows" for t, n in _ran.items() if (q := _query_of(t))}
+    _loaded = {
+        q: common.scalar(f"select count(*) from {name}")
+        for q, name in zip(tap_tables["query_name"], tap_tables["qualified_name"], strict=True)
+    }
+    _names = sorted(set(configured) | set(_loaded) | set(_last_load))
     _status = pl.DataFrame(
         {
             "query": _names,
-            "configured": [n in configured for n in _names],
             "table": [f"esper.data_tap__{n}" for n in _names],
-            "loaded": [n in _loaded for n in _names],
+            "last_load": [_last_load.get(n, "not run") for n in _names],
+            "rows_kept": [_loaded.get(n) for n in _names],
+            "configured_in": [
+                configured.get(n) or ("the last load's settings" if n in _last_load else "")
+                for n in _names
+            ],
         },
         schema={
             "query": pl.String,
-            "configured": pl.Boolean,
             "table": pl.String,
-            "loaded": pl.Boolean,
+            "last_load": pl.String,
+            "rows_kept": pl.Int64,
+            "configured_in": pl.String,
         },
     )
     _notes = []
@@ -157,7 +192,13 @@ def _(common, configured, mo, pl, tap_tables):
                 + ", ".join(common.code(n) for n in _pending)
             )
         )
-    mo.vstack([mo.md("## What is configured and what is loaded"), mo.ui.table(_status), *_notes])
+    mo.vstack(
+        [
+            mo.md("## What is configured and what is loaded"),
+            common.table(_status, "data_tap_queries"),
+            *_notes,
+        ]
+    )
     return
 
 
@@ -185,18 +226,23 @@ def _(common, mo, table):
         [table.selected_key],
     )
     _select = ", ".join(common.ident(c) for c in columns["column_name"].to_list())
-    rows = common.query(f"select {_select} from {table.value} limit 1000")
+    rows = common.query(f"select {_select} from {table.value} limit {common.TABLE_ROWS}")
     _total = common.scalar(f"select count(*) from {table.value}")
     mo.vstack(
         [
             mo.md(
-                f"{common.code(f'esper.{table.selected_key}')}: **{_total:,} rows**, {columns.height} columns "
-                f"(first {rows.height:,} shown)"
+                f"{common.code(f'esper.{table.selected_key}')}: **{_total:,} rows**, {columns.height} columns"
             ),
             mo.hstack(
                 [
-                    mo.ui.table(columns, selection=None, page_size=20),
-                    mo.ui.table(rows, page_size=15),
+                    common.table(columns, "data_tap_columns", selection=None, page_size=20),
+                    common.table(
+                        rows,
+                        table.selected_key,
+                        total=_total,
+                        whole_sql=f"select {_select} from {table.value}",
+                        page_size=15,
+                    ),
                 ],
                 widths=[1, 3],
             ),
@@ -228,9 +274,20 @@ def _(alt, columns, common, mo, table):
     _value = _numbers[0]
     _by = _categories[0] if _categories else None
     _series_sql = f"{common.ident(_by)}::varchar" if _by else "null::varchar"
+    _from = f"{table.value} as t"
+    # A device id reads as noise in a legend: the device's name stands for it (the id if the
+    # warehouse has no name for it).
+    _names = _by in ("device_id", "id") and common.scalar(
+        "select count(*) from information_schema.tables where table_schema = 'intermediate' "
+        "and table_name = 'int_devices_current'"
+    )
+    if _names:
+        _series_sql = f"coalesce(d.device_name, t.{common.ident(_by)}::varchar)"
+        _from += f" left join intermediate.int_devices_current as d on d.device_id = t.{common.ident(_by)}"
+        _by = "device"
     _series = common.query(
-        f"select {common.ident(_time)} as t, {_series_sql} as series, "
-        f"sum({common.ident(_value)})::double as value from {table.value} group by all order by 1"
+        f"select t.{common.ident(_time)} as t, {_series_sql} as series, "
+        f"sum(t.{common.ident(_value)})::double as value from {_from} group by all order by 1"
     )
     _top = (
         _series.group_by("series")
@@ -248,7 +305,9 @@ def _(alt, columns, common, mo, table):
         .encode(
             x=alt.X("t:T", title=_time),
             y=alt.Y("value:Q", title=_value),
-            color=alt.Color("series:N", title=_by) if _by else alt.value("#2f6fb0"),
+            color=alt.Color("series:N", title=_by, legend=alt.Legend(labelLimit=0, columns=4))
+            if _by
+            else alt.value("#2f6fb0"),
             tooltip=["t:T", "series:N", "value:Q"],
         )
         .properties(width=560, height=260)
@@ -272,7 +331,7 @@ def _(mo, table):
 @app.cell
 def _(common, mo, sql):
     try:
-        _answer = mo.ui.table(common.query(sql.value), page_size=15)
+        _answer = common.table(common.query(sql.value), "your_query", page_size=15)
     except Exception as error:  # a typo in the query is the reader's to fix, not a cell error
         _answer = mo.callout(mo.md(f"The query failed: {common.code(error)}"), kind="danger")
     _answer

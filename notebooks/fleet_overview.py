@@ -40,6 +40,7 @@ def _(common):
             "marts.credential_expiry",
             "marts.drift_disagreements",
             "marts.fleet_access",
+            "marts.headlines",
         ),
         nonempty="marts.fleet_compliance",
     )
@@ -82,39 +83,59 @@ def _(common, mo, params, where):
         """,
         params,
     )
-    _n = devices.height
-    _count = devices["verdict"].value_counts()
-    _by = dict(zip(_count["verdict"].to_list(), _count["count"].to_list(), strict=True))
-    # the devices of marts.stale_devices (the table further down): never_seen included
-    _unseen = devices.filter(~devices["last_seen_bucket"].is_in(["online", "active"]))
+    # The whole fleet's numbers, from their one home (marts.headlines): the filters above choose
+    # what the charts and tables below show, never these.
+    _h = common.headlines()
 
-    # one compliance rate: compliant ÷ devices in service (marts.fleet_compliance_daily)
-    _in_service = _n - _by.get("out_of_service", 0)
+    def _number(name):
+        return f"{_h[name]['value']:,}" if name in _h else "–"
 
-    def _share(k):
-        return f"{_by.get(k, 0) / _in_service:.0%} of devices in service" if _in_service else None
+    def _share(name, of):
+        row = _h.get(name)
+        return (
+            f"{row['share']:.1%} of {row['denominator']:,} {of}"
+            if row and row["share"] is not None
+            else None
+        )
 
-    mo.hstack(
+    mo.vstack(
         [
-            mo.stat(f"{_n:,}", label="Devices"),
-            mo.stat(f"{_by.get('compliant', 0):,}", label="Compliant", caption=_share("compliant")),
-            mo.stat(
-                f"{_by.get('non_compliant', 0):,}",
-                label="Non-compliant",
-                caption=_share("non_compliant"),
+            mo.hstack(
+                [
+                    mo.stat(_number("devices"), label="Devices", caption="whole fleet"),
+                    mo.stat(
+                        _number("compliance_rate"),
+                        label="Compliant",
+                        caption=_share("compliance_rate", "devices in service"),
+                    ),
+                    mo.stat(
+                        _number("non_compliant_devices"),
+                        label="Non-compliant",
+                        caption=_share("non_compliant_devices", "devices in service"),
+                    ),
+                    mo.stat(
+                        _number("unverified_devices"),
+                        label="Unverified",
+                        caption="not seen for a week, or a value unknown",
+                    ),
+                    mo.stat(
+                        _number("not_seen_devices"),
+                        label="Not seen for a day or more",
+                        caption="or never checked in",
+                    ),
+                    mo.stat(
+                        _number("low_battery_devices"),
+                        label="Battery below 15 %",
+                        caption=_share("low_battery_devices", "reporting a battery"),
+                    ),
+                ],
+                widths="equal",
             ),
-            mo.stat(
-                f"{_by.get('unverified', 0):,}",
-                label="Unverified",
-                caption="not seen for a week, or a value unknown",
+            mo.md(
+                "_The whole fleet (`marts.headlines`); the group and platform filters apply to "
+                "the charts and tables below._"
             ),
-            mo.stat(
-                f"{_unseen.height:,}",
-                label="Not seen for a day or more",
-                caption="or never checked in",
-            ),
-        ],
-        widths="equal",
+        ]
     )
     return (devices,)
 
@@ -258,7 +279,8 @@ def _(alt, common, mo, params, where):
         )
         .properties(width=560, height=200)
     )
-    trend_chart = alt.vconcat(_rate, _stack)
+    # Each legend above the chart it explains (a shared one sits above the first chart).
+    trend_chart = alt.vconcat(_rate, _stack).resolve_legend(color="independent")
     trend_chart if daily.height else common.nothing("No daily history for this selection yet.")
     return daily, trend_chart
 
@@ -303,14 +325,15 @@ def _(alt, devices, mo, pl):
 
 
 @app.cell
-def _(devices, mo, pl):
+def _(common, devices, mo, pl):
     _non = devices.filter(pl.col("verdict") == "non_compliant").with_columns(
         pl.col("reasons").list.join(", ")
     )
     mo.accordion(
         {
-            f"Non-compliant devices ({_non.height:,})": mo.ui.table(
+            f"Non-compliant devices ({_non.height:,})": common.table(
                 _non.select("device_name", "platform", "group_path", "reasons", "last_seen_at"),
+                "non_compliant_devices",
                 page_size=15,
             )
         }
@@ -333,6 +356,8 @@ def _(mo):
 
 @app.cell
 def _(alt, common, devices, pl):
+    # One bar per bucket, its platforms stacked on one another: the bar's top is the bucket's
+    # total, what a reader reads off it.
     _buckets = devices.group_by("last_seen_bucket", "platform").agg(pl.len().alias("devices"))
     last_seen_chart = (
         alt.Chart(_buckets, title="Devices by last check-in")
@@ -341,8 +366,9 @@ def _(alt, common, devices, pl):
             x=alt.X(
                 "last_seen_bucket:N", title=None, sort=common.BUCKETS, axis=alt.Axis(labelAngle=0)
             ),
-            y=alt.Y("sum(devices):Q", title="Devices"),
-            color=common.bucket_color(),
+            y=alt.Y("devices:Q", title="Devices", stack="zero"),
+            color=alt.Color("platform:N", title="Platform"),
+            order=alt.Order("platform:N"),
             tooltip=["last_seen_bucket", "platform", "devices"],
         )
         .properties(width=420, height=220)
@@ -363,10 +389,12 @@ def _(common, mo, params, where):
         """,
         params,
     )
+    _unseen = common.headlines()["not_seen_devices"]["value"]  # the whole fleet: marts.headlines
+    _selected = f"; {stale.height:,} in this selection" if params else ""
     mo.vstack(
         [
-            mo.md(f"**{stale.height:,} devices** have not checked in for a day or more:"),
-            mo.ui.table(stale, page_size=15),
+            mo.md(f"**{_unseen:,} devices** have not checked in for a day or more{_selected}:"),
+            common.table(stale, "stale_devices", page_size=15),
         ]
     ) if stale.height else common.nothing("Every device in this selection checked in today.")
     return (stale,)
@@ -404,12 +432,17 @@ def _(common, mo, wh):
         f"{_unknown:,} more (app licence tokens, or a date the API did not give) have no expiry "
         "the warehouse can read: check them in Apple Business Manager."
     )
+    _needing = common.headlines()["credentials_needing_action"]["value"]  # marts.headlines
     mo.vstack(
         [
-            mo.md(f"**{credentials.height:,} credentials** have expired or expire soon:")
+            mo.md(f"**{_needing:,} credentials** have expired or expire soon:")
             if credentials.height
             else common.nothing("No credential expires within its warning days."),
-            *([mo.ui.table(credentials, page_size=10)] if credentials.height else []),
+            *(
+                [common.table(credentials, "credentials", page_size=10)]
+                if credentials.height
+                else []
+            ),
             *([_unknown_note] if _unknown else []),
         ]
     )
@@ -445,14 +478,19 @@ def _(common, mo, params, where):
         """,
         params,
     )
+    # the whole fleet's counts (marts.headlines), then this selection's rows
+    _h = common.headlines()
     _counts = ", ".join(
-        f"{row['len']:,} {common.text(row['disagreement'])}"
-        for row in drift.group_by("disagreement").len().sort("disagreement").iter_rows(named=True)
+        f"{row['value']:,} {common.text(row['item'])}"
+        for key, row in _h.items()
+        if key.startswith("drift_disagreements/")
     )
+    _total = _h["drift_disagreements"]["value"]
+    _selected = f"; {drift.height:,} in this selection" if params else ""
     mo.vstack(
         [
-            mo.md(f"**{drift.height:,} devices** where the two verdicts differ ({_counts}):"),
-            mo.ui.table(drift, page_size=10),
+            mo.md(f"**{_total:,} devices** where the two verdicts differ ({_counts}){_selected}:"),
+            common.table(drift, "drift_disagreements", page_size=10),
         ]
     ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
     return (drift,)
@@ -484,15 +522,15 @@ def _(common, mo, wh):
         order by can_wipe desc nulls first, can_reboot desc nulls first, name
         """
     )
-    _may_wipe = access.filter(access["can_wipe"].fill_null(False)).height
-    _unknown = access.filter(access["can_wipe"].is_null()).height
+    _h = common.headlines()  # active users, as `status` and the demo count them
+    _wipe, _unknown = _h["users_may_wipe"], _h["users_scopes_unknown"]["value"]
     mo.vstack(
         [
             mo.md(
-                f"**{_may_wipe:,} of {access.height:,} users** may wipe devices"
+                f"**{_wipe['value']:,} of {_wipe['denominator']:,} active users** may wipe devices"
                 + (f"; the scopes of {_unknown:,} could not be read." if _unknown else ".")
             ),
-            mo.ui.table(access, page_size=10),
+            common.table(access, "fleet_access", page_size=10),
         ]
     ) if access.height else common.nothing(
         "No user was loaded (the key may not read users: `esper-warehouse status`)."

@@ -41,6 +41,7 @@ def _(common):
             "marts.app_rollout_current",
             "marts.command_rollout",
             "marts.operation_rollout",
+            "marts.headlines",  # built with failing_rank, which the "Most failing" tables read
         ),
     )
     common.banner(wh)
@@ -308,11 +309,11 @@ def _(alt, app_choice, common, mo, pl):
 
 
 @app.cell
-def _(apps_now, mo, pl):
+def _(apps_now, common, mo, pl):
     mo.accordion(
         {
-            f"Every app now ({apps_now.height:,})": mo.ui.table(
-                apps_now.with_columns(pl.col("share_on_latest").round(3)), page_size=15
+            f"Every app now ({apps_now.height:,})": common.table(
+                apps_now.with_columns(pl.col("share_on_latest").round(3)), "apps_now", page_size=15
             )
         }
     )
@@ -388,6 +389,7 @@ def _(commands, duration_chart, mo, pl):
 def _(commands, common, mo, pl):
     mo.stop(commands.height == 0)
     _columns = [
+        "failing_rank",
         "label",
         "target_devices",
         "success_rate",
@@ -400,7 +402,7 @@ def _(commands, common, mo, pl):
     ]
     _view = commands.with_columns(
         pl.col("top_failure_reasons").list.eval(pl.element().struct.field("reason")).list.join("; ")
-    ).select("id", *_columns)
+    ).select(*_columns, "id")
     failing_commands, slow_commands = common.worst_rollouts(_view, "command requests")
     mo.vstack([failing_commands, slow_commands])
     return failing_commands, slow_commands
@@ -414,7 +416,7 @@ def _(common, failing_commands, mo, slow_commands):
         select
             d.device_name, d.platform, d.group_path, s.state, s.reason, s.created_at,
             s.updated_at,
-            round(epoch(s.updated_at - s.created_at) / 60, 1) as minutes_since_created
+            epoch(s.updated_at - s.created_at) / 60 as time_since_created
         from staging.stg_esper__command_statuses as s
         left join intermediate.int_devices_current as d on d.device_id = s.device_id
         where s.command_request_id = ?
@@ -431,7 +433,12 @@ def _(common, failing_commands, mo, slow_commands):
                 f"### Devices of {common.code(_label)}\n"
                 "_Pick a row above to drill into another request._"
             ),
-            mo.ui.table(command_devices, page_size=15),
+            common.table(
+                command_devices,
+                "command_devices",
+                format_mapping=common.rate_formats(command_devices),
+                page_size=15,
+            ),
         ]
     )
     return (command_devices,)
@@ -480,7 +487,7 @@ def _(common, mo, operations, pl):
     _view = operations.with_columns(
         pl.col("top_failure_reasons").list.eval(pl.element().struct.field("reason")).list.join("; ")
     ).select(
-        "id",
+        "failing_rank",
         "label",
         "state",
         "target_devices",
@@ -491,6 +498,7 @@ def _(common, mo, operations, pl):
         "p50_minutes_to_terminal",
         "p90_minutes_to_terminal",
         "top_failure_reasons",
+        "id",
     )
     failing_operations, slow_operations = common.worst_rollouts(_view, "operations")
     mo.vstack([failing_operations, slow_operations])
@@ -505,7 +513,7 @@ def _(common, failing_operations, mo, slow_operations):
         select
             d.device_name, d.platform, d.group_path, o.state, o.reason, o.created_at,
             o.updated_at,
-            round(epoch(o.updated_at - o.created_at) / 60, 1) as minutes_since_created
+            epoch(o.updated_at - o.created_at) / 60 as time_since_created
         from staging.stg_esper__operation_devices as o
         left join intermediate.int_devices_current as d on d.device_id = o.device_id
         where o.operation_id = ?
@@ -523,7 +531,12 @@ def _(common, failing_operations, mo, slow_operations):
                 f"### Devices of {common.code(_label)}\n"
                 "_Pick a row above to drill into another one._"
             ),
-            mo.ui.table(operation_devices, page_size=15),
+            common.table(
+                operation_devices,
+                "operation_devices",
+                format_mapping=common.rate_formats(operation_devices),
+                page_size=15,
+            ),
         ]
     )
     return (operation_devices,)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 # One default warehouse file and dataset for every subcommand.
 DEFAULT_WAREHOUSE = Path("esper_warehouse.duckdb")
+DEMO_WAREHOUSE = Path("demo.duckdb")  # `demo`'s own file, never the default of another command
 DEFAULT_DATASET = "esper"
 PROJECT_DIR_ENV = "DLT_PROJECT_DIR"  # dlt reads .dlt/config.toml and secrets.toml from there
 

@@ -201,7 +201,7 @@ def _fleet_asset(
         automation_condition=dg.AutomationCondition.eager(),
         description=(
             "Every tenant's marts copied into fleet.duckdb with a `tenant` column (the code "
-            "`esper-warehouse tenants` runs). Rebuilt after any tenant's marts: Dagster's "
+            "`esper-warehouse run --all-tenants` ends with). Rebuilt after any tenant's marts: Dagster's "
             "automation sensor (on by default) requests it."
         ),
     )

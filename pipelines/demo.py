@@ -20,7 +20,8 @@ from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
-from .command import Subcommand, config_options, warehouse_options
+from . import extras, headlines, readable
+from .command import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
 from .runner import RunSettings, run
 from .status import morning_check
@@ -30,18 +31,6 @@ log = logging.getLogger("esper_warehouse")
 
 DEMO_KEY = "demo-key-not-a-secret-0000"
 DEMO_ENTERPRISE = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
-
-
-# The demo's "three worst command rollouts"; README "Worst command rollouts" is the same ranking
-# (tests/notebooks/test_readme_queries.py keeps the two in step).
-WORST_COMMAND_ROLLOUTS = (
-    "select command, created_at, target_devices, success_rate, "
-    "coalesce(failure_rate, 0) + coalesce(timeout_rate, 0), p90_minutes_to_terminal "
-    "from {marts}.command_rollout where target_devices >= 5 "
-    "order by coalesce(failure_rate, 0) + coalesce(timeout_rate, 0) desc, target_devices desc, "
-    "command_request_id "
-    "limit 3"
-)
 
 
 # The demo's Data Tap query, in the live dialect (Spark SQL over the live columns: text figures
@@ -125,34 +114,44 @@ def demo(warehouse: Path, *, devices: int = 2000, days: int = 14, seed: int = 7)
                 return result.exit_code
     _say(f"4/4  Models built: {len(result.models)}; total {time.monotonic() - started:.0f} s")
     _summary(warehouse)
+    _say(next_steps(warehouse))
+    return Exit.OK
+
+
+def next_steps(warehouse: Path) -> str:
+    """What to try after the demo: only commands this installation has (a tool installed
+    without the `notebooks` extra gets the command that installs it instead of marimo's)."""
     query = "from marts.fleet_compliance limit 5"
     tool, notebook = _here("esper-warehouse"), _here(data_path("notebooks", "fleet_overview.py"))
-    _say(
+    lacking = extras.needs("notebooks and the report")
+    explore = f"{_here('marimo')} edit {notebook}" if lacking is None else lacking
+    export = f"{tool} report --warehouse {warehouse}" if lacking is None else "(the same extra)"
+    return (
         "\nNext steps:\n"
-        f"  explore in a notebook   {_here('marimo')} edit {notebook}\n"
+        f"  explore in a notebook   {explore}\n"
         f'  query with SQL          {_here("python")} -c "import duckdb; '
         f"duckdb.connect('{warehouse}', read_only=True).sql('{query}').show()\"\n"
-        f"  export the report       {tool} report --warehouse {warehouse}\n"
+        f"  export the report       {export}\n"
         f"  see the runs            {tool} status --warehouse {warehouse}\n"
         "  your own tenant         set SOURCES__ESPER__API_KEY, SOURCES__ESPER__BASE_URL and\n"
         f"                          SOURCES__ESPER__ENTERPRISE_ID, then {tool} run\n"
         "                          (README: 'Using it on a real tenant')"
     )
-    return Exit.OK
 
 
 def _here(what: str | Path) -> str:
     """A command of this installation or a shipped file, as the user can type it from here.
 
     A checkout's ``.venv/bin/marimo`` stays that; elsewhere the full path (the tool's own
-    environment, e.g. pipx's), except ``esper-warehouse`` itself when the PATH finds this one.
+    environment, e.g. pipx's), except a command the PATH finds as this one (`uv tool install`
+    links ``esper-warehouse`` into ``~/.local/bin``): its bare name.
     """
     path = what if isinstance(what, Path) else Path(sys.executable).parent / what
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         on_path = shutil.which(what) if isinstance(what, str) else None
-        return what if on_path and Path(on_path) == path else str(path)
+        return what if on_path and Path(on_path).resolve() == path else str(path)
 
 
 def _report(result: object, label: str = "full load") -> None:
@@ -165,49 +164,17 @@ def _report(result: object, label: str = "full load") -> None:
 
 
 def _summary(warehouse: Path) -> None:
-    """What an admin wants to see first: compliance, the worst rollouts, the devices gone quiet."""
+    """What an admin wants to see first, every number read from marts.headlines: compliance, the
+    top reasons, the worst rollouts, the devices gone quiet, then `status`'s morning check."""
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
-        catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
-        marts = f'"{catalog}".marts'
-
-        def rows(sql: str) -> list[tuple]:
-            return con.execute(sql.format(marts=marts)).fetchall()
-
-        as_of, total = rows("select max(as_of), count(*) from {marts}.fleet_compliance")[0]
-        _say(f"\nFleet summary as of {as_of:%Y-%m-%d %H:%M} UTC (API time): {total:,} devices")
-        for platform, n in rows(
-            "select platform, count(*) from {marts}.fleet_compliance group by 1 order by 2 desc"
-        ):
-            _say(f"  {platform:<10} {n:>7,}")
-
-        _say("\nCompliance by verdict (marts.fleet_compliance):")
-        for verdict, n, share in rows(
-            "select verdict, count(*), count(*) / sum(count(*)) over () "
-            "from {marts}.fleet_compliance group by 1 order by 2 desc"
-        ):
-            _say(f"  {verdict:<14} {n:>7,}  {share:>6.1%}")
-        for reason, n in rows(
-            "select reason, count(*) from {marts}.fleet_compliance, unnest(reasons) as r(reason) "
-            "where verdict = 'non_compliant' group by 1 order by 2 desc limit 3"
-        ):
-            _say(f"    top reason: {reason} ({n:,} devices)")
-
-        _say(
-            "\nThe three worst command rollouts (marts.command_rollout, by failure + timeout rate):"
-        )
-        for command, created, targets, success, failed, p90 in rows(WORST_COMMAND_ROLLOUTS):
-            p90_text = f"{p90:,.0f} min" if p90 is not None else "n/a"
-            _say(
-                f"  {command:<24} {created:%Y-%m-%d}  {targets:>5,} devices  "
-                f"success {success or 0:>6.1%}  failed/timed out {failed:>6.1%}  p90 {p90_text}"
-            )
-
-        _say("\nDevices that have gone quiet (marts.stale_devices):")
-        for bucket, n in rows(
-            "select last_seen_bucket, count(*) from {marts}.stale_devices group by 1 order by 2 desc"
-        ):
-            _say(f"  {bucket:<12} {n:>7,}")
+        numbers = headlines.read(con)
+        devices = numbers.number("devices") if numbers else None
+        if numbers is None or devices is None:
+            _say("  (the marts are not available: run `esper-warehouse models`)")
+            return
+        for line in _fleet_lines(con, numbers):
+            _say(line)
         for n, line in enumerate(morning_check(con)):
             _say(("\n" if n == 0 else "") + line)
     except duckdb.Error as exc:
@@ -216,9 +183,65 @@ def _summary(warehouse: Path) -> None:
         con.close()
 
 
+def _fleet_lines(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -> list[str]:
+    """The summary's fleet, compliance, rollout and last-seen lines (marts.headlines)."""
+    as_of = con.execute(f"select max(as_of) from {headlines.marts(con)}.headlines").fetchone()[0]  # type: ignore[index]
+    devices = numbers.number("devices")
+    lines = [
+        f"\nFleet summary as of {as_of:%Y-%m-%d %H:%M} UTC (API time): {devices.value:,} devices"
+    ]  # type: ignore[union-attr]
+    lines += [f"  {r.item:<10} {r.value:>7,}" for r in numbers.items("devices")]
+    rate = numbers.number("compliance_rate")
+    lines.append(
+        f"\nCompliance (marts.headlines), of the {rate.denominator or 0:,} devices in service:"  # type: ignore[union-attr]
+    )
+    for name, word in (("compliance_rate", "compliant"), ("non_compliant_devices", "non_compliant"),
+                       ("unverified_devices", "unverified")):  # fmt: skip
+        row = numbers.number(name)
+        lines.append(f"  {word:<14} {row.value if row else 0:>7,}  {headlines.share(row):>6}")
+    out = numbers.number("out_of_service_devices")
+    lines.append(
+        f"  {'out_of_service':<14} {out.value if out else 0:>7,}  "
+        f"({headlines.share(out)} of all devices, in no rate)"
+    )
+    top = numbers.items("top_reasons")[:3]
+    if top:
+        lines.append(f"  top reasons among the {top[0].denominator or 0:,} non-compliant devices:")
+        lines += [f"    {r.label} ({r.item}): {r.value:,} devices" for r in top]
+    lines.append(
+        "\nThe three worst command rollouts (marts.headlines: requests to 5 devices or more, by "
+        "failure + timeout rate):"
+    )
+    lines += _worst_rollouts(con, numbers)
+    unseen = numbers.number("not_seen_devices")
+    lines.append(
+        f"\nDevices not seen for a day or more (marts.stale_devices): {unseen.value if unseen else 0:,}"
+    )
+    lines += [f"  {r.item:<12} {r.value:>7,}" for r in numbers.items("not_seen_devices")]
+    return lines
+
+
+def _worst_rollouts(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -> list[str]:
+    """The worst command rollouts of marts.headlines, each with its date, success and p90 from
+    marts.command_rollout (the request's own columns, not a number of its own)."""
+    lines = []
+    for row in numbers.items("worst_command_rollouts"):
+        created, success, p90 = con.execute(
+            "select created_at, success_rate, p90_minutes_to_terminal "
+            f"from {headlines.marts(con)}.command_rollout where command_request_id = ?",
+            [row.item],
+        ).fetchone()  # type: ignore[misc]
+        p90_text = readable.duration(p90)
+        lines.append(
+            f"  {row.label:<24} {created:%Y-%m-%d}  {row.denominator or 0:>5,} devices  "
+            f"success {success or 0:>6.1%}  failed/timed out {row.share or 0:>6.1%}  p90 {p90_text}"
+        )
+    return lines or ["  (no command request to 5 devices or more yet)"]
+
+
 def _demo_options() -> list[argparse.ArgumentParser]:
     # The demo writes its own file (it refuses one it did not create), never the real warehouse.
-    return [config_options(), warehouse_options(Path("demo.duckdb"), dataset=False)]
+    return [config_options(), warehouse_options(DEMO_WAREHOUSE, dataset=False)]
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ Content-Security-Policy lets the browser run no script and fetch nothing at all.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from html.parser import HTMLParser
@@ -29,7 +30,12 @@ DROPPED = frozenset({"script", "iframe", "frame", "object", "embed", "base", "li
 VOID = frozenset({"frame", "embed", "base", "link", "meta"})  # those of them with no end tag
 FETCHING = frozenset({"src", "srcset", "href", "xlink:href", "poster", "background", "action",
                       "formaction", "data"})  # fmt: skip
-MAX_TABLE_ROWS = 200  # rows of a table written into the page (the rest are counted)
+# The report exports the notebooks with this variable set to its folder: a notebook's table then
+# carries all its rows into the page (`notebooks/_common.py` `table`), up to `TABLE_ROWS`; a
+# longer one is also written whole as `<name>.csv` in that folder, and says so.
+REPORT_DIR_ENV = "ESPER_REPORT_DIR"
+TABLE_ROWS = 5_000
+SHOWN_ROWS = 15  # rows a table shows open; the others are one click away, in a closed section
 
 STYLE = """
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
@@ -46,7 +52,10 @@ th { background: #f3f4f6; } td.num { text-align: right; font-variant-numeric: ta
 .control { color: #57606a; } .more { color: #57606a; font-style: italic; }
 .callout { border-left: 4px solid #54aeff; background: #f6f8fa; padding: 6px 12px; }
 pre { background: #f6f8fa; padding: 8px 12px; overflow-x: auto; }
-svg { max-width: 100%; height: auto; }
+svg { max-width: 100%; height: auto; overflow: visible; }
+.wide { max-width: 100%; overflow-x: auto; } details.rows > summary { cursor: pointer; color: #0969da; }
+.control .paragraph, summary .paragraph, p.label .paragraph { display: inline; }
+.control { white-space: nowrap; margin: 4px 16px 4px 0; }
 footer { color: #57606a; font-size: 12px; margin-top: 32px; }
 """
 
@@ -87,23 +96,44 @@ def _cell_text(value: Any) -> str:
     return html.escape(value if isinstance(value, str) else json.dumps(value))
 
 
-def table_html(rows: list[dict[str, Any]]) -> str:
-    """Rows (dicts) as an HTML table; numbers right-aligned; at most `MAX_TABLE_ROWS`."""
-    if not rows:
-        return '<p class="more">(no rows)</p>'
-    columns = [c for c in rows[0] if not c.startswith("_marimo")]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+def _rows_html(rows: list[dict[str, Any]], columns: list[str]) -> str:
     body = []
-    for row in rows[:MAX_TABLE_ROWS]:
+    for row in rows:
         cells = []
         for c in columns:
             value = row.get(c)
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             cells.append(f"<td{' class=num' if numeric else ''}>{_cell_text(value)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    more = len(rows) - MAX_TABLE_ROWS
-    note = f'<p class="more">… and {more:,} more rows</p>' if more > 0 else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def table_html(rows: list[dict[str, Any]], total: int | None = None) -> str:
+    """Rows (dicts) as an HTML table that holds every one of them: the first `SHOWN_ROWS` open,
+    the others in a closed section below. `total`: the rows the table has, when the page was
+    given fewer (marimo writes a table's first page only): then it says "first N of M"."""
+    if not rows:
+        return '<p class="more">(no rows)</p>'
+    columns = [c for c in rows[0] if not c.startswith("_marimo")]
+    total = max(total or 0, len(rows))
+    shown = rows if len(rows) <= SHOWN_ROWS + 5 else rows[:SHOWN_ROWS]
+    parts = [_rows_html(shown, columns)]
+    if len(shown) < len(rows):
+        # An id inside the section: a link to `#<id>` opens it (browsers open a closed
+        # <details> to show the target of a fragment).
+        anchor = "rows-" + hashlib.sha1(json.dumps(rows, default=str).encode()).hexdigest()[:10]
+        parts.append(
+            f'<details class="rows"><summary>{len(rows):,} rows: show the other '
+            f'{len(rows) - len(shown):,}</summary><div id="{anchor}">'
+            f"{_rows_html(rows[len(shown) :], columns)}</div></details>"
+        )
+    if total > len(rows):
+        parts.append(
+            f'<p class="more cut">first {len(rows):,} of {total:,} rows; the others are in the '
+            "interactive page only</p>"
+        )
+    return "".join(parts)
 
 
 def _fetches(tag: str, name: str, value: str) -> bool:
@@ -207,7 +237,10 @@ class _Static(HTMLParser):
         if tag == "marimo-table":
             rows = data.get("data")
             rows = _json(rows) if isinstance(rows, str) else rows
-            return label_html + table_html(rows if isinstance(rows, list) else []), ""
+            total = data.get("total-rows")
+            rows = rows if isinstance(rows, list) else []
+            label = f'<p class="label">{label_html.removesuffix(": ")}</p>' if label_html else ""
+            return label + table_html(rows, total if isinstance(total, int) else None), ""
         if tag == "marimo-mime-renderer":
             mime, payload = data.get("mime"), data.get("data")
             if mime == VEGA_LITE:
@@ -219,10 +252,8 @@ class _Static(HTMLParser):
             chosen = ", ".join(map(str, data.get("initial-value") or [])) or "—"
             return f'<p class="control">{label_html}<b>{html.escape(chosen)}</b></p>', ""
         if tag == "marimo-code-editor":
-            return (
-                f"<p>{label_html}</p><pre>{html.escape(str(data.get('initial-value')))}</pre>",
-                "",
-            )
+            shown_label = f'<p class="label">{static_html(label)}</p>' if label_html else ""
+            return f"{shown_label}<pre>{html.escape(str(data.get('initial-value')))}</pre>", ""
         if tag == "marimo-accordion":
             labels = " · ".join(static_html(str(x)) for x in data.get("labels") or [])
             return f"<details open><summary>{labels}</summary>", "</details>"

@@ -36,7 +36,7 @@ from . import models
 from .command import Subcommand, add_lock_timeout, apply_options, shared_options
 from .exit_codes import Exit
 from .status import missing_message, open_failure
-from .warehouse import file_problem
+from .warehouse import file_problem, path_problem
 
 log = logging.getLogger("esper_warehouse")
 
@@ -409,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     apply_options(args)
     started = time.perf_counter()
-    if not args.pull and (problem := _unreadable(args.warehouse)) is not None:
+    problem = path_problem(args.warehouse) if args.pull else _unreadable(args.warehouse)
+    if problem is not None:
         code, message = problem  # checked before Postgres is asked anything
         print(f"error: {message}; nothing was published", file=sys.stderr)
         return code

@@ -65,12 +65,15 @@ def current_rows(pipeline: dlt.Pipeline, table: str) -> str:
 def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[dict[str, Any]]:
     """One row per completely read table: expected, loaded, missing, duplicates, ok."""
     rows: list[dict[str, Any]] = []
-    if not ledger.scans:
+    scans = list(ledger.scans.completed())
+    if not scans:
         return rows
     checked_at = datetime.now(UTC)
     with pipeline.sql_client() as client:
-        for table, scan in sorted(ledger.scans.items()):
-            if table in ledger.unavailable:  # skipped this run (a refused route): no shortfall
+        for table, scan in scans:
+            if ledger.refusals.is_skipped(
+                table
+            ):  # skipped this run (a refused route): no shortfall
                 continue
             key = scan.key or primary_key(pipeline, table)
             where = current_rows(pipeline, table)
@@ -120,9 +123,10 @@ def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
     - a device gone from the fleet: after a complete device scan (its census is this run's),
       every device not in the census. A nightly run cannot see removals; the weekly scan does.
     """
-    empty = sorted(ledger.devices_without_apps)
-    census = "devices" in ledger.scans  # only a complete device scan records this scan
-    if ledger.as_of is None or not (empty or census):
+    empty = ledger.devices.without_apps()
+    census = ledger.scans.has("devices")  # only a complete device scan records this scan
+    as_of = ledger.plan.as_of
+    if as_of is None or not (empty or census):
         return
     with pipeline.sql_client() as client:
         table = client.make_qualified_table_name("device_apps")
@@ -133,10 +137,10 @@ def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
         current = f"update {table} set _dlt_valid_to = %s where _dlt_valid_to is null and device_id"
         if empty:
             marks = ", ".join(["%s"] * len(empty))
-            client.execute_sql(f"{current} in ({marks})", ledger.as_of, *empty)
+            client.execute_sql(f"{current} in ({marks})", as_of, *empty)
         if census:
             census_table = client.make_qualified_table_name("device_census")
-            client.execute_sql(f"{current} not in (select id from {census_table})", ledger.as_of)
+            client.execute_sql(f"{current} not in (select id from {census_table})", as_of)
 
 
 # How each destination names a row's physical position (a table has no unique column to tell

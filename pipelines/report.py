@@ -18,6 +18,7 @@ import contextlib
 import html
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,7 +32,7 @@ import duckdb
 
 from esper_warehouse import data_path
 
-from . import offline
+from . import extras, offline
 from .command import Subcommand, apply_options, shared_options
 from .exit_codes import Exit
 from .status import missing_message, open_failure
@@ -40,6 +41,7 @@ from .warehouse import locked_message
 NOTEBOOKS_DIR = data_path("notebooks")
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
 RENDER_FAILURE = "Failed to get mimebundle"
+NO_MODULE = re.compile(r"No module named '([\w.]+)'")  # a cell's import failed: say which
 # The notebooks' banner when the warehouse stayed locked past their wait (notebooks/_common.py).
 BUSY_PAGE = "The warehouse is busy"
 # ... and when DuckDB could not read it: such a page shows no fleet, so it is no page rendered.
@@ -103,7 +105,12 @@ def export_notebook(
         "-o",
         str(target),
     ]
-    env = {**os.environ, WAREHOUSE_ENV: str(warehouse)}
+    # The report's pages hold every row of a table (offline.REPORT_DIR_ENV): see offline.py.
+    env = {
+        **os.environ,
+        WAREHOUSE_ENV: str(warehouse),
+        offline.REPORT_DIR_ENV: str(out_dir.resolve()),
+    }
     started = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
@@ -270,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     apply_options(args)
 
+    if (lacking := extras.needs("the report")) is not None:
+        print(f"report: error: {lacking}", file=sys.stderr)
+        return EXIT_MISSING
     warehouse = args.warehouse.expanduser().resolve()
     if not warehouse.exists():
         print(f"report: error: {missing_message(args.warehouse)}", file=sys.stderr)
@@ -300,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_LOCKED
     if failed:
         names = ", ".join(e.notebook.name for e in failed)
-        print(f"report: cells failed in {names}", file=sys.stderr)
+        modules = sorted({m for e in failed for m in NO_MODULE.findall(e.errors)})
+        cause = f" (No module named {', '.join(map(repr, modules))})" if modules else ""
+        print(f"report: cells failed in {names}{cause}", file=sys.stderr)
         return EXIT_FAILED
     print(f"report: open {(args.out / 'index.html').resolve()}")
     return Exit.OK

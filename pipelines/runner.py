@@ -160,7 +160,7 @@ class _Run:
         self.interrupted_appends: list[str] = []
 
     def current_client(self) -> Any:
-        return self.client or self.ledger.client
+        return self.client or self.ledger.plan.client
 
     def prepare(self) -> None:
         """Check the settings, open the pipeline, finish what an earlier run left pending."""
@@ -195,12 +195,13 @@ class _Run:
         assert self.pipeline is not None  # prepare() made it
         self.stage = "start"
         source = self._source()
-        last = self.ledger.last_part()
-        part = f"part {self.ledger.walk.parts + 1} " if self.ledger.in_parts else ""
+        plan = self.ledger.plan
+        last = plan.last_part()
+        part = f"part {plan.walk.parts + 1} " if plan.walk is not None and plan.in_parts else ""
         self.progress.attach(source)
         result = self.result
-        result.mode = "full" if self.ledger.full_scan else "incremental"
-        result.as_of = self.ledger.as_of
+        result.mode = "full" if plan.full_scan else "incremental"
+        result.as_of = plan.as_of
         log.info(
             "extract: started (%s%s scan, API time %s)",
             f"{part.rstrip()}, " if part else "",
@@ -232,7 +233,7 @@ class _Run:
                 "ledger": self.ledger,
             }
         )
-        self.client = self.client_options["client"] = self.ledger.client
+        self.client = self.client_options["client"] = self.ledger.plan.client
         source = select(source, self.settings.resources)
         merge_where_needed(source, self.pipeline)
         append_into(source, self.appended)  # later parts append where the first part began to
@@ -248,7 +249,7 @@ class _Run:
         log.info("load: started")
         self.stage = "load"
         # DuckDB: waits for the file here, then holds it, so nothing below meets a lock
-        self.held = hold_warehouse(self.settings, self.ledger.device_count)
+        self.held = hold_warehouse(self.settings, self.ledger.plan.device_count)
         self.pipeline.load(credentials=self.held)
         if self.interrupted_appends:  # a killed run's appends, now complete: one row per key
             for table, count in sorted(
@@ -264,6 +265,8 @@ class _Run:
     def _between_parts(self, part: str) -> None:
         """A part is committed: count it, free the file until the next part."""
         assert self.pipeline is not None
+        walk = self.ledger.plan.walk
+        assert walk is not None  # only a full scan's walk comes in parts
         self.committed_parts += 1
         self.result.parts = self.committed_parts
         self.stage = "between parts"
@@ -273,7 +276,7 @@ class _Run:
             "load: %scommitted (%d devices listed so far); a run killed from here on "
             "goes on from this part",
             part,
-            len(self.ledger.walk.seen),
+            len(walk.seen),
         )
 
     def after_load(self) -> None:
@@ -290,9 +293,9 @@ class _Run:
             names = ", ".join(f"{r['table_name']} ({shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
             result.status, result.exit_code = "reconciliation_failed", EXIT_RECONCILIATION
-        elif self.ledger.skipped():
+        elif self.ledger.refusals.skipped():
             result.status, result.exit_code = "partial", EXIT_PARTIAL
-            result.error = unavailable_text(self.ledger.skipped())
+            result.error = unavailable_text(self.ledger.refusals.skipped())
             log.warning("run partial: %s", result.error)
         else:
             result.status, result.exit_code = "ok", EXIT_OK
@@ -323,7 +326,7 @@ class _Run:
         self.progress.done()
         client = self.current_client()
         result = self.result
-        result.unavailable = self.ledger.skipped()
+        result.unavailable = self.ledger.refusals.skipped()
         result.unreadable = self.ledger.unreadable.counts()
         if client is not None:
             totals = client.totals()

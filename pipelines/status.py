@@ -9,8 +9,9 @@ from pathlib import Path
 import duckdb
 import orjson
 
+from . import headlines
 from .bookkeeping import unfinished_first_load, unreadable_lines
-from .command import Subcommand
+from .command import DEMO_WAREHOUSE, Subcommand
 from .exit_codes import Exit
 from .warehouse import file_problem
 
@@ -18,11 +19,16 @@ EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILE
 
 
 def missing_message(warehouse: Path) -> str:
-    """What `status`, `models` and `report` say about a warehouse file that is not there."""
-    return (
+    """What `status`, `models`, `report` and `publish` say about a warehouse file that is not
+    there; beside the demo's file, how to read that one (never read in its place)."""
+    text = (
         f"there is no warehouse file {warehouse.expanduser().resolve()}; run `esper-warehouse "
         "run` (or `demo`) first, or pass --warehouse with the file's path"
     )
+    demo = warehouse.parent / DEMO_WAREHOUSE.name
+    if warehouse.name != DEMO_WAREHOUSE.name and demo.is_file():
+        text += f" (the demo's warehouse {demo} is here: read it with --warehouse {demo})"
+    return text
 
 
 def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
@@ -95,30 +101,26 @@ def _unreadable(con: duckdb.DuckDBPyConnection, ds: str) -> list[str]:
     return [f"  {line}" for line in unreadable_lines(counts)] if counts else []
 
 
-def _marts(con: duckdb.DuckDBPyConnection) -> str:
-    """The marts schema, named with its catalog (a file named like a schema makes `marts.x`
-    ambiguous)."""
-    catalog = con.execute("select current_database()").fetchone()[0]  # type: ignore[index]
-    return f'"{catalog}".marts'
-
-
-def expiring_credentials(con: duckdb.DuckDBPyConnection) -> list[str]:
+def expiring_credentials(
+    con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines | None = None
+) -> list[str]:
     """The credentials expired or expiring within their kind's threshold (marts.credential_expiry),
-    soonest first, then those whose served expiry cannot be read; none when the marts are not
-    built yet."""
-    marts = _marts(con)
-    try:
-        rows = con.execute(
-            f"select credential_kind, credential_name, expires_at, days_left, status, "
-            f"stops_when_expired, expires_as_served from {marts}.credential_expiry "
-            "where status in ('expired', 'expiring', 'unreadable') "
-            "order by expires_at nulls last, credential_kind, credential_name"
-        ).fetchall()
-    except duckdb.Error:  # no marts yet (`esper-warehouse models` builds them)
+    soonest first, then those whose served expiry cannot be read, under their count
+    (marts.headlines `credentials_needing_action`); none when the marts are not built yet."""
+    numbers = numbers or headlines.read(con)
+    total = numbers.number("credentials_needing_action") if numbers else None
+    if total is None or not total.value:
         return []
-    if not rows:
-        return []
-    lines = ["credentials expired or expiring (marts.credential_expiry):"]
+    rows = con.execute(
+        f"select credential_kind, credential_name, expires_at, days_left, status, "
+        f"stops_when_expired, expires_as_served from {headlines.marts(con)}.credential_expiry "
+        "where status in ('expired', 'expiring', 'unreadable') "
+        "order by expires_at nulls last, credential_kind, credential_name"
+    ).fetchall()
+    counts = ", ".join(f"{r.value:,} {r.item}" for r in numbers.items("credentials_needing_action"))  # type: ignore[union-attr]
+    lines = [
+        f"credentials expired or expiring (marts.credential_expiry): {total.value:,} ({counts})"
+    ]
     for kind, name, expires, days, state, stops, served in rows:
         when = f"{expires:%Y-%m-%d} ({_when(days)})" if expires else f"expiry served as {served!r}"
         lines.append(f"  {state:<9} {kind:<21} {name}  {when}: {stops}")
@@ -133,49 +135,72 @@ def _when(days: int) -> str:
     return f"{count} ago" if days < 0 else f"in {count}"
 
 
-def drift_disagreements(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """How many devices Esper and the warehouse judge differently (marts.drift_disagreements),
-    by kind of disagreement; none when they agree or the marts are not built yet."""
-    marts = _marts(con)
-    try:
-        rows = con.execute(
-            f"select disagreement, count(*) from {marts}.drift_disagreements group by 1 order by 1"
-        ).fetchall()
-    except duckdb.Error:
+def drift_disagreements(numbers: headlines.Headlines | None) -> list[str]:
+    """How many devices Esper and the warehouse judge differently (marts.headlines
+    `drift_disagreements`), by kind of disagreement; none when they agree or no marts."""
+    total = numbers.number("drift_disagreements") if numbers else None
+    if total is None or not total.value:
         return []
-    if not rows:
-        return []
-    counts = ", ".join(f"{n:,} {kind}" for kind, n in rows)
-    return [f"devices whose drift verdicts differ (marts.drift_disagreements): {counts}"]
+    counts = ", ".join(f"{r.value:,} {r.item}" for r in numbers.items("drift_disagreements"))  # type: ignore[union-attr]
+    return [
+        f"devices whose drift verdicts differ (marts.drift_disagreements): {total.value:,} ({counts})"
+    ]
 
 
-def destructive_access(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Who may wipe, reboot or lock devices (marts.fleet_access), counted over active users, and
-    how many users' scopes are unknown; none when no user was loaded or the marts are not built."""
-    marts = _marts(con)
-    try:
-        row = con.execute(
-            "select count(*), count(*) filter (where can_wipe), "
-            "count(*) filter (where can_wipe or can_reboot or can_lock), "
-            "count(*) filter (where not scopes_known) "
-            f"from {marts}.fleet_access where coalesce(is_active, true)"
-        ).fetchone()
-    except duckdb.Error:
+def destructive_access(numbers: headlines.Headlines | None) -> list[str]:
+    """Who may wipe, reboot or lock devices (marts.headlines, from marts.fleet_access), counted
+    over active users, and how many users' scopes are unknown; none when no user was loaded."""
+    wipe = numbers.number("users_may_wipe") if numbers else None
+    if numbers is None or wipe is None or not wipe.denominator:
         return []
-    users, wipe, any_, unknown = row  # type: ignore[misc]
-    if not users:
-        return []
+    any_ = numbers.number("users_may_wipe_reboot_or_lock")
+    unknown = numbers.number("users_scopes_unknown")
     line = (
-        f"active users who may wipe devices (marts.fleet_access): {wipe:,} of {users:,}; "
-        f"wipe, reboot or lock: {any_:,}"
+        f"active users who may wipe devices (marts.fleet_access): {headlines.of(wipe)}; "
+        f"wipe, reboot or lock: {any_.value if any_ else 0:,}"
     )
-    return [line + (f"; scopes unknown for {unknown:,}" if unknown else "")]
+    return [line + (f"; scopes unknown for {unknown.value:,}" if unknown and unknown.value else "")]
+
+
+def low_battery(numbers: headlines.Headlines | None) -> list[str]:
+    """Devices whose battery is low (marts.headlines `low_battery_devices`), beside Esper's own
+    counter of its console (`esper_low_battery_devices`), which is defined apart."""
+    low = numbers.number("low_battery_devices") if numbers else None
+    if numbers is None or low is None or not low.denominator:
+        return []
+    esper = numbers.number("esper_low_battery_devices")
+    console = (
+        f" (Esper's console counter: {esper.value:,})" if esper and esper.value is not None else ""
+    )
+    return [
+        f"devices with a battery below 15 % (marts.headlines): {headlines.of(low)} reporting a "
+        f"battery{console}"
+    ]
+
+
+def compliance(numbers: headlines.Headlines | None) -> list[str]:
+    """The compliance rate over devices in service and the devices not seen for a day or more
+    (marts.headlines); none when the marts are not built or hold no device."""
+    rate = numbers.number("compliance_rate") if numbers else None
+    if numbers is None or rate is None or not rate.denominator:
+        return []
+    unseen = numbers.number("not_seen_devices")
+    return [
+        f"compliant devices (marts.headlines): {headlines.of(rate)} in service "
+        f"({headlines.share(rate)}); not seen for a day or more: {headlines.of(unseen)}"
+    ]
 
 
 def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What an admin checks first: credentials that stop management, drift verdicts that differ,
-    who may send destructive commands."""
-    return [*expiring_credentials(con), *drift_disagreements(con), *destructive_access(con)]
+    """What an admin checks first (marts.headlines): credentials that stop management, drift
+    verdicts that differ, who may send destructive commands, devices about to go flat."""
+    numbers = headlines.read(con)
+    return [
+        *expiring_credentials(con, numbers),
+        *drift_disagreements(numbers),
+        *destructive_access(numbers),
+        *low_battery(numbers),
+    ]
 
 
 def _pacing_columns(con: duckdb.DuckDBPyConnection, ds: str) -> str:
@@ -213,6 +238,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     out.extend(_unavailable(con, ds) if runs else [])
     if runs and (unreadable := _unreadable(con, ds)):
         out += ["values the last run could not read (loaded as NULL):", *unreadable]
+    out.extend(compliance(headlines.read(con)))
     out.extend(morning_check(con))
     out.append("tables (whole table: all rows it holds, last loaded):")
     loads = "_dlt_loads" in tables

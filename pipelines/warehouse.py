@@ -94,7 +94,8 @@ def file_problem(warehouse: Path, error: BaseException) -> tuple[Exit, str] | No
 
     Every command says the same of the same file: held by another process (5), not a DuckDB
     database or damaged (2: no command can use it; a retry would not help), its disk full (1, as
-    for memory: nothing of the step was committed) or its folder not writable (2). DuckDB's own
+    for memory: nothing of the step was committed), its folder not writable (2), a folder where
+    the file should be or a folder that does not exist (2). DuckDB's own
     words follow in parentheses. A damaged file is looked for first: what DuckDB says of it
     is the more specific answer whatever else the chain holds.
     """
@@ -115,6 +116,22 @@ def file_problem(warehouse: Path, error: BaseException) -> tuple[Exit, str] | No
         return Exit.CONFIG, (
             f"{warehouse.parent} cannot be written ({detail}); the warehouse file and its "
             "working folder beside it need a folder this user may write: nothing was changed"
+        )
+    return path_problem(warehouse)
+
+
+def path_problem(warehouse: Path) -> tuple[Exit, str] | None:
+    """Exit 2 and why no warehouse file can be at this path (a folder is there, or its folder
+    does not exist); None when one can."""
+    if warehouse.is_dir():
+        return Exit.CONFIG, (
+            f"{warehouse} is a folder, not a warehouse file; pass --warehouse with the file's "
+            "path: nothing was changed"
+        )
+    if not warehouse.parent.is_dir():
+        return Exit.CONFIG, (
+            f"the folder {warehouse.parent} does not exist; create it or pass --warehouse with a "
+            "path in an existing folder: nothing was changed"
         )
     return None
 

@@ -224,7 +224,7 @@ COMMANDS: tuple[tuple[str, dict[str, object]], ...] = (
     ("LOCK", {}),
     ("SET_NEW_POLICY", {"policy_url": "https://policies.example/p/7"}),
     ("CLEAR_APP_DATA", {"package_name": "com.acme.scanpro"}),
-    ("UPDATE_LATEST_DPC", {}),
+    ("BEEP_DEVICE", {}),
     ("SET_WIFI_STATE", {"wifi_state": True}),
     ("NOTIFY_DEVICE", {"title": "Maintenance", "message": "Please dock the device tonight"}),
     ("INSTALL", {"package_name": "com.acme.inventory", "app_version": "latest"}),

@@ -7,6 +7,7 @@ import signal
 import threading
 
 from esper_warehouse.simulator.core import MAX_DEVICES, MIN_DEVICES, Simulator
+from esper_warehouse.simulator.people import SCENARIOS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +22,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enterprise-id", default="5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f")
     p.add_argument("--latency-ms", type=float, default=0)
     p.add_argument("--rate-limit", type=float, default=None, help="requests/second (429 beyond)")
+    p.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default=None,
+        help="a named scenario (default: a coherent tenant)",
+    )
     return p
 
 
@@ -36,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             latency_ms=args.latency_ms,
             rate_limit=args.rate_limit,
             port=args.port,
+            scenario=args.scenario,
         )
     except ValueError as e:
         print(f"error: {e}")

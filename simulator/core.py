@@ -7,6 +7,7 @@ from typing import Any
 
 from esper_warehouse.simulator.app import SimApp
 from esper_warehouse.simulator.faults import Faults
+from esper_warehouse.simulator.people import check_scenario
 from esper_warehouse.simulator.server import BackgroundServer
 from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import to_datetime
@@ -31,6 +32,8 @@ class Simulator:
         latency_ms: latency added to every API request (with 20 % jitter).
         rate_limit: requests/second of a token bucket answering 429 with Retry-After.
         port: port to serve on (0 = a free one).
+        scenario: a named scenario of `simulator.people.SCENARIOS` (e.g. "misused_accounts"),
+            or None for the default, coherent tenant.
     """
 
     def __init__(
@@ -43,9 +46,11 @@ class Simulator:
         latency_ms: float = 0,
         rate_limit: float | None = None,
         port: int = 0,
+        scenario: str | None = None,
     ) -> None:
         if not MIN_DEVICES <= devices <= MAX_DEVICES:
             raise ValueError(f"devices must be within {MIN_DEVICES}..{MAX_DEVICES}")
+        check_scenario(scenario)
         start = start or DEFAULT_START
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware (UTC)")
@@ -59,6 +64,7 @@ class Simulator:
             self.enterprise_id,
             int(start.timestamp()),
             f"http://127.0.0.1:{port}/api",
+            scenario,
         )
         self.faults = Faults(seed)
         self._base_faults: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ from esper_warehouse.simulator.datatap import DataTap
 from esper_warehouse.simulator.dynamics import Engine
 from esper_warehouse.simulator.dynamics.rates import HISTORY_DAYS
 from esper_warehouse.simulator.fleet import DAY, Fleet, derived_id
+from esper_warehouse.simulator.security import esper_security_state
 from esper_warehouse.simulator.wire import Wire
 from esper_warehouse.simulator.wire.base import Record
 
@@ -28,7 +29,7 @@ _DEVICE_KEYS: dict[str, Callable[[Fleet, int], Any]] = {
     "dpc_version": lambda f, i: (C.OS_PLATFORM[f.os[i]], f.agent[i]),
     "eea_version": lambda f, i: 0,
     "is_gms": lambda f, i: f.is_gms[i],
-    "security_state": lambda f, i: f.patch[i],
+    "security_state": lambda f, i: esper_security_state(f, i) or "",
     "wifi_ssid": lambda f, i: 0,
     "platform": lambda f, i: C.PLATFORMS[C.OS_PLATFORM[f.os[i]]],
     "template_name": lambda f, i: 0,
@@ -45,14 +46,20 @@ class World:
     """
 
     def __init__(
-        self, n_devices: int, seed: int, enterprise_id: str, start: int, link_base: str
+        self,
+        n_devices: int,
+        seed: int,
+        enterprise_id: str,
+        start: int,
+        link_base: str,
+        scenario: str | None = None,
     ) -> None:
         self.lock = threading.RLock()
         tenant_id = derived_id("tenant", enterprise_id)
         self.fleet = Fleet(seed, enterprise_id, tenant_id)
         self.wire = Wire(self.fleet, link_base)
         self._orders: dict[str, tuple[int, list[int]]] = {}
-        self.engine = Engine(self.fleet, seed)
+        self.engine = Engine(self.fleet, seed, scenario)
         self.datatap = DataTap(self, keep_from=start - 7 * DAY)
         self.engine.on_midnight = self.datatap.capture
         self.fleet.generate(n_devices, start - HISTORY_DAYS * DAY)

@@ -1,6 +1,7 @@
 """The house's size rules (issue 20): a newcomer reads a module in one sitting, a function on a
-screen or two. No module over 500 lines in sources/, pipelines/ or simulator/; no function over
-80 lines anywhere but bench/ (whose scenarios are scripts)."""
+screen or two. No module over 500 lines in sources/, pipelines/ or simulator/ but the few named
+with their reason in `LONGER_MODULES`; no function over 80 lines anywhere but bench/ (whose
+scenarios are scripts). A size limit is a smell detector, not a shape to cut code to."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODULE_LINES = 500
 FUNCTION_LINES = 80
+# Modules that hold one concern whole and read best so, past MODULE_LINES: the length each may
+# reach, and why (docs/decisions.md, "`http/` by concern"). Split by size, a request's path
+# crossed nine modules.
+LONGER_MODULES = {
+    # the client with what it sends with: pools, an attempt's deadline, threads, counters
+    "sources/esper/http/client.py": 900,
+    # the list envelopes and every walk over them, whole lists and fan-outs included
+    "sources/esper/http/pages.py": 620,
+}
 
 
 def _files(*folders: str) -> list[Path]:
@@ -17,12 +27,15 @@ def _files(*folders: str) -> list[Path]:
 
 
 def test_no_module_of_the_product_is_over_500_lines() -> None:
-    long = {
-        str(p.relative_to(ROOT)): n
+    lines = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
         for p in _files("sources", "pipelines", "simulator", "esper_warehouse")
-        if (n := len(p.read_text().splitlines())) > MODULE_LINES
     }
-    assert long == {}, f"modules over {MODULE_LINES} lines: {long}"
+    long = {name: n for name, n in lines.items() if n > LONGER_MODULES.get(name, MODULE_LINES)}
+    assert long == {}, f"modules over {MODULE_LINES} lines (or their exception): {long}"
+    # an exception that is no longer needed (or names a module that is gone) is removed
+    unneeded = {m for m in LONGER_MODULES if lines.get(m, 0) <= MODULE_LINES}
+    assert unneeded == set(), f"LONGER_MODULES entries not needed: {sorted(unneeded)}"
 
 
 def test_no_function_is_over_80_lines() -> None:

@@ -5,8 +5,8 @@ kinds of name are checked wherever prose is written (the comments and docstrings
 file in git, and the README, contracts and recipes; `docs/decisions.md` is history and may name
 what is gone):
 
-- a file path (`run/walk.py`, `sql/marts/x.sql`, `README.md`): some file or folder in git ends
-  with it;
+- a file path (`run/walk.py`, `sql/marts/fleet_compliance.sql`, `README.md`): some file or
+  folder in git ends with it (a file of another repository is written `owner/repo:path`);
 - `Class.attribute` for a class defined in the repository: the class (or a base defined here)
   has it;
 - `module.name` for a module of the repository, in a comment or docstring: the module defines it.

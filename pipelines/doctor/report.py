@@ -41,6 +41,7 @@ class RouteReport:
     shape: Any = None
     findings: list[Finding] = field(default_factory=list)
     skips: list[str] = field(default_factory=list)  # refused: the tables a run would skip
+    outcome: str | None = None  # an answer that stopped the probe (`key refused (HTTP 401)`)
 
     def saw(self, seen: Seen) -> None:
         """Take what the answer showed (`shapes.check_answer`)."""
@@ -121,12 +122,14 @@ def render(result: Result) -> str:
         f"esper-warehouse doctor: {result.requests} requests, {result.retries} retries, "
         f"{result.throttled} throttled (429), {result.seconds:.1f} s",
         "",
-        f"{'route':<62} {'status':>6}  {'envelope':<14} {'items':>5} {'count':>7} "
-        f"{'seconds':>7}  {'basis':<5}  result",
+        f"{'route':<54} {'status':>6}  {'envelope':<14} {'items':>5} {'count':>7} "
+        f"{'seconds':>7}  {'basis':<5}  {'result':<10}  probe",
     ]
     for r in result.routes:
         worst = (
-            "BREAKS"
+            r.outcome
+            if r.outcome
+            else "BREAKS"
             if any(f.severity == BREAK for f in r.findings)
             else f"{len(r.findings)} notes"
             if r.findings
@@ -134,9 +137,9 @@ def render(result: Result) -> str:
         )
         used = "" if r.used_by_source else " (not read)"
         lines.append(
-            f"{(r.method + ' ' + r.route + used)[:62]:<62} {r.status or '-':>6}  "
+            f"{(r.method + ' ' + r.route + used)[:54]:<54} {r.status or '-':>6}  "
             f"{r.envelope or '-':<14} {_n(r.items):>5} {_n(r.count):>7} {r.seconds:>7.3f}  "
-            f"{r.basis:<5}  {worst}"
+            f"{r.basis:<5}  {worst:<10}  {r.name}"
         )
     breaks = [f for f in result.findings if f.severity == BREAK]
     notes = [f for f in result.findings if f.severity == NOTE and not f.problem.startswith(REFUSED)]

@@ -19,6 +19,7 @@ from esper_warehouse.sources.esper.http import EsperResponseError
 from esper_warehouse.sources.esper.http.pages import parse_page
 from esper_warehouse.sources.esper.tables import TABLES
 
+from .conform import FREE_FORM
 from .reference import (
     Node,
     Reference,
@@ -64,6 +65,8 @@ def known_keys() -> frozenset[str]:
     for doc in live.get("docs_only", ()):
         for route in doc.get("routes", ()):
             _keys_of(route.get("response_shape"), names)
+    for fields in live["client_practice"]["fields_read"].values():
+        names |= {str(name) for name in fields}
     for schema in _walk_properties(openapi_document()):
         names.add(schema)
     for endpoint in TABLES.values():
@@ -116,6 +119,12 @@ class Finding:
             return f"{self.route} {self.where}: {head} key {self.field}{rest}"
         name = f"{self.field} " if self.field else ""
         return f"{self.route} {self.where}: {name}{self.problem}"
+
+
+def _free_form(path: tuple[str, ...]) -> bool:
+    """An object whose keys vary record by record (`conform.FREE_FORM`): its keys are not
+    compared (live route 27: a command's arguments are its own)."""
+    return bool(path) and f".{path[-1]}" in FREE_FORM
 
 
 def _camel(name: str) -> str:
@@ -182,6 +191,7 @@ class Compare:
     ) -> None:
         self.route, self.used, self.reads, self.required = route, used, reads, required
         self.findings: list[Finding] = []
+        self.outcome: str | None = None  # a request that stopped the probe: what it answered
         self._seen: set[tuple[str, str, str]] = set()
 
     def add(self, breaks: bool, where: str, path: tuple[str, ...], problem: str) -> None:
@@ -204,18 +214,21 @@ class Compare:
         if not ok:
             expected = " or ".join(sorted(node.types - {"null"})) or "null"
             if kind == "null":
-                self.add(False, where, path, f"is null, the reference shows {expected}")
+                if node.seen:  # a null where an answer showed a value; the spec's are incomplete
+                    self.add(False, where, path, f"is null, the reference shows {expected}")
             elif node.types != {"null"}:  # only nulls seen: no proof of "never a value"
                 # A run reads a value of another type as NULL and counts it (`arrow.Unreadable`):
                 # only a key or cursor breaks it.
                 self.add(self._is_required(path), where, path, f"is {kind}, expected {expected}")
             return
-        if kind == "object" and node.keys is not None:
+        if kind == "object" and node.keys is not None and not _free_form(path):
             for key in sorted(node.required - set(value)):
                 # Only a key or cursor the run needs breaks it: other columns are nullable.
                 self.add(self._is_required((*path, key)), where, (*path, key), "missing key")
             for key in sorted(set(node.keys) - node.required - set(value)):
-                if self._is_read((*path, key)):
+                # A key only the spec adds to a live sample is no evidence that it is served.
+                documented_only = node.seen and not node.keys[key].seen
+                if self._is_read((*path, key)) and not documented_only:
                     self.add(False, where, (*path, key), "missing key (optional in the reference)")
             for key, child in value.items():
                 if key in node.keys:
@@ -252,7 +265,7 @@ def check_answer(answer: Any, ref: Reference, compare: Compare) -> Seen:
             compare.add(True, "envelope", (), "is a list holding something other than objects")
         for item in answer if record is not None else ():
             if isinstance(item, dict):
-                compare.value(item, record, (), "items")
+                compare.value(item, ref.record_for(item) or record, (), "items")
         return seen
     if not isinstance(answer, dict):
         compare.add(True, "envelope", (), f"is {json_type(answer)}, expected an object")
@@ -292,7 +305,7 @@ def check_answer(answer: Any, ref: Reference, compare: Compare) -> Seen:
     if record is None:
         return seen
     for item in records:
-        compare.value(item, record, (), where)
+        compare.value(item, ref.record_for(item) or record, (), where)
     return seen
 
 

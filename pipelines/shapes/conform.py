@@ -12,8 +12,8 @@ caller keeps its own:
   integer where a number was recorded;
 * a list's live variants take the types of the first variant here; doctor unites them;
 * a null either side is compatible here; for doctor a null where a value was seen is a note;
-* objects whose keys vary record by record (`FREE_FORM`) are compared as objects only here;
-  doctor compares their keys (an extra one is a note);
+* objects whose keys vary record by record (`FREE_FORM`) are compared as objects only, here
+  and by doctor;
 * extra keys are handed back to the caller here, who lists the justified ones; doctor notes them.
 """
 

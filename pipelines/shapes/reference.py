@@ -54,19 +54,22 @@ class Node:
         keys: An object's keys; None when the reference does not show them (``{}``, ``"dict"``).
         required: Keys present in every object variant.
         items: A list's element; None when the reference does not show one (``[]``, null).
+        seen: Whether an answer was seen with this value (the live recordings) or it is only
+            documented (the OpenAPI subset, whose nullability is incomplete).
     """
 
     types: set[str] = field(default_factory=set)
     keys: dict[str, Node] | None = None
     required: set[str] = field(default_factory=set)
     items: Node | None = None
+    seen: bool = True  # False: only documented (the OpenAPI subset), no answer was seen holding it
 
 
 def merge(a: Node | None, b: Node | None) -> Node | None:
     """Two variants of a value as one expectation (a key is required only if both have it)."""
     if a is None or b is None:
         return a or b
-    out = Node(a.types | b.types)
+    out = Node(a.types | b.types, seen=a.seen or b.seen)
     objects = [n for n in (a, b) if "object" in n.types]
     if objects and all(n.keys is not None for n in objects):
         out.keys = {}
@@ -130,7 +133,29 @@ def from_spec(schema: Mapping[str, Any], doc: Mapping[str, Any], seen: tuple = (
     node = node or Node()
     if schema.get("nullable"):
         node.types.add("null")
+    node.seen = False
     return node
+
+
+def widen(live: Node | None, spec: Node | None) -> Node | None:
+    """A live record that also knows what the spec documents at the same place.
+
+    The live sample is one record or three: a key the spec documents there is no surprise when a
+    tenant serves it (it is compared with the spec), and a value the spec declares nullable may
+    be null. What the live sample holds stays required.
+    """
+    if live is None or spec is None:
+        return live or spec
+    out = Node(set(live.types), None, set(live.required), live.items, live.seen)
+    if "null" in spec.types:
+        out.types.add("null")
+    if live.keys is not None:
+        out.keys = dict(live.keys)
+        for key, child in (spec.keys or {}).items():
+            out.keys[key] = widen(live.keys[key], child) if key in live.keys else child  # type: ignore[assignment]
+    if live.items is not None:
+        out.items = widen(live.items, spec.items)
+    return out
 
 
 @cache
@@ -171,8 +196,17 @@ def docs_reference(method: str, path: str) -> Node | None:
     for doc in live_document().get("docs_only", ()):
         for route in doc.get("routes", ()):
             if route["method"] == method and norm_path(route["path"]) == norm_path(path):
-                return from_live(route["response_shape"])
+                return _documented(from_live(route["response_shape"]))
     return None
+
+
+def _documented(node: Node | None) -> Node | None:
+    """The node (and all below it) marked as documented, not seen in an answer."""
+    if node is not None:
+        node.seen = False
+        for child in [*(node.keys or {}).values(), node.items]:
+            _documented(child)
+    return node
 
 
 def spec_reference(method: str, path: str) -> Node | None:
@@ -188,13 +222,40 @@ def spec_reference(method: str, path: str) -> Node | None:
     return None
 
 
+# The live device records (routes 12 and 15) are of one Android device (docs/spec/README.md):
+# a device of another platform is compared with the spec's schema for its platform.
+LIVE_DEVICE_PLATFORM = "ANDROID"
+PLATFORM = "platform"  # the key whose value picks a record's schema among the spec's variants
+
+
 @dataclass
 class Reference:
-    """What a route's answer is compared with, and where that came from."""
+    """What a route's answer is compared with, and where that came from.
+
+    Attributes:
+        root: The whole answer's reference.
+        record: A record's: the live sample widened with the spec (`widen`), else the spec's.
+        basis: ``live``, ``docs``, ``spec`` or ``none``.
+        variants: The spec's record schema per `PLATFORM` value, where the spec gives one per
+            platform (the device routes); a record of a platform the live sample is not of is
+            compared with its own.
+        live_record: Whether `record` holds a live sample (also the cursor mode's, whose
+            envelope has none).
+    """
 
     root: Node | None
     record: Node | None
-    basis: str  # "live", "docs", "spec" or "none"
+    basis: str
+    variants: dict[str, Node] = field(default_factory=dict)
+    live_record: bool = False
+
+    def record_for(self, item: Mapping[str, Any]) -> Node | None:
+        """The reference of one record, by its platform where the spec tells them apart."""
+        platform = item.get(PLATFORM)
+        variant = self.variants.get(platform) if isinstance(platform, str) else None
+        if variant is None or (self.live_record and platform == LIVE_DEVICE_PLATFORM):
+            return widen(self.record, variant) if variant is not None else self.record
+        return variant
 
 
 def reference(method: str, template: str, *, cursor: bool = False) -> Reference:
@@ -209,8 +270,66 @@ def reference(method: str, template: str, *, cursor: bool = False) -> Reference:
     spec = spec_reference(method, template)
     root = live or docs or spec
     basis = "live" if live else "docs" if docs else "spec" if spec else "none"
-    records = live or docs or (live_reference(method, template) if cursor else None)
-    return Reference(root, record_node(records) or record_node(spec), basis)
+    live_records = live or (live_reference(method, template) if cursor else None)
+    records = live_records or docs
+    record = widen(record_node(records), record_node(spec)) if records else record_node(spec)
+    documented = documented_keys(method, template)
+    if record is not None and record.keys is not None and documented:
+        record.keys = {**documented, **record.keys}
+    variants = _platform_variants(method, template)
+    return Reference(root, record, basis, variants, live_records is not None)
+
+
+def documented_keys(method: str, template: str) -> dict[str, Node]:
+    """Record keys documented beyond the OpenAPI subset and the live samples, per route: compared
+    as documented (of any type listed, never required)."""
+    route = (method, norm_path(template))
+    if route == ("GET", "/v0/operations"):
+        # service-interface.md, "GET /v0/operations/": "Each item has optional `alias`."
+        return {"alias": Node({"string", "null"}, seen=False)}
+    if route == ("GET", "/v2/devices/{}/device-apps"):
+        # live-observations.md §9: Esper's own tool reads Apple apps from this route, by the
+        # fields live-shapes.json names in `client_practice.fields_read.apple_app`.
+        fields = live_document()["client_practice"]["fields_read"]["apple_app"]
+        return {name: Node(seen=False) for name in fields}
+    return {}
+
+
+def _platform_variants(method: str, template: str) -> dict[str, Node]:
+    """The spec's record schemas of a route keyed by their one `PLATFORM` value (the oneOf of
+    `AndroidDeviceV2`, `AppleDeviceV2`, ...); empty where the spec has no such variants."""
+    doc = openapi_document()
+    for spec_path, ops in doc["paths"].items():
+        if norm_path(spec_path) != norm_path(template):
+            continue
+        answer = ops.get(method.lower(), {}).get("responses", {})
+        answer = answer.get("200") or answer.get("201") or {}
+        schema = answer.get("content", {}).get("application/json", {}).get("schema") or {}
+        found: dict[str, Node] = {}
+        for variant in _record_variants(schema, doc):
+            enum = variant.get("properties", {}).get(PLATFORM, {}).get("enum", ())
+            if len(enum) == 1:
+                found[enum[0]] = from_spec(variant, doc)
+        return found
+    return {}
+
+
+def _record_variants(schema: Mapping[str, Any], doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The oneOf alternatives where an answer's records sit (list items or the content object),
+    each resolved from its ``$ref``."""
+
+    def resolve(node: Mapping[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = doc["components"]["schemas"][str(node["$ref"]).rsplit("/", 1)[-1]]
+        return dict(node)
+
+    out: list[dict[str, Any]] = []
+    content = resolve(schema).get("properties", {}).get("content")
+    for holder in [resolve(content)] if content else []:
+        for alt in [holder] + [resolve(v) for v in holder.get("oneOf", ())]:
+            items = resolve(alt).get("properties", {}).get("results", {}).get("items")
+            out += [resolve(v) for v in (resolve(items) if items else alt).get("oneOf", ())]
+    return out
 
 
 def families(root: Node | Mapping[str, Any] | None) -> set[str]:

@@ -176,7 +176,7 @@ class DataTap:
     def view(self, job: Job) -> dict[str, Any]:
         """The job as the next poll sees it (PENDING, RUNNING, then the outcome)."""
         job.polls += 1
-        base = self.record(job)
+        base = {**self.record(job), "error_message": None}  # the status route's (docs §15)
         if job.canceled:
             return {**base, "status": "CANCELED"}
         if self.job_seconds is not None:  # a job that runs this long in wall-clock time
@@ -204,7 +204,8 @@ class DataTap:
         }
 
     def record(self, job: Job) -> dict[str, Any]:
-        """The job's documented fields, status PENDING, no result yet."""
+        """The job as the submission answers it: the documented fields (no ``error_message``,
+        which only the status route documents), status PENDING, no result yet."""
         w = self.world
         return {
             "id": job.id,
@@ -218,5 +219,4 @@ class DataTap:
             "latest_data": job.latest,
             "status": "PENDING",
             "result": None,
-            "error_message": None,
         }

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 class EngineBase:
     """State of the engine and the helpers its parts share."""
 
-    def __init__(self, fleet: Fleet, seed: int) -> None:
+    def __init__(self, fleet: Fleet, seed: int, scenario: str | None = None) -> None:
         self.f = fleet
+        self.scenario = scenario  # a name of `people.SCENARIOS`, or None: the coherent tenant
         self.rng = random.Random(f"{seed}:dynamics")
         self.heap: list[tuple[int, int, str, int]] = []
         self.seq = 0

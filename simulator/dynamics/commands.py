@@ -17,6 +17,7 @@ from esper_warehouse.simulator.fleet import (
     OperationDevice,
     new_id,
 )
+from esper_warehouse.simulator.people import MISUSED_ACCOUNTS, sender
 
 
 class CommandsAndOperations(EngineBase):
@@ -64,16 +65,16 @@ class CommandsAndOperations(EngineBase):
         if not devices:
             return
         schedule = "WINDOW" if rng.random() < 0.15 else "IMMEDIATE"
+        request_id, command = new_id(rng), rng.randrange(len(C.COMMANDS))
+        drawn = f.users.index(rng.choice(f.users))
+        issuer = self._issuer(drawn, C.COMMANDS[command][0], group, devices)
+        if issuer is None:  # the group's scope list lacks the command: sent device by device
+            group = -1
+            issuer = self._issuer(drawn, C.COMMANDS[command][0], group, devices)
+        if issuer is None:
+            return
         r = len(f.commands)
-        req = CommandRequest(
-            new_id(rng),
-            rng.randrange(len(C.COMMANDS)),
-            devices,
-            group,
-            schedule,
-            ts,
-            rng.choice(f.users),
-        )
+        req = CommandRequest(request_id, command, devices, group, schedule, ts, f.users[issuer])
         f.commands.append(req)
         f.command_index[req.id] = r
         for d in devices:
@@ -87,6 +88,17 @@ class CommandsAndOperations(EngineBase):
             req.statuses.append(s)
             f.add_event(d, ts, C.EV_COMMAND, req.command, first)
             self._schedule(st.plan[0][0], "status", s)
+
+    def _issuer(self, drawn: int, command: str, group: int, devices: list[int]) -> int | None:
+        """Who sends a request: the person the seed drew when they may (`people.may_send`), else
+        the next who may; in the `misused_accounts` scenario, whoever was drawn.
+
+        The draw is made whatever follows, so the rest of the seed's history (devices, rollouts,
+        statuses) is the same with and without the scenario.
+        """
+        if self.scenario == MISUSED_ACCOUNTS:
+            return drawn
+        return sender(self.f, drawn, command, group, devices)
 
     def _step_pipeline(self, idx: int, ts: int) -> None:
         """A scheduled step of a pipeline run (`dynamics/pipelines.py` overrides it)."""
@@ -105,12 +117,13 @@ class CommandsAndOperations(EngineBase):
             device: device index.
             name: a command of `catalog.COMMANDS`.
             **how: ``args`` (the command's arguments), ``install`` ((app, version) an INSTALL
-                puts on the device on success), ``created_by`` (a user id).
+                puts on the device on success), ``created_by`` (the index of a person of
+                `people.PEOPLE`, who may send it).
         """
         f = self.f
         r = len(f.commands)
         command = next(k for k, (n, _a) in enumerate(C.COMMANDS) if n == name)
-        by = str(how.get("created_by") or f.users[0])
+        by = f.users[int(how.get("created_by") or 0)]  # type: ignore[call-overload]
         req = CommandRequest(new_id(rng), command, [device], -1, "IMMEDIATE", ts, by)
         req.args = how.get("args")  # type: ignore[assignment]
         req.install = how.get("install")  # type: ignore[assignment]
@@ -194,9 +207,11 @@ class CommandsAndOperations(EngineBase):
         if not devices:
             return
         o = len(f.operations)
-        op = Operation(
-            new_id(rng), f"converge-{o + 1}", C.OP_CREATED, ts, ts, rng.choice(f.users), devices
-        )
+        op_id, drawn = new_id(rng), f.users.index(rng.choice(f.users))
+        issuer = self._issuer(drawn, "CONVERGE", -1, devices)
+        if issuer is None:
+            return
+        op = Operation(op_id, f"converge-{o + 1}", C.OP_CREATED, ts, ts, f.users[issuer], devices)
         op.activity.append(("CREATED", ts))
         f.operations.append(op)
         f.operation_index[op.id] = o

@@ -1,7 +1,7 @@
 """What Esper Pipelines hold: pipelines and their stages, runs, stage runs and target runs.
 
-A pipeline is a chain of stages; each stage has one operation (a command: an app INSTALL, the
-agent update) and one target list (devices, or groups resolved to their devices when the stage
+A pipeline is a chain of stages; each stage has one operation (a command: an app INSTALL, a
+policy) and one target list (devices, or groups resolved to their devices when the stage
 starts). A run goes through the stages one at a time; a stage run makes one target run per
 device, and each target run carries out its operation with one command request of the tenant
 (`/commands/v0/`), whose status decides the target run's (the mapping the spec's tag

@@ -5,8 +5,9 @@ Three pipelines, defined 60 days before the simulator's start (:meth:`plan_pipel
 - an app release of the tenant's most installed Android app in three stages (pilot on 5 devices, 10 %
   of the devices that have the app, everyone: the rest, at most 60), promoted automatically a
   day after each stage completes;
-- the Esper agent update (``UPDATE_LATEST_DPC``: the platform update the command API can send)
-  in two stages (pilot on 3 Android devices, 40 more);
+- an OS update, staged as the policy that schedules it (``SET_NEW_POLICY``: the pipelines'
+  operation types hold no OS update the command API accepts) in two stages (pilot on 3 Android
+  devices, 40 more);
 - an app release of its second most installed Android app to store groups (their devices that
   have it), each stage gated by an admin's approval: the run is WAITING between stages until
   someone approves.
@@ -48,7 +49,9 @@ from esper_warehouse.simulator.dynamics.pipeline_book import (
     target_state,
 )
 from esper_warehouse.simulator.fleet import DAY, HOUR, derived_id, new_id
+from esper_warehouse.simulator.people import sender
 
+ADMIN = 0  # the person of `people.PEOPLE` who runs the pipelines (an Enterprise Admin)
 DISPATCH_BATCH = 5  # target runs dispatched at a time ...
 DISPATCH_EVERY = 15 * 60  # ... every this many seconds
 SOAK = DAY  # an automatic promotion waits this long after a stage completes
@@ -92,8 +95,9 @@ class PipelineRuns(CommandsAndOperations):
             take = max(1, len(having) // 10) if k == 1 else most
             self._stage(p, stage, created + k * 60, devices=having[: min(take, most)])
             having = having[min(take, most) :]
-        p = book.add("pipelines", Pipeline(new_id(rng), "Esper agent update", "Update the Esper "
-                     "agent, pilot devices first", "UPDATE_LATEST_DPC", False, created))  # fmt: skip
+        p = book.add("pipelines", Pipeline(new_id(rng), "OS update policy", "Apply the policy that "
+                     "schedules the new OS update, pilot devices first", "SET_NEW_POLICY", False,
+                     created))  # fmt: skip
         rng.shuffle(live)
         self._stage(p, "Pilot", created, devices=sorted(live[:3]))
         self._stage(p, "Android fleet", created + 60, devices=sorted(live[3:43]))
@@ -223,7 +227,11 @@ class PipelineRuns(CommandsAndOperations):
             if f.removed[tr.device]:
                 tr.status, tr.ended = "invalid", ts
                 continue
-            how: dict[str, object] = {"created_by": f.users[0]}
+            who = sender(f, ADMIN, pipeline.command, -1, [tr.device])
+            if who is None:  # nobody may send it to that device: the target run cannot run
+                tr.status, tr.ended = "invalid", ts
+                continue
+            how: dict[str, object] = {"created_by": who}
             if pipeline.app >= 0:
                 app = f.legacy_apps[pipeline.app]
                 version = app.versions[run.version].id

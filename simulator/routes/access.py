@@ -1,8 +1,10 @@
 """Who may act on the fleet: users, their legacy detail and group access, roles and scopes.
 
-The area whole in one module: records shaped like the live answers (`/authn2/v1/users/`, live
-route 32; `/user/{id}/`, live route 31) and the spec's (authz2, docs/spec/
-openapi-notes-credentials-access.md section 4), the five routes and their truth (`AREA`). Five users, each showing one case the audit must get right (`PEOPLE`):
+The area whole in one module: records shaped like the live answers (`/authn2/v1/users/`, live route
+32; `/user/{id}/`, live route 31) and the spec's (authz2,
+docs/spec/openapi-notes-credentials-access.md section 4), the five routes and their truth (`AREA`).
+The users, their roles and scopes live in `simulator/people.py` (the engine sends commands in their
+name); five users, each showing one case the audit must get right:
 
 - an Enterprise Admin whose role (by `authz_role_id`) may wipe, reboot and lock;
 - a Viewer whose role grants read scopes only;
@@ -23,6 +25,7 @@ from typing import Any
 
 from esper_warehouse.simulator.fleet import DAY, derived_id
 from esper_warehouse.simulator.http import LEGACY, V2, ApiError, Req
+from esper_warehouse.simulator.people import PEOPLE, ROLE_SCOPES, limited_groups
 from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, v2_list
 from esper_warehouse.simulator.state import World
@@ -30,41 +33,6 @@ from esper_warehouse.simulator.timeutil import iso
 
 TOKEN_MARK = "SIMULATED-SECRET-API-TOKEN"
 HOUR = DAY // 24
-_READ = ("read:device", "read:group", "read:blueprint", "read:app")
-ROLE_SCOPES: dict[str, tuple[str, ...]] = {
-    "Enterprise Admin": (
-        *_READ,
-        "update:device:group",
-        "create:device_command:WIPE",
-        "create:device_command:REBOOT",
-        "create:device_command:LOCK",
-        "create:device_command:SHUT_DOWN",
-        "create:device_command:CLEAR_PASSCODE",
-        "create:device_command:INSTALL",
-        "create:group_command:WIPE",
-        "create:group_command:REBOOT",
-        "create:group_command:LOCK",
-        "create:operation:REBOOT",
-    ),
-    "Viewer": (*_READ, "read:event_feed"),
-    "Group Admin": (
-        "read:device",
-        "read:group",
-        "create:device_command:REBOOT",
-        "create:device_command:NOTIFY_DEVICE",
-        "create:group_command:LOCK",
-        "create:group_command:INSTALL",
-    ),
-    "Group Viewer": ("read:device", "read:group"),
-}
-# (name, legacy role, role by authz_role_id?, active, all groups?, hours since the last login)
-PEOPLE: tuple[tuple[str, str, bool, bool, bool, float | None], ...] = (
-    ("Ada Admin", "Enterprise Admin", True, True, True, 2.0),
-    ("Victor Viewer", "Viewer", True, True, True, 72.0),
-    ("Grace Groupadmin", "Group Admin", False, True, False, 26.0),
-    ("Ian Inactive", "Enterprise Admin", True, False, True, 200 * 24.0),
-    ("Uma Unmatched", "Enterprise User", False, True, True, None),
-)
 LEGACY_ID_BASE = 4100  # legacy user ids are integers
 
 
@@ -112,16 +80,16 @@ def users(w: World) -> list[dict]:
             "created_at": iso(_created(w, k)),
             "updated_at": iso(_created(w, k)),
         }
-        for k, (name, *_rest) in enumerate(PEOPLE)
+        for k, name in enumerate(p.name for p in PEOPLE)
     ]
 
 
 def _groups(w: World, k: int) -> list[dict]:
     """The groups a user is limited to: none for all-group users, else two leaf groups."""
-    if PEOPLE[k][4]:
+    picked = limited_groups(w.fleet, k)
+    if not picked:
         return []
     counts = w.group_counts()
-    picked = w.fleet.leaf_groups[:2]
     return [
         {
             "id": w.fleet.groups[g].id,
@@ -135,7 +103,8 @@ def _groups(w: World, k: int) -> list[dict]:
 
 def user_detail(w: World, k: int) -> dict[str, Any]:
     """`/user/{id}/` (live route 31): the legacy user with its profile and its API `token`."""
-    name, legacy_role, by_id, active, all_groups, hours = PEOPLE[k]
+    person = PEOPLE[k]
+    name, legacy_role, hours = person.name, person.role, person.login_hours_ago
     first, last = name.split(" ", 1)
     created = iso(_created(w, k))
     return {
@@ -145,7 +114,7 @@ def user_detail(w: World, k: int) -> dict[str, Any]:
         "first_name": first,
         "last_name": last,
         "full_name": name,
-        "is_active": active,
+        "is_active": person.active,
         "is_staff": False,
         "is_superuser": False,
         "last_login": None if hours is None else iso(w.now - round(hours * HOUR)),
@@ -156,13 +125,13 @@ def user_detail(w: World, k: int) -> dict[str, Any]:
         "profile": {
             "id": 9100 + k,
             "role": legacy_role,
-            "authz_role_id": role_id(w, legacy_role) if by_id else None,
+            "authz_role_id": role_id(w, legacy_role) if person.by_role_id else None,
             "authn_user_id": _user_id(w, k),
             "authn_connection_id": f"con_{derived_id('connection', w.fleet.seed)[:16]}",
             "enterprise": w.fleet.enterprise_id,
             "enterprise_user_id": None,
             "groups": _groups(w, k),
-            "has_all_group_access": all_groups,
+            "has_all_group_access": person.all_groups,
             "can_factory_reset": legacy_role == "Enterprise Admin",
             "default_password_changed": True,
             "is_customer": True,
@@ -188,7 +157,7 @@ def user_groups(w: World) -> list[dict]:
 def _group_access(w: World, k: int) -> dict[str, Any]:
     return {
         "group_ids": [g["id"] for g in _groups(w, k)],
-        "has_all_group_access": PEOPLE[k][4],
+        "has_all_group_access": PEOPLE[k].all_groups,
     }
 
 

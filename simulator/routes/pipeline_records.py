@@ -95,8 +95,8 @@ def target_id(w: World, pipeline_id: str, device: int) -> str:
 def _args(w: World, p: int, version: int = -1) -> str:
     """An operation's `args`, a string in the spec: JSON text of the command's arguments."""
     x = book(w).pipelines[p]
-    if x.app < 0:
-        return "{}"
+    if x.app < 0:  # the command's arguments, as the tenant's other requests of it carry them
+        return json.dumps(next(args for name, args in C.COMMANDS if name == x.command))
     app = w.fleet.legacy_apps[x.app]
     args = {"package_name": app.package}
     if version >= 0:

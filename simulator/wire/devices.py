@@ -10,6 +10,7 @@ from __future__ import annotations
 from esper_warehouse.simulator import catalog as C
 from esper_warehouse.simulator.drift import esper_drift
 from esper_warehouse.simulator.fleet import derived_id
+from esper_warehouse.simulator.security import esper_security_state
 from esper_warehouse.simulator.timeutil import iso
 from esper_warehouse.simulator.wire.base import OS_WIRE, Record, WireBase, mac
 
@@ -143,7 +144,7 @@ class DeviceRecords(WireBase):
             "ip_address": [],
             "wifi_network_info": {},
         }
-        rec["security_state"] = None
+        rec["security_state"] = esper_security_state(f, i)
         rec["policy"] = {}
         rec["managed_by"] = "BLUEPRINT"
         rec["provisioned_with"] = "BLUEPRINT"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -136,9 +137,9 @@ def _opened(
     the source run by dlt alone (no `ledger`) loads a full scan in one piece, the whole tuple.
     """
     in_parts, ledger = ledger is not None, ledger if ledger is not None else RunLedger()
-    if ledger.as_of is None:
+    if not ledger.plan.opened:
         open_run(client, ledger, full_scan, timedelta(days=interval_days))
-    if ledger.full_scan and ledger.walk is None:
+    if ledger.plan.full_scan and ledger.plan.walk is None:
         devices, minutes = parts if in_parts else (sys.maxsize, 0)
         plan_full_scan(client, ledger, full_scan, devices, DEVICES.limit(page_size), minutes)
     return ledger
@@ -148,21 +149,23 @@ def _resources(
     run: dict[str, Any], data_tap: Callable[[], list[DltResource]]
 ) -> tuple[DltResource, ...]:
     """This part's resources, in extraction order (see `esper`); `data_tap` on the last part."""
-    ledger = run["ledger"]
+    ledger: RunLedger = run["ledger"]
 
     device_list = devices(**run)
     apps = device_apps(**run)  # scd2: its rows' validity changes at the run's API time
     scd2 = DEVICE_APPS.hints()["write_disposition"]
-    apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.as_of})
-    ledger.building_last = ledger.last_part()
-    if not ledger.building_last:  # a full scan in parts: the next devices and their fan-outs
+    apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.plan.as_of})
+    plan = ledger.plan = replace(ledger.plan, building_last=ledger.plan.last_part())
+    if not plan.building_last:  # a full scan in parts: the next devices and their fan-outs
+        assert plan.walk is not None  # (only a full scan's walk comes in parts)
         page_events = device_list | device_events_of_page(**run)
-        ledger.walk.readers = (DEVICE_APPS.name, DEVICE_EVENTS.name)  # each page's fan-outs
+        plan.walk.readers = (DEVICE_APPS.name, DEVICE_EVENTS.name)  # each page's fan-outs
         return (device_list, device_list | device_history, device_list | apps, page_events)
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps
     # (the devices scan and its fan-outs start first) and the incremental form comes last.
-    if ledger.full_scan and ledger.fan_out_scope.everything:  # a first load: every feed
+    scope = plan.fan_out_scope
+    if plan.full_scan and scope is not None and scope.everything:  # a first load: every feed
         page_events, last_events = [device_list | device_events_of_page(**run)], []
     else:  # (after parts: the feeds of devices with activity the parts did not read)
         page_events, last_events = [], [device_events(**run)]
@@ -173,7 +176,7 @@ def _resources(
         *page_events,
         # after every pipe of `devices` (dlt evaluates a resource and its transformers together,
         # at the place of the last of them), so that `devices` has ended the walk
-        *([device_census(ledger=ledger)] if ledger.full_scan else []),
+        *([device_census(ledger=ledger)] if plan.full_scan else []),
         heartbeats(**run),
         *(read(**run) for read in LISTS),  # groups, status metrics, ... (tables/__init__.py)
         *_catalogues(run),

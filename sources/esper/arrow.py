@@ -143,8 +143,10 @@ def unreadable_key(column: str, value: Any, type_: str, reason: str) -> Unreadab
 class Unreadable:
     """The values one run could not read, per `table.column`: each loaded as NULL and counted.
 
-    Shared by the run's resources (`RunLedger.unreadable`); thread-safe, as the fan-outs convert
-    their pages in dlt's worker threads. The first unreadable value of each column is logged.
+    Written by `Table.page` as each resource converts its pages (`RunLedger.unreadable`, shared
+    by the run's resources); thread-safe, as the fan-outs convert their pages in dlt's worker
+    threads. Read by the pipeline's runner for the run record (`counts`). The first unreadable
+    value of each column is logged.
     """
 
     def __init__(self) -> None:

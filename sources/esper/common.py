@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import dlt
 
@@ -24,8 +24,9 @@ from .http import (
     EsperNotFoundError,
     EsperUnavailableError,
 )
-from .http.reads import read_all
+from .http.pages import read_all
 from .run.ledger import RunLedger
+from .run.refusals import RetryNote
 from .table import Table
 
 log = logging.getLogger("esper_warehouse.source")
@@ -67,17 +68,11 @@ def skip_unavailable(ledger: RunLedger, table: str) -> Iterator[None]:
         yield
     except EsperUnavailableError as error:
         table = table or error.table
-        ledger.mark_unavailable(table, error)
-        skip_dependents(ledger, table)
+        ledger.refusals.mark_unavailable(table, error)
+        # the tables read from it (`tables.DEPENDENTS`, which `open_run` gives the refusals:
+        # the tables' modules import this one)
+        ledger.refusals.skip_dependents(table)
         keep_what_was_loaded()
-
-
-def skip_dependents(ledger: RunLedger, table: str) -> None:
-    """Skip, naming the same refusal, the tables read from `table` (`tables.DEPENDENTS`, which
-    `open_run` gives the ledger: the tables' modules import this one)."""
-    why = ledger.unavailable.get(table)
-    for dependent in ledger.dependents.get(table, ()):
-        ledger.mark_skipped(dependent, f"{why} (read from {table})")
 
 
 def unless_skipped(ledger: RunLedger, table: str, rows: Callable[[], Iterator[T]]) -> Iterator[T]:
@@ -87,7 +82,7 @@ def unless_skipped(ledger: RunLedger, table: str, rows: Callable[[], Iterator[T]
     A core list is a table like the others: once devices and groups have proven the key and
     the enterprise id, a 403/404 on any other tenant-level list skips that table for the run.
     """
-    if table in ledger.unavailable:
+    if ledger.refusals.is_skipped(table):
         keep_what_was_loaded()
         return
     with skip_unavailable(ledger, table):
@@ -128,14 +123,14 @@ def refused_part(
     part: str,
     error: EsperError,
     *,
-    retry: Any = True,
+    retry: RetryNote | None = True,
 ) -> bool:
     """What an error on one parent's route means: True, a refused part (skipped and counted);
     False, the parent is gone (a 404, and the parent is no longer in its list).
 
     A 400/403/404 on a per-device or per-id route is a refusal: nothing of that part is loaded,
     the run ends partial and names it, and the part is asked again (`retry`: see
-    `RunLedger.skip_part`). Only a 404 whose parent has vanished from its list, read again
+    `Refusals.skip_part`). Only a 404 whose parent has vanished from its list, read again
     after the 404, is not one. Any other error is the run's: raised again.
     """
     status = error.status
@@ -145,13 +140,13 @@ def refused_part(
     if isinstance(error, EsperAuthError):
         raise error
     if status == 404 and not still_listed(ledger, client, parent, part):
-        ledger.part_done(table, part)
+        ledger.refusals.part_done(table, part)
         return False
     noun = parent.name.removesuffix("s").replace("_", " ")  # a device, a blueprint, a role
     meaning = PART_REFUSALS[status].format(noun=noun)
     if status == 400 and parent.name == "devices":
         meaning += ": the legacy routes are Android only"
-    ledger.skip_part(table, part, error, meaning, noun=noun, retry=retry)
+    ledger.refusals.skip_part(table, part, error, meaning, noun=noun, retry=retry)
     return True
 
 
@@ -160,7 +155,7 @@ def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:
     drop the refused parts' rows. Named in the run, with the parts counted (`skip_part`)."""
     if not refused or table.disposition != "replace":
         return False
-    ledger.mark_skipped(table.name, "kept as loaded, as some of its parts were refused")
+    ledger.refusals.mark_skipped(table.name, "kept as loaded, as some of its parts were refused")
     keep_what_was_loaded()
     return True
 
@@ -180,7 +175,7 @@ def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: st
         return {str(item.get(parent.key[0])) for item in items.items}
 
     try:
-        listed = ledger.read_once(f"{parent.name} (listed again)", read)
+        listed = ledger.shared.read_once(f"{parent.name} (listed again)", read)
     except EsperError as error:
         log.info("%s: not read again (%s): its parts count as refused", parent.path, error)
         return True

@@ -2,10 +2,11 @@
 
 A declaration says where the table comes from (route, page size), how rows are identified and
 kept up to date (key, cursor, write disposition), which table it comes with, its declared
-columns, and how `doctor` probes it. Everything else is derived from it: the resource's dlt hints
-(`Table.hints`), the Arrow pages (`Table.page`), the empty raw tables the SQL build starts from
-(`pipelines/models.py`), Dagster's raw assets, `doctor`'s probes of plain lists, `run
---resources` companions, and the tests that keep README's "Raw tables" in step.
+columns, how `doctor` probes it, and what the documents say of it (`Doc`). Everything else is
+derived from it: the resource's dlt hints (`Table.hints`), the Arrow pages (`Table.page`), the
+empty raw tables the SQL build starts from (`pipelines/raw_contract.py`), Dagster's raw assets,
+`doctor`'s probes of plain lists, `run --resources` companions, and the rows of README's "Raw
+tables" and docs/spec/README.md's route table (`pipelines/table_docs.py` writes them).
 
 Example:
     >>> GEOFENCES = Table("geofences", "/v0/enterprise/{eid}/geofence/", ("id",),
@@ -29,7 +30,7 @@ from .times import NotATime, parse_time
 if TYPE_CHECKING:
     from .http import EsperClient
 
-__all__ = ["BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Table", "cols", "flat"]
+__all__ = ["BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Table", "cols", "flat"]
 
 TS, INT, BOOL, JSON = "timestamp", "bigint", "bool", "json"
 
@@ -47,6 +48,31 @@ PAGE_SIZE = 250
 # - scd2: dlt's history of versions, validity at the run's API time (`__init__.py` sets it); rows
 #   of a merge key absent from a new read are retired; `key` is unique among the current rows.
 Disposition = Literal["merge", "insert-only", "replace", "scd2"]
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What the documents say of a table beyond its route and key, written once here:
+    `python -m esper_warehouse.pipelines.table_docs` writes README's "Raw tables" row and the
+    route's row in docs/spec/README.md from it (a test fails when they differ).
+
+    Attributes:
+        read: how the route is read, shown after `GET <path>` (pages, parameters, per parent).
+        columns: what the columns an analyst needs mean.
+        kept: how the table is kept up to date (and what a refused route does to it).
+        envelope: the route's answer, in docs/spec/README.md's words (`legacy-list`, `v2-list`,
+            `cc-list`, `content-list (previous)`, `bare object`) and what it holds that a reader
+            of the wire must know. Tables sharing a route: the first one declared says it.
+        evidence: what the route's shape rests on beyond live-shapes.json and the OpenAPI
+            subset (`spec (esper-cli v0.yaml)`, `docs (...)`); `live <n>` is read from the
+            former, and `spec` from the latter when nothing else is said.
+    """
+
+    read: str = ""
+    columns: str = ""
+    kept: str = ""
+    envelope: str = ""
+    evidence: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,7 @@ class Table:
             item of the parent's list.
         prefer_copy: for a whole list that serves one key more than once (`reads.read_all`),
             `prefer_copy(kept, other)` is the copy kept; None keeps the last one read.
+        doc: what README's "Raw tables" and docs/spec/README.md say of the table (`Doc`).
     """
 
     name: str
@@ -101,6 +128,7 @@ class Table:
     parent: str | None = None
     parent_key: str = "id"
     prefer_copy: Callable[[dict, dict], dict] | None = field(default=None, compare=False)
+    doc: Doc = field(default=Doc(), compare=False)
 
     @property
     def probed_as_list(self) -> bool:

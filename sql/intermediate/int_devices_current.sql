@@ -11,6 +11,8 @@
 --   sql/vocabulary/drift_states.csv (NULL: not reported, or a code the vocabulary does not know).
 -- last_heartbeat_at: its latest heartbeat <= as_of (int_device_last_seen); the as_of day of
 --   int_device_days reads it from here instead of scanning the heartbeats again.
+-- last_user_id, last_user_name, last_user_at: who sent the latest command that reached the
+--   device, and when (int_device_last_command); NULL: no command reached it.
 with
 
 devices as (
@@ -51,6 +53,10 @@ drift_states as (
         name as esper_drift_state_name,
         cast(is_drifted as boolean) as is_esper_drifted,
     from seeds.drift_states
+),
+
+last_commands as (
+    select * from intermediate.int_device_last_command
 ),
 
 app_reports as (
@@ -95,6 +101,8 @@ final as (
         devices.esper_drift_severity as esper_drift_severity,
         devices.esper_security_state as esper_security_state,
         devices.active_plugins as active_plugins,
+        last_commands.last_command_by as last_user_id,
+        last_commands.last_command_by_name as last_user_name,
 
         -- booleans
         drift_states.is_esper_drifted as is_esper_drifted,
@@ -104,7 +112,9 @@ final as (
 
         -- timestamps
         devices.created_at as created_at,
+        devices.provisioned_at as provisioned_at,
         devices.updated_at as updated_at,
+        last_commands.last_command_at as last_user_at,
         last_seen.last_seen_at as last_seen_at,
         last_seen.last_heartbeat_at as last_heartbeat_at,
         greatest(coalesce(last_seen.last_seen_at, devices.updated_at), devices.updated_at)
@@ -128,6 +138,8 @@ final as (
         on last_seen.device_id = devices.device_id
     left join app_reports
         on app_reports.device_id = devices.device_id
+    left join last_commands
+        on last_commands.device_id = devices.device_id
     where devices.device_id is not null
 )
 

@@ -142,6 +142,24 @@ final as (
     left join top_reasons
         on top_reasons.rollout_kind = rollouts.rollout_kind
         and top_reasons.rollout_id = rollouts.rollout_id
+),
+
+ranked as (
+    -- failing_rank: the one ranking of "worst rollouts" (marts.headlines, the demo, the report,
+    -- the README): failure + timeout rate, highest first, among rollouts to 5 devices or more, so
+    -- one failed device out of one does not top the list; ties: more targets, then the id
+    select
+        final.*,
+        case
+            when final.target_devices >= 5 then row_number() over (
+                partition by final.rollout_kind, final.target_devices >= 5
+                order by
+                    coalesce(final.failure_rate, 0) + coalesce(final.timeout_rate, 0) desc,
+                    final.target_devices desc,
+                    final.rollout_id
+            )
+        end as failing_rank,
+    from final
 )
 
-select * from final
+select * from ranked

@@ -38,9 +38,14 @@ select
     upper(clean_text(blueprint_info__blueprint_upgrade_status)) as blueprint_upgrade_status,
     as_json(tags) as tags,
     clean_text(state_text) as device_state_text,
-    -- Esper's own verdicts (codes: sql/vocabulary/drift_states.csv); security_state's type is
-    -- unknown (null in every live recording): kept as JSON
-    as_json(security_state) as esper_security_state,
+    -- Esper's own verdicts (codes: sql/vocabulary/drift_states.csv). security_state is null in
+    -- every live recording and a string in Esper's documents ("LOW_RISK"): the text of a string,
+    -- any other JSON value as its JSON text
+    case json_type(as_json(security_state))
+        when 'NULL' then null
+        when 'VARCHAR' then clean_text(json_extract_string(as_json(security_state), '$'))
+        else cast(as_json(security_state) as varchar)
+    end as esper_security_state,
     as_json(active_plugins) as active_plugins,
 
     -- numerics

@@ -7,7 +7,10 @@
 --   command                      the command (REBOOT, INSTALL, ...)
 --   command_type                 DEVICE, GROUP or DYNAMIC
 --   schedule_type                IMMEDIATE, WINDOW, RECURRING
---   created_by, created_at       who issued it, when
+--   created_by, created_at       who issued it (the user's id: a user_id of marts.fleet_access), when
+--   created_by_name              that user's name (the tenant's users, authn2 `name`); NULL when
+--                                the id is no user the access tables hold (not read, refused,
+--                                removed)
 --   requested_device_count       device ids listed in the request (0 for a group-only request)
 --   requested_group_count        group ids listed in the request
 --   target_devices               devices with a status for this request (the denominator); 0 when
@@ -28,6 +31,10 @@
 --   top_failure_reasons          up to 3 {reason, devices} among failure and timeout statuses,
 --                                most frequent first ('(no reason given)' when empty)
 --   last_status_at               latest updated_at of its statuses
+--   failing_rank                 1 = the worst: rank by failure + timeout rate (highest first), then
+--                                more target devices, then the id, among those with 5 target
+--                                devices or more (NULL below 5); marts.headlines, the demo and the
+--                                report's "Most failing" table read it (intermediate.int_rollout_progress)
 with
 
 requests as (
@@ -39,6 +46,10 @@ progress as (
     where rollout_kind = 'command'
 ),
 
+users as (
+    select * from staging.stg_esper__users
+),
+
 final as (
     select
         requests.command_request_id as command_request_id,
@@ -46,6 +57,7 @@ final as (
         requests.command_type as command_type,
         requests.schedule_type as schedule_type,
         requests.created_by as created_by,
+        users.user_name as created_by_name,
         requests.created_at as created_at,
         requests.requested_device_count as requested_device_count,
         requests.requested_group_count as requested_group_count,
@@ -55,6 +67,8 @@ final as (
     from requests
     left join progress
         on progress.rollout_id = requests.command_request_id
+    left join users
+        on users.user_id = requests.created_by
     where requests.command_request_id is not null
 )
 

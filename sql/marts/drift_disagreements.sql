@@ -25,7 +25,8 @@
 --                                and Esper reports the device in sync;
 --                                esper_code_unknown: Esper serves a drift code the vocabulary does
 --                                not know (add it to sql/vocabulary/drift_states.csv)
---   blueprint_reasons            the warehouse's blueprint reasons (from fleet_compliance.reasons)
+--   blueprint_reasons            the warehouse's blueprint reasons (fleet_compliance.reasons whose
+--                                code is blueprint_drift)
 with
 
 compliance as (
@@ -65,7 +66,10 @@ final as (
         is_esper_drifted,
         is_blueprint_in_sync,
         disagreement,
-        list_filter(reasons, reason -> reason like 'blueprint%') as blueprint_reasons,
+        list_transform(
+            list_filter(reason_details, detail -> detail.reason_code = 'blueprint_drift'),
+            detail -> detail.reason
+        ) as blueprint_reasons,
     from judged
     where disagreement is not null
 )

@@ -46,6 +46,18 @@
 --                         readable scopes let it send (device, group or operation scopes),
 --                         sorted, separated by ", "; '' when it may send none. When scopes_known
 --                         is false: the commands known so far (it may send more), NULL when none
+--   commands_sent         command requests the user created (command_requests.created_by)
+--   commands_beyond_role  a finding: of those, the requests whose command the user's role holds no
+--                         scope for, of the request's kind (`create:group_command:<command>` for a
+--                         GROUP request, `create:device_command:<command>` for any other). NULL
+--                         when scopes_known is false. A command no role of the tenant holds a
+--                         scope for is not judged (the API's scope list names none for some
+--                         commands, e.g. UPDATE_LATEST_DPC): it counts in commands_sent only
+--   commands_while_inactive   a finding: of those, the requests created after the user's last
+--                         login (any, if never logged in) by a user whose account is inactive
+--                         now; 0 for an active user, NULL when is_active is unknown
+--   Operations (CONVERGE ...) are not judged: the API's scope list names no operation scope; nor
+--   are the groups a user is limited to (a request's devices are not matched against them).
 with
 
 as_of as (
@@ -72,6 +84,8 @@ scopes as (
     select
         role_id,
         scope_name,
+        scope_action,
+        scope_resource,
         scope_qualifier,
         is_well_formed,
         scope_action = 'create'
@@ -173,6 +187,57 @@ role_commands as (  -- true when granted; false only when every scope of the rol
         on role_grants.role_id = unreadable_scopes.role_id
 ),
 
+requests as (
+    select
+        command_request_id,
+        created_by,
+        created_at,
+        command,
+        case when command_type = 'GROUP' then 'group_command' else 'device_command' end
+            as scope_resource,
+    from staging.stg_esper__command_requests
+    where created_by is not null
+),
+
+grantable as (  -- (kind, command) pairs some role of the tenant holds a scope for
+    select distinct scope_resource, scope_qualifier as command
+    from scopes
+    where is_well_formed
+        and scope_action = 'create'
+        and scope_qualifier is not null
+),
+
+sent as (
+    select
+        requests.created_by as user_id,
+        count(*) as commands_sent,
+        count(*) filter (
+            where grantable.command is not null and granted.role_id is null
+        ) as commands_unscoped,
+        count(*) filter (
+            where profiles.is_active = false
+                and requests.created_at > coalesce(profiles.last_login_at, '-infinity'::timestamptz)
+        ) as commands_while_inactive,
+    from requests
+    left join matched
+        on matched.user_id = requests.created_by
+    left join profiles
+        on profiles.user_id = requests.created_by
+    left join grantable
+        on grantable.scope_resource = requests.scope_resource
+        and grantable.command = requests.command
+    left join (
+        select distinct role_id, scope_resource, scope_qualifier
+        from scopes
+        where is_well_formed
+            and scope_action = 'create'
+    ) as granted
+        on granted.role_id = matched.role_id
+        and granted.scope_resource = requests.scope_resource
+        and granted.scope_qualifier = requests.command
+    group by requests.created_by
+),
+
 final as (
     select
         as_of.as_of,
@@ -197,6 +262,14 @@ final as (
         role_commands.can_reboot,
         role_commands.can_lock,
         role_commands.destructive_commands,
+        coalesce(sent.commands_sent, 0) as commands_sent,
+        case
+            when coalesce(role_commands.scopes_known, false)
+                then coalesce(sent.commands_unscoped, 0)
+        end as commands_beyond_role,
+        case
+            when profiles.is_active is not null then coalesce(sent.commands_while_inactive, 0)
+        end as commands_while_inactive,
     from users
     cross join as_of
     left join profiles
@@ -209,6 +282,8 @@ final as (
         on users.user_id = user_groups.user_id
     left join role_commands
         on matched.role_id = role_commands.role_id
+    left join sent
+        on users.user_id = sent.user_id
 )
 
 select * from final

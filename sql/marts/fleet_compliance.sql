@@ -7,6 +7,18 @@
 --   as_of                        "now": API time of the latest loaded run, ok or partial (_esper_runs)
 --   device_id                    Esper device id
 --   device_name, device_alias, serial_number   as the API serves them
+--   hardware_manufacturer, hardware_model   the device's maker and model (hardware_info.manufacturer,
+--                                .model of /v2/devices/; live route 15), as served
+--   enrolled_at                  when Esper provisioned the device (provisioned_on; live routes 11-15):
+--                                its enrolment date
+--   created_at                   when the device's record was created in Esper (created_at), at
+--                                the start of its enrolment (before enrolled_at)
+--   last_user_id, last_user_name   the user who sent the latest command that reached the device
+--                                (the command request's created_by; its name from the tenant's
+--                                users, NULL when the id is no user the access tables hold). Esper
+--                                serves no user of a device: the legacy record's `user` is null in
+--                                every recording. NULL: no command reached the device
+--   last_user_at                 when that command was created
 --   platform                     ANDROID, APPLE, WINDOWS or LINUX
 --   os, os_version               operating system and its version, as reported
 --   security_patch_level         Android security patch level (date; the API field is misspelt
@@ -26,7 +38,11 @@
 --   is_esper_drifted             Esper's verdict: true = drifted, false = in sync, NULL = not
 --                                reported or unknown code. Not used by the verdict below: where it
 --                                and is_blueprint_in_sync disagree, marts.drift_disagreements says so
---   esper_security_state         Esper's security state, as served (JSON; null in every recording)
+--   esper_security_state         Esper's security verdict, as served: SECURE, LOW_RISK, MEDIUM_RISK or
+--                                HIGH_RISK in Esper's documents (the console rates Android devices
+--                                from Google's integrity checks and the patch age); NULL = none
+--                                served (null in every live recording; Apple, Windows and Linux
+--                                devices have none). Not used by the verdict below
 --   last_seen_at                 latest of heartbeats and the device's own last_seen; NULL = never
 --   hours_since_seen             hours from last_seen_at to as_of (NULL if never seen)
 --   last_seen_bucket             online (<= 1 h), active (<= 24 h), stale (1-7 days),
@@ -56,7 +72,16 @@
 --                                checks say); else non_compliant if any check is false; else
 --                                unverified if a required value was not reported; else compliant
 --   reasons                      list of plain-language reasons for any verdict other than
---                                compliant (empty list for a compliant device)
+--                                compliant (empty list for a compliant device); blueprints and apps
+--                                by name, the device's own values (a date, a version) in the text
+--   reason_codes                 the stable code of each reason, same order (one per reason; a
+--                                device missing two required apps has app_missing twice):
+--                                sql/vocabulary/reason_codes.csv. Count and group on these, never
+--                                on the texts
+--   reason_details               each reason as {reason_code, reason, subject_id, subject_name,
+--                                observed, target}: the blueprint or app it is about (id and name),
+--                                the device's value and the target, as text (marts.compliance_reasons
+--                                shows one row per reason)
 with
 
 as_of as (
@@ -87,9 +112,41 @@ installed as (
     select * from intermediate.int_device_required_apps
 ),
 
+blueprint_names as (
+    select blueprint_id, any_value(blueprint_name) as blueprint_name,
+    from staging.stg_esper__blueprints
+    group by blueprint_id
+),
+
+blueprint_version_labels as (
+    -- a version by its number (2.1), not its id; either list may lag the other
+    select
+        blueprint_version_id,
+        max(
+            cast(version_number as varchar)
+            || coalesce('.' || cast(minor_version_number as varchar), '')
+        ) as version_label,
+    from (
+        select blueprint_version_id, version_number, minor_version_number
+        from staging.stg_esper__blueprint_versions
+        union all
+        select blueprint_version_id, version_number, minor_version_number
+        from staging.stg_esper__blueprints
+    )
+    where blueprint_version_id is not null and version_number is not null
+    group by blueprint_version_id
+),
+
+app_names as (
+    select package_name, min(application_name) as app_name,
+    from staging.stg_esper__applications
+    where application_name is not null
+    group by package_name
+),
+
 app_reasons as (
-    -- the failing required apps of each device, in package order (sorted as (package, reason)
-    -- pairs: an ordered aggregate sorts per device and costs more)
+    -- the failing required apps of each device, in package order (sorted as (package, ...)
+    -- structs: an ordered aggregate sorts per device and costs more)
     select
         checks.device_id as device_id,
         list_transform(
@@ -97,17 +154,31 @@ app_reasons as (
                 list(
                     {
                         'package_name': required_apps.package_name,
-                        'reason': case
-                            when installed.device_id is null
-                                then 'required app ' || required_apps.package_name || ' missing'
-                            else 'required app ' || required_apps.package_name || ' '
-                                || coalesce(installed.version_name, '(no version)')
-                                || ' below minimum ' || required_apps.min_version
-                        end,
+                        'detail': {
+                            'reason_code': case
+                                when installed.device_id is null then 'app_missing'
+                                else 'app_outdated'
+                            end,
+                            'reason': 'required app '
+                                || coalesce(
+                                    coalesce(installed.app_name, app_names.app_name)
+                                        || ' (' || required_apps.package_name || ')',
+                                    required_apps.package_name
+                                )
+                                || case
+                                    when installed.device_id is null then ' missing'
+                                    else ' ' || coalesce(installed.version_name, '(no version)')
+                                        || ' below minimum ' || required_apps.min_version
+                                end,
+                            'subject_id': required_apps.package_name,
+                            'subject_name': coalesce(installed.app_name, app_names.app_name),
+                            'observed': installed.version_name,
+                            'target': required_apps.min_version,
+                        },
                     }
                 )
             ),
-            app -> app.reason
+            app -> app.detail
         ) as app_reasons,
     from checks
     inner join required_apps
@@ -115,6 +186,8 @@ app_reasons as (
     left join installed
         on installed.device_id = checks.device_id
         and installed.package_name = required_apps.package_name
+    left join app_names
+        on app_names.package_name = required_apps.package_name
     where checks.apps_check = 'fail'
         and (
             installed.device_id is null
@@ -131,6 +204,13 @@ joined as (
         devices.device_name as device_name,
         devices.device_alias as device_alias,
         devices.serial_number as serial_number,
+        devices.hardware_manufacturer as hardware_manufacturer,
+        devices.hardware_model as hardware_model,
+        devices.provisioned_at as enrolled_at,
+        devices.created_at as created_at,
+        devices.last_user_id as last_user_id,
+        devices.last_user_name as last_user_name,
+        devices.last_user_at as last_user_at,
         checks.platform as platform,
         devices.os as os,
         checks.os_version as os_version,
@@ -168,47 +248,118 @@ joined as (
         list_concat(
             [
                 case
-                    when not checks.is_in_service
-                        then 'device state ' || coalesce(devices.device_state_name, 'unknown')
+                    when not checks.is_in_service then {
+                        'reason_code': 'out_of_service',
+                        'reason': 'device state ' || coalesce(devices.device_state_name, 'unknown')
                             || ' (' || coalesce(cast(devices.device_state as varchar), '?')
-                            || '): not in service, not counted'
+                            || '): not in service, not counted',
+                        'subject_id': null, 'subject_name': null,
+                        'observed': coalesce(devices.device_state_name, cast(devices.device_state as varchar)),
+                        'target': null,
+                    }
                 end,
                 case
-                    when checks.last_seen_bucket = 'never_seen' then 'never seen'
-                    when not checks.is_seen_recently
-                        then 'not seen for ' || cast(floor(checks.hours_since_seen / 24) as bigint)
-                            || ' days (' || checks.last_seen_bucket || ')'
+                    when checks.last_seen_bucket = 'never_seen' then {
+                        'reason_code': 'never_seen', 'reason': 'never seen',
+                        'subject_id': null, 'subject_name': null, 'observed': null, 'target': null,
+                    }
+                    when not checks.is_seen_recently then {
+                        'reason_code': 'not_seen_recently',
+                        'reason': 'not seen for ' || cast(floor(checks.hours_since_seen / 24) as bigint)
+                            || ' days (' || checks.last_seen_bucket || ')',
+                        'subject_id': null, 'subject_name': null,
+                        'observed': cast(checks.last_seen_at as varchar),
+                        'target': checks.last_seen_bucket,
+                    }
                 end,
                 case checks.os_check
-                    when 'fail' then 'OS ' || checks.os_version || ' below minimum '
-                        || targets.min_os_version || ' for ' || checks.platform
-                    when 'unknown' then 'OS version not reported'
+                    when 'fail' then {
+                        'reason_code': 'os_outdated',
+                        'reason': 'OS ' || checks.os_version || ' below minimum '
+                            || targets.min_os_version || ' for ' || checks.platform,
+                        'subject_id': null, 'subject_name': null,
+                        'observed': checks.os_version, 'target': targets.min_os_version,
+                    }
+                    when 'unknown' then {
+                        'reason_code': 'os_not_reported', 'reason': 'OS version not reported',
+                        'subject_id': null, 'subject_name': null, 'observed': null,
+                        'target': targets.min_os_version,
+                    }
                 end,
                 case checks.patch_check
-                    when 'fail' then 'security patch ' || cast(checks.security_patch_level as varchar)
-                        || ' is ' || checks.security_patch_age_days || ' days old (maximum '
-                        || targets.max_security_patch_age_days || ')'
-                    when 'unknown' then 'security patch level not reported'
+                    when 'fail' then {
+                        'reason_code': 'patch_too_old',
+                        'reason': 'security patch ' || cast(checks.security_patch_level as varchar)
+                            || ' is ' || checks.security_patch_age_days || ' days old (maximum '
+                            || targets.max_security_patch_age_days || ')',
+                        'subject_id': null, 'subject_name': null,
+                        'observed': cast(checks.security_patch_level as varchar),
+                        'target': cast(targets.max_security_patch_age_days as varchar),
+                    }
+                    when 'unknown' then {
+                        'reason_code': 'patch_not_reported',
+                        'reason': 'security patch level not reported',
+                        'subject_id': null, 'subject_name': null, 'observed': null,
+                        'target': cast(targets.max_security_patch_age_days as varchar),
+                    }
                 end,
                 case
-                    when checks.is_blueprint_assignment_drift
-                        then 'blueprint ' || coalesce(checks.assigned_blueprint_id, '(none)')
-                            || ' assigned but ' || coalesce(checks.current_blueprint_id, '(none)')
-                            || ' current'
+                    when checks.blueprint_check = 'fail' then {
+                        'reason_code': 'blueprint_drift',
+                        -- one reason per device, named as the console names it: the assigned
+                        -- blueprint (else the applied one), then what is wrong with it
+                        'reason': 'blueprint '
+                            || coalesce(
+                                devices.assigned_blueprint_name, checks.assigned_blueprint_id,
+                                current_names.blueprint_name, checks.current_blueprint_id
+                            )
+                            || ': '
+                            || concat_ws(
+                                '; ',
+                                case
+                                    when checks.assigned_blueprint_id is null
+                                        then 'applied, but none is assigned'
+                                    when checks.is_blueprint_assignment_drift
+                                        then 'assigned, but '
+                                            || coalesce(current_names.blueprint_name, checks.current_blueprint_id, 'none')
+                                            || ' is applied'
+                                    when checks.is_blueprint_version_behind
+                                        then 'at version '
+                                            || coalesce(current_version.version_label, checks.current_blueprint_version_id, '(none)')
+                                            || ', not the latest '
+                                            || coalesce(latest_version.version_label, checks.latest_blueprint_version_id)
+                                end,
+                                case when checks.is_blueprint_upgrade_failed then 'upgrade failed' end
+                            ),
+                        'subject_id': coalesce(checks.assigned_blueprint_id, checks.current_blueprint_id),
+                        'subject_name': case
+                            when checks.assigned_blueprint_id is not null then devices.assigned_blueprint_name
+                            else current_names.blueprint_name
+                        end,
+                        'observed': coalesce(current_version.version_label, checks.current_blueprint_version_id),
+                        'target': coalesce(latest_version.version_label, checks.latest_blueprint_version_id),
+                    }
                 end,
-                case
-                    when checks.is_blueprint_version_behind
-                        then 'blueprint version ' || coalesce(checks.current_blueprint_version_id, '(none)')
-                            || ' is not the latest ' || checks.latest_blueprint_version_id
-                end,
-                case when checks.is_blueprint_upgrade_failed then 'blueprint upgrade failed' end,
                 case checks.apps_check
-                    when 'unknown' then 'app inventory not reported'
+                    when 'unknown' then {
+                        'reason_code': 'apps_not_reported', 'reason': 'app inventory not reported',
+                        'subject_id': null, 'subject_name': null, 'observed': null, 'target': null,
+                    }
                 end,
                 case checks.agent_check
-                    when 'fail' then 'Esper agent ' || checks.agent_version || ' below minimum '
-                        || targets.min_agent_version
-                    when 'unknown' then 'Esper agent version not reported'
+                    when 'fail' then {
+                        'reason_code': 'agent_outdated',
+                        'reason': 'Esper agent ' || checks.agent_version || ' below minimum '
+                            || targets.min_agent_version,
+                        'subject_id': null, 'subject_name': null,
+                        'observed': checks.agent_version, 'target': targets.min_agent_version,
+                    }
+                    when 'unknown' then {
+                        'reason_code': 'agent_not_reported',
+                        'reason': 'Esper agent version not reported',
+                        'subject_id': null, 'subject_name': null, 'observed': null,
+                        'target': targets.min_agent_version,
+                    }
                 end,
             ],
             coalesce(app_reasons.app_reasons, [])
@@ -221,13 +372,26 @@ joined as (
         on targets.platform = checks.platform
     left join app_reasons
         on app_reasons.device_id = checks.device_id
+    left join blueprint_names as current_names
+        on current_names.blueprint_id = checks.current_blueprint_id
+    left join blueprint_version_labels as current_version
+        on current_version.blueprint_version_id = checks.current_blueprint_version_id
+    left join blueprint_version_labels as latest_version
+        on latest_version.blueprint_version_id = checks.latest_blueprint_version_id
 ),
 
 final as (
     select
-        * exclude (reasons_with_gaps),
-        list_filter(reasons_with_gaps, reason -> reason is not null) as reasons,
-    from joined
+        * exclude (reasons_with_gaps, reason_details),
+        list_transform(reason_details, detail -> detail.reason) as reasons,
+        list_transform(reason_details, detail -> detail.reason_code) as reason_codes,
+        reason_details,
+    from (
+        select
+            *,
+            list_filter(reasons_with_gaps, detail -> detail is not null) as reason_details,
+        from joined
+    )
 )
 
 select * from final

@@ -8,6 +8,11 @@
 --   operation_alias, schedule_type   as the API gives them
 --   state, state_raw, is_terminal    the operation's own state (tidied / API text / terminal?)
 --   created_at, updated_at       the operation's timestamps
+--   created_by                   the id of the user who created the operation (created_by; a user_id
+--                                of marts.fleet_access)
+--   created_by_name              that user's name (the tenant's users, authn2 `name`); NULL when
+--                                the id is no user the access tables hold (not read, refused,
+--                                removed)
 --   target_devices               devices with a per-device record (the denominator); 0 when none
 --                                yet (then every rate is NULL)
 --   queued_devices, initiated_devices, in_progress_devices, scheduled_devices
@@ -27,6 +32,10 @@
 --   api_success_device_count, api_failed_device_count
 --                                the API's own tally (operation_stats), to cross-check the recount
 --   last_device_update_at        latest updated_at of its per-device records
+--   failing_rank                 1 = the worst: rank by failure + timeout rate (highest first), then
+--                                more target devices, then the id, among those with 5 target
+--                                devices or more (NULL below 5); marts.headlines, the demo and the
+--                                report's "Most failing" table read it (intermediate.int_rollout_progress)
 with
 
 operations as (
@@ -36,6 +45,10 @@ operations as (
 progress as (
     select * from intermediate.int_rollout_progress
     where rollout_kind = 'operation'
+),
+
+users as (
+    select * from staging.stg_esper__users
 ),
 
 final as (
@@ -49,6 +62,8 @@ final as (
         operations.is_terminal as is_terminal,
         operations.created_at as created_at,
         operations.updated_at as updated_at,
+        operations.created_by as created_by,
+        users.user_name as created_by_name,
         -- target_devices ... top_failure_reasons, as documented above; operations count an
         -- acknowledged device as in progress
         progress.* exclude (rollout_kind, rollout_id, acknowledged_devices, last_update_at)
@@ -60,6 +75,8 @@ final as (
     from operations
     left join progress
         on progress.rollout_id = operations.operation_id
+    left join users
+        on users.user_id = operations.created_by
     where operations.operation_id is not null
 )
 

@@ -12,6 +12,8 @@ renamed as (
     select
         -- ids
         clean_text(id) as operation_id,
+        clean_text(created_by) as created_by,
+        clean_text(updated_by) as updated_by,
 
         -- descriptors
         upper(clean_text(operation)) as operation_type,

@@ -55,13 +55,15 @@ class Opened:
     requests: list[str]  # URLs the page asked for over the network (none for an offline page)
 
 
-def open_offline(page: Path, width: int = 1280) -> Opened:
-    """Render `page` from file:// with the network off; its DOM and the network it wanted."""
+def open_offline(page: Path, width: int = 1280, fragment: str = "") -> Opened:
+    """Render `page` from file:// with the network off (at `#fragment`, when given: what a click
+    on a link to it does); its DOM and the network it wanted."""
     with tempfile.TemporaryDirectory() as folder:
         netlog = Path(folder) / "net.json"
         done = subprocess.run(
             [chromium(), *FLAGS, f"--window-size={width},2000", f"--user-data-dir={folder}/p",
-             f"--log-net-log={netlog}", "--dump-dom", page.resolve().as_uri()],
+             f"--log-net-log={netlog}", "--dump-dom",
+             page.resolve().as_uri() + (f"#{fragment}" if fragment else "")],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]

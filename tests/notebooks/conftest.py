@@ -17,6 +17,7 @@ import pytest
 from esper_warehouse.pipelines import report
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, built_once
+from tests.notebooks.browser import Opened, open_offline
 
 DEVICES = 300  # enough for every chart to have several platforms, groups and rollouts
 NIGHTS = 3  # a full load and two nightly runs: a trend of three days
@@ -82,6 +83,30 @@ def report_run(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -
     """The report exported from the demo warehouse, once per test run; its pages are read-only."""
     _, run = built_once(tmp_path_factory, "report", lambda f: export_report(demo_warehouse, f))
     return run
+
+
+class RenderedReport:
+    """The report's offline pages as headless Chromium rendered them (network off), each opened
+    once per test run (`built_once`: the workers share it), when a test first asks for it."""
+
+    def __init__(self, run: ReportRun, factory: pytest.TempPathFactory) -> None:
+        self.run = run
+        self._factory = factory
+        self._opened: dict[str, Opened] = {}
+
+    def page(self, name: str) -> Opened:
+        if name not in self._opened:
+            page = self.run.out / f"{name}.html"
+            _, self._opened[name] = built_once(
+                self._factory, f"rendered-{name}", lambda _: open_offline(page)
+            )
+        return self._opened[name]
+
+
+@pytest.fixture(scope="session")
+def rendered(report_run: ReportRun, tmp_path_factory: pytest.TempPathFactory) -> RenderedReport:
+    """The offline pages of `report_run`, rendered by Chromium."""
+    return RenderedReport(report_run, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -78,11 +78,12 @@ def test_headline_compliance_rate_has_the_trend_charts_definition(
     page = report_run.out / "fleet_overview.html"
     assert "Compliance rate (compliant ÷ devices in service)" in charts(page)
     with duckdb.connect(str(demo_warehouse), read_only=True) as con:
-        rate = con.execute(
+        rate, in_service = con.execute(
             "select count(*) filter (where verdict = 'compliant')::double"
-            " / count(*) filter (where verdict <> 'out_of_service') from marts.fleet_compliance"
-        ).fetchone()[0]
-    assert f"{rate:.0%} of devices in service" in shown_text(page)
+            " / count(*) filter (where verdict <> 'out_of_service'), "
+            "count(*) filter (where verdict <> 'out_of_service') from marts.fleet_compliance"
+        ).fetchone()
+    assert f"{rate:.1%} of {in_service:,} devices in service" in shown_text(page)
 
 
 def test_not_seen_headline_counts_the_stale_devices_table(report_run, demo_warehouse: Path) -> None:

@@ -48,8 +48,8 @@ def test_rollout_tables_show_rates_as_percentages(common: ModuleType) -> None:
     import polars as pl
 
     view = pl.DataFrame(
-        {"id": ["a"], "label": ["CLEAR_APP_DATA"], "failure_rate": [0.4], "timeout_rate": [0.0],
-         "p90_minutes_to_terminal": [10.0]}
+        {"id": ["a"], "failing_rank": [1], "label": ["CLEAR_APP_DATA"], "failure_rate": [0.4],
+         "timeout_rate": [0.0], "p90_minutes_to_terminal": [10.0]}
     )  # fmt: skip
     failing, _ = common.worst_rollouts(view, "command requests")
     shown = str(failing._component_args)  # what the table sends to the browser

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import subprocess
 import sys
@@ -195,3 +196,14 @@ def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_lo
     after = load(sim, wh, resources=LOADED)
     assert after.exit_code == 0, after.error
     compare(sim, wh, "command_statuses")
+
+
+def test_every_command_the_readme_names_exists() -> None:
+    """`esper-warehouse <word>` in README.md (prose, tables, code blocks) is a subcommand, and
+    README names every subcommand."""
+    from esper_warehouse.pipelines.cli import SUBCOMMANDS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    named = set(re.findall(r"esper-warehouse ([a-z][a-z_-]*)", readme)) - {"command"}
+    assert named - set(SUBCOMMANDS) == set()
+    assert named == set(SUBCOMMANDS)  # and every subcommand is in README

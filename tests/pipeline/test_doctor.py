@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from esper_warehouse.pipelines import doctor
+from esper_warehouse.pipelines import doctor, table_docs
 from esper_warehouse.pipelines.cli import main as cli_main
 from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.sources.esper.tables import TABLES
@@ -23,6 +23,8 @@ from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
 from tests import live_shapes
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import with_body
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # raw table -> fields whose values identify a record or a person (none may reach the report)
 IDENTIFYING = {
@@ -70,7 +72,8 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """Through the command line, Data Tap included: exit 0, every route the source reads is
-    probed, at most 40 requests reach the API, and no id, name, serial, URL or key is printed."""
+    probed, within `MAX_REQUESTS` and as many as README says (`table_docs.doctor_requests`),
+    and no id, name, serial, URL or key is printed."""
     monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
     monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
     monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
@@ -92,6 +95,9 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     read_by_source = {e.path for e in TABLES.values()} | {V2_DEVICE_APPS_PATH}
     assert {("GET", p) for p in read_by_source} <= probed
     assert ("POST", DATA_TAP_PATH) in {(r["method"], r["route"]) for r in report["routes"]}
+    readme = table_docs.section((ROOT / "README.md").read_text(), "doctor-requests")
+    counted = table_docs.doctor_requests(stats["routes"])
+    assert readme == counted, f"README says {readme!r}: run `{table_docs.COMMAND}`"
 
     text = captured.out + captured.err + json_path.read_text()
     leaked = sorted(v for v in _identifying_values(sim) if v in text)
@@ -382,3 +388,91 @@ def test_the_plain_simulator_has_nothing_that_would_break(sim: Any) -> None:
     assert [f.text() for f in report.findings if f.severity == doctor.BREAK] == [
         "GET /enterprise/{eid}/device/ items: missing key id"
     ]
+
+
+# --------------------------------------------------------------- issue 33: doctor on its own simulator
+
+
+def _notes(report: dict) -> list[str]:
+    return [
+        doctor.Finding(**f).text()
+        for r in report["routes"]
+        for f in r["findings"]
+        if f["severity"] == doctor.NOTE and not f["problem"].startswith(doctor.REFUSED)
+    ]
+
+
+@pytest.mark.parametrize(("seed", "devices"), [(7, 200), (11, 120)])
+def test_the_projects_own_simulator_causes_no_note(
+    seed: int, devices: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulator answers as the live recordings (or, where there are none, the spec) say: a
+    device of any platform, a command's own arguments, a root group, a spec-only route. So doctor
+    run on it prints no note, whichever devices come first on its pages (two seeds)."""
+    from esper_warehouse.simulator import Simulator
+
+    monkeypatch.setattr(probes, "DATA_TAP_POLL_S", 0.0)
+    with Simulator(devices=devices, seed=seed, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        code, out, _, report = _run(
+            sim, json_path=tmp_path / "doctor.json", data_tap_sql="select 1 as one"
+        )
+
+    assert (code, _notes(report)) == (0, [])
+    assert "Notes (" not in out
+
+
+def test_an_item_is_compared_with_the_reference_of_its_platform() -> None:
+    """The live /v2/devices/ sample is an Android device: an Apple item is compared with the
+    spec's AppleDeviceV2 (no Android-only key is missing from it), while an Android item that
+    lacks what the live sample carries, or holds a key no reference knows, is still a note."""
+    answer = live_shapes.synthesize(live_shapes.route("GET", "/v2/devices/")["observed"])
+    android = answer["content"]["results"][0]
+    android["platform"] = "ANDROID"
+    apple = {
+        **{k: android[k] for k in ("id", "name", "serial", "state", "os_version", "updated_at")},
+        "platform": "APPLE",
+        "os": "iOS",
+        "udid": "00008030-001A",
+    }
+    answer["content"]["results"] = [apple]
+    texts = [f.text() for f in doctor.check(answer, "/v2/devices/", "devices").findings]
+    assert not [t for t in texts if any(k in t for k in ("drift_state", "is_gms", "udid"))]
+
+    answer["content"]["results"] = [android]
+    assert [f.text() for f in doctor.check(answer, "/v2/devices/", "devices").findings] == []
+    del android["drift_state"]
+    android["shoe_size"] = 42
+    texts = [f.text() for f in doctor.check(answer, "/v2/devices/", "devices").findings]
+    assert texts == [
+        "GET /v2/devices/ items: missing key drift_state",
+        f"GET /v2/devices/ items: extra key {doctor.UNKNOWN_KEY}",
+    ]
+
+
+def test_a_refused_key_is_said_on_its_row(sim: Any) -> None:
+    """The row of the request that answered 401 says the key was refused, never `ok`."""
+    code, out, _, report = _run(sim, api_key="wrong-key-0123456789")
+
+    assert code == doctor.EXIT_CONFIG
+    row = next(line for line in out.splitlines() if line.startswith("GET /v2/devices/"))
+    assert " 401 " in row and "key refused (HTTP 401)" in row
+    assert report == {} and "ok" not in row.split()
+
+
+def test_every_row_says_what_its_probe_checks(sim: Any) -> None:
+    """Routes probed more than once (/v2/devices/ by offset and by cursor, the v1 application
+    list read for two tables) are told apart by what each probe asks, and no request is sent
+    twice to check the same thing."""
+    code, out, _, _ = _run(sim)
+    assert code == doctor.EXIT_OK
+
+    table = out.split("\n\n")[1].splitlines()
+    header, rows = table[0], table[1:]
+    assert "probe" in header
+    probe = header.index("probe")
+    told_apart = {(r[: header.index(" status")].strip(), r[probe:].strip()) for r in rows}
+    assert len(told_apart) == len(rows)
+    devices = [r for r in rows if r.startswith("GET /v2/devices/ ")]
+    assert len(devices) == 2
+    assert any("offset" in r for r in devices) and any("cursor" in r for r in devices)
+    assert sim.stats()["total"] == len(rows)

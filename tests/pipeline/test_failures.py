@@ -22,7 +22,7 @@ from esper_warehouse.pipelines.status import status
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator import faults as simulator_faults
 from esper_warehouse.sources.esper.http import EsperClient
-from esper_warehouse.sources.esper.http.reads import read_all
+from esper_warehouse.sources.esper.http.pages import read_all
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 

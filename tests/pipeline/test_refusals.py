@@ -172,9 +172,9 @@ def test_a_404_for_a_record_gone_from_its_list_is_not_a_refusal(sim) -> None:
         client.settings_proven = True
         parent = TABLES["blueprints"]
         assert not refused_part(ledger, client, "blueprint_versions", parent, "removed-id", error)
-        assert ledger.skipped() == {}
+        assert ledger.refusals.skipped() == {}
         assert refused_part(ledger, client, "blueprint_versions", parent, listed, error)
-    assert ledger.skipped()["blueprint_versions"].startswith("1 blueprint(s) skipped: ")
+    assert ledger.refusals.skipped()["blueprint_versions"].startswith("1 blueprint(s) skipped: ")
 
 
 # Core lists, each refused with a 403 once devices and groups have answered.

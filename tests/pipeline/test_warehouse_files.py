@@ -188,3 +188,88 @@ def test_a_run_on_a_damaged_file_is_exit_2_before_any_request(sim, spoiled: Path
     assert result.exit_code == Exit.CONFIG, result.error
     assert f"{spoiled} {DAMAGED}" in (result.error or "")
     assert sim.stats()["total"] == 0
+
+
+def _neighbour(kind: str, pristine: Path, tmp_path: Path, holders: list) -> Path:
+    """A --warehouse path that is not a usable file: missing, a folder, in a missing folder, or
+    held by a DuckDB writer."""
+    path = tmp_path / "esper_warehouse.duckdb"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "no-folder":
+        path = tmp_path / "gone" / "esper_warehouse.duckdb"
+    elif kind == "held":
+        shutil.copy(pristine, path)
+        holders.append(hold_file(path))
+    return path
+
+
+NEIGHBOURS = {
+    "missing": (Exit.CONFIG, "there is no warehouse file {resolved}"),
+    "no-folder": (Exit.CONFIG, "there is no warehouse file {resolved}"),
+    "folder": (Exit.CONFIG, "{path} is a folder, not a warehouse file"),
+    "held": (Exit.LOCKED, "{path} " + HELD),
+}
+
+
+@pytest.mark.parametrize("kind", list(NEIGHBOURS))
+@pytest.mark.parametrize("command", ["status", "models", "report", "publish"])
+def test_a_warehouse_path_that_is_no_usable_file_is_said_alike_by_every_command(
+    command: str,
+    kind: str,
+    pristine: Path,
+    tmp_path: Path,
+    holders: list,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`publish` as the others: a clear message and exit 2 (5 when held), never DuckDB's raw
+    `IO Error` with exit 1; nothing is written beside it."""
+    path = _neighbour(kind, pristine, tmp_path, holders)
+    out = tmp_path / "report"
+    extra = ["--out", str(out)] if command == "report" else []
+    code = cli.main([command, "--warehouse", str(path), *extra])
+    err = capsys.readouterr().err
+    expected_code, says = NEIGHBOURS[kind]
+    assert code == expected_code, err
+    assert says.format(path=path, resolved=path.resolve()) in err, err
+    assert "IO Error" not in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "no-folder"])
+def test_publish_pull_into_no_usable_path_is_exit_2_before_postgres(
+    kind: str, pristine: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--pull` builds a compute file at --warehouse: a path where none can be is said before
+    Postgres is asked (the credentials here point at a port nothing listens on)."""
+    path = _neighbour(kind, pristine, tmp_path, [])
+    env = {"DESTINATION__POSTGRES__CREDENTIALS": "postgresql://u:p@127.0.0.1:9/none"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        code = cli.main(["publish", "--pull", "--warehouse", str(path)])
+    err = capsys.readouterr().err
+    assert code == Exit.CONFIG, err
+    assert "Postgres" not in err and "IO Error" not in err
+    assert (
+        "is a folder" if kind == "folder" else f"the folder {path.parent} does not exist"
+    ) in err
+
+
+@pytest.mark.parametrize("command", ["status", "models", "report", "publish"])
+def test_a_bare_command_beside_the_demo_names_the_demo_warehouse_and_does_not_read_it(
+    command: str,
+    pristine: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """After `make demo` only demo.duckdb is there: a bare command says so and how to read it,
+    and still exits 2 (the demo is never read as if it were the real warehouse)."""
+    shutil.copy(pristine, tmp_path / "demo.duckdb")
+    monkeypatch.chdir(tmp_path)
+    code = cli.main([command])
+    err = capsys.readouterr().err
+    assert code == Exit.CONFIG, err
+    assert f"there is no warehouse file {tmp_path / 'esper_warehouse.duckdb'}" in err
+    assert "the demo's warehouse demo.duckdb is here: read it with --warehouse demo.duckdb" in err

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 from esper_warehouse.pipelines import cli, publish
+from esper_warehouse.pipelines.models import build_models
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.scale.postgres import postgres_server
 
 # Every mart the SQL build makes (one file each) is published.
+ROOT = Path(__file__).resolve().parents[2]
 MARTS = sorted(path.stem for path in (Path(__file__).parents[2] / "sql" / "marts").glob("*.sql"))
 
 PASSWORD = "pw-never-printed-4242"  # the test server trusts local sockets, so any password works
@@ -146,3 +151,27 @@ def test_list_and_struct_columns_map_to_jsonb() -> None:
     assert publish.postgres_type("DECIMAL(18,3)") == ("numeric(18,3)", False)
     assert publish.postgres_type("TIMESTAMP WITH TIME ZONE") == ("timestamptz", False)
     assert publish.postgres_type("DOUBLE") == ("double precision", False)
+
+
+def test_the_readme_postgres_block_runs_as_pasted_with_pgserver(tmp_path: Path) -> None:
+    """README's Postgres block in bash, in a folder beside a checkout's `.venv` and a DuckDB
+    warehouse called demo.duckdb (as after `make demo`): pgserver starts, the simulator serves
+    (on a free port instead of 8765), raw tables land in Postgres, the marts are published from
+    both files, and the server stops. `set -e`: any command that fails fails the test."""
+    pytest.importorskip("pgserver")
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**Postgres.**", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    build_models(tmp_path / "demo.duckdb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCES__", "DESTINATION__"))}
+    done = subprocess.run(
+        ["bash", "-e", "-c", block.replace("8765", str(port))],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    published = [line for line in done.stdout.splitlines() if line.startswith("published ")]
+    assert [p.split(" marts")[0] for p in published] == [f"published {len(MARTS)}"] * 2
+    assert "stopped the PostgreSQL" in done.stdout

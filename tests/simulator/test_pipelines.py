@@ -230,7 +230,7 @@ def test_a_waiting_run_stays_waiting_until_approved_then_runs_its_next_stage(api
 
 
 def test_a_run_started_on_a_later_day_progresses_as_the_clock_advances(api, sim) -> None:
-    """The agent update runs again the day after the start: its stage runs and target runs move
+    """The OS update policy runs again the day after the start: its stage runs and target runs move
     through the spec's statuses as simulated hours pass, and the stage's verdict is the spec's
     (success when every target run succeeded)."""
     before = {r["id"] for r in _all(api, RUNS)}

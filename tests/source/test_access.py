@@ -28,7 +28,7 @@ KEYS = {
     "roles": ("id",),
     "role_scopes": ("role_id", "id"),
 }
-ADMIN = "CLEAR_PASSCODE, LOCK, REBOOT, SHUT_DOWN, WIPE"
+ADMIN = "CLEAR_APP_DATA, CLEAR_PASSCODE, LOCK, REBOOT, SHUT_DOWN, WIPE"
 # name -> (is_active, role_name, role_matched_by, all groups, group_count, scopes_known,
 #          can_wipe, can_reboot, can_lock, destructive_commands), as the simulator's people are
 VERDICTS = {

@@ -32,7 +32,7 @@ from esper_warehouse.sources.esper.http import (
     EsperResponseError,
     RouteStats,
 )
-from esper_warehouse.sources.esper.http.limiter import AdaptiveLimiter
+from esper_warehouse.sources.esper.http.pacing import AdaptiveLimiter
 
 KEY = "sk-live-SECRET-7f3a9c1e2b4d6f80"
 EID = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
@@ -474,6 +474,22 @@ def test_429s_without_a_wait_end_after_a_bounded_number() -> None:
     with pytest.raises(EsperAPIError):
         client.get("/v2/devices/")
     assert client.stats()["GET /v2/devices/"].throttled == 100 + 3 + 1  # free 429s, then retries
+
+
+def test_a_retry_after_429s_is_numbered_against_the_retry_budget_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """429s cost no retry, so the log does not count them as retries: a 503 after eleven 429s is
+    `retry 1/8`, not `retry 12/8` (which reads as a budget overrun that did not happen)."""
+    answers = [status(429, **{"Retry-After": "1"})] * 11 + [status(503), status(503), ok()]
+    client, _ = mock_client(Script(*answers))
+    with caplog.at_level(logging.DEBUG, "esper_warehouse.client"):
+        assert client.get("/v2/devices/") == {"ok": True}
+    told = [r.getMessage() for r in caplog.records if "HTTP 503" in r.getMessage()]
+    assert ["retry 1/8" in m for m in told] == [True, False]
+    assert ["retry 2/8" in m for m in told] == [False, True]
+    refused = [r.getMessage() for r in caplog.records if "HTTP 429" in r.getMessage()]
+    assert [m for m in refused if "429 number 11" in m] and not [m for m in refused if "/8" in m]
 
 
 def test_a_throttled_request_is_served_once_the_window_opens() -> None:

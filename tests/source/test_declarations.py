@@ -1,7 +1,8 @@
 """One declaration per raw table (`sources/esper/tables/`, a `Table` each) against every copy.
 
-The source's dlt hints, the runner's companions and fallbacks, the extraction order and README's
-"Raw tables" must say what the declarations say. The empty raw tables of the SQL build are made
+The source's dlt hints, the runner's companions and fallbacks, the extraction order, a staging
+view each, and the documents' sections written from the declarations (README's "Raw tables",
+docs/spec/README.md's table routes: `pipelines/table_docs.py`) must say what the declarations say. The empty raw tables of the SQL build are made
 from the declarations (tests/sql/test_runner.py checks them).
 """
 
@@ -18,11 +19,12 @@ import esper_warehouse.sources.esper as esper_package
 import pytest
 from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.extract.source import DltSource
-from esper_warehouse.pipelines import bookkeeping
+from esper_warehouse.pipelines import bookkeeping, table_docs
 from esper_warehouse.pipelines.dispositions import COMPANIONS, merge_where_needed
+from esper_warehouse.pipelines.shapes import families, reference
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
-from esper_warehouse.sources.esper.run.ledger import TIME_KEYS
+from esper_warehouse.sources.esper.run.ledger import TIME_KEYS, RunPlan
 from esper_warehouse.sources.esper.run.walk import DeviceWalk
 from esper_warehouse.sources.esper.table import TS
 from esper_warehouse.sources.esper.tables import MODULES, TABLES
@@ -42,7 +44,7 @@ def _source(monkeypatch: pytest.MonkeyPatch, *, full_scan: bool) -> DltSource:
     """The `esper` source of a first load (`full_scan`) or of a nightly run, without requests."""
 
     def opened(client: Any, ledger: RunLedger, full: bool, interval: Any) -> None:
-        ledger.client, ledger.as_of, ledger.full_scan = client, AS_OF, full_scan
+        ledger.plan = RunPlan(client=client, as_of=AS_OF, full_scan=full_scan)
 
     monkeypatch.setattr(esper_package, "open_run", opened)
     return esper(
@@ -189,24 +191,99 @@ def _markdown_rows(text: str) -> dict[str, list[str]]:
     return rows
 
 
-def _names(cell: str) -> list[str]:
-    """The column names of a key cell: its backticked words (`a`, `b` or `a, b`)."""
-    return [n.strip() for span in re.findall(r"`([^`]+)`", cell) for n in span.split(",")]
-
-
 def _section(path: Path, start: str) -> str:
     text = path.read_text()
     assert start in text, f"{path.name}: no section {start!r}"
     return text.split(start, 1)[1].split("\n## ", 1)[0]
 
 
-def test_readme_lists_every_raw_table_with_its_key() -> None:
+def test_the_documents_say_what_the_declarations_say() -> None:
+    """README's "Raw tables" rows and docs/spec/README.md's table routes, whole: route, key, how
+    each table is read and kept, its envelope and evidence, as the declarations give them."""
+    stale = table_docs.stale()
+    assert stale == [], f"{stale}: run `{table_docs.COMMAND}` and commit what it rewrites"
+
+
+def test_a_section_edited_by_hand_is_stale_and_the_command_rewrites_it(tmp_path: Path) -> None:
+    for name in table_docs.DECLARED:
+        target = tmp_path / table_docs.SECTIONS[name][0]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text((ROOT / table_docs.SECTIONS[name][0]).read_text())
+    table_docs.write(table_docs.DECLARED, root=tmp_path)  # whatever the checkout holds
+    assert table_docs.stale(root=tmp_path) == []
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        readme.read_text().replace("| `geofences` | `GET", "| `geofences` | `POST", 1)
+    )
+    assert table_docs.stale(root=tmp_path) == ["README.md: raw-tables"]
+    assert table_docs.write(table_docs.DECLARED, root=tmp_path) == ["README.md: raw-tables"]
+    assert table_docs.stale(root=tmp_path) == []
+
+
+def test_every_table_declares_what_the_documents_say_of_it() -> None:
+    """How it is kept up to date, the envelope of its route and what that route's shape rests on;
+    every raw table README lists is declared, or is Data Tap's or the pipeline's own."""
+    for table in TABLES.values():
+        assert table.doc.kept, f"{table.name}: Doc(kept=...) says how the table is kept up to date"
+        assert table_docs.evidence(table), f"{table.name}: no live, spec or declared evidence"
+    for path, tables in table_docs.routes_of(TABLES.values()).items():
+        assert any(t.doc.envelope for t in tables), f"{path}: no table declares its envelope"
     rows = _markdown_rows(_section(ROOT / "README.md", "### Raw tables"))
     others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs"}
     assert set(rows) == set(TABLES) | others, "README's raw tables differ from the declarations"
-    for table, e in TABLES.items():
-        assert re.findall(r"`([^`]+)`", rows[table][0]) == [table], f"{table}: one row per table"
-        assert _names(rows[table][2]) == list(e.key), (table, rows[table][2])
+
+
+# docs/spec/README.md's envelope words -> the family `shapes.families` reads off an answer
+ENVELOPE_FAMILY = {
+    "v2-list": "content-list",
+    "cc-list": "content-list",
+    "content-list": "content-list",
+    "legacy-list": "legacy-list",
+    "bare object": "bare-object",
+}
+
+
+def test_a_declared_envelope_is_the_family_its_reference_records() -> None:
+    """Where live-shapes.json or the subset has the route, the envelope a `Doc` names is of the
+    family recorded there (what `doctor` holds a real tenant's answer to)."""
+    checked = 0
+    for path, tables in table_docs.routes_of(TABLES.values()).items():
+        recorded = families(reference("GET", path).root)
+        if not recorded:
+            continue
+        envelope = next(t.doc.envelope for t in tables if t.doc.envelope)
+        words = next((w for w in ENVELOPE_FAMILY if envelope.startswith(w)), None)
+        assert words is not None, f"{path}: envelope {envelope!r} names no known family"
+        assert ENVELOPE_FAMILY[words] in recorded, (path, envelope, recorded)
+        checked += 1
+    assert checked >= 15
+
+
+def test_every_raw_table_has_its_staging_view() -> None:
+    """`sql/staging/stg_esper__<table>.sql` for every declared table, and `stg_esper__runs` for
+    the run bookkeeping (the reconciliation is read by `status` as it is)."""
+    staging = ROOT / "sql" / "staging"
+    wanted = [*TABLES, "runs"]
+    missing = [
+        f"sql/staging/stg_esper__{t}.sql"
+        for t in wanted
+        if not (staging / f"stg_esper__{t}.sql").exists()
+    ]
+    assert missing == [], f"no staging view: {missing} (docs/recipes/add-a-resource.md)"
+
+
+def test_the_contract_lists_the_run_bookkeeping_columns_whole() -> None:
+    """docs/contracts.md section 3 names every `_esper_runs` and `_esper_reconciliation` column,
+    in `bookkeeping.py`'s order."""
+    text = _section(ROOT / "docs" / "contracts.md", "## 3. Raw warehouse tables")
+    for table, columns in (
+        ("_esper_runs", bookkeeping.RUNS),
+        ("_esper_reconciliation", bookkeeping.RECONCILIATION),
+    ):
+        listed = text.split(f"- `{table}`: `", 1)[1].split("`", 1)[0]
+        while re.search(r"\([^()]*\)", listed):  # the meanings in parentheses, nested too
+            listed = re.sub(r"\s*\([^()]*\)", "", listed)
+        assert [c.strip() for c in listed.split(",")] == list(columns), table
 
 
 def test_a_nightly_run_extracts_every_table_after_the_tables_it_declares_it_follows(

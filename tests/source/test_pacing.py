@@ -210,7 +210,7 @@ class Run:
 
 def _simulate(tenant: Tenant, *, answers: int | None = None, seconds: float | None = None) -> Run:
     """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
-    round trips, and the client's rules after a refusal (client.py, retry.py): a `Retry-After`
+    round trips, and the client's rules after a refusal (`policy.RetryPolicy`): a `Retry-After`
     held by every worker (shared cooldown) when the 429 cut the pace, else by that request
     alone; jittered backoff without one, and for a 503. Runs until `answers`
     requests are answered, or for `seconds`."""

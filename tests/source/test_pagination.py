@@ -20,8 +20,8 @@ from esper_warehouse.sources.esper.http.pages import (
     iter_pages,
     iter_pages_parallel,
     parse_page,
+    read_all,
 )
-from esper_warehouse.sources.esper.http.reads import read_all
 
 from tests.live_shapes import route, routes, synthesize
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
-from esper_warehouse.sources.esper.http.pages import DescScan, Page
+from esper_warehouse.sources.esper.http.pages import Page
+from esper_warehouse.sources.esper.run.state import DescScan
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import (
     DataTapError,

@@ -95,11 +95,18 @@ def test_os_versions_compare_as_numbers(fleet):
 def test_blueprint_assigned_but_not_current_is_drift(fleet):
     row = fleet["a-bp-drift"]
     assert row["is_blueprint_in_sync"] is False
-    assert "blueprint bp-2 assigned but bp-1 current" in row["reasons"]
+    # blueprints by name; the ids stay in their own columns, the code is the grouping key
+    assert row["reasons"] == ["blueprint Kiosk: assigned, but Store tablets is applied"]
+    assert row["reason_codes"] == ["blueprint_drift"]
+    assert (row["assigned_blueprint_id"], row["current_blueprint_id"]) == ("bp-2", "bp-1")
     old = fleet["a-bp-old"]
     assert old["latest_blueprint_version_id"] == "bpv-2"
     assert old["is_blueprint_in_sync"] is False
-    assert old["reasons"] == ["blueprint version bpv-1 is not the latest bpv-2"]
+    assert old["reasons"] == ["blueprint Store tablets: at version 1, not the latest 2"]
+    assert old["reason_codes"] == ["blueprint_drift"]
+    (detail,) = old["reason_details"]
+    assert (detail["subject_id"], detail["subject_name"]) == ("bp-1", "Store tablets")
+    assert (detail["observed"], detail["target"]) == ("1", "2")
 
 
 def test_security_patch_age(fleet):
@@ -107,13 +114,18 @@ def test_security_patch_age(fleet):
     assert row["security_patch_age_days"] == 152
     assert row["is_security_patch_current"] is False
     assert row["reasons"] == ["security patch 2026-06-01 is 152 days old (maximum 90)"]
+    assert row["reason_codes"] == ["patch_too_old"]
+    (detail,) = row["reason_details"]
+    assert (detail["observed"], detail["target"]) == ("2026-06-01", "90")
 
 
 def test_required_apps(fleet):
     assert fleet["a-no-chrome"]["has_required_apps"] is False
     assert fleet["a-no-chrome"]["reasons"] == ["required app com.android.chrome missing"]
+    assert fleet["a-no-chrome"]["reason_codes"] == ["app_missing"]
+    assert fleet["a-old-chrome"]["reason_codes"] == ["app_outdated"]
     assert fleet["a-old-chrome"]["reasons"] == [
-        "required app com.android.chrome 119.0.6045 below minimum 120.0"
+        "required app chrome (com.android.chrome) 119.0.6045 below minimum 120.0"
     ]
     # a device that never reported its apps cannot be judged on them
     assert fleet["a-no-apps"]["has_required_apps"] is None

@@ -8,6 +8,10 @@ codes (`pipelines/exit_codes.py`): `EsperConfigError` and `EsperAuthError` are s
 
 from __future__ import annotations
 
+# How soon a stopped client's requests end (`EsperInterrupted`): every wait of the client (a
+# socket read, a free slot, a wait between attempts) wakes this often to look at the stop flag.
+STOP_POLL_S = 0.25
+
 
 class EsperError(Exception):
     """Base of every error the client raises. Its message never contains the API key.
@@ -97,5 +101,5 @@ class EsperInterrupted(KeyboardInterrupt):
     A `KeyboardInterrupt`, not an `EsperError`: an interruption is not an API failure, is never
     retried, and passes through every ``except Exception`` on its way to the run, which reports
     it as interrupted. Requests in flight when the client stops end with it within about
-    `deadline.STOP_POLL_S` seconds; no request is sent after it.
+    `STOP_POLL_S` seconds; no request is sent after it.
     """

@@ -1,5 +1,9 @@
-"""The client's request pacer: learn the tenant's rate from its 429s, and tell this run's
-overshoot from refusals it did not cause.
+"""The pace of the client's requests: how many are in flight (`AdaptiveLimiter`), and how many
+are sent a second (`RatePacer`: the rate learnt from the tenant's 429s, telling this run's
+overshoot from refusals it did not cause). What a 429 then waits for is `policy.py`'s.
+
+The limiter starts at about 20 requests in flight (the API's guidance), doubles per window of
+healthy answers until the first 429, then adds one slot per window and halves on a 429 (AIMD).
 
 A tenant's API sits behind a rate limit (a token bucket: so many requests per second, answered
 429 beyond it) that it shares with the admin's console, Esper's own tools and other
@@ -20,7 +24,7 @@ request also passes this pacer:
   whether those are this run's too); if they did not, the cut is undone and their share becomes
   the weather. A 429 within the weather (the refused share of the last `SHARE_ANSWERS` answers
   no more than the weather plus a margin) cuts nothing: the client retries that one request
-  after its own `Retry-After` and keeps the pace (`answered` returns True for it). The weather
+  after its own `Retry-After` and keeps the pace (`answered` returns False for it). The weather
   is forgotten once the refused share falls to half of it.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
@@ -43,6 +47,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from .errors import STOP_POLL_S
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -342,3 +348,86 @@ class RatePacer:
             growth = SLOW_GROWTH * 2 ** (probing / PROBE_DOUBLING_S)
             grown = self.rate * (1 + growth) ** elapsed
         self.rate = grown
+
+
+class AdaptiveLimiter:
+    """Bounds requests in flight: slow start, then additive increase, halving on a 429 (AIMD).
+
+    The API's guidance is to start at about 20 requests in flight and build up. Until the first
+    429 the limit doubles after each window of healthy answers (a window = `limit` answers, about
+    one round trip), so a run reaches the maximum within a few round trips instead of after
+    hundreds of answers; after the first 429 it grows by one slot per window (classic AIMD), since
+    the API has then shown where its limit lies.
+
+    A burst of 429s from requests that were all in flight together halves the limit once, not
+    once per answer: every slot remembers the "epoch" it was taken in, and only a 429 from the
+    current epoch lowers the limit (and starts a new epoch).
+
+    Urgent requests take the next free slot before bulk ones (`EsperClient.map(bulk=True)`): a
+    background fan-out puts hundreds of independent requests in the queue, and the requests the
+    rest of the run waits on (the next page of the device scan, the other lists) should not
+    queue behind them. Each kind waits on its own condition, so a release wakes only waiters
+    that can use the slot.
+    """
+
+    def __init__(self, initial: int, minimum: int, maximum: int) -> None:
+        lock = threading.Lock()
+        self._urgent = threading.Condition(lock)
+        self._bulk = threading.Condition(lock)
+        self.limit = initial
+        self.minimum = minimum
+        self.maximum = maximum
+        self._in_flight = 0
+        self._urgent_waiting = 0
+        self._healthy = 0
+        self._epoch = 0
+        self._slow_start = True  # until the first 429
+
+    def acquire(self, urgent: bool = True) -> int:
+        """Wait for a free slot and take it. Returns the epoch to hand back to `release`."""
+        with self._urgent:
+            if urgent:
+                self._urgent_waiting += 1
+                while self._in_flight >= self.limit:
+                    self._urgent.wait(STOP_POLL_S)  # timed: see `client.wait_interruptibly`
+                self._urgent_waiting -= 1
+            else:
+                while self._in_flight >= self.limit or self._urgent_waiting:
+                    self._bulk.wait(STOP_POLL_S)
+            self._in_flight += 1
+            self._wake()  # slots may be left over for the other kind
+            return self._epoch
+
+    def release(self, epoch: int, outcome: str) -> None:
+        """Give a slot back and adapt the limit.
+
+        Args:
+            epoch: What `acquire` returned for this slot.
+            outcome: ``"healthy"`` (counts towards an increase), ``"throttled"`` (a 429) or
+                ``"neutral"`` (anything else: errors neither raise nor lower the limit).
+        """
+        with self._urgent:
+            self._in_flight -= 1
+            if outcome == "throttled":
+                if epoch == self._epoch:
+                    self.limit = max(self.minimum, self.limit // 2)
+                    self._epoch += 1
+                    self._healthy = 0
+                    self._slow_start = False
+            elif outcome == "healthy":
+                self._healthy += 1
+                if self._healthy >= self.limit:
+                    self._healthy = 0
+                    grown = self.limit * 2 if self._slow_start else self.limit + 1
+                    self.limit = min(self.maximum, grown)
+            self._wake()
+
+    def _wake(self) -> None:
+        """Wake as many waiters as there are free slots, urgent ones first (lock held).
+
+        Not `notify_all`: with hundreds of threads waiting (several fan-outs at once), waking
+        all of them on every answer costs real CPU.
+        """
+        free = self.limit - self._in_flight
+        if free > 0:
+            (self._urgent if self._urgent_waiting else self._bulk).notify(free)

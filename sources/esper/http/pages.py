@@ -17,6 +17,11 @@ whichever shape comes back and the iterators continue in that shape, whatever th
 No HTTP policy lives here (retries, throttling, origin checks, concurrency): every request goes
 through `EsperClient`, which refuses `next` links that leave the configured origin.
 
+Below the walks, how much of a list a table reads: a whole list checked against its count
+(`read_all`, read twice when short), each key once per run (`first_seen`), and fan-outs over
+parents (`fan_out`, `batches`). Where an incremental read stops (`DescScan`) belongs to the
+cursors: `run/state.py`.
+
 Every walk ends: besides a page that says there is no more, an empty page, a link or cursor seen
 before, `_Progress` stops a list that keeps sending items it already sent (an API ignoring
 ``offset``, or a cursor list serving the same page under a new cursor) or more items than its
@@ -26,29 +31,35 @@ before, `_Progress` stops a list that keeps sending items it already sent (an AP
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urljoin
 
 import orjson
 
-from ..times import cursor_time
 from .client import EsperClient
 from .errors import EsperResponseError
 
 log = logging.getLogger("esper_warehouse.source")
 
+P = TypeVar("P")
+
 __all__ = [
+    "ListRead",
     "Page",
     "bare_items",
     "bare_object",
+    "batches",
+    "fan_out",
+    "first_seen",
     "iter_cursor_pages",
     "iter_pages",
     "iter_pages_parallel",
     "parse_page",
+    "read_all",
+    "url_id",
 ]
 
 
@@ -441,57 +452,130 @@ def _route_text(client: EsperClient, path_or_url: str) -> str:
     return text.split("?", 1)[0]
 
 
-# ------------------------------------------------------------------------ newest-first reads
+# -------------------------------------------------------------------------- how much of a list
+
+
+def url_id(value: Any) -> str | None:
+    """The id at the end of a legacy link (`.../device/<uuid>/`), or the value itself."""
+    if not value:
+        return None
+    text = str(value).rstrip("/")
+    return text.rsplit("/", 1)[-1]
 
 
 @dataclass
-class DescScan:
-    """Early stop on a list served newest first, only while the order really is newest first.
+class ListRead:
+    """A whole list, read to its end: its items (unique by key) and the API's count.
 
-    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
-    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
-    order is seen broken, the whole list is read and filtered instead.
+    `count` is the count of distinct items: the API's count less the extra copies of a key the
+    list served more than once in every pass (`read_all`): an item served twice is not missing.
     """
 
-    cursor: str | tuple[str, ...]
-    stop_at: datetime | None
-    ordered: bool = True
-    stopped: bool = False
-    newest: datetime | None = None
-    _last: datetime | None = field(default=None, repr=False)
+    items: list[dict]
+    count: int
+    complete: bool = True
 
-    def value(self, item: Mapping[str, Any]) -> datetime | None:
-        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
-        name = next((n for n in names if item.get(n)), None)
-        return None if name is None else cursor_time(item[name], name)
 
-    def keep(self, items: list[dict]) -> list[dict]:
-        """The items of one page at or after `stop_at`; decides whether to stop after it."""
-        kept = []
-        reached_old = False
-        for item in items:
-            ts = self.value(item)
-            if ts is not None:
-                if self._last is not None and ts > self._last:
-                    if self.ordered:
-                        log.info(
-                            "%s order is not newest first: reading the whole list", self.cursor
-                        )
-                    self.ordered = False
-                self._last = ts
-                if self.newest is None or ts > self.newest:
-                    self.newest = ts
-            if self.stop_at is not None and ts is not None and ts < self.stop_at:
-                reached_old = True
-                continue
-            kept.append(item)
-        if reached_old and self.ordered:
-            self.stopped = True
-        return kept
+def read_all(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int,
+    key: tuple[str, ...] = ("id",),
+    parallel: bool = False,
+    prefer: Callable[[dict, dict], dict] | None = None,
+) -> ListRead:
+    """Read a whole offset list; read it again once if fewer unique items came than its count.
 
-    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
-        """Walk pages, yielding each with its kept items, until the early stop applies."""
+    Offsets are a moving window: an item inserted while the list is paged can shift another past
+    the page boundary. A second pass fills the gap (items are merged by key), so only a list that
+    is still short after two passes is reported short (to reconciliation, not hidden here).
+
+    A key served more than once in every pass is the list's own (two records with one id, not a
+    moving window): its copies are one item, kept once (`prefer(kept, other)` picks which; by
+    default the last read), counted once, and logged.
+    """
+    by_key: dict[tuple[Any, ...], dict] = {}
+    repeated: dict[tuple[Any, ...], int] | None = None  # key -> copies, in every pass so far
+    count = 0
+    for _ in range(2):
+        count = 0
+        copies: dict[tuple[Any, ...], int] = {}
+        pages: Iterable[Page] = (
+            iter_pages_parallel(client, path, params, limit=limit)
+            if parallel
+            else iter_pages(client, path, params, limit=limit)
+        )
         for page in pages:
-            yield page, self.keep(page.items)
-            if self.stopped:
-                return
+            count = max(count, page.count or 0)
+            for item in page.items:
+                value = tuple(item.get(k) for k in key)
+                copies[value] = copies.get(value, 0) + 1
+                kept = by_key.get(value)
+                by_key[value] = item if kept is None or prefer is None else prefer(kept, item)
+        twice = {k: n for k, n in copies.items() if n > 1}
+        repeated = (
+            twice
+            if repeated is None
+            else {k: min(n, twice[k]) for k, n in repeated.items() if k in twice}
+        )
+        if len(by_key) >= count:
+            break
+        log.info(
+            "%s: %d unique items for a count of %d, reading it again", path, len(by_key), count
+        )
+    # the copies explain (part of) a shortfall only when every pass served them
+    extra = min(sum(n - 1 for n in (repeated or {}).values()), max(count - len(by_key), 0))
+    if extra:
+        log.warning(
+            "%s: the API served %d key(s) more than once (%s): each kept once, not missing",
+            path,
+            len(repeated or {}),
+            ", ".join("/".join(map(str, k)) for k in sorted(repeated or {}, key=str)),
+        )
+    return ListRead(list(by_key.values()), count - extra)
+
+
+def first_seen(
+    items: Iterable[dict], seen: set[tuple[Any, ...]], key: tuple[str, ...]
+) -> list[dict]:
+    """The items whose key is not in `seen` yet, which are added to it: each key once per run.
+
+    Offset and cursor pages are moving windows: a change while a list is paged can serve an item
+    on two pages. A table's first load appends (`pipelines.dispositions.append_on_first_load`), so a
+    read that yields page by page keeps each key once itself.
+    """
+    kept = []
+    for item in items:
+        value = tuple(item.get(k) for k in key)
+        if value not in seen:
+            seen.add(value)
+            kept.append(item)
+    return kept
+
+
+def fan_out(
+    client: EsperClient, parents: Iterable[P], fetch: Callable[[P], Any], *, bulk: bool = False
+) -> Iterator[tuple[P, Any]]:
+    """`fetch(parent)` for every parent, concurrently through the client; (parent, result) pairs.
+
+    `bulk`: a background fan-out (per device page) whose requests yield to the others'.
+    """
+
+    def one(parent: P) -> tuple[P, Any]:
+        return parent, fetch(parent)
+
+    yield from client.map(one, parents, bulk=bulk)
+
+
+def batches(items: Iterable[P], size: int) -> Iterator[list[P]]:
+    """Split an iterable into lists of at most `size`."""
+    batch: list[P] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,27 +1,176 @@
-"""What one run has seen: the API's time, the devices with activity, the counts of complete lists.
+"""One run's context: what was decided as it opened, and what its steps hand each other.
 
-The resources write to it as they extract; the pipeline reads it after the load to reconcile what
-reached the warehouse with the counts the API reported, and to write the run's bookkeeping rows.
+Resources receive the whole `RunLedger` and use the parts of their concern. Each part says who
+writes it and who reads it, and each hand-off is a named call on both sides: the device scan
+tells the apps fan-out a device changed (`DeviceNews.changed`), the fan-out asks its route
+(`DeviceNews.apps_route`). The pipeline reads the ledger after the load, to reconcile what
+reached the warehouse with the counts the API reported (`Scans`) and to write the run's
+bookkeeping rows (`Refusals.skipped`, `RunLedger.unreadable`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..arrow import Unreadable, unreadable_key
 from ..times import NotATime, parse_time
+from .refusals import Refusals
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from ..http import EsperClient
+    from .scope import FanOutScope
+    from .walk import DeviceWalk
 
 T = TypeVar("T")
 
 TIME_KEYS = {"timestamp", "updated_at"}  # key fields the API sends as ISO text
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What this run is: decided as it opens, never changed by a resource.
+
+    Written by `run/opening.py` only: `open_run` makes it, `plan_full_scan` adds a full scan's
+    fan-out scope and walk, and the source marks each part of a full scan it builds
+    (`building_last`, `esper._resources`); each writes a new plan (`dataclasses.replace`) into
+    `RunLedger.plan`. Read by the resources, and by the pipeline's runner (mode, API time,
+    parts) and its reconciliation (the API time). The walk is the one object that moves: it hands
+    out a full scan's devices part by part (`walk.py`, under its own lock).
+    """
+
+    client: EsperClient | None = None  # the run's client (its counters feed the run summary)
+    as_of: datetime | None = None  # the API's time as the run opened; None: not opened yet
+    full_scan: bool = False
+    device_count: int | None = None  # the API's count as the run opened
+    completed_full_scan: bool = False  # a full scan has completed before (else: a first load)
+    resumed_from: datetime | None = None  # a resumed first load: the API time of its first part
+    fan_out_scope: FanOutScope | None = None  # a full scan's (None on incremental runs)
+    walk: DeviceWalk | None = None  # a full scan's walk of the device list, shared by its parts
+    building_last: bool = True  # whether the source built now is the run's last part
+
+    @property
+    def opened(self) -> bool:
+        return self.as_of is not None
+
+    @property
+    def in_parts(self) -> bool:
+        """Whether this run is a full scan committed in parts (`walk.py`)."""
+        return self.walk is not None and self.walk.parted
+
+    def last_part(self) -> bool:
+        """Whether the source built now is the run's last (or only) part (may read a page)."""
+        return self.walk is None or not self.walk.parted or not self.walk.has_more()
+
+    def page_read(self, reader: str) -> None:
+        """A full scan's fan-out `reader` has read one page of the walk (`DeviceWalk.read_by`)."""
+        if self.walk is not None:
+            self.walk.read_by(reader)
+
+
+@dataclass
+class DeviceNews:
+    """What the device scan tells its fan-outs, and what the apps fan-out tells the pipeline.
+
+    Written by `tables/devices.py`: `devices` names each device whose apps and feed this run
+    reads (`changed`, with its apps route: a changed device on a nightly, a device in the scope
+    of a full scan, a device asked again after a refusal); `device_apps` names each device whose
+    complete app list came back empty or gone (`no_apps`). Read by `device_apps` (`apps_route`),
+    by `tables/events.py` (`is_changed` per page of a full scan, `changed_ids` on the last
+    resource) and, after the load, by `pipelines/reconcile.py` (`without_apps`: their apps are
+    retired, as scd2 cannot retire without a row). One writer each, no lock: the scan is one
+    thread, and the fan-outs' threads only add to a set.
+    """
+
+    _routes: dict[str, str | None] = field(default_factory=dict)  # id -> apps route
+    _without_apps: set[str] = field(default_factory=set)
+
+    def changed(self, device_id: str, apps_route: str | None) -> None:
+        """The scan lists `device_id`, whose apps (at `apps_route`) and feed this run reads."""
+        self._routes[device_id] = apps_route
+
+    def apps_route(self, device_id: str) -> str | None:
+        """Where a changed device's apps are listed (None: not changed, or no apps route)."""
+        return self._routes.get(device_id)
+
+    def is_changed(self, device_id: str) -> bool:
+        return device_id in self._routes
+
+    def changed_ids(self) -> set[str]:
+        return set(self._routes)
+
+    def no_apps(self, device_id: str) -> None:
+        """A device's complete app list is empty, or the device is gone."""
+        self._without_apps.add(device_id)
+
+    def without_apps(self) -> list[str]:
+        return sorted(self._without_apps)
+
+
+@dataclass
+class CommandNews:
+    """What the request and operation lists tell the tables read per request and per operation.
+
+    Written by `tables/commands.py`: `command_requests` names the requests new in this run
+    (`requests_listed`), `operations` the operations that changed, with their state
+    (`operations_listed`). Read by `command_statuses` (`new_requests`) and `operation_devices`
+    (`changed_operations`), which come after them in the source's order (`esper._resources`).
+    """
+
+    _requests: set[str] = field(default_factory=set)
+    _operations: dict[str, str | None] = field(default_factory=dict)  # id -> state
+
+    def requests_listed(self, request_ids: Iterable[str]) -> None:
+        self._requests.update(request_ids)
+
+    def new_requests(self) -> set[str]:
+        return set(self._requests)
+
+    def operations_listed(self, states: Mapping[str, str | None]) -> None:
+        """Operations read in this run (new or changed): id -> state."""
+        self._operations.update(states)
+
+    def changed_operations(self) -> dict[str, str | None]:
+        return dict(self._operations)
+
+
+@dataclass
+class FeedNews:
+    """Which devices' event feeds this run reads: the activity, and the feeds already read.
+
+    Written by `tables/commands.py` (`active`: `command_statuses` and `operation_devices` name
+    the devices whose status or operation row moved since the last run) and by both forms of
+    `device_events` in `tables/events.py` (`reading`: the feeds read so far, by a full scan's
+    device pages too). Read by `device_events`, the last resource of a run (`Table.after`):
+    `active_devices`, and `unread` to leave out the feeds read already. Under a lock: the
+    per-page feeds and the operation devices run in dlt's worker threads.
+    """
+
+    _active: set[str] = field(default_factory=set)
+    _read: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def active(self, device_ids: Iterable[str | None]) -> None:
+        with self._lock:
+            self._active.update(d for d in device_ids if d)
+
+    def active_devices(self) -> set[str]:
+        with self._lock:
+            return set(self._active)
+
+    def reading(self, device_ids: Iterable[str]) -> None:
+        """This run reads the feeds of `device_ids` (each feed is read once per run)."""
+        with self._lock:
+            self._read.update(device_ids)
+
+    def unread(self, device_ids: Iterable[str]) -> list[str]:
+        """`device_ids` whose feed this run has not read yet, in order."""
+        with self._lock:
+            return sorted(set(device_ids) - self._read)
 
 
 def fingerprint(names: Sequence[str], values: Sequence[Any]) -> int:
@@ -54,150 +203,19 @@ class Scan:
 
 
 @dataclass
-class RunLedger:
-    """Shared, thread-safe notes of one extraction run."""
+class Scans:
+    """The complete lists this run read: the API's count of each and the keys read.
 
-    as_of: datetime | None = None
-    full_scan: bool = False
-    client: Any = None  # the run's EsperClient (its counters feed the run summary)
-    changed_devices: dict[str, str | None] = field(default_factory=dict)  # id -> apps route
-    active_devices: set[str] = field(default_factory=set)
-    devices_without_apps: set[str] = field(default_factory=set)  # complete app list was empty
-    scans: dict[str, Scan] = field(default_factory=dict)
-    new_requests: set[str] = field(default_factory=set)  # command requests new in this run
-    changed_operations: dict[str, str] = field(default_factory=dict)  # id -> state
-    application_ids: set[str] = field(default_factory=set)
-    fan_out_scope: Any = None  # a full scan's `weekly.FanOutScope` (None on incremental runs)
-    device_count: int | None = None  # the API's count when the run opened
-    completed_full_scan: bool = False  # a full scan has completed before (else: a first load)
-    walk: Any = None  # a full scan's `walk.DeviceWalk`, shared by its parts
-    resumed_from: datetime | None = None  # a resumed first load: the API time of its first part
-    building_last: bool = True  # whether the source built now is the run's last part
-    android_software: dict[str, dict[str, Any]] | None = None  # read once per run
-    feeds_read: set[str] = field(default_factory=set)  # devices whose feed this run has read
-    event_marks: dict[str, Any] | None = None  # `watermarks.event_marks`, read once per run
-    event_marks_read: bool = False
-    unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
-    unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
-    # lists read once per run for several tables (users, roles): name -> result or error
-    shared_reads: dict[str, Any] = field(default_factory=dict)
-    # (table, route, status, meaning, noun) -> parts of the table the API refused (per device,
-    # per blueprint, per role, ...): each counted, none silent
-    part_skips: dict[tuple[str, str, int, str, str], int] = field(default_factory=dict)
-    # table -> what a refused route left out of it although the table loaded ("devices":
-    # the Android patch levels of the legacy device list)
-    left_out: dict[str, str] = field(default_factory=dict)
-    # the parts to ask again on the next run, {table: {parent id: note}}: the run's writable
-    # `state.REFUSED_PARTS` dict (a resource binds it: `bind_retries`), None until bound
-    retries: dict[str, dict[str, Any]] | None = None
-    # table -> the tables read from it (`tables.DEPENDENTS`): skipped with it
-    dependents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    Written by every resource that reads a list whole (`add`; the devices scan also `expect`s
+    the API's count, and Data Tap adds the rows of an incremental query). Read by
+    `pipelines/reconcile.py` after the load (`completed`, `has`), which checks each key is in
+    the warehouse, once. Under a lock: the fan-outs add from dlt's worker threads.
+    """
+
+    _scans: dict[str, Scan] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _read_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def read_once(self, name: str, read: Callable[[], T]) -> T:
-        """`read()` the first time `name` is asked for in this run, its result (or its error,
-        raised again) every time after: a list several tables are built from is read once.
-
-        The tables' resources may ask in any order; the first one reads, the others wait.
-        """
-        with self._read_lock:
-            if name not in self.shared_reads:
-                try:
-                    self.shared_reads[name] = (read(), None)
-                except Exception as error:
-                    self.shared_reads[name] = (None, error)
-            value, error = self.shared_reads[name]
-        if error is not None:
-            raise error
-        return value  # type: ignore[no-any-return]
-
-    def skip_part(
-        self,
-        table: str,
-        part: str,
-        error: Any,
-        meaning: str,
-        *,
-        noun: str = "device",
-        retry: Any = True,
-    ) -> None:
-        """Count one part of `table` whose route the API refused (logged once per route).
-
-        Args:
-            part: the parent's id (a device, a blueprint, a role).
-            error: the refusal (its `route` and `status` are named).
-            retry: what the next run needs to ask the part again (kept in `retries`), or None
-                when the table itself asks again (a replaced table, a head not moved).
-        """
-        key = (table, error.route, error.status, meaning, noun)
-        with self._lock:
-            first = key not in self.part_skips
-            self.part_skips[key] = self.part_skips.get(key, 0) + 1
-            if retry is not None and self.retries is not None:
-                self.retries.setdefault(table, {})[part] = retry
-        if first:
-            log.warning(
-                "%s: skipping %ss whose %s answers %d (%s); counted in the run summary",
-                table,
-                noun,
-                error.route,
-                error.status,
-                meaning,
-            )
-
-    def part_done(self, table: str, part: str) -> None:
-        """One part of `table` answered (or its parent is gone): not asked again for a refusal."""
-        with self._lock:
-            if self.retries is not None and part in self.retries.get(table, {}):
-                del self.retries[table][part]
-                if not self.retries[table]:
-                    del self.retries[table]
-
-    def to_retry(self, table: str) -> dict[str, Any]:
-        """The parts of `table` an earlier run was refused and this run asks again."""
-        with self._lock:
-            return dict((self.retries or {}).get(table, {}))
-
-    def leave_out(self, table: str, text: str) -> None:
-        """Record (and log once) what a refused route left out of a table that still loads."""
-        self._note_once(self.left_out, table, text, "%s: loaded without %s")
-
-    def skipped(self) -> dict[str, str]:
-        """Why each table was skipped, whole or in part, e.g. for `_esper_runs`."""
-        with self._lock:
-            out = dict(self.unavailable)
-            for table, text in self.left_out.items():
-                text = f"loaded without {text}"
-                out[table] = f"{out[table]}; {text}" if table in out else text
-            for (table, route, status, meaning, noun), count in sorted(self.part_skips.items()):
-                text = f"{count} {noun}(s) skipped: {route} answered {status} ({meaning})"
-                out[table] = f"{out[table]}; {text}" if table in out else text
-        return out
-
-    def mark_skipped(self, table: str, text: str) -> None:
-        """Record (and log once) that `table` is skipped in this run, for the reason `text`."""
-        self._note_once(
-            self.unavailable, table, text, "%s: not loaded in this run (unavailable), %s"
-        )
-
-    def _note_once(self, notes: dict[str, str], table: str, text: str, line: str) -> None:
-        """`notes[table] = text` and one warning `line % (table, text)`, the first time only."""
-        with self._lock:
-            if table in notes:
-                return
-            notes[table] = text
-        log.warning(line, table, text)
-
-    def mark_unavailable(self, table: str, error: Any) -> None:
-        """Record (and log once) that `table` is skipped in this run, with the route and status."""
-        if error.route and error.status:
-            text = f"skipped: {error.route} answered {error.status} ({error.reason})"
-        else:  # not an answer of a route (a Data Tap job that failed, a spent request budget)
-            text = f"skipped: {error.reason}"
-        self.mark_skipped(table, text)
-
-    def add_scan(
+    def add(
         self, table: str, expected: int, items: Iterable[Mapping[str, Any]], key: tuple[str, ...]
     ) -> None:
         """Record a complete list: the API's count for it and the keys of the items read."""
@@ -207,29 +225,75 @@ class RunLedger:
             column = f"{table}.{'/'.join(k for k in key if k in TIME_KEYS)}"
             raise unreadable_key(column, error.value, "timestamp", error.reason) from None
         with self._lock:
-            scan = self.scans.setdefault(table, Scan())
+            scan = self._scans.setdefault(table, Scan())
             scan.expected += expected
             scan.keys.extend(keys)
             scan.key = tuple(key)
 
-    def set_expected(self, table: str, expected: int) -> None:
+    def expect(self, table: str, expected: int) -> None:
+        """The API's count of `table`, in place of the counts its pages reported."""
         with self._lock:
-            self.scans.setdefault(table, Scan()).expected = expected
+            self._scans.setdefault(table, Scan()).expected = expected
 
-    @property
-    def in_parts(self) -> bool:
-        """Whether this run is a full scan committed in parts (`walk.py`)."""
-        return self.walk is not None and self.walk.parted
-
-    def page_read(self, reader: str) -> None:
-        """A full scan's fan-out `reader` has read one page of the walk (`DeviceWalk.read_by`)."""
-        if self.walk is not None:
-            self.walk.read_by(reader)
-
-    def last_part(self) -> bool:
-        """Whether the source built now is the run's last (or only) part (may read a page)."""
-        return not self.in_parts or not self.walk.has_more()
-
-    def mark_active(self, device_ids: list[str | None]) -> None:
+    def has(self, table: str) -> bool:
         with self._lock:
-            self.active_devices.update(d for d in device_ids if d)
+            return table in self._scans
+
+    def completed(self) -> Iterator[tuple[str, Scan]]:
+        """Each completely read table and its scan, by name."""
+        with self._lock:
+            scans = sorted(self._scans.items())
+        yield from scans
+
+
+@dataclass
+class SharedReads:
+    """Lists read once per run for several tables or parts (users, roles, the legacy device
+    list, the warehouse's event marks): name -> the result, or the error raised again.
+
+    Written by whichever resource asks for a name first (`read_once`; the others wait for it).
+    Read by the same callers through `read_once`: `tables/catalogues.py` (`shared_list`),
+    `common.still_listed`, `tables/devices.py` (the legacy list's software fields) and
+    `tables/events.py` (the event marks). One lock per name: a read never waits for another
+    name's.
+    """
+
+    _results: dict[str, tuple[object, BaseException | None]] = field(default_factory=dict)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def read_once(self, name: str, read: Callable[[], T]) -> T:
+        """`read()` the first time `name` is asked for in this run, its result (or its error,
+        raised again) every time after: a list several tables are built from is read once.
+        """
+        with self._lock:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._results:
+                try:
+                    self._results[name] = (read(), None)
+                except Exception as error:
+                    self._results[name] = (None, error)
+            value, error = self._results[name]
+        if error is not None:
+            raise error
+        return cast(T, value)
+
+
+@dataclass
+class RunLedger:
+    """One run's context, in parts: its plan, the hand-offs between its resources, what it
+    refused, the lists it read whole and the values it could not read.
+
+    Made by the pipeline's runner (or by the source run alone, `esper._opened`) and given to
+    every resource and every part of a full scan; each part says who writes and reads it.
+    """
+
+    plan: RunPlan = field(default_factory=RunPlan)
+    devices: DeviceNews = field(default_factory=DeviceNews)
+    commands: CommandNews = field(default_factory=CommandNews)
+    feeds: FeedNews = field(default_factory=FeedNews)
+    refusals: Refusals = field(default_factory=Refusals)
+    scans: Scans = field(default_factory=Scans)
+    shared: SharedReads = field(default_factory=SharedReads)
+    unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from ..http import EsperClient
@@ -9,7 +10,7 @@ from ..tables import DEPENDENTS
 from ..tables.catalogues import GROUPS
 from ..tables.devices import DEVICES, device_count
 from ..times import parse_time
-from .ledger import RunLedger
+from .ledger import RunLedger, RunPlan
 from .scope import fan_out_scope
 from .state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
 from .walk import DeviceWalk
@@ -23,17 +24,24 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     here; otherwise every Android device's legacy list would look gone). A full scan happens on
     the first run, when asked, or when the last one is older than `interval`.
     """
-    ledger.client = client
-    ledger.dependents = DEPENDENTS
-    ledger.device_count = device_count(client)
+    ledger.plan = RunPlan(client=client)  # the runner reads its counters if a request fails
+    ledger.refusals.dependents = DEPENDENTS
+    count = device_count(client)
     check_enterprise(client)
     client.settings_proven = True
-    ledger.as_of = client.server_time or datetime.now(UTC)
+    as_of = client.server_time or datetime.now(UTC)
     last_full = parse_time(cursor_state().get(DEVICES_FULL_SCAN_AT))
-    ledger.completed_full_scan = last_full is not None
+    resumed_from = None
     if last_full is None:  # a first load; committed parts of an earlier run make it a resume
-        ledger.resumed_from = parse_time(cursor_state().get(FIRST_LOAD_STARTED))
-    ledger.full_scan = bool(full_scan or last_full is None or ledger.as_of - last_full >= interval)
+        resumed_from = parse_time(cursor_state().get(FIRST_LOAD_STARTED))
+    ledger.plan = RunPlan(
+        client=client,
+        as_of=as_of,
+        full_scan=bool(full_scan or last_full is None or as_of - last_full >= interval),
+        device_count=count,
+        completed_full_scan=last_full is not None,
+        resumed_from=resumed_from,
+    )
 
 
 def check_enterprise(client: EsperClient) -> None:
@@ -57,9 +65,9 @@ def plan_full_scan(
     `part_minutes`, whichever ends first; by devices alone (`part_minutes` 0) only when the
     fleet is bigger than one part.
     """
-    ledger.fan_out_scope = fan_out_scope(
-        ledger.as_of, everything=everything, rotate=ledger.completed_full_scan
-    )
-    parted = part_minutes > 0 or (ledger.device_count or 0) > part_size
+    plan = ledger.plan
+    scope = fan_out_scope(plan.as_of, everything=everything, rotate=plan.completed_full_scan)
+    parted = part_minutes > 0 or (plan.device_count or 0) > part_size
     seconds = part_minutes * 60 if part_minutes > 0 else None
-    ledger.walk = DeviceWalk(client, DEVICES.path, limit, part_size if parted else None, seconds)
+    walk = DeviceWalk(client, DEVICES.path, limit, part_size if parted else None, seconds)
+    ledger.plan = replace(plan, fan_out_scope=scope, walk=walk)

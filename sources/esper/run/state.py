@@ -1,4 +1,6 @@
-"""What the source keeps in dlt state between runs: every key, named once, and how cursors move.
+"""What the source keeps in dlt state between runs: every key, named once, and how cursors move:
+where an incremental read starts (`read_from`), where it stops (`DescScan`, on a list served
+newest first) and what it leaves for the next run (`advance_cursor`).
 
 Everything lives in the source state's `cursors` dict, written only after a resource has
 yielded everything it read, so a run that fails part-way leaves it where it was (dlt commits
@@ -10,13 +12,21 @@ resource's own state (`tables/data_tap.py`).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dlt
 
-from ..times import iso, parse_time
+from ..times import cursor_time, iso, parse_time
 from .ledger import RunLedger
+
+if TYPE_CHECKING:
+    from ..http.pages import Page
+
+log = logging.getLogger("esper_warehouse.source")
 
 CURSORS = "cursors"
 # When the last complete device list was read (the weekly full scan's clock), and the last
@@ -38,7 +48,7 @@ OPEN_OPERATIONS = "open_operations"
 # Each blueprint's and application's head version last read: unchanged heads skip their lists.
 BLUEPRINT_HEADS = "blueprint_heads"
 APPLICATION_HEADS = "application_heads"
-# The parts of per-device tables the API refused (`RunLedger.skip_part`), asked again by the
+# The parts of per-device tables the API refused (`Refusals.skip_part`), asked again by the
 # next run until they answer: {table: {device id: what asking again needs}}. Tables read whole
 # each run (a replaced table, versions behind a head that did not move) need no entry.
 REFUSED_PARTS = "refused_parts"
@@ -62,10 +72,11 @@ def read_from(
     not how much to read: command-status and operation-device activity).
     """
     mark = cursor_state().get(name)
-    if also_full and not mark and ledger.resumed_from is not None:
+    plan = ledger.plan
+    if also_full and not mark and plan.resumed_from is not None:
         # a resumed first load: everything since its first part committed is activity
-        return ledger.resumed_from - lag
-    if (ledger.full_scan and not also_full) or not mark:
+        return plan.resumed_from - lag
+    if (plan.full_scan and not also_full) or not mark:
         return None
     return parse_time(mark) - lag  # type: ignore[operator]
 
@@ -81,12 +92,63 @@ def advance_cursor(name: str, newest: datetime | None) -> None:
 
 
 def bind_retries(ledger: RunLedger) -> None:
-    """Let the ledger keep the parts to ask again in this run's state (`REFUSED_PARTS`).
+    """Let the run's refusals keep the parts to ask again in this run's state (`REFUSED_PARTS`).
 
     Called by a resource (the source function's state is read-only): the dict is the one dlt
     commits with the run's data, so the fan-outs' worker threads write into it through the
-    ledger's lock, and a run that fails commits nothing of it.
+    lock of `RunLedger.refusals`, and a run that fails commits nothing of it.
     """
-    retries = cursor_state().setdefault(REFUSED_PARTS, {})
-    with ledger._lock:
-        ledger.retries = retries
+    ledger.refusals.keep_retries_in(cursor_state().setdefault(REFUSED_PARTS, {}))
+
+
+@dataclass
+class DescScan:
+    """Early stop on a list served newest first, only while the order really is newest first.
+
+    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
+    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
+    order is seen broken, the whole list is read and filtered instead.
+    """
+
+    cursor: str | tuple[str, ...]
+    stop_at: datetime | None
+    ordered: bool = True
+    stopped: bool = False
+    newest: datetime | None = None
+    _last: datetime | None = field(default=None, repr=False)
+
+    def value(self, item: Mapping[str, Any]) -> datetime | None:
+        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
+        name = next((n for n in names if item.get(n)), None)
+        return None if name is None else cursor_time(item[name], name)
+
+    def keep(self, items: list[dict]) -> list[dict]:
+        """The items of one page at or after `stop_at`; decides whether to stop after it."""
+        kept = []
+        reached_old = False
+        for item in items:
+            ts = self.value(item)
+            if ts is not None:
+                if self._last is not None and ts > self._last:
+                    if self.ordered:
+                        log.info(
+                            "%s order is not newest first: reading the whole list", self.cursor
+                        )
+                    self.ordered = False
+                self._last = ts
+                if self.newest is None or ts > self.newest:
+                    self.newest = ts
+            if self.stop_at is not None and ts is not None and ts < self.stop_at:
+                reached_old = True
+                continue
+            kept.append(item)
+        if reached_old and self.ordered:
+            self.stopped = True
+        return kept
+
+    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
+        """Walk pages, yielding each with its kept items, until the early stop applies."""
+        for page in pages:
+            yield page, self.keep(page.items)
+            if self.stopped:
+                return

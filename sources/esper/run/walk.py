@@ -35,9 +35,9 @@ from datetime import datetime
 from typing import Any
 
 from ..http import EsperClient
-from ..http.pages import DescScan, iter_cursor_pages
-from ..http.reads import first_seen
+from ..http.pages import first_seen, iter_cursor_pages
 from ..tables.devices import DEVICES
+from .state import DescScan
 
 # A part limited by time (`commit_every_minutes`) hands its devices out in steps, at most
 # STEPS_IN_FLIGHT steps ahead of the fan-outs reading them, so that it ends about two steps after

@@ -8,8 +8,9 @@ requests and statuses, operations and their devices), `events` (device event fee
 `data_tap` (tables named by the user's queries, declared at run time).
 
 `TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
-build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, README's
-"Raw tables" test). To add a table: docs/recipes/add-a-resource.md.
+build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, the rows of
+README's "Raw tables" and docs/spec/README.md: `pipelines/table_docs.py`). To add a table:
+docs/recipes/add-a-resource.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ user + 1 + 1 per role (docs/decisions.md, "Who may act on the fleet").
 Every route here may be refused to a key without the user or role scopes (403) or to a plan
 without the feature (404): the tables built from it are skipped for the run and keep what
 earlier runs loaded; the rest of the run loads (exit 6). The users and roles lists are read once
-per run (`RunLedger.read_once`) and shared by the tables built from them, so a refused list skips
+per run (`SharedReads.read_once`) and shared by the tables built from them, so a refused list skips
 its children too, naming the refused route.
 
 The legacy detail carries the user's API `token`: it is dropped here (`without_secrets`) before
@@ -29,10 +29,9 @@ import pyarrow as pa
 
 from ..common import REFUSED, Options, keep_if_refused, refused_part, skip_unavailable
 from ..http import EsperClient, EsperError
-from ..http.pages import bare_items, bare_object
-from ..http.reads import fan_out
+from ..http.pages import bare_items, bare_object, fan_out
 from ..run.ledger import RunLedger
-from ..table import BOOL, INT, JSON, Col, Table, cols, flat
+from ..table import BOOL, INT, JSON, Col, Doc, Table, cols, flat
 from .catalogues import optional_shared_list, shared_list
 
 # Fields of an answer that are credentials, dropped at any depth before a page is built.
@@ -46,6 +45,16 @@ USERS = Table(
     columns=(  # live route 32; times have no declared format (authn2: "timestamp"): text
         *cols("user_id name email connection_id tenant_id partner_id created_at updated_at"),
         Col("legacy_user_id", INT),
+    ),
+    doc=Doc(
+        read="(live route 32, `{content: {count, next, prev, results}}`)",
+        columns="`name`, `email`, `legacy_user_id` (the id of the legacy user routes), "
+        "`connection_id`, `tenant_id`, `created_at`, `updated_at` (text: no declared format)",
+        kept="replaced each run, reconciled with the list's count. A key without the user scopes "
+        "(403) or a plan without the feature (404) skips it and the tables read per user, "
+        "keeping their last rows (exit 6)",
+        envelope="content-list (`prev`), no code or message; items without role, `last_login` "
+        "or `is_active`",
     ),
 )
 USER_PROFILES = Table(
@@ -66,6 +75,21 @@ USER_PROFILES = Table(
         *flat("profile__has_all_group_access profile__can_factory_reset", BOOL),
         *flat("profile__groups", JSON),
     ),
+    doc=Doc(
+        read="(live route 31; `{id}` = `legacy_user_id`), one request per user with a "
+        "`legacy_user_id`",
+        columns="`username`, `is_active`, `is_staff`, `is_superuser`, `last_login`, "
+        "`profile__role` (the legacy role name, e.g. `Enterprise Admin`), "
+        "`profile__authz_role_id` (null when the role is known by name only), "
+        "`profile__has_all_group_access`, `profile__can_factory_reset`, `profile__groups` "
+        "(JSON); `user_id` is the `users` row it was read for. The answer's `token` (the user's "
+        "API token) is dropped before loading and only declared columns are kept",
+        kept="replaced each run; a user deleted meanwhile (a 404, and gone from the users list) "
+        "is left out, a 404 for a user still listed keeps the table as it was (exit 6); skipped "
+        "like `users`",
+        envelope="bare object; `profile.role`, `profile.authz_role_id` (null live), "
+        "`last_login`, `is_active`, and a `token` (the user's API token: never loaded)",
+    ),
 )
 USER_GROUPS = Table(
     "user_groups",
@@ -80,6 +104,14 @@ USER_GROUPS = Table(
         Col("has_all_group_access", BOOL),
         Col("group_ids", JSON),
     ),
+    doc=Doc(
+        read="(spec `UserGroups`, a bare object; `{id}` = the authn2 `user_id`), one per user",
+        columns="`has_all_group_access`, `group_ids` (JSON array: one row per user, not a child "
+        "table)",
+        kept="replaced each run; skipped like `users` (a 403 on `/authz2/*` skips it alone)",
+        envelope="bare object `{group_ids, has_all_group_access}`",
+        evidence="spec (esper-cli authz2.yaml)",
+    ),
 )
 ROLES = Table(
     "roles",
@@ -89,6 +121,14 @@ ROLES = Table(
     columns=(  # spec RoleResponse, in `{count, roles}` (no links: `http/pages.py`)
         *cols("id name description"),
         *cols("role_type organization_type", INT),
+    ),
+    doc=Doc(
+        read="(spec: `{count, roles}`, no links: read by offset until `count`)",
+        columns="`name`, `description`, `role_type`, `organization_type`",
+        kept="replaced each run, reconciled with the count; a 403/404 skips it and "
+        "`role_scopes` (exit 6)",
+        envelope="`{count, roles}`: no links, read by `offset` until `count`",
+        evidence="spec (esper-cli authz2.yaml)",
     ),
 )
 ROLE_SCOPES = Table(
@@ -101,6 +141,17 @@ ROLE_SCOPES = Table(
     columns=(  # spec ScopeResponse, a bare array per role; `role_id` is the role read
         *cols("role_id id name description"),
         *cols("scope_type organization_type", INT),
+    ),
+    doc=Doc(
+        read="(spec: a bare array of `ScopeResponse`), one per role",
+        columns="`name` (`create:device_command:WIPE`, `read:device`, ...), `description`, "
+        "`scope_type`; `role_id` is the role read",
+        kept="replaced each run; a role deleted meanwhile (a 404, and gone from the roles list) "
+        "is left out, a 404 for a role still listed keeps the table as it was (exit 6); skipped "
+        "like `roles`. Staging splits the name into `scope_action`, `scope_resource`, "
+        "`scope_qualifier`",
+        envelope="bare array of `{id, name, description, scope_type, organization_type}`",
+        evidence="spec (esper-cli authz2.yaml)",
     ),
 )
 TABLES = (USERS, USER_PROFILES, USER_GROUPS, ROLES, ROLE_SCOPES)
@@ -152,7 +203,7 @@ def _per_parent(
 def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Iterator[pa.Table]:
     if rows is None:  # some parent refused: the table is kept as loaded
         return
-    ledger.add_scan(table.name, len(rows), rows, table.key)
+    ledger.scans.add(table.name, len(rows), rows, table.key)
     if rows:
         yield table.page(rows, ledger.unreadable)
 

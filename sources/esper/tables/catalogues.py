@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import dlt
@@ -18,10 +18,10 @@ from ..common import (
     unless_skipped,
 )
 from ..http import EsperClient, EsperError
-from ..http.reads import ListRead, fan_out, read_all
+from ..http.pages import ListRead, fan_out, read_all
 from ..run.ledger import RunLedger
 from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
-from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
+from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -46,9 +46,20 @@ GROUPS = Table(
         *cols("device_count children_count", INT),
         Col("created_on", TS),
     ),
+    doc=Doc(kept="replaced each run", envelope="legacy-list"),
 )
 BLUEPRINTS = Table(
-    "blueprints", "/v2/blueprints/", ("id",), page_size=BLUEPRINT_PAGE_SIZE, columns=_BLUEPRINT
+    "blueprints",
+    "/v2/blueprints/",
+    ("id",),
+    page_size=BLUEPRINT_PAGE_SIZE,
+    columns=_BLUEPRINT,
+    doc=Doc(
+        read=f"({BLUEPRINT_PAGE_SIZE} a page, as Esper's own tool reads it; other lists "
+        f"{PAGE_SIZE}, devices {MAX_PAGE_SIZE})",
+        kept="merged each run",
+        envelope="content-list (previous)",
+    ),
 )
 BLUEPRINT_VERSIONS = Table(
     "blueprint_versions",
@@ -56,6 +67,11 @@ BLUEPRINT_VERSIONS = Table(
     ("version_id",),
     loaded_with="blueprints",
     columns=_BLUEPRINT,
+    doc=Doc(
+        kept="version lists re-read for blueprints whose `version_id` or `updated_at` changed "
+        "(all of them on a full scan), or whose list was refused last time",
+        envelope="content-list (previous)",
+    ),
 )
 TENANT_APPS = Table(
     "tenant_apps",
@@ -65,6 +81,7 @@ TENANT_APPS = Table(
         *cols("id platform tenant_id package_name created_by updated_by"),
         *cols("created_at updated_at", TS),
     ),
+    doc=Doc(kept="merged each run", envelope="v2-list"),
 )
 TENANT_APP_VERSIONS = Table(
     "tenant_app_versions",
@@ -80,6 +97,7 @@ TENANT_APP_VERSIONS = Table(
         Col("device_family", JSON),
         *cols("created_at updated_at", TS),
     ),
+    doc=Doc(kept="merged each run, every tenant app's list", envelope="v2-list (`prev`)"),
 )
 APPLICATIONS = Table(
     "applications",
@@ -93,6 +111,11 @@ APPLICATIONS = Table(
         *flat("latest_version__id latest_version__version_code"),
         *flat("latest_version__build_number latest_version__release_name"),
         *cols("created_on updated_on", TS),
+    ),
+    doc=Doc(
+        read="(the v1 catalogue; the legacy list misses apps: live, 424 against 752)",
+        kept="the catalogue read whole each run",
+        envelope="legacy-list; every app, items with `latest_version`",
     ),
 )
 APPLICATION_VERSIONS = Table(
@@ -108,6 +131,11 @@ APPLICATION_VERSIONS = Table(
         *cols("created_on updated_on release_date", TS),
     ),
     needs=("applications",),  # read per application of this run's list
+    doc=Doc(
+        kept="version lists re-read for applications whose `latest_version` changed (all on a "
+        "full scan)",
+        envelope="legacy-list",
+    ),
 )
 GEOFENCES = Table(
     "geofences",
@@ -120,6 +148,13 @@ GEOFENCES = Table(
         *cols("radius device_count", INT),
         Col("device_actions", JSON),
         *cols("created_on updated_on", TS),
+    ),
+    doc=Doc(
+        columns="`name`, `description`, `latitude`, `longitude` (degrees), `radius` with "
+        "`radius_unit`, `device_actions` (what a device leaving it does), `device_count`",
+        kept="replaced each run; a tenant without geofences (403/404) skips the table and keeps "
+        "the last list (exit 6)",
+        envelope="legacy-list (`count`, `next`, `previous`)",
     ),
 )
 TABLES = (
@@ -144,7 +179,7 @@ def whole_list(
         parallel=True,
         prefer=table.prefer_copy,
     )
-    ledger.add_scan(table.name, read.count, read.items, key)
+    ledger.scans.add(table.name, read.count, read.items, key)
     if read.items:
         yield table.page(read.items, ledger.unreadable)
 
@@ -157,13 +192,12 @@ def read_versions(
     ledger: RunLedger,
     opts: Options,
     parent_column: str | None = None,
-    on_gone: Callable[[str], None] | None = None,
 ) -> Generator[pa.Table, None, set[str]]:
     """Each parent's complete list of versions, fetched concurrently; returns the parents whose
     list the API refused (`common.refused_part`: counted; the caller asks them again next run).
 
-    A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) is passed to
-    `on_gone`. A replaced table with a refused parent keeps all it holds (`keep_if_refused`).
+    A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) has no versions to
+    load. A replaced table with a refused parent keeps all it holds (`keep_if_refused`).
     """
     key, limit = table.key, table.limit(opts.page_size)
 
@@ -190,11 +224,9 @@ def read_versions(
             refused.add(parent)
             continue
         if read is None:  # the parent was deleted meanwhile
-            if on_gone is not None:
-                on_gone(parent)
             continue
         items = [{**i, parent_column: parent} for i in read.items] if parent_column else read.items
-        ledger.add_scan(table.name, read.count, items, key)
+        ledger.scans.add(table.name, read.count, items, key)
         rows.extend(items)
     if not keep_if_refused(ledger, table, refused) and rows:
         yield table.page(rows, ledger.unreadable)
@@ -226,7 +258,7 @@ def blueprint_versions(
     """
     state = cursor_state()
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
-    known = {} if ledger.full_scan else state.get(BLUEPRINT_HEADS, {})
+    known = {} if ledger.plan.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
     refused = yield from read_versions(
         BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts
@@ -273,13 +305,11 @@ def application_versions(
     """
     state = cursor_state()
     heads = dict(zip(_col_arrow(page, "id"), _col_arrow(page, "latest_version__id"), strict=True))
-    known = {} if ledger.full_scan else state.get(APPLICATION_HEADS, {})
+    known = {} if ledger.plan.full_scan else state.get(APPLICATION_HEADS, {})
     changed = [a for a, head in heads.items() if head is None or known.get(a) != head]
-    ledger.application_ids.update(heads)
     refused = yield from read_versions(
-        APPLICATION_VERSIONS, APPLICATIONS, changed, client, ledger, opts, "application_id",
-        on_gone=ledger.application_ids.discard,
-    )  # fmt: skip
+        APPLICATION_VERSIONS, APPLICATIONS, changed, client, ledger, opts, "application_id"
+    )
     # the list is read whole: apps missing from it are gone; a refused list is read again
     state[APPLICATION_HEADS] = {a: h for a, h in heads.items() if a not in refused}
 
@@ -307,7 +337,7 @@ def shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Opti
             client, path, limit=limit, key=table.key, parallel=True, prefer=table.prefer_copy
         )
 
-    return ledger.read_once(table.name, read)
+    return ledger.shared.read_once(table.name, read)
 
 
 def optional_shared_list(
@@ -317,7 +347,7 @@ def optional_shared_list(
     it (and, raised again to each table built from the list, those too) for the run."""
     with skip_unavailable(ledger, table.name):
         read = shared_list(table, client, ledger, opts)
-        ledger.add_scan(table.name, read.count, read.items, table.key)
+        ledger.scans.add(table.name, read.count, read.items, table.key)
         if read.items:
             yield table.page(read.items, ledger.unreadable)
 

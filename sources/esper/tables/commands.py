@@ -12,19 +12,20 @@ import pyarrow as pa
 
 from ..common import REFUSED, ROWS_PER_BATCH, Options, refused_part, unless_skipped
 from ..http import EsperClient, EsperError
-from ..http.pages import DescScan, iter_pages
-from ..http.reads import batches, fan_out, first_seen, read_all, url_id
+from ..http.pages import batches, fan_out, first_seen, iter_pages, read_all, url_id
 from ..run.ledger import RunLedger
 from ..run.state import (
     OPEN_OPERATIONS,
     OPEN_REQUESTS,
     OPERATION_DEVICES_SEEN,
     STATUSES_SEEN,
+    DescScan,
     advance_cursor,
     cursor_state,
     read_from,
 )
-from ..table import INT, JSON, TS, Col, Table, cols
+from ..settings import STATUS_BATCH_SIZE
+from ..table import INT, JSON, TS, Col, Doc, Table, cols
 from ..vocabulary import is_terminal
 
 log = logging.getLogger("esper_warehouse.source")
@@ -40,6 +41,10 @@ COMMAND_REQUESTS = Table(
         *cols("command_args devices groups schedule_args status", JSON),
         *cols("created_at created_on updated_at", TS),
     ),
+    doc=Doc(
+        kept="early stop only while the pages seen run newest first",
+        envelope="cc-list; `groups`, `reason`, `schedule_args`, `alias` null when unset",
+    ),
 )
 COMMAND_STATUSES = Table(
     "command_statuses",
@@ -53,7 +58,12 @@ COMMAND_STATUSES = Table(
         *cols("created_at updated_at created_on updated_on", TS),
     ),
     probe=False,  # needs request (or device) ids: doctor probes it by hand
-    needs=("command_requests",),  # the requests new in this run (`RunLedger.new_requests`)
+    needs=("command_requests",),  # the requests new in this run (`CommandNews.new_requests`)
+    doc=Doc(
+        read=f"(`request=<ids>`, {STATUS_BATCH_SIZE} ids a call: `status_batch_size`)",
+        kept="requests new or still open",
+        envelope="cc-list",
+    ),
 )
 OPERATIONS = Table(
     "operations",
@@ -66,6 +76,11 @@ OPERATIONS = Table(
         *cols("operation_stats operation_activity", JSON),
         *cols("created_at updated_at", TS),
     ),
+    doc=Doc(
+        read="(`ordering=-updated_at`)",
+        kept="stop at the watermark − lag",
+        envelope="content-list (previous)",
+    ),
 )
 OPERATION_DEVICES = Table(
     "operation_devices",
@@ -77,7 +92,11 @@ OPERATION_DEVICES = Table(
         Col("device_operation_activity", JSON),
         *cols("created_at updated_at", TS),
     ),
-    needs=("operations",),  # the operations changed in this run (`RunLedger.changed_operations`)
+    needs=("operations",),  # the operations changed in this run (`CommandNews.changed_operations`)
+    doc=Doc(
+        kept="operations new or not yet terminal, or whose list was refused last time",
+        envelope="content-list (previous)",
+    ),
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
 
@@ -109,7 +128,7 @@ def _desc_list(
         if items:
             yield table.page(items, ledger.unreadable), items
     if since is None:  # a complete read of the whole list: reconcile it with its count
-        ledger.add_scan(table.name, count, (dict(zip(key, k, strict=True)) for k in seen), key)
+        ledger.scans.add(table.name, count, (dict(zip(key, k, strict=True)) for k in seen), key)
     advance_cursor(table.name, scan.newest)
 
 
@@ -123,7 +142,7 @@ def command_requests(client: EsperClient, ledger: RunLedger, opts: Options) -> I
 
 def _requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     for table, fresh in _desc_list(COMMAND_REQUESTS, client, ledger, opts, fallback="created_on"):
-        ledger.new_requests.update(i["id"] for i in fresh)
+        ledger.commands.requests_listed(i["id"] for i in fresh)
         yield table
 
 
@@ -141,7 +160,8 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
 
 def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     state = cursor_state()
-    requests = set(state.get(OPEN_REQUESTS, [])) | ledger.new_requests
+    new_requests = ledger.commands.new_requests()
+    requests = set(state.get(OPEN_REQUESTS, [])) | new_requests
     # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
     # API's clock, which may run ahead of its data) minus the lag.
     active_since = read_from(STATUSES_SEEN, opts.lag, ledger, also_full=True)
@@ -157,10 +177,10 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
             key=key,
         )
 
-    open_requests = {r for r in requests if r in ledger.new_requests}  # no statuses yet: retry once
+    open_requests = {r for r in requests if r in new_requests}  # no statuses yet: retry once
     closed: set[str] = set()
     for _batch, read in fan_out(client, batches(sorted(requests), opts.status_batch_size), fetch):
-        ledger.add_scan("command_statuses", read.count, read.items, key)
+        ledger.scans.add("command_statuses", read.count, read.items, key)
         for item in read.items:
             (closed if is_terminal("command", item.get("state")) else open_requests).add(
                 item.get("request")
@@ -168,7 +188,7 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
             ts = COMMAND_STATUSES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
-                ledger.mark_active([url_id(item.get("device"))])
+                ledger.feeds.active([url_id(item.get("device"))])
         if read.items:
             yield COMMAND_STATUSES.page(read.items, ledger.unreadable)
     state[OPEN_REQUESTS] = sorted(r for r in open_requests if r)
@@ -184,7 +204,7 @@ def operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 def _operations(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     ordering = {"ordering": f"-{OPERATIONS.cursor_field}"}
     for table, fresh in _desc_list(OPERATIONS, client, ledger, opts, ordering):
-        ledger.changed_operations.update({i["id"]: i.get("state") for i in fresh})
+        ledger.commands.operations_listed({i["id"]: i.get("state") for i in fresh})
         yield table
 
 
@@ -199,7 +219,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
 def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     state = cursor_state()
     previously_open = set(state.get(OPEN_OPERATIONS, []))
-    changed = ledger.changed_operations
+    changed = ledger.commands.changed_operations()
     active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
     newest: datetime | None = None
     key, limit = OPERATION_DEVICES.key, OPERATION_DEVICES.limit(opts.page_size)
@@ -224,12 +244,12 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
         if read is None:
             gone.add(operation_id)
             continue
-        ledger.add_scan("operation_devices", read.count, read.items, key)
+        ledger.scans.add("operation_devices", read.count, read.items, key)
         for item in read.items:
             ts = OPERATION_DEVICES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
-                ledger.mark_active([item.get("device_id")])
+                ledger.feeds.active([item.get("device_id")])
         rows.extend(read.items)
         if len(rows) >= ROWS_PER_BATCH:
             yield OPERATION_DEVICES.page(rows, ledger.unreadable)

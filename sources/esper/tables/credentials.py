@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..common import Options, skip_unavailable
 from ..http import EsperClient
 from ..run.ledger import RunLedger
-from ..table import BOOL, INT, JSON, TS, Col, Table, cols, flat
+from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols, flat
 from ..times import parse_time, us_date
 from .catalogues import optional_shared_list, optional_whole_list, read_versions, shared_list
 
@@ -69,6 +69,17 @@ APNS_CERTIFICATES = Table(
         *cols("created_at updated_at", TS),
     ),
     prefer_copy=_earliest("meta", "cert_expiry_on"),
+    doc=Doc(
+        read="(spec: esper-cli `v0.yaml` `APNSCertInfo`; no live recording)",
+        kept="replaced each run; `meta__cert_expiry_on` is the expiry (ISO 8601, a US date or "
+        "epoch seconds or milliseconds; NULL, counted, when none of these reads it: `meta` keeps "
+        "it as served), `apple_id` names the certificate. A list that serves one id twice keeps "
+        "the copy that expires first (as do the other credential tables), and is not a "
+        "reconciliation shortfall. A tenant without Apple services (403/404) skips the table and "
+        "keeps the last list (exit 6)",
+        envelope="`{code, message, content: {count, previous, next, results}}`",
+        evidence="spec (esper-cli v0.yaml)",
+    ),
 )
 DEP_TOKENS = Table(
     "dep_tokens",
@@ -83,6 +94,15 @@ DEP_TOKENS = Table(
         Col("token_expires_at", TS, ("meta", "token_expiry_on"), convert=us_date),
     ),
     prefer_copy=_earliest("meta", "token_expiry_on"),
+    doc=Doc(
+        read="(spec: `DEP_Token_GET`)",
+        kept="replaced each run; `token_name`, `meta__token_expiry_on` (text as served: the spec "
+        "declares no format), `token_expires_at` (the same read as a time, in the forms "
+        "`apns_certificates` reads; NULL, counted, when it cannot be). Skipped like "
+        "`apns_certificates`",
+        envelope="`{code, message, content: {count, prev, next, results}}`",
+        evidence="spec (esper-cli v0.yaml)",
+    ),
 )
 PROVISIONING_PROFILES = Table(
     "provisioning_profiles",
@@ -97,6 +117,15 @@ PROVISIONING_PROFILES = Table(
     ),
     keep_extra=False,  # `download_url` is a signed link to the profile: not kept
     prefer_copy=_earliest("expiration_date"),
+    doc=Doc(
+        read="(spec: `ProvisioningProfileWithDownloadResponse`)",
+        kept="replaced each run; `name`, `profile_type`, `app_identifier`, `expiration_date` (of "
+        "the current version; read in the forms `apns_certificates` reads), "
+        "`expiration_date_text` (as served). Skipped like `apns_certificates`. The signed "
+        "`download_url` is never loaded",
+        envelope="content-list (`prev`)",
+        evidence="spec (esper-cli v2.yaml)",
+    ),
 )
 VPP_TOKENS = Table(
     "vpp_tokens",
@@ -108,6 +137,15 @@ VPP_TOKENS = Table(
         *cols("created_at updated_at", TS),
     ),
     keep_extra=False,
+    doc=Doc(
+        read="(spec: `VPPToken`)",
+        kept="replaced each run; which app licence tokens exist (the spec declares no name, "
+        "state or expiry: `marts.credential_expiry` lists each as `unknown`). The token itself "
+        "(`key`) is never loaded. Skipped like `apns_certificates`",
+        envelope="`{code, message, content: {count, previous, next, results}}`; items carry the "
+        "token (`key`), which the source drops",
+        evidence="spec (esper-cli v0.yaml)",
+    ),
 )
 PROVISIONING_PROFILE_VERSIONS = Table(
     "provisioning_profile_versions",
@@ -125,6 +163,15 @@ PROVISIONING_PROFILE_VERSIONS = Table(
     ),
     keep_extra=False,
     prefer_copy=_earliest("expiration_date"),
+    doc=Doc(
+        read="(spec: `ProvisioningProfileVersionWithDownloadResponse`), per profile",
+        kept="replaced each run (one request per profile; the profile list is shared with "
+        "`provisioning_profiles`); `profile_id`, `uuid`, `expiration_date`, `time_to_live`, "
+        "`provisions_all_devices`; no `download_url`. A refused route skips this table alone; a "
+        "profile whose versions are refused keeps the table as it was (exit 6)",
+        envelope="v2-list (`prev`), newest expiry first; 404 for an unknown profile",
+        evidence="spec (esper-cli v2.yaml)",
+    ),
 )
 TABLES = (
     APNS_CERTIFICATES, DEP_TOKENS, VPP_TOKENS, PROVISIONING_PROFILES, PROVISIONING_PROFILE_VERSIONS,

@@ -33,6 +33,7 @@ from dlt.extract.resource import DltResource
 
 from ..common import keep_what_was_loaded
 from ..http import EsperClient, EsperUnavailableError
+from ..run.ledger import RunLedger
 from ..settings import DATA_TAP_REQUESTS_PER_HOUR
 from .data_tap_jobs import (
     DataTapError,
@@ -221,7 +222,7 @@ def data_tap_resources(
     queries: Mapping[str, str | Mapping[str, Any]],
     *,
     requests_per_hour: int = DATA_TAP_REQUESTS_PER_HOUR,
-    ledger: Any = None,
+    ledger: RunLedger | None = None,
     now: Callable[[], float] = time.time,
     **options: Any,
 ) -> list[DltResource]:
@@ -234,7 +235,7 @@ def data_tap_resources(
     A query that cannot be answered or loaded skips its table: recorded in `ledger` (the run ends
     partial), or raised when there is no ledger. After a quota refusal or a spent budget no
     further query is sent in the run. An incremental query's rows are reconciled like any list
-    read whole (`ledger.add_scan`): each key of the result must be in the warehouse, once.
+    read whole (`Scans.add`): each key of the result must be in the warehouse, once.
     """
     refused: list[str] = []
     budget = RequestBudget(requests_per_hour, now)
@@ -270,7 +271,7 @@ def data_tap_resources(
                 table = query.check(table)
                 if ledger is not None:
                     rows = table.select(list(query.key)).to_pylist()
-                    ledger.add_scan(table_name(name), len(rows), rows, query.key)
+                    ledger.scans.add(table_name(name), len(rows), rows, query.key)
             state["last_value"] = (query.newest(table) if table.num_columns else None) or last
         if change == "key":  # merging on another key would mix two tables in one
             dlt.current.resource().apply_hints(write_disposition="replace")
@@ -289,7 +290,7 @@ def data_tap_resources(
                     error = EsperUnavailableError(
                         str(error), table=table_name(name), reason=str(error)
                     )
-                ledger.mark_unavailable(table_name(name), error)
+                ledger.refusals.mark_unavailable(table_name(name), error)
                 keep_what_was_loaded()
 
         return load

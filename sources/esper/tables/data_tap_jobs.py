@@ -32,7 +32,7 @@ import orjson
 import pyarrow as pa
 
 from ..http import EsperAPIError, EsperClient, EsperConfigError, EsperError, EsperUnavailableError
-from ..http.answers import clip
+from ..http.policy import clip
 from ..run.state import DATA_TAP_REQUESTS
 from ..settings import DATA_TAP_POLL_S, DATA_TAP_REQUESTS_PER_HOUR
 

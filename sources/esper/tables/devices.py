@@ -19,20 +19,20 @@ from ..common import (
     unless_skipped,
 )
 from ..http import EsperClient, EsperError, EsperUnavailableError
-from ..http.pages import DescScan, iter_cursor_pages, parse_page
-from ..http.reads import fan_out, first_seen, read_all
+from ..http.pages import fan_out, first_seen, iter_cursor_pages, parse_page, read_all
 from ..run.ledger import RunLedger
 from ..run.state import (
     DEVICES_FULL_SCAN_AT,
     DEVICES_INCREMENTAL_AT,
     FIRST_LOAD_STARTED,
     HEARTBEATS_SEEN,
+    DescScan,
     advance_cursor,
     bind_retries,
     cursor_state,
     read_from,
 )
-from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Table, cols, flat
+from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 from ..times import iso
 from ..vocabulary import device_state_code, device_state_text
 
@@ -76,6 +76,13 @@ _DEVICE_APP = (
     *cols("created_on updated_on created_at updated_at", TS),
 )
 
+V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
+DEVICE_DETAIL_PATH = "/v2/devices/{id}"  # one device: a device asked again (`_asked_again`)
+# The legacy device list: the only list that carries Android patch levels and build numbers
+# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
+# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
+LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
+
 DEVICES = Table(
     "devices",
     "/v2/devices/",
@@ -83,6 +90,20 @@ DEVICES = Table(
     "updated_at",
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
+    doc=Doc(
+        read=f"(cursor pages, newest `updated_at` first, {MAX_PAGE_SIZE} a page); Android patch "
+        f"level and build number from the legacy `GET {LEGACY_DEVICES_PATH}` ({PAGE_SIZE} a "
+        "page, read whole each run)",
+        kept="stop paging at the watermark − lag; a full scan on the first run, with `--full`, "
+        "or weekly",
+        envelope="v2-list (offset mode; the source pages in cursor mode, below); items without "
+        "`security_patch_level`/`os_build_number`, `foundation_info: null`; Android items carry "
+        "`drift_state`/`drift_severity` ints (simulated: `simulator/drift.py`) and "
+        "`security_state` (null on the recorded device; a string in Esper's documents, "
+        '`"LOW_RISK"`: simulated as `SECURE`, `LOW_RISK`, `MEDIUM_RISK`, `HIGH_RISK` or null, '
+        "`simulator/security.py`)",
+        evidence="docs (esper-io/dev-docs EQL, console_docs device security)",
+    ),
 )
 DEVICE_HISTORY = Table(
     "device_history",
@@ -91,6 +112,7 @@ DEVICE_HISTORY = Table(
     loaded_with="devices",
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
+    doc=Doc(read="(the pages `devices` reads)", kept="every version of every device ever loaded"),
 )
 DEVICE_CENSUS = Table(
     "device_census",
@@ -101,6 +123,11 @@ DEVICE_CENSUS = Table(
     page_size=MAX_PAGE_SIZE,
     columns=(Col("id"), Col("updated_at", TS), Col("census_at", TS)),
     keep_extra=False,
+    doc=Doc(
+        read="(a complete device scan)",
+        kept="replaced by each complete scan: devices absent from it and not updated since are "
+        "removed",
+    ),
 )
 HEARTBEATS = Table(
     "heartbeats",
@@ -110,6 +137,12 @@ HEARTBEATS = Table(
     columns=(Col("device_id"), Col("timestamp", TS), Col("status", INT)),
     keep_extra=False,
     probe=False,  # needs a last_seen window: doctor probes it by hand
+    doc=Doc(
+        read="(`last_seen_gt`, `last_seen_lt`)",
+        kept="window from the newest `timestamp` loaded − lag to 30 days past the API's `Date` "
+        "(the data's own cursor, not the API's clock)",
+        envelope="cc-list (`prev`)",
+    ),
 )
 DEVICE_APPS = Table(
     "device_apps",
@@ -119,13 +152,16 @@ DEVICE_APPS = Table(
     merge_key="device_id",
     columns=(Col("device_id"), Col("route"), *_DEVICE_APP),
     needs=("devices",),  # read per device of this run's walk; retired against its census
+    doc=Doc(
+        read=f"(Android); Apple/Windows `GET {V2_DEVICE_APPS_PATH}` (App Store and Esper iOS "
+        "apps carry only `bundle_id` and `apple_app_version`, which staging uses as package and "
+        "version)",
+        kept="dlt `scd2` per device for devices that changed: `_dlt_valid_to` set = uninstalled "
+        "or replaced, at the API's time; a device whose list was refused keeps its rows and is "
+        "asked again by the next run",
+        envelope="legacy-list (Android installed apps)",
+    ),
 )
-V2_DEVICE_APPS_PATH = "/v2/devices/{id}/device-apps/"  # Apple and Windows devices' apps
-DEVICE_DETAIL_PATH = "/v2/devices/{id}"  # one device: a device asked again (`_asked_again`)
-# The legacy device list: the only list that carries Android patch levels and build numbers
-# (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live routes 11 and 14). `/v2/devices/`
-# list items have neither (live route 15). See docs/decisions.md, "Patch levels".
-LEGACY_DEVICES_PATH = "/enterprise/{eid}/device/"
 TABLES = (DEVICES, DEVICE_HISTORY, DEVICE_CENSUS, HEARTBEATS, DEVICE_APPS)  # fmt: skip
 
 # ---------------------------------------------------------------------------------- devices
@@ -141,7 +177,7 @@ def device_count(client: EsperClient) -> int | None:
 def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
     """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
 
-    A full scan reads the run's `DeviceWalk` (`ledger.walk`): the whole list, or its next part
+    A full scan reads the run's `DeviceWalk` (`RunPlan.walk`): the whole list, or its next part
     when the scan is committed in parts (`walk.py`). The part that ends the walk checks it
     against the API's count; if devices are missing (a device that changes while the scan runs
     moves ahead of the cursor), the list is read a second time. Only then does the cursor move.
@@ -151,41 +187,39 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     if since is None:
         yield from _full_scan(client, ledger, opts)
         return
-    software = android_software(client, ledger, opts)
+    software = _software(client, ledger, opts)
     scan = DescScan(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
     pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
     seen: set[tuple[Any, ...]] = set()
     for _page, fresh in scan.pages(pages):
         items = first_seen(fresh, seen, DEVICES.key)
         for item in items:
-            ledger.changed_devices[item["id"]] = apps_route(item)
+            ledger.devices.changed(item["id"], apps_route(item))
             with_software(item, software)
         if items:
             yield DEVICES.page(items, ledger.unreadable)
     listed = {key[0] for key in seen}
-    yield from _asked_again(
-        client, ledger, [d for d in ledger.to_retry(DEVICE_APPS.name) if d not in listed], software
-    )
+    asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
+    yield from _asked_again(client, ledger, asked_again, software)
     advance_cursor("devices", scan.newest)
-    cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.as_of or datetime.now().astimezone())
+    cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
 
 
 def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
     """This run's part of the complete device list; the part that ends it checks the count."""
-    walk = ledger.walk
-    if ledger.android_software is None:  # read once per run, by its first part
-        ledger.android_software = android_software(client, ledger, opts)
-    software = ledger.android_software
+    plan = ledger.plan
+    walk, scope = plan.walk, plan.fan_out_scope  # sources/esper/run/scope.py
+    assert walk is not None  # a full scan's, planned as the run opened (`plan_full_scan`)
+    software = _software(client, ledger, opts)  # read once per run, by its first part
 
     # devices whose apps or feed an earlier run was refused: asked again in this scan
-    refused = {d for t in (DEVICE_APPS.name, "device_events") for d in ledger.to_retry(t)}
+    refused = {d for t in (DEVICE_APPS.name, "device_events") for d in ledger.refusals.to_retry(t)}
 
     def needs(item: dict) -> bool:
         """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
-        scope = ledger.fan_out_scope  # sources/esper/run/scope.py
         if scope is not None and not scope.needs(item) and str(item.get("id")) not in refused:
             return False
-        ledger.changed_devices[item["id"]] = apps_route(item)
+        ledger.devices.changed(item["id"], apps_route(item))
         return True
 
     def pages(parts: Iterator[list[dict] | None]) -> Iterator[pa.Table | None]:
@@ -198,9 +232,9 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
             yield DEVICES.page(items, ledger.unreadable)
 
     yield from pages(walk.take(needs))
-    if not ledger.completed_full_scan:  # kept from the first part until the first load ends
-        cursor_state().setdefault(FIRST_LOAD_STARTED, iso(ledger.as_of or datetime.now(UTC)))
-    if not walk.exhausted or not ledger.building_last:
+    if not plan.completed_full_scan:  # kept from the first part until the first load ends
+        cursor_state().setdefault(FIRST_LOAD_STARTED, iso(plan.as_of or datetime.now(UTC)))
+    if not walk.exhausted or not plan.building_last:
         # a part: the next one goes on from here. A part whose walk reached the list's end is
         # not the last part either (that one reads the catalogues): the count, the cursor and
         # `devices_full_scan_at` are committed with the last part, beside the census, so that
@@ -212,10 +246,17 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
             "devices: %d read for a count of %d, reading the list again", len(walk.seen), count
         )
         yield from pages(walk.again(needs))
-    ledger.set_expected("devices", count if count is not None else len(walk.seen))
-    ledger.add_scan("devices", 0, ({"id": i} for i in walk.seen), ("id",))
+    ledger.scans.expect("devices", count if count is not None else len(walk.seen))
+    ledger.scans.add("devices", 0, ({"id": i} for i in walk.seen), ("id",))
     advance_cursor("devices", walk.newest)
-    cursor_state()[DEVICES_FULL_SCAN_AT] = iso(ledger.as_of or datetime.now().astimezone())
+    cursor_state()[DEVICES_FULL_SCAN_AT] = iso(plan.as_of or datetime.now().astimezone())
+
+
+def _software(client: EsperClient, ledger: RunLedger, opts: Options) -> dict[str, dict[str, Any]]:
+    """`android_software`, read once per run: every part of a full scan uses the first's."""
+    return ledger.shared.read_once(
+        "legacy device list", lambda: android_software(client, ledger, opts)
+    )
 
 
 def android_software(
@@ -233,7 +274,7 @@ def android_software(
     try:
         return legacy_software(read_all(client, path, limit=limit, parallel=True).items)
     except EsperUnavailableError as error:  # the devices still load, without these two fields
-        ledger.leave_out(DEVICES.name, legacy_list_refused(error))
+        ledger.refusals.leave_out(DEVICES.name, legacy_list_refused(error))
         return {}
 
 
@@ -293,7 +334,7 @@ def _asked_again(
 
     items = [item for _, item in fan_out(client, device_ids, fetch) if item and item.get("id")]
     for item in items:
-        ledger.changed_devices[item["id"]] = apps_route(item)
+        ledger.devices.changed(item["id"], apps_route(item))
         with_software(item, software)
     if items:
         yield DEVICES.page(items, ledger.unreadable)
@@ -312,8 +353,9 @@ def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     Read from the run's walk, not from the device pages: when the scan is committed in parts
     (`walk.py`), the census is written whole, once, by the last part.
     """
-    census_at = ledger.as_of
-    rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in ledger.walk.seen.items()]
+    census_at, walk = ledger.plan.as_of, ledger.plan.walk
+    assert walk is not None  # a full scan's: the census is read on full scans only
+    rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in walk.seen.items()]
     for start in range(0, len(rows), ROWS_PER_BATCH):
         yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH], ledger.unreadable)
 
@@ -332,11 +374,8 @@ def device_apps(
     scd2 with merge key `device_id`: an app missing from its device's new list is retired
     (`_dlt_valid_to` = this run's API time); devices not in this run are left as they were.
     """
-    targets = [
-        (d, ledger.changed_devices[d])
-        for d in page.column("id").to_pylist()
-        if ledger.changed_devices.get(d)
-    ]
+    ids = page.column("id").to_pylist()
+    targets = [(d, route) for d in ids if (route := ledger.devices.apps_route(d))]
     limit, key = DEVICE_APPS.limit(opts.page_size), DEVICE_APPS.key
 
     def fetch(target: tuple[str, str]) -> Any:
@@ -354,7 +393,7 @@ def device_apps(
             ):
                 return REFUSED  # counted; its stored apps are neither retired nor replaced
             return None  # the device is gone (no longer listed): its apps are retired
-        ledger.part_done(DEVICE_APPS.name, device_id)
+        ledger.refusals.part_done(DEVICE_APPS.name, device_id)
         return read
 
     rows: list[dict] = []
@@ -362,12 +401,12 @@ def device_apps(
         if read is REFUSED:
             continue
         if read is None or not read.items:  # device gone, or its list is empty
-            ledger.devices_without_apps.add(device_id)  # scd2 cannot retire without a row
+            ledger.devices.no_apps(device_id)  # scd2 cannot retire without a row
             continue
         items = [{**i, "device_id": device_id, "route": route} for i in read.items]
-        ledger.add_scan("device_apps", read.count, items, key)
+        ledger.scans.add("device_apps", read.count, items, key)
         rows.extend(items)
-    ledger.page_read(DEVICE_APPS.name)  # a part limited by time hands out more (`walk.py`)
+    ledger.plan.page_read(DEVICE_APPS.name)  # a part limited by time hands out more (`walk.py`)
     if rows:
         yield DEVICE_APPS.page(rows, ledger.unreadable, row_hash=True)
 
@@ -388,7 +427,7 @@ def heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 
 
 def _heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    now = ledger.as_of
+    now = ledger.plan.as_of
     assert now is not None
     start = read_from(HEARTBEATS_SEEN, opts.lag, ledger) or now - opts.heartbeat_start
     params = {"last_seen_gt": iso(start), "last_seen_lt": iso(max(now, start) + HEARTBEAT_AHEAD)}
@@ -401,7 +440,7 @@ def _heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
         key=key,
         parallel=True,
     )
-    ledger.add_scan("heartbeats", read.count, read.items, key)
+    ledger.scans.add("heartbeats", read.count, read.items, key)
     if read.items:
         yield HEARTBEATS.page(read.items, ledger.unreadable)
     seen = (HEARTBEATS.cursor_time(item) for item in read.items)

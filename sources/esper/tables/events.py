@@ -26,10 +26,9 @@ import pyarrow as pa
 
 from ..common import ROWS_PER_BATCH, Options, refused_part
 from ..http import EsperClient, EsperError
-from ..http.pages import Page, iter_pages
-from ..http.reads import fan_out
+from ..http.pages import Page, fan_out, iter_pages
 from ..run.ledger import RunLedger
-from ..table import INT, TS, Col, Table, cols
+from ..table import INT, TS, Col, Doc, Table, cols
 from ..times import parse_time
 from .commands import COMMAND_STATUSES, OPERATION_DEVICES
 from .devices import DEVICES
@@ -51,6 +50,15 @@ DEVICE_EVENTS = Table(
     # these tables note it in the run's ledger, so their resources must have run first
     after=("devices", COMMAND_STATUSES.name, OPERATION_DEVICES.name),
     needs=("devices",),  # read per device of this run's walk
+    doc=Doc(
+        kept="devices with activity in this run; each feed paged newest first down to that "
+        "device's watermark in the warehouse (its highest event id and event count: never a "
+        "clock, so late uploads and a skewed API clock lose nothing); every device on a first "
+        "load or `run --full`; on the scheduled weekly scan, devices whose `updated_at` changed "
+        "plus a rotating 1/20 of the fleet; and on every run, the devices whose feed an earlier "
+        "run was refused",
+        envelope="legacy-list (default limit 250)",
+    ),
 )
 TABLES = (DEVICE_EVENTS,)
 CURSOR = DEVICE_EVENTS.cursor_field
@@ -71,13 +79,12 @@ def _event_feeds(
     A first load reads every feed to its end. Later runs stop each feed at the device's watermark
     in the warehouse (`FeedScan` below: the feed's count and the event ids, never a clock),
     so events uploaded days after their `created_on` are found too; a weekly full scan reads
-    the feeds of its rotating slice whole (`weekly.FanOutScope`).
+    the feeds of its rotating slice whole (`scope.FanOutScope`).
     Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`).
     """
-    scope = ledger.fan_out_scope  # full scans: first load (every feed whole) or weekly
+    scope = ledger.plan.fan_out_scope  # full scans: first load (every feed whole) or weekly
     marks = None if scope is not None and scope.everything else _marks(ledger)
-    with ledger._lock:
-        ledger.feeds_read.update(device_ids)
+    ledger.feeds.reading(device_ids)
     limit = DEVICE_EVENTS.limit(opts.page_size)
 
     def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
@@ -92,7 +99,7 @@ def _event_feeds(
             # or the device is gone (no longer listed)
             refused_part(ledger, client, DEVICE_EVENTS.name, DEVICES, device_id, error)
             return None
-        ledger.part_done(DEVICE_EVENTS.name, device_id)
+        ledger.refusals.part_done(DEVICE_EVENTS.name, device_id)
         # One row per event id (`FeedScan` keys them): an event arriving while the feed is paged
         # shifts the offsets and repeats an item on the next page (events load insert-only).
         return scan.result(), scan.count, not scan.stopped
@@ -104,7 +111,7 @@ def _event_feeds(
         items, count, complete = result
         items = [{**i, "device_id": device_id} for i in items]
         if complete:
-            ledger.add_scan("device_events", count, items, DEVICE_EVENTS.key)
+            ledger.scans.add("device_events", count, items, DEVICE_EVENTS.key)
         rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
             yield DEVICE_EVENTS.page(rows, ledger.unreadable)
@@ -113,12 +120,9 @@ def _event_feeds(
         yield DEVICE_EVENTS.page(rows, ledger.unreadable)
 
 
-def _marks(ledger: RunLedger) -> dict[str, Any] | None:
+def _marks(ledger: RunLedger) -> dict[str, EventMark] | None:
     """The devices' event watermarks in the warehouse, read once per run (all parts share it)."""
-    with ledger._lock:
-        if not ledger.event_marks_read:
-            ledger.event_marks, ledger.event_marks_read = event_marks(), True
-        return ledger.event_marks
+    return ledger.shared.read_once("event marks", event_marks)
 
 
 @dlt.resource(**DEVICE_EVENTS.hints())
@@ -129,14 +133,15 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     updated since the last run. Events accrue only for such devices, so the others cannot have
     new ones. Plus the devices whose feed an earlier run was refused, until it answers. This
     resource runs last (`next_item_mode = "fifo"`) because it reads the activity the other
-    resources noted in the ledger.
+    resources noted in the run's ledger (`DeviceNews`, `FeedNews`).
     """
+    plan = ledger.plan
     # A run resuming an unfinished first load (walk.py) holds the feeds of the devices it skips
-    # as they were when their part committed: activity since then (`ledger.resumed_from`) counts.
-    counts = ledger.completed_full_scan or not ledger.full_scan or ledger.resumed_from is not None
-    active = ledger.active_devices if counts else set()
-    refused = set(ledger.to_retry(DEVICE_EVENTS.name))  # an earlier run's refusals: asked again
-    targets = sorted((set(ledger.changed_devices) | active | refused) - ledger.feeds_read)
+    # as they were when their part committed: activity since then (`RunPlan.resumed_from`) counts.
+    counts = plan.completed_full_scan or not plan.full_scan or plan.resumed_from is not None
+    active = ledger.feeds.active_devices() if counts else set()
+    refused = set(ledger.refusals.to_retry(DEVICE_EVENTS.name))  # an earlier run's: asked again
+    targets = ledger.feeds.unread(ledger.devices.changed_ids() | active | refused)
     yield from _event_feeds(client, ledger, opts, targets)
 
 
@@ -153,9 +158,9 @@ def device_events_of_page(
     in the (complete) device list because they were removed: their feeds would answer 404.
     A full scan in parts (`walk.py`) reads here the feeds of the devices in its scope.
     """
-    wanted = [d for d in page.column("id").to_pylist() if d in ledger.changed_devices]
+    wanted = [d for d in page.column("id").to_pylist() if ledger.devices.is_changed(d)]
     yield from _event_feeds(client, ledger, opts, wanted, bulk=True)
-    ledger.page_read(DEVICE_EVENTS.name)  # a part limited by time hands out more (`walk.py`)
+    ledger.plan.page_read(DEVICE_EVENTS.name)  # a part limited by time hands out more (`walk.py`)
 
 
 # ------------------------------------------------------------------------------ watermarks

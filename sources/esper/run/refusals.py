@@ -1,0 +1,153 @@
+"""What the API refused in one run: tables skipped, parts of tables skipped, parts to ask again."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..http import EsperError, EsperUnavailableError
+
+log = logging.getLogger(__name__)
+
+RetryNote = bool | str  # what asking a part again needs: True, or the route to ask (apps)
+
+
+@dataclass
+class Refusals:
+    """The tables and parts this run skipped, each named and counted; the parts to ask again.
+
+    Written by the resources through `common.py` (`skip_unavailable`: `mark_unavailable` and
+    `skip_dependents`; `refused_part`: `skip_part`, `part_done`; `keep_if_refused`:
+    `mark_skipped`), by `tables/devices.py` (`leave_out`: the legacy list refused) and Data Tap
+    (`mark_unavailable`). `run/state.py` (`bind_retries`) gives it the run's writable dict of
+    parts to ask again, `run/opening.py` the tables read from each table (`dependents`). Read by
+    the resources (`is_skipped`, `to_retry`), and by the pipeline after the load
+    (`skipped` for the run record, `is_skipped` for reconciliation). Under a lock: the fan-outs
+    refuse from dlt's worker threads.
+    """
+
+    # table -> the tables read from it (`tables.DEPENDENTS`, set by `open_run`): skipped with it
+    dependents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    _unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    # (table, route, status, meaning, noun) -> parts of the table the API refused (per device,
+    # per blueprint, per role, ...): each counted, none silent
+    _part_skips: dict[tuple[str, str | None, int | None, str, str], int] = field(
+        default_factory=dict
+    )
+    # table -> what a refused route left out of it although the table loaded ("devices":
+    # the Android patch levels of the legacy device list)
+    _left_out: dict[str, str] = field(default_factory=dict)
+    # the parts to ask again on the next run, {table: {parent id: note}}: the run's writable
+    # `state.REFUSED_PARTS` dict (`bind_retries`), None until bound
+    _retries: dict[str, dict[str, RetryNote]] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def keep_retries_in(self, retries: dict[str, dict[str, RetryNote]]) -> None:
+        """Note the parts to ask again in `retries` (the dict dlt commits with the run)."""
+        with self._lock:
+            self._retries = retries
+
+    def skip_part(
+        self,
+        table: str,
+        part: str,
+        error: EsperError,
+        meaning: str,
+        *,
+        noun: str = "device",
+        retry: RetryNote | None = True,
+    ) -> None:
+        """Count one part of `table` whose route the API refused (logged once per route).
+
+        Args:
+            part: the parent's id (a device, a blueprint, a role).
+            error: the refusal (its `route` and `status` are named).
+            retry: what the next run needs to ask the part again (kept until it answers), or
+                None when the table itself asks again (a replaced table, a head not moved).
+        """
+        key = (table, error.route, error.status, meaning, noun)
+        with self._lock:
+            first = key not in self._part_skips
+            self._part_skips[key] = self._part_skips.get(key, 0) + 1
+            if retry is not None and self._retries is not None:
+                self._retries.setdefault(table, {})[part] = retry
+        if first:
+            log.warning(
+                "%s: skipping %ss whose %s answers %d (%s); counted in the run summary",
+                table,
+                noun,
+                error.route,
+                error.status,
+                meaning,
+            )
+
+    def part_done(self, table: str, part: str) -> None:
+        """One part of `table` answered (or its parent is gone): not asked again for a refusal."""
+        with self._lock:
+            if self._retries is not None and part in self._retries.get(table, {}):
+                del self._retries[table][part]
+                if not self._retries[table]:
+                    del self._retries[table]
+
+    def to_retry(self, table: str) -> dict[str, RetryNote]:
+        """The parts of `table` an earlier run was refused and this run asks again."""
+        with self._lock:
+            return dict((self._retries or {}).get(table, {}))
+
+    def leave_out(self, table: str, text: str) -> None:
+        """Record (and log once) what a refused route left out of a table that still loads."""
+        self._note_once(self._left_out, table, text, "%s: loaded without %s")
+
+    def skipped(self) -> dict[str, str]:
+        """Why each table was skipped, whole or in part, e.g. for `_esper_runs`."""
+        with self._lock:
+            out = dict(self._unavailable)
+            for table, text in self._left_out.items():
+                text = f"loaded without {text}"
+                out[table] = f"{out[table]}; {text}" if table in out else text
+            for (table, route, status, meaning, noun), count in sorted(self._part_skips.items()):
+                text = f"{count} {noun}(s) skipped: {route} answered {status} ({meaning})"
+                out[table] = f"{out[table]}; {text}" if table in out else text
+        return out
+
+    def is_skipped(self, table: str) -> bool:
+        """Whether `table` is skipped whole in this run (its route, or a table it is read from)."""
+        with self._lock:
+            return table in self._unavailable
+
+    def why(self, table: str) -> str | None:
+        """Why `table` is skipped whole in this run; None when it is not."""
+        with self._lock:
+            return self._unavailable.get(table)
+
+    def mark_skipped(self, table: str, text: str) -> None:
+        """Record (and log once) that `table` is skipped in this run, for the reason `text`."""
+        self._note_once(
+            self._unavailable, table, text, "%s: not loaded in this run (unavailable), %s"
+        )
+
+    def mark_unavailable(self, table: str, error: EsperUnavailableError) -> None:
+        """Record (and log once) that `table` is skipped in this run, with the route and status."""
+        if error.route and error.status:
+            text = f"skipped: {error.route} answered {error.status} ({error.reason})"
+        else:  # not an answer of a route (a Data Tap job that failed, a spent request budget)
+            text = f"skipped: {error.reason}"
+        self.mark_skipped(table, text)
+
+    def skip_dependents(self, table: str) -> None:
+        """Skip, naming the same refusal, the tables read from `table` (`dependents`)."""
+        why = self.why(table)
+        for dependent in self.dependents.get(table, ()):
+            self.mark_skipped(dependent, f"{why} (read from {table})")
+
+    def _note_once(self, notes: dict[str, str], table: str, text: str, line: str) -> None:
+        """`notes[table] = text` and one warning `line % (table, text)`, the first time only."""
+        with self._lock:
+            if table in notes:
+                return
+            notes[table] = text
+        log.warning(line, table, text)

@@ -1,0 +1,272 @@
+-- materialized: table
+-- headlines: every number a person reads first, defined once. The demo's summary, `esper-warehouse
+-- status`, the notebooks (and the offline report made from them) and the README read these rows
+-- and compute none of their own; tests/notebooks/test_every_surface.py holds every surface to them.
+-- One row per headline number, or per item of a headline that is a list or a breakdown (the worst
+-- command rollouts, the top reasons, the last-seen buckets).
+--
+-- Columns
+--   as_of         "now" (API time of the latest loaded run, ok or partial)
+--   headline      the number's name (the list is in the README, "Headline numbers")
+--   item          NULL for the headline's own number; else the item's key: a platform, a bucket,
+--                 a reason_code, a command_request_id, a credential status, a disagreement kind
+--   item_rank     the item's place (1 = first as surfaces list them); NULL for the headline row
+--   label         what the number counts, in words (an item's label: the command, the reason)
+--   value         the count (devices, users, credentials, failed devices)
+--   denominator   what the count is out of; NULL when it is not a share of anything
+--   share         value / denominator (NULL without one, or when it is 0)
+--   unit          what value counts: devices, users, credentials, failed or timed-out devices
+--   source        the mart (and column) the number is drawn from
+--   definition    the definition, as the README gives it
+with
+
+as_of as (
+    select as_of from intermediate.int_as_of
+),
+
+compliance as (
+    select * from marts.fleet_compliance
+),
+
+fleet as (
+    select
+        count(*) as devices,
+        count(*) filter (where is_in_service) as in_service,
+        count(*) filter (where verdict = 'compliant') as compliant,
+        count(*) filter (where verdict = 'non_compliant') as non_compliant,
+        count(*) filter (where verdict = 'unverified') as unverified,
+        count(*) filter (where verdict = 'out_of_service') as out_of_service,
+    from compliance
+),
+
+-- the last reported battery of each current device (the device list's battery_stats)
+battery as (
+    select
+        count(devices.battery_level_pct) as reporting,
+        count(*) filter (where devices.battery_level_pct < 15) as low,
+    from compliance
+    inner join staging.stg_esper__devices as devices
+        on devices.device_id = compliance.device_id
+),
+
+esper_counters as (
+    select low_battery_devices
+    from staging.stg_esper__status_metrics
+    order by snapshot_date desc
+    limit 1
+),
+
+buckets as (
+    select
+        last_seen_bucket,
+        row_number() over (order by max_hours nulls last) as bucket_rank,
+    from staging.stg_seeds__last_seen_buckets
+    union all
+    select 'never_seen', 1000  -- not a seed bucket: no check-in at all, listed last
+),
+
+reasons as (
+    select * from marts.compliance_reasons
+    where verdict = 'non_compliant' and reason_kind = 'fail'
+),
+
+access as (
+    select * from marts.fleet_access
+    where coalesce(is_active, true)
+),
+
+scalars as (
+    select
+        'devices' as headline, fleet.devices as value, null as denominator,
+        'devices' as unit, 'Devices' as label,
+        'marts.fleet_compliance' as source,
+        'current devices: enrolled and not removed, in or out of service' as definition,
+    from fleet
+    union all
+    select
+        'compliance_rate', fleet.compliant, fleet.in_service, 'devices',
+        'Compliant (of devices in service)',
+        'marts.fleet_compliance.verdict',
+        'devices whose verdict is compliant (every check passes, seen within 7 days) out of the '
+            || 'devices in service (disabled, provisioning, being wiped or onboarding devices are '
+            || 'in no rate; unverified ones count against it)',
+    from fleet
+    union all
+    select
+        'non_compliant_devices', fleet.non_compliant, fleet.in_service, 'devices',
+        'Non-compliant (of devices in service)',
+        'marts.fleet_compliance.verdict',
+        'devices in service that fail at least one check',
+    from fleet
+    union all
+    select
+        'unverified_devices', fleet.unverified, fleet.in_service, 'devices',
+        'Unverified (of devices in service)',
+        'marts.fleet_compliance.verdict',
+        'devices in service not seen within 7 days, or with a value a check needs not reported: '
+            || 'never counted compliant',
+    from fleet
+    union all
+    select
+        'out_of_service_devices', fleet.out_of_service, fleet.devices, 'devices',
+        'Out of service (of all devices)',
+        'marts.fleet_compliance.is_in_service',
+        'devices disabled, provisioning, being wiped, onboarding or applying their blueprint: '
+            || 'listed, in no compliance rate',
+    from fleet
+    union all
+    select
+        'not_seen_devices', (select count(*) from marts.stale_devices), fleet.devices, 'devices',
+        'Not seen for a day or more (or never)',
+        'marts.stale_devices',
+        'current devices whose last check-in is more than 24 hours old (stale, offline, missing) '
+            || 'or that never checked in',
+    from fleet
+    union all
+    select
+        'low_battery_devices', battery.low, battery.reporting, 'devices',
+        'Battery below 15 % (of devices reporting a battery)',
+        'staging.stg_esper__devices.battery_level_pct',
+        'current devices whose last reported battery level (the device list''s battery_stats) is '
+            || 'below 15 %, out of the current devices that report a battery',
+    from battery
+    union all
+    select
+        'esper_low_battery_devices', esper_counters.low_battery_devices, null, 'devices',
+        'Low battery, as Esper''s console counts it',
+        'staging.stg_esper__status_metrics.low_battery_devices',
+        'Esper''s own counter, read as served on the latest day: its definition is Esper''s '
+            || '(unpublished), measured when the run read it; not the headline low_battery_devices',
+    from (select 1) left join esper_counters on true
+    union all
+    select
+        'credentials_needing_action',
+        count(*) filter (where status in ('expired', 'expiring', 'unreadable')),
+        count(*), 'credentials',
+        'Credentials expired, expiring or unreadable',
+        'marts.credential_expiry.status',
+        'Apple push certificates, enrolment tokens and provisioning profiles expired, expiring '
+            || 'within their kind''s warning days, or whose expiry cannot be read',
+    from marts.credential_expiry
+    union all
+    select
+        'drift_disagreements', (select count(*) from marts.drift_disagreements), fleet.devices,
+        'devices', 'Devices whose drift verdicts differ',
+        'marts.drift_disagreements',
+        'current devices that Esper''s drift verdict and the warehouse''s blueprint check judge '
+            || 'differently (or whose Esper drift code is unknown)',
+    from fleet
+    union all
+    select
+        'users_may_wipe', count(*) filter (where can_wipe), count(*), 'users',
+        'Active users who may wipe devices',
+        'marts.fleet_access.can_wipe',
+        'active users (is_active true or not read) whose role''s scopes grant WIPE, out of the '
+            || 'active users',
+    from access
+    union all
+    select
+        'users_may_wipe_reboot_or_lock',
+        count(*) filter (where can_wipe or can_reboot or can_lock), count(*), 'users',
+        'Active users who may wipe, reboot or lock devices',
+        'marts.fleet_access',
+        'active users whose role''s scopes grant WIPE, REBOOT or LOCK, out of the active users',
+    from access
+    union all
+    select
+        'users_scopes_unknown', count(*) filter (where not scopes_known), count(*), 'users',
+        'Active users whose scopes are unknown',
+        'marts.fleet_access.scopes_known',
+        'active users whose role''s scopes could not be read whole: neither "may" nor "may not"',
+    from access
+),
+
+items as (
+    select
+        'devices' as headline, platform as item,
+        row_number() over (order by count(*) desc, platform) as item_rank,
+        platform as label, count(*) as value, (select devices from fleet) as denominator,
+        'devices' as unit,
+        'marts.fleet_compliance.platform' as source,
+        'current devices of each platform' as definition,
+    from compliance
+    group by platform
+    union all
+    select
+        'not_seen_devices', stale.last_seen_bucket,
+        row_number() over (order by any_value(buckets.bucket_rank)),
+        stale.last_seen_bucket, count(*), (select devices from fleet), 'devices',
+        'marts.stale_devices.last_seen_bucket',
+        'current devices not seen for a day or more, by last-seen bucket',
+    from marts.stale_devices as stale
+    left join buckets
+        on buckets.last_seen_bucket = stale.last_seen_bucket
+    group by stale.last_seen_bucket
+    union all
+    select
+        'top_reasons', reason_code,
+        row_number() over (
+            order by count(distinct device_id) desc, min(reason_position), reason_code
+        ),
+        any_value(reason_label), count(distinct device_id),
+        (select non_compliant from fleet), 'devices',
+        'marts.compliance_reasons.reason_code',
+        'non-compliant devices failing a check, by reason code (a device can have several), '
+            || 'out of the non-compliant devices',
+    from reasons
+    group by reason_code
+    union all
+    select
+        'worst_command_rollouts', command_request_id, failing_rank,
+        command, failure_devices + timeout_devices, target_devices, 'failed or timed-out devices',
+        'marts.command_rollout.failing_rank',
+        'the three command requests to 5 devices or more with the highest failure + timeout '
+            || 'rate (ties: more targets, then the id), out of their target devices',
+    from marts.command_rollout
+    where failing_rank <= 3
+    union all
+    select
+        'credentials_needing_action', status,
+        case status when 'expired' then 1 when 'expiring' then 2 else 3 end,
+        status, count(*), (select count(*) from marts.credential_expiry), 'credentials',
+        'marts.credential_expiry.status',
+        'credentials needing action, by status',
+    from marts.credential_expiry
+    where status in ('expired', 'expiring', 'unreadable')
+    group by status
+    union all
+    select
+        'drift_disagreements', disagreement,
+        row_number() over (order by disagreement),
+        disagreement, count(*), (select devices from fleet), 'devices',
+        'marts.drift_disagreements.disagreement',
+        'devices whose drift verdicts differ, by kind of disagreement',
+    from marts.drift_disagreements
+    group by disagreement
+),
+
+final as (
+    select
+        as_of.as_of as as_of,
+        rows.headline as headline,
+        rows.item as item,
+        rows.item_rank as item_rank,
+        rows.label as label,
+        cast(rows.value as bigint) as value,
+        cast(rows.denominator as bigint) as denominator,
+        cast(rows.value as double) / nullif(rows.denominator, 0) as share,
+        rows.unit as unit,
+        rows.source as source,
+        rows.definition as definition,
+    from (
+        select headline, null as item, null as item_rank, label, value, denominator, unit,
+            source, definition
+        from scalars
+        union all
+        select headline, item, item_rank, label, value, denominator, unit, source, definition
+        from items
+    ) as rows
+    cross join as_of
+)
+
+select * from final

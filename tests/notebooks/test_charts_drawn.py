@@ -1,0 +1,254 @@
+"""Each chart of the report, as headless Chromium renders the offline page, draws the marts'
+numbers: read from the marks' geometry against the axes' scales (`drawn.py`), to a pixel, not
+from the data the chart was given. A stack is the total of its parts (no bar hides another),
+every legend sits by the chart whose colours it explains, and no axis label is cut off."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from esper_warehouse.pipelines import report
+
+from .drawn import Drawing, View, area_stacks, charts, drawn_total, overlap, stacks
+
+PAGES = [nb.stem for nb in report.notebooks()]
+
+
+def _mart(warehouse: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def _drawings(rendered, page: str) -> list[Drawing]:
+    return list({id(d): d for d in charts(rendered.page(page).dom).values()}.values())
+
+
+def _view(rendered, page: str, title: str) -> View:
+    return charts(rendered.page(page).dom)[title].view(title)
+
+
+def _distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """Gap between two boxes (x0, y0, x1, y1): 0 when they touch or overlap."""
+    dx = max(a[0] - b[2], b[0] - a[2], 0)
+    dy = max(a[1] - b[3], b[1] - a[3], 0)
+    return (dx * dx + dy * dy) ** 0.5
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_legend_sits_by_the_chart_that_draws_its_colours(rendered, page) -> None:
+    for drawing in _drawings(rendered, page):
+        for legend in drawing.legends:
+            nearest = min(drawing.views, key=lambda v: _distance(legend.box, v.box))
+            drawn = set().union(*(m.colours for m in nearest.marks))
+            assert set(legend.colours.values()) <= drawn, (
+                f"{page}: the legend {legend.description!r} sits by {nearest.title!r}, "
+                "which does not draw its colours"
+            )
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_bar_hides_another_and_no_label_is_cut(rendered, page) -> None:
+    for drawing in _drawings(rendered, page):
+        for view in drawing.views:
+            for axis in view.axes:
+                cut = [text for _, _, text in axis.labels if text.endswith("…")]
+                assert not cut, f"{page}: {view.title!r} cuts its labels {cut[:3]}"
+            if not view.bars():
+                continue
+            tolerance = next(a for a in view.axes if a.is_linear).per_pixel
+            for category, segments in stacks(view).items():
+                assert overlap(segments) <= tolerance * len(segments), (
+                    f"{page}: {view.title!r} draws bars over one another at {category!r}"
+                )
+
+
+def test_devices_by_last_check_in_draws_every_device_of_each_bucket(
+    rendered, demo_warehouse
+) -> None:
+    view = _view(rendered, "fleet_overview", "Devices by last check-in")
+    expected = dict(
+        _mart(
+            demo_warehouse,
+            "select last_seen_bucket, count(*) from marts.fleet_compliance group by all",
+        )
+    )
+    drawn = {bucket: drawn_total(s) for bucket, s in stacks(view).items()}
+    assert drawn.keys() == expected.keys()
+    pixel = view.axis("y").per_pixel
+    for bucket, devices in expected.items():
+        assert abs(drawn[bucket] - devices) <= pixel, f"{bucket}: drawn {drawn[bucket]:.0f}"
+
+
+def test_devices_by_platform_draws_one_bar_per_platform(rendered, demo_warehouse) -> None:
+    view = _view(rendered, "fleet_overview", "Devices by platform")
+    expected = dict(
+        _mart(demo_warehouse, "select platform, count(*) from marts.fleet_compliance group by all")
+    )
+    drawn = stacks(view)
+    assert {p: len(s) for p, s in drawn.items()} == {p: 1 for p in expected}
+    for platform, devices in expected.items():
+        assert abs(drawn_total(drawn[platform]) - devices) <= view.axis("x").per_pixel
+
+
+def test_devices_by_verdict_stacks_every_device_of_each_day(rendered, demo_warehouse) -> None:
+    view = _view(rendered, "fleet_overview", "Devices by verdict")
+    expected = [
+        devices
+        for (devices,) in _mart(
+            demo_warehouse,
+            "select sum(devices + out_of_service_devices) from marts.fleet_compliance_daily "
+            "group by day order by day",
+        )
+    ]
+    days = area_stacks(view)
+    assert len(days) == len(expected)
+    pixel = view.axis("y").per_pixel
+    for segments, devices in zip(days, expected, strict=True):
+        assert overlap(segments) <= pixel * len(segments)
+        assert abs(drawn_total(segments) - devices) <= pixel
+
+
+def test_verdict_by_platform_draws_each_verdict_s_share(rendered, demo_warehouse) -> None:
+    drawing = charts(rendered.page("fleet_overview").dom)["Verdict by platform"]
+    view = drawing.view("Verdict by platform")
+    (legend,) = drawing.legends
+    counts: dict[str, dict[str, int]] = {}
+    for platform, verdict, devices in _mart(
+        demo_warehouse,
+        "select platform, verdict, count(*) from marts.fleet_compliance group by all",
+    ):
+        counts.setdefault(platform, {})[verdict] = devices
+    verdict_of = {colour: verdict for verdict, colour in legend.colours.items()}
+    pixel = view.axis("x").per_pixel
+    for bar in view.bars():
+        x0, y0, x1, y1 = bar.box
+        platform = view.axis("y").category(y0, y1)
+        share = view.axis("x").value(x1) - view.axis("x").value(x0)
+        verdicts = counts[platform]
+        expected = verdicts[verdict_of[bar.fill]] / sum(verdicts.values())
+        assert abs(share - expected) <= pixel, (platform, verdict_of[bar.fill])
+
+
+@pytest.mark.parametrize(
+    ("title", "mart", "key"),
+    [
+        ("Command outcomes per request (30 most recent)", "command_rollout", "command_request_id"),
+        ("Operation outcomes (30 most recent)", "operation_rollout", "operation_id"),
+    ],
+)
+def test_rollout_outcomes_draw_each_outcome_s_share_of_the_targets(
+    rendered, demo_warehouse, title, mart, key
+) -> None:
+    drawing = charts(rendered.page("rollouts").dom)[title]
+    view = drawing.view(title)
+    (legend,) = drawing.legends
+    outcomes = list(legend.colours)
+    rows = _mart(
+        demo_warehouse,
+        f"select left({key}, 8), target_devices, "
+        + ", ".join(f"{o}_devices" for o in outcomes)
+        + f" from marts.{mart} where target_devices > 0",
+    )
+    shares = {
+        row[0]: {o: n / row[1] for o, n in zip(outcomes, row[2:], strict=True)} for row in rows
+    }
+    outcome_of = {colour: outcome for outcome, colour in legend.colours.items()}
+    x, pixel = view.axis("x"), view.axis("x").per_pixel
+    for label, segments in stacks(view).items():
+        assert abs(drawn_total(segments) - 1) <= pixel * len(segments), label
+    for bar in view.bars():
+        x0, y0, x1, y1 = bar.box
+        label = view.axis("y").category(y0, y1)
+        expected = shares[label.rsplit(" · ", 1)[1]][outcome_of[bar.fill]]
+        assert abs(x.value(x1) - x.value(x0) - expected) <= pixel, (label, outcome_of[bar.fill])
+
+
+def test_apps_now_draws_each_app_s_share_on_its_latest_version(rendered, demo_warehouse) -> None:
+    title = "Apps now: share of reporting devices on the latest version"
+    view = _view(rendered, "rollouts", title)
+    expected = dict(
+        _mart(
+            demo_warehouse,
+            "select coalesce(app_name, package_name) || ' · ' || platform, share_on_latest "
+            "from marts.app_rollout_current",
+        )
+    )
+    drawn = stacks(view)
+    assert drawn
+    for app, segments in drawn.items():
+        assert abs(drawn_total(segments) - expected[app]) <= view.axis("x").per_pixel, app
+
+
+def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -> None:
+    view = _view(rendered, "fleet_overview", "Devices by group (largest 15)")
+    expected = {
+        str(group): devices
+        for group, devices in _mart(
+            demo_warehouse, "select group_path, count(*) from marts.fleet_compliance group by all"
+        )
+    }
+    drawn = stacks(view)
+    assert len(drawn) == min(15, len(expected))
+    for group, segments in drawn.items():
+        assert len(segments) == 1, group
+        expected_devices = expected["None" if group == "null" else group]
+        assert abs(drawn_total(segments) - expected_devices) <= view.axis("x").per_pixel, group
+
+
+@pytest.mark.parametrize(
+    ("title", "mart", "key"),
+    [
+        ("Time to completion: the 20 slowest command requests", "command_rollout",
+         "command_request_id"),
+        ("Time to completion: the 20 slowest operations", "operation_rollout", "operation_id"),
+    ],
+)  # fmt: skip
+def test_time_to_completion_bars_run_from_p50_to_p90(
+    rendered, demo_warehouse, title, mart, key
+) -> None:
+    view = _view(rendered, "rollouts", title)
+    expected = {
+        row[0]: (row[1] / 60, row[2] / 60)
+        for row in _mart(
+            demo_warehouse,
+            f"select left({key}, 8), p50_minutes_to_terminal, p90_minutes_to_terminal "
+            f"from marts.{mart} where p90_minutes_to_terminal is not null",
+        )
+    }
+    drawn = stacks(view)
+    assert drawn
+    pixel = view.axis("x").per_pixel
+    for label, ((start, end),) in drawn.items():
+        p50, p90 = expected[label.rsplit(" · ", 1)[1]]
+        assert abs(start - p50) <= pixel and abs(end - p90) <= pixel, label
+
+
+def test_version_adoption_stacks_the_shares_of_each_day(rendered, demo_warehouse) -> None:
+    view = next(
+        v
+        for v in _drawings_views(rendered, "rollouts")
+        if (v.title or "").startswith("Version adoption over time: ")
+    )
+    package, platform = re.search(r"\((.+)\) · (\w+)$", view.title).groups()
+    expected = [
+        share
+        for (share,) in _mart(
+            demo_warehouse,
+            "select sum(share_of_reporting) from marts.app_rollout "
+            f"where package_name = '{package}' and platform = '{platform}' "
+            "group by day order by day",
+        )
+    ]
+    days = area_stacks(view)
+    assert len(days) == len(expected)
+    pixel = view.axis("y").per_pixel
+    for segments, share in zip(days, expected, strict=True):
+        assert overlap(segments) <= pixel * len(segments)
+        assert abs(drawn_total(segments) - share) <= pixel
+
+
+def _drawings_views(rendered, page: str) -> list[View]:
+    return [v for d in _drawings(rendered, page) for v in d.views]
