@@ -93,6 +93,8 @@ class CommandRequest:
     created: int
     created_by: str
     statuses: list[int] = field(default_factory=list)
+    args: dict[str, object] | None = None  # None: the catalogue's template for the command
+    install: tuple[int, int] | None = None  # (legacy app, version) an INSTALL puts on success
 
 
 @dataclass(slots=True)

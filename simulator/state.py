@@ -63,6 +63,7 @@ class World:
         self.datatap = DataTap(self, keep_from=start - 7 * DAY)
         self.engine.on_midnight = self.datatap.capture
         self.fleet.generate(n_devices, start - HISTORY_DAYS * DAY)
+        self.engine.plan_pipelines(start)
         self.engine.run_until(start)
 
     # -- clock ---------------------------------------------------------------------------

@@ -14,14 +14,15 @@ sequence of ``run_until`` calls give the same fleet.
 
 The engine's parts live in the modules of this package: ``rates`` (the per-day rates),
 ``base`` (state and shared helpers), ``devices`` (single-device changes), ``rollouts``
-(releases and campaigns), ``commands`` (commands and operations); :class:`Engine` below
-combines them and runs the clock.
+(releases and campaigns), ``commands`` (commands and operations), ``pipelines`` (Esper
+Pipelines' staged releases, whose target runs are commands; ``pipeline_book`` holds them);
+:class:`Engine` below combines them and runs the clock.
 """
 
 from __future__ import annotations
 
-from esper_warehouse.simulator.dynamics.commands import CommandsAndOperations
 from esper_warehouse.simulator.dynamics.devices import DeviceChanges
+from esper_warehouse.simulator.dynamics.pipelines import PipelineRuns
 from esper_warehouse.simulator.dynamics.rates import (
     CAMPAIGNS_PER_DAY,
     CAMPAIGNS_PER_DAY_IDLE,
@@ -41,7 +42,7 @@ from esper_warehouse.simulator.dynamics.rollouts import Rollouts
 from esper_warehouse.simulator.fleet import DAY, HOUR
 
 
-class Engine(DeviceChanges, Rollouts, CommandsAndOperations):
+class Engine(DeviceChanges, Rollouts, PipelineRuns):
     """Moves a :class:`Fleet` forward in simulated time."""
 
     # -- main loop -----------------------------------------------------------------------

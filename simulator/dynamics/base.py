@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from esper_warehouse.simulator.dynamics.pipeline_book import PipelineBook
 from esper_warehouse.simulator.fleet import Fleet
 
 if TYPE_CHECKING:
@@ -35,6 +36,12 @@ class EngineBase:
         self.after_run: Callable[[int, int], None] | None = None  # (from, to): faults.py
         self._members: dict[int, set[int]] = {}  # leaf group -> device indexes (lazy)
         self._members_upto = 0  # devices [0, _members_upto) are in _members
+        # Esper Pipelines (`pipelines.py`): their own RNG, so the rest of the history is the
+        # same with or without them; scheduled steps are (action, index) pairs
+        self.book = PipelineBook()
+        self.pipe_rng = random.Random(f"{seed}:pipelines")
+        self.pipe_steps: list[tuple[str, int]] = []
+        self.pipe_plans: list[tuple[int, dict]] = []  # runs to start: (pipeline, admin's acts)
 
     def _poisson(self, lam: float) -> int:
         if lam <= 0:

@@ -5,6 +5,7 @@ statuses then walk forward through legal states over hours to days (scheduled st
 from __future__ import annotations
 
 import heapq
+import random
 
 from esper_warehouse.simulator import catalog as C
 from esper_warehouse.simulator.dynamics.base import EngineBase
@@ -33,6 +34,8 @@ class CommandsAndOperations(EngineBase):
             _ts, _seq, kind, idx = heapq.heappop(self.heap)
             if kind == "status":
                 self._step_status(idx)
+            elif kind == "pipeline":
+                self._step_pipeline(idx, _ts)
             elif kind == "opdev":
                 self._step_op_device(idx)
             else:
@@ -97,9 +100,50 @@ class CommandsAndOperations(EngineBase):
             return drawn
         return sender(self.f, drawn, command, group, devices)
 
-    def _status_plan(self, d: int, ts: int, first: int) -> list[tuple[int, int]]:
+    def _step_pipeline(self, idx: int, ts: int) -> None:
+        """A scheduled step of a pipeline run (`dynamics/pipelines.py` overrides it)."""
+
+    def issue_to_device(
+        self, rng: random.Random, ts: int, device: int, name: str, **how: object
+    ) -> int:
+        """Issue a command to one device now, as a pipeline's target run does; returns its index.
+
+        Its status walks the same legal path as any command's (:meth:`_status_plan`), drawn from
+        ``rng`` (the caller's own, so the rest of the fleet's history does not move).
+
+        Args:
+            rng: the caller's random source.
+            ts: when the command is issued.
+            device: device index.
+            name: a command of `catalog.COMMANDS`.
+            **how: ``args`` (the command's arguments), ``install`` ((app, version) an INSTALL
+                puts on the device on success), ``created_by`` (the index of a person of
+                `people.PEOPLE`, who may send it).
+        """
+        f = self.f
+        r = len(f.commands)
+        command = next(k for k, (n, _a) in enumerate(C.COMMANDS) if n == name)
+        by = f.users[int(how.get("created_by") or 0)]  # type: ignore[call-overload]
+        req = CommandRequest(new_id(rng), command, [device], -1, "IMMEDIATE", ts, by)
+        req.args = how.get("args")  # type: ignore[assignment]
+        req.install = how.get("install")  # type: ignore[assignment]
+        f.commands.append(req)
+        f.command_index[req.id] = r
+        s = len(f.statuses)
+        plan = self._status_plan(device, ts, C.CMD_QUEUED, rng)
+        st = CommandStatus(new_id(rng), r, device, C.CMD_QUEUED, ts, ts, plan=plan)
+        f.statuses.append(st)
+        f.status_index[st.id] = s
+        req.statuses.append(s)
+        f.add_event(device, ts, C.EV_COMMAND, command, C.CMD_QUEUED)
+        self._schedule(plan[0][0], "status", s)
+        return r
+
+    def _status_plan(
+        self, d: int, ts: int, first: int, rng: random.Random | None = None
+    ) -> list[tuple[int, int]]:
         """The future (time, state) path of a new status, legal step by legal step."""
-        f, rng = self.f, self.rng
+        f, rng = self.f, rng or self.rng
         plan: list[tuple[int, int]] = []
         t = ts
         if first == C.CMD_SCHEDULED:
@@ -139,8 +183,21 @@ class CommandsAndOperations(EngineBase):
         req = f.commands[st.request]
         if not f.removed[st.device]:
             f.add_event(st.device, ts, C.EV_COMMAND, req.command, state)
+            if state == C.CMD_SUCCESS and req.install is not None:
+                self._install(st.device, *req.install, ts)
         if st.plan:
             self._schedule(st.plan[0][0], "status", s)
+
+    def _install(self, i: int, app: int, version: int, ts: int) -> None:
+        """A successful INSTALL: device ``i``, which has legacy ``app``, has ``version`` of it
+        from ``ts`` (an update; a device without the app is never a pipeline's target)."""
+        f = self.f
+        apps = f.apps[i]
+        for k, (a, v, created, _u) in enumerate(apps):
+            if a == app and v < version and f.platform(i) == C.ANDROID:
+                # the device reports its new app list just after the command's success
+                apps[k] = (a, version, created, ts + 1)
+                f.touch(i, ts + 1, C.EV_APP_UPDATED, a, version)
 
     # -- operations ----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ class ActivityRecords(WireBase):
             "groups": [f.groups[req.group].id] if req.group >= 0 else None,
             "device_type": "all",
             "command": name,
-            "command_args": dict(args),
+            "command_args": dict(args if req.args is None else req.args),
             "schedule": req.schedule,
             "schedule_args": sched_args or None,
             "reason": None,

@@ -18,7 +18,7 @@ from esper_warehouse.sources.esper.tables import TABLES
 
 from tests.conftest import ENTERPRISE_ID
 from tests.simulator.conftest import make_client
-from tests.simulator.openapi import validate_datatap, validate_response
+from tests.simulator.openapi import validate_datatap, validate_pipelines, validate_response
 
 EID = ENTERPRISE_ID
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
@@ -370,6 +370,59 @@ def test_every_declared_list_answers_as_the_api_recorded(client, shared_sim, tab
                       required_paths(table.name, ref.record))  # fmt: skip
     check_answer(resp.json(), ref, compare)
     assert [f for f in compare.findings if f.severity == BREAK] == []
+
+
+def _valid(client: httpx.Client, template: str, url: str, **params: object) -> list[dict]:
+    """GET ``url`` (first, middle and last page of a list), each page validated against the
+    Pipelines subset's ``template``; the items of the pages (the body of a detail route)."""
+    first = client.get(url, params=params)
+    assert first.status_code == 200, first.text
+    validate_pipelines(template, 200, first.json())
+    content = first.json()["content"]
+    if "results" not in content:
+        return [content]
+    items = list(content["results"])
+    for offset in sorted({content["count"] // 2, max(0, content["count"] - 7)} - {0}):
+        page = client.get(url, params={**params, "limit": 7, "offset": offset})
+        validate_pipelines(template, 200, page.json())
+        items += page.json()["content"]["results"]
+    return items
+
+
+def test_pipeline_routes_validate(client):
+    """Every Esper Pipelines route, walked from the tenant's lists down to a target run, answers
+    in the spec's shapes (`docs/spec/esper-pipelines-v0-subset.json`, quirks P1-P3)."""
+    p, runs = "/pipelines/v0/pipelines/{pipeline_id}", "/pipelines/v0/runs/{pipeline_run_id}"
+    sr, tl = "/pipelines/v0/stageruns/{stage_run_id}", p + "/targetlists/{targetlist_id}"
+    for pipe in _valid(client, "/pipelines/v0/pipelines/", "/pipelines/v0/pipelines/"):
+        base = f"/pipelines/v0/pipelines/{pipe['id']}"
+        _valid(client, p + "/", f"{base}/")
+        _valid(client, p + "/runs/", f"{base}/runs/", ordering="-run_number")
+        for stage in _valid(client, p + "/stages/", f"{base}/stages/"):
+            _valid(client, p + "/stages/{stage_id}/", f"{base}/stages/{stage['id']}/")
+            stage_base = f"/pipelines/v0/stages/{stage['id']}"
+            ops = "/pipelines/v0/stages/{stage_id}/operationlists/"
+            for ol in _valid(client, ops, f"{stage_base}/operationlists/"):
+                url = f"/pipelines/v0/operationlists/{ol['id']}/operations/"
+                _valid(client, "/pipelines/v0/operationlists/{operationlist_id}/operations/", url)
+            lists = "/pipelines/v0/stages/{stage_id}/targetlists/"
+            for tlist in _valid(client, lists, f"{stage_base}/targetlists/"):
+                _valid(client, tl + "/targets/", f"{base}/targetlists/{tlist['id']}/targets/")
+                groups = f"{base}/targetlists/{tlist['id']}/devicegroups/"
+                _valid(client, tl + "/devicegroups/", groups)
+    for run in _valid(client, "/pipelines/v0/runs/", "/pipelines/v0/runs/", limit=7):
+        base = f"/pipelines/v0/pipelines/{run['pipeline_id']}/runs/{run['id']}/"
+        _valid(client, p + "/runs/{pipeline_run_id}/", base)
+        for stage_run in _valid(
+            client, runs + "/stageruns/", f"/pipelines/v0/runs/{run['id']}/stageruns/"
+        ):
+            url = f"/pipelines/v0/runs/{run['id']}/stageruns/{stage_run['id']}/"
+            _valid(client, runs + "/stageruns/{stage_run_id}/", url)
+            here = f"/pipelines/v0/stageruns/{stage_run['id']}"
+            _valid(client, sr + "/operations/", f"{here}/operations/")
+            target_runs = _valid(client, sr + "/targetruns/", f"{here}/targetruns/", limit=7)
+            url = f"{here}/targetruns/{target_runs[0]['id']}/"
+            _valid(client, sr + "/targetruns/{target_run_id}/", url)
 
 
 def test_every_route_is_exercised(shared_sim):

@@ -1,0 +1,293 @@
+"""Esper Pipelines over the simulated days: staged releases, run stage by stage.
+
+Three pipelines, defined 60 days before the simulator's start (:meth:`plan_pipelines`):
+
+- an app release of the tenant's most installed Android app in three stages (pilot on 5 devices, 10 %
+  of the devices that have the app, everyone: the rest, at most 60), promoted automatically a
+  day after each stage completes;
+- an OS update, staged as the policy that schedules it (``SET_NEW_POLICY``: the pipelines'
+  operation types hold no OS update the command API accepts) in two stages (pilot on 3 Android
+  devices, 40 more);
+- an app release of its second most installed Android app to store groups (their devices that
+  have it), each stage gated by an admin's approval: the run is WAITING between stages until
+  someone approves.
+
+An app release stages the newest version the tenant has published (`Rollouts` publishes them);
+a successful INSTALL moves a device that has an older one to it. Nothing else of the fleet
+changes, so its history (devices, apps, ad-hoc commands) is the same with or without pipelines:
+they draw from their own RNG and add only their command requests, statuses and events.
+
+Runs are scripted relative to the start (``SCRIPT``), so whatever the seed the default tenant
+holds, at its start, a finished release, a run that timed out waiting for an approval that never
+came (21 days), a paused run whose stage timed out (7 days, its undispatched target runs too),
+a run cancelled mid-stage, a run WAITING for approval (given 5.5 days after it is asked) and,
+after the start, a run that starts and an app release every 14 days.
+
+A stage run dispatches its target runs in batches (``DISPATCH_BATCH`` every ``DISPATCH_EVERY``):
+each is one command request of the tenant to its device (`CommandsAndOperations.issue_to_device`,
+the same legal status path as every command), so a target run fails when its command fails, with
+the command's reason. A stage run succeeds when all its target runs do, else it fails; the run
+succeeds when all its stage runs do (the spec's tag descriptions). A target run whose device was
+removed before dispatch is invalid. A cancel or a timeout ends the target runs not yet
+dispatched; those dispatched follow their commands to the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from esper_warehouse.simulator import catalog as C
+from esper_warehouse.simulator.dynamics.commands import CommandsAndOperations
+from esper_warehouse.simulator.dynamics.pipeline_book import (
+    PIPELINE_TIMEOUT,
+    STAGE_TIMEOUT,
+    Pipeline,
+    Run,
+    Stage,
+    StageRun,
+    TargetRun,
+    target_state,
+)
+from esper_warehouse.simulator.fleet import DAY, HOUR, derived_id, new_id
+from esper_warehouse.simulator.people import sender
+
+ADMIN = 0  # the person of `people.PEOPLE` who runs the pipelines (an Enterprise Admin)
+DISPATCH_BATCH = 5  # target runs dispatched at a time ...
+DISPATCH_EVERY = 15 * 60  # ... every this many seconds
+SOAK = DAY  # an automatic promotion waits this long after a stage completes
+RELEASE_EVERY = 14 * DAY  # after the script, the app release pipeline runs this often
+APP_STAGES = (("Pilot", 5), ("10 %", 30), ("Everyone", 60))  # (name, at most this many devices)
+# (day from the start, hour, pipeline, what the admin does): approve after N hours, pause or
+# cancel a stage N minutes after it starts, nothing (a gated run then times out after 21 days),
+# or start the next run every N seconds
+SCRIPT: tuple[tuple[int, int, int, dict[str, Any]], ...] = (
+    (-27, 9, 0, {}),
+    (-26, 10, 2, {}),
+    (-18, 9, 1, {"pause": (1, 20 * 60)}),
+    (-9, 9, 0, {"cancel": (2, 20 * 60)}),
+    (-4, 11, 2, {"approve_after": 132 * HOUR}),
+    (1, 9, 1, {}),
+    (6, 9, 0, {"every": RELEASE_EVERY}),
+)
+
+
+class PipelineRuns(CommandsAndOperations):
+    """Defining the pipelines, starting their runs and moving them stage by stage."""
+
+    def plan_pipelines(self, start: int) -> None:
+        """Define the pipelines and schedule the scripted runs (``SCRIPT``) around ``start``."""
+        f, rng, book = self.f, self.pipe_rng, self.book
+        created = start - 60 * DAY
+        live = [i for i in range(len(f.ids)) if not f.removed[i] and f.platform(i) == C.ANDROID]
+        installs = [0] * len(f.legacy_apps)
+        for i in live:
+            for a, *_rest in f.apps[i]:
+                installs[a] += 1
+        own = [k for k, a in enumerate(f.legacy_apps) if a.kind == "ENTERPRISE"]  # the tenant's
+        app, gated_app, *_others = sorted(own, key=lambda k: (-installs[k], k))
+        name = f.legacy_apps[app].name
+        p = book.add("pipelines", Pipeline(new_id(rng), f"{name} release", f"Stage a new version "
+                     f"of {name} to its devices", "INSTALL", False, created, app))  # fmt: skip
+        having = [i for i in live if any(e[0] == app for e in f.apps[i])]
+        rng.shuffle(having)
+        having.sort(key=lambda i: f.dark[i] or f.last_seen[i] < 0)  # pilots are reachable
+        for k, (stage, most) in enumerate(APP_STAGES):
+            take = max(1, len(having) // 10) if k == 1 else most
+            self._stage(p, stage, created + k * 60, devices=having[: min(take, most)])
+            having = having[min(take, most) :]
+        p = book.add("pipelines", Pipeline(new_id(rng), "OS update policy", "Apply the policy that "
+                     "schedules the new OS update, pilot devices first", "SET_NEW_POLICY", False,
+                     created))  # fmt: skip
+        rng.shuffle(live)
+        self._stage(p, "Pilot", created, devices=sorted(live[:3]))
+        self._stage(p, "Android fleet", created + 60, devices=sorted(live[3:43]))
+        name = f.legacy_apps[gated_app].name
+        p = book.add("pipelines", Pipeline(new_id(rng), f"{name} store rollout", "Each stage "
+                     "starts once approved", "INSTALL", True, created, gated_app))  # fmt: skip
+        region = f.groups[f.leaf_groups[0]].parent
+        stores = [g for g in f.leaf_groups if f.groups[g].parent == region] or f.leaf_groups
+        self._stage(p, f"Pilot store ({f.groups[stores[0]].name})", created, groups=stores[:1])
+        self._stage(p, "Region stores", created + 60, groups=stores[1:3] or stores[:1])
+        for day, hour, pipeline, acts in SCRIPT:
+            self._plan_run(start // DAY * DAY + day * DAY + hour * HOUR, pipeline, acts)
+
+    def _stage(self, p: int, name: str, created: int, **targets: list[int]) -> None:
+        book = self.book
+        pipeline = book.pipelines[p]
+        stage = Stage(derived_id("stage", pipeline.id, name), p, name, "", created, **targets)
+        stage.description = f"{pipeline.command} to {name}"
+        pipeline.stages.append(book.add("stages", stage))
+
+    def _plan_run(self, ts: int, pipeline: int, acts: dict) -> None:
+        self.pipe_plans.append((pipeline, acts))
+        self._later(ts, "start", len(self.pipe_plans) - 1)
+
+    def _later(self, ts: int, action: str, index: int) -> None:
+        self.pipe_steps.append((action, index))
+        self._schedule(ts, "pipeline", len(self.pipe_steps) - 1)
+
+    def _step_pipeline(self, idx: int, ts: int) -> None:
+        action, k = self.pipe_steps[idx]
+        getattr(self, f"_on_{action}")(k, ts)
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def _on_start(self, plan: int, ts: int) -> None:
+        f, book, rng = self.f, self.book, self.pipe_rng
+        p, acts = self.pipe_plans[plan]
+        pipeline = book.pipelines[p]
+        run = Run(new_id(rng), p, len(pipeline.runs) + 1, ts, updated=ts + 5, started=ts + 5)
+        run.approve_after = acts.get("approve_after")
+        run.pause, run.cancel = acts.get("pause"), acts.get("cancel")
+        if pipeline.app >= 0:  # the newest version the tenant has published
+            run.version = len(f.legacy_apps[pipeline.app].versions) - 1
+        r = book.add("runs", run)
+        pipeline.runs.append(r)
+        self._later(ts + 5 + PIPELINE_TIMEOUT, "run_timeout", r)
+        if "every" in acts:
+            self._plan_run(ts + acts["every"], p, acts)
+        self._start_stage(r, 0, ts + 5)
+
+    def _finish_run(self, r: int, ts: int, status: str) -> None:
+        run = self.book.runs[r]
+        run.status, run.ended, run.updated, run.meta = status, ts, ts, {}
+
+    def _on_run_timeout(self, r: int, ts: int) -> None:
+        run = self.book.runs[r]
+        if run.ended is None:
+            self._end_stage(run.stage_runs[-1], ts, "timeout")
+            self._finish_run(r, ts, "timeout")
+
+    def _on_cancel(self, r: int, ts: int) -> None:
+        run = self.book.runs[r]
+        if run.ended is None:
+            self._end_stage(run.stage_runs[-1], ts, "cancelled")
+            self._finish_run(r, ts, "cancelled")
+
+    def _on_pause(self, r: int, ts: int) -> None:
+        run = self.book.runs[r]
+        if run.ended is None:
+            run.paused, run.status, run.updated = True, "waiting", ts
+            run.meta = {"reason": "Paused by user"}
+
+    def _on_approve(self, r: int, ts: int) -> None:
+        run = self.book.runs[r]
+        if run.status == "waiting" and not run.paused:
+            run.status, run.updated, run.meta = "running", ts, {}
+            self._start_stage(r, len(run.stage_runs), ts)
+
+    def _on_promote(self, r: int, ts: int) -> None:
+        if self.book.runs[r].ended is None:
+            self._start_stage(r, len(self.book.runs[r].stage_runs), ts)
+
+    # -- stage runs ----------------------------------------------------------------------
+
+    def _start_stage(self, r: int, k: int, ts: int) -> None:
+        f, book, rng = self.f, self.book, self.pipe_rng
+        run = book.runs[r]
+        stage = book.stages[book.pipelines[run.pipeline].stages[k]]
+        app = book.pipelines[run.pipeline].app
+        devices = stage.devices or sorted(  # a group's devices that have the app (Android's)
+            i
+            for g in stage.groups
+            for i in self._members_of(g)
+            if not f.removed[i]
+            and f.platform(i) == C.ANDROID
+            and any(e[0] == app for e in f.apps[i])
+        )
+        sr = StageRun(new_id(rng), r, book.pipelines[run.pipeline].stages[k], ts, new_id(rng))
+        sr.updated = ts
+        s = book.add("stage_runs", sr)
+        run.stage_runs.append(s)
+        run.updated = ts
+        run.meta = {"current_stage": stage.name}
+        for d in devices:
+            sr.targets.append(book.add("target_runs", TargetRun(new_id(rng), s, d, ts, updated=ts)))
+        if not devices:
+            sr.status, sr.ended = "invalid", ts
+            self._after_stage(r, ts)
+            return
+        self._later(ts + 60, "dispatch", s)
+        self._later(ts + STAGE_TIMEOUT, "stage_timeout", s)
+        for act, name in ((run.pause, "pause"), (run.cancel, "cancel")):
+            if act is not None and act[0] == k:
+                self._later(ts + act[1], name, r)
+
+    def _on_dispatch(self, s: int, ts: int) -> None:
+        f, book = self.f, self.book
+        sr = book.stage_runs[s]
+        run = book.runs[sr.run]
+        if sr.status != "running" or run.paused:
+            return
+        pipeline = book.pipelines[run.pipeline]
+        waiting = [t for t in sr.targets if book.target_runs[t].status == "queued"]
+        for t in waiting[:DISPATCH_BATCH]:
+            tr = book.target_runs[t]
+            tr.updated = ts
+            if f.removed[tr.device]:
+                tr.status, tr.ended = "invalid", ts
+                continue
+            who = sender(f, ADMIN, pipeline.command, -1, [tr.device])
+            if who is None:  # nobody may send it to that device: the target run cannot run
+                tr.status, tr.ended = "invalid", ts
+                continue
+            how: dict[str, object] = {"created_by": who}
+            if pipeline.app >= 0:
+                app = f.legacy_apps[pipeline.app]
+                version = app.versions[run.version].id
+                how["args"] = {"package_name": app.package, "app_version": version}
+                how["install"] = (pipeline.app, run.version)
+            tr.command = self.issue_to_device(self.pipe_rng, ts, tr.device, pipeline.command, **how)
+            tr.status, tr.started = "dispatched", ts
+            plan = f.statuses[f.commands[tr.command].statuses[0]].plan
+            sr.ends_by = max(sr.ends_by, plan[-1][0] if plan else ts)
+        if len(waiting) > DISPATCH_BATCH:
+            self._later(ts + DISPATCH_EVERY, "dispatch", s)
+        else:
+            self._later(max(ts, sr.ends_by) + 1, "stage_done", s)
+
+    def _on_stage_done(self, s: int, ts: int) -> None:
+        f, book = self.f, self.book
+        sr = book.stage_runs[s]
+        if sr.status != "running":
+            return
+        states = [target_state(f, book.target_runs[t])[0] for t in sr.targets]
+        sr.status = "success" if all(x == "success" for x in states) else "failure"
+        sr.ended = sr.updated = ts
+        self._after_stage(sr.run, ts)
+
+    def _on_stage_timeout(self, s: int, ts: int) -> None:
+        sr = self.book.stage_runs[s]
+        if sr.status == "running":
+            self._end_stage(s, ts, "timeout")
+            self._finish_run(sr.run, ts, "failure")
+
+    def _end_stage(self, s: int, ts: int, status: str) -> None:
+        """End a running stage run; its target runs not yet dispatched end with it."""
+        book = self.book
+        sr = book.stage_runs[s]
+        if sr.status != "running":
+            return
+        sr.status, sr.ended, sr.updated = status, ts, ts
+        for t in sr.targets:
+            tr = book.target_runs[t]
+            if tr.status == "queued":
+                tr.status, tr.ended, tr.updated = status, ts, ts
+
+    def _after_stage(self, r: int, ts: int) -> None:
+        book = self.book
+        run = book.runs[r]
+        pipeline = book.pipelines[run.pipeline]
+        if len(run.stage_runs) == len(pipeline.stages):
+            done = all(book.stage_runs[s].status == "success" for s in run.stage_runs)
+            self._finish_run(r, ts, "success" if done else "failure")
+            return
+        run.updated = ts
+        if not pipeline.gated:
+            self._later(ts + SOAK, "promote", r)
+            return
+        following = book.stages[pipeline.stages[len(run.stage_runs)]].name
+        run.status = "waiting"
+        run.meta = {"reason": f"Waiting for approval to start stage {following}"}
+        if run.approve_after is not None:
+            self._later(ts + run.approve_after, "approve", r)
