@@ -71,7 +71,7 @@ def dagster_partition(tmp: Path, devices: int = 2000) -> None:
 
 def publish_postgres(tmp: Path, devices: int = 20000) -> None:
     from esper_warehouse.pipelines import publish
-    from esper_warehouse.pipelines.runner import RunSettings, run
+    from esper_warehouse.pipelines.run.runner import RunSettings, run
 
     warehouse = tmp / "big.duckdb"
     with Simulator(devices=devices, seed=5, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:

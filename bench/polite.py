@@ -169,7 +169,7 @@ def first_load(
     unavailable: float = 0.0,
 ) -> dict[str, Any]:
     """One first load through the proxy; what the proxy counted."""
-    from esper_warehouse.pipelines.runner import RunSettings, run
+    from esper_warehouse.pipelines.run.runner import RunSettings, run
     from esper_warehouse.simulator import Simulator
 
     with Simulator(

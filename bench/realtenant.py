@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from esper_warehouse.pipelines.runner import run  # noqa: E402
+from esper_warehouse.pipelines.run.runner import run  # noqa: E402
 from esper_warehouse.simulator import Simulator  # noqa: E402
 from esper_warehouse.sources.esper.settings import COMMIT_EVERY_DEVICES  # noqa: E402
 

@@ -1,43 +1,21 @@
-"""`esper-warehouse`: run | status | doctor | demo | simulate | models | report | publish.
+"""`esper-warehouse`: the entry point. Parse, run the subcommand asked for, exit.
 
-Exit codes: pipelines/exit_codes.py (`--help` lists them).
-
-Each subcommand is declared by its own module (`SUBCOMMAND`, see pipelines/command.py, with the
-options they share); this module names them, imports the one asked for, parses and runs it.
+The subcommands are pipelines/commands/ (its ``SUBCOMMANDS``: one module per word, each with
+its options and its body); only the one asked for is imported. Exit codes:
+pipelines/exit_codes.py (`--help` lists them).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .command import Subcommand, apply_options
+from .commands import SUBCOMMANDS, Subcommand, apply_options, subcommand
 from .exit_codes import Exit, brief
-
-# The word after `esper-warehouse` -> the module declaring it, in the order `--help` lists them.
-# Only the module of the subcommand asked for is imported, the way pip loads its commands: `run`,
-# `demo`, `models` and `publish` import dlt and the source (~1.2 s); `status` and `report`, read
-# every morning, start in ~0.2 s. `esper-warehouse --help` imports them all to list them.
-SUBCOMMANDS: dict[str, str] = {
-    "run": "run_command",
-    "status": "status",
-    "demo": "demo",
-    "doctor": "doctor_command",
-    "simulate": "simulate_command",
-    "models": "models",
-    "report": "report",
-    "publish": "publish",
-}
-
-
-def subcommand(name: str) -> Subcommand:
-    """The `SUBCOMMAND` its module declares."""
-    return importlib.import_module(f"{__package__}.{SUBCOMMANDS[name]}").SUBCOMMAND
 
 
 def build_parser(commands: Mapping[str, Subcommand] | None = None) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from dagster import AssetExecutionContext, ScheduleEvaluationContext
 
 from . import models, raw_contract
 from .exit_codes import LOADED
-from .run_types import RunSettings
+from .run.types import RunSettings
 from .tenants import Tenant, Tenants, build_fleet, load_tenants, run_tenant, tenant_lock
 
 API_POOL = "esper_api"

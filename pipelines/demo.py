@@ -7,7 +7,6 @@ as it would against a real tenant.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import shutil
 import sys
@@ -21,9 +20,8 @@ from esper_warehouse.simulator import Simulator
 from esper_warehouse import data_path
 
 from . import extras, headlines, readable
-from .command import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
 from .exit_codes import Exit
-from .runner import RunSettings, run
+from .run.runner import RunSettings, run
 from .status import morning_check
 from .warehouse import working_dir
 
@@ -237,26 +235,3 @@ def _worst_rollouts(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines
             f"success {success or 0:>6.1%}  failed/timed out {row.share or 0:>6.1%}  p90 {p90_text}"
         )
     return lines or ["  (no command request to 5 devices or more yet)"]
-
-
-def _demo_options() -> list[argparse.ArgumentParser]:
-    # The demo writes its own file (it refuses one it did not create), never the real warehouse.
-    return [config_options(), warehouse_options(DEMO_WAREHOUSE, dataset=False)]
-
-
-def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--devices", type=int, default=2000)
-    parser.add_argument("--days", type=int, default=14)
-    parser.add_argument("--seed", type=int, default=7)
-
-
-def _command(args: argparse.Namespace) -> int:
-    return demo(args.warehouse, devices=args.devices, days=args.days, seed=args.seed)
-
-
-SUBCOMMAND = Subcommand(
-    "a simulated fleet, two weeks of nightly loads, models",
-    run=_command,
-    parents=_demo_options,
-    arguments=_demo_arguments,
-)

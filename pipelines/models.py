@@ -32,25 +32,18 @@ dataset is not called `esper`.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import re
-import sys
-import time
 from pathlib import Path
 
 import dlt
 import duckdb
 
 from . import raw_contract
-from .bookkeeping import unfinished_first_load
-from .command import Subcommand, apply_options, shared_options
 from .datatests import in_build, load_data_tests, run_data_tests
-from .exit_codes import Exit
 from .model_files import LAYERS, SQL_DIR, Model, ModelError, SeedsMissing, load_models, statements
-from .status import missing_message, open_failure
-from .warehouse import file_problem
+from .run.bookkeeping import unfinished_first_load
 
 SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
@@ -261,11 +254,9 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("rollback")
 
 
-EXIT_UNFINISHED = Exit.UNFINISHED  # the data is incomplete, as for a reconciliation shortfall
-
-
-def _unfinished(warehouse: Path, dataset: str) -> str | None:
-    """The unfinished first load's message, or None (bookkeeping.unfinished_first_load)."""
+def unfinished_load(warehouse: Path, dataset: str) -> str | None:
+    """The unfinished first load's message, or None (bookkeeping.unfinished_first_load): the
+    models are not built from part of the fleet."""
     try:
         con = duckdb.connect(str(warehouse), read_only=True)
     except duckdb.Error:
@@ -276,53 +267,7 @@ def _unfinished(warehouse: Path, dataset: str) -> str | None:
         con.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`esper-warehouse models`: build the models and print what was built.
+if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.models`: the command
+    from .commands.models import main
 
-    Exit codes: 0 built; 1 a model or data test failed, or the disk is full (nothing changed);
-    2 no such warehouse file (unless --create), one that is not a DuckDB warehouse or is
-    damaged, a folder that cannot be written, or no seeds folder; 4 a first load is unfinished
-    (nothing built); 5 the file is held by another process.
-    """
-    parser = argparse.ArgumentParser(
-        prog="esper-warehouse models",
-        description=__doc__.split("\n")[0],
-        parents=shared_options(),
-    )
-    parser.add_argument(
-        "--create",
-        action="store_true",
-        help="build into a new, empty warehouse file when there is none (default: exit 2)",
-    )
-    args = parser.parse_args(argv)
-    apply_options(args)
-    warehouse: Path = args.warehouse
-    if not warehouse.exists() and not args.create:
-        print(f"error: {missing_message(warehouse)} (or pass --create)", file=sys.stderr)
-        return Exit.CONFIG
-    if warehouse.exists() and (unfinished := _unfinished(warehouse, args.dataset)):
-        print(f"error: {unfinished}; no model was built from part of the fleet", file=sys.stderr)
-        return EXIT_UNFINISHED
-    started = time.perf_counter()
-    try:
-        built = build_models(warehouse, dataset=args.dataset)
-    except SeedsMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return Exit.CONFIG
-    except (ModelError, duckdb.Error) as exc:  # the file's problem (full disk ...) comes first
-        problem = file_problem(warehouse, exc)
-        if problem is None and isinstance(exc, ModelError):
-            problem = Exit.FAILED, str(exc)
-        code, message = problem or open_failure(warehouse, exc)
-        print(f"error: {message}", file=sys.stderr)
-        return code
-    for relation in built:
-        print(relation)
-    print(f"built {len(built)} relations in {time.perf_counter() - started:.2f} s into {warehouse}")
-    return Exit.OK
-
-
-SUBCOMMAND = Subcommand("build the SQL models (pipelines.models)", main=main)
-
-if __name__ == "__main__":
     raise SystemExit(main())

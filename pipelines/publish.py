@@ -18,11 +18,8 @@ No DuckDB extension is needed (DuckDB's `postgres` extension downloads from Duck
 
 from __future__ import annotations
 
-import argparse
-import io
 import logging
 import re
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -32,11 +29,8 @@ from typing import Any
 import dlt
 import duckdb
 
-from . import models
-from .command import Subcommand, add_lock_timeout, apply_options, shared_options
 from .exit_codes import Exit
 from .status import missing_message, open_failure
-from .warehouse import file_problem, path_problem
 
 log = logging.getLogger("esper_warehouse")
 
@@ -359,12 +353,13 @@ def _holders_text(cur: Any, schema: str, tables: list[str], timeout_s: float) ->
     )
 
 
-def _lock_timeout_default() -> float:
+def lock_timeout_default() -> float:
+    """`--lock-timeout` when not given: the setting, else the default."""
     value = dlt.config.get(LOCK_TIMEOUT_SETTING)
     return float(value) if value is not None else DEFAULT_LOCK_TIMEOUT_S
 
 
-def _connection_lost(error: BaseException | None) -> bool:
+def connection_lost(error: BaseException | None) -> bool:
     """True for the driver's errors of a connection refused or lost (Postgres down)."""
     code = getattr(error, "pgcode", None) or ""
     return type(error).__name__ in ("OperationalError", "InterfaceError") and (
@@ -372,7 +367,7 @@ def _connection_lost(error: BaseException | None) -> bool:
     )
 
 
-def _unreadable(warehouse: Path) -> tuple[int, str] | None:
+def unreadable(warehouse: Path) -> tuple[int, str] | None:
     """Why the DuckDB warehouse to publish cannot be read (held by a writer, damaged, missing),
     with its exit code, as `status` and `report` say it; None when it opens read-only."""
     if not warehouse.exists():
@@ -384,81 +379,7 @@ def _unreadable(warehouse: Path) -> tuple[int, str] | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres.
+if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.publish`: the command
+    from .commands.publish import main
 
-    Exit codes: as README's table; the warehouse file's problems (held by another process,
-    damaged, missing) as for `status`, before Postgres is asked anything.
-    """
-    parser = argparse.ArgumentParser(
-        prog="esper-warehouse publish",
-        description="Publish the marts to Postgres (schema marts); with --pull, first copy the "
-        "raw tables loaded by `run --destination postgres` into a DuckDB compute file and build "
-        "the models there. Credentials: DESTINATION__POSTGRES__CREDENTIALS. --warehouse: the "
-        "warehouse to publish, or the compute file with --pull; --dataset: the Postgres schema "
-        "of the raw tables.",
-        parents=shared_options(),  # -v, --project-dir, --warehouse, --dataset (pipelines/command.py)
-    )
-    parser.add_argument("--pull", action="store_true", help="copy the raw tables from Postgres")
-    parser.add_argument("--schema", default="marts", help="Postgres schema of the marts")
-    add_lock_timeout(
-        parser,
-        "seconds to wait for sessions reading the marts, then fail naming them "
-        f"(ESPER_WAREHOUSE__PUBLISH_LOCK_TIMEOUT_S, default {DEFAULT_LOCK_TIMEOUT_S:g})",
-    )
-    args = parser.parse_args(argv)
-    apply_options(args)
-    started = time.perf_counter()
-    problem = path_problem(args.warehouse) if args.pull else _unreadable(args.warehouse)
-    if problem is not None:
-        code, message = problem  # checked before Postgres is asked anything
-        print(f"error: {message}; nothing was published", file=sys.stderr)
-        return code
-    try:
-        pg = connect()
-        try:
-            if args.pull:
-                pulled = pull(pg, args.dataset, args.warehouse)
-                print(f"pulled {len(pulled)} raw tables ({sum(pulled.values()):,} rows)")
-                built = models.build_models(args.warehouse)
-                print(f"built {len(built)} models")
-            timeout = args.lock_timeout
-            counts = publish(
-                args.warehouse,
-                pg,
-                schema=args.schema,
-                lock_timeout_s=timeout if timeout is not None else _lock_timeout_default(),
-            )
-        finally:
-            pg.close()
-    except PublishLocked as error:
-        print(f"error: {error}", file=sys.stderr)
-        return Exit.LOCKED
-    except (PublishError, duckdb.Error) as error:
-        if (problem := file_problem(args.warehouse, error)) is not None:
-            print(f"error: {problem[1]}; nothing was published", file=sys.stderr)
-            return problem[0]
-        print(f"error: {error}", file=sys.stderr)
-        return Exit.CONFIG if isinstance(error, PublishError) else Exit.FAILED
-    except Exception as error:  # the driver's errors: type and message, never the DSN
-        if _connection_lost(error) and _connection_lost(error.__context__ or error):
-            error = error.__context__ or error  # the loss itself, not the rollback after it
-        text = f"{type(error).__name__}: {str(error).strip()}"
-        if _connection_lost(error):  # Postgres down mid-transaction: as at connect
-            print(f"error: lost the connection to Postgres: {text}; nothing was published "
-                  "(the transaction is rolled back)", file=sys.stderr)  # fmt: skip
-            return Exit.CONFIG
-        print(f"error: {text}", file=sys.stderr)
-        return Exit.FAILED
-    buffer = io.StringIO()
-    for mart, rows in counts.items():
-        print(f"  {args.schema}.{mart:<28} {rows:>10,}", file=buffer)
-    print(buffer.getvalue(), end="")
-    print(f"published {len(counts)} marts in {time.perf_counter() - started:.2f} s")
-    return Exit.OK
-
-
-SUBCOMMAND = Subcommand("publish the marts to Postgres (pipelines.publish)", main=main)
-
-if __name__ == "__main__":
     raise SystemExit(main())

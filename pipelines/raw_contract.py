@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from esper_warehouse.sources.esper.tables import TABLES
 
-from . import bookkeeping
+from .run import bookkeeping
 
 # dlt data type -> the DuckDB type dlt gives the column
 DUCKDB_TYPES = {

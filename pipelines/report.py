@@ -13,7 +13,6 @@ vl-convert), so the README's pictures are the notebooks' own charts, produced by
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import html
 import importlib.util
@@ -32,11 +31,8 @@ import duckdb
 
 from esper_warehouse import data_path
 
-from . import extras, offline
-from .command import Subcommand, apply_options, shared_options
-from .exit_codes import Exit
-from .status import missing_message, open_failure
-from .warehouse import locked_message
+from . import offline
+from .status import open_failure
 
 NOTEBOOKS_DIR = data_path("notebooks")
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
@@ -46,7 +42,6 @@ NO_MODULE = re.compile(r"No module named '([\w.]+)'")  # a cell's import failed:
 BUSY_PAGE = "The warehouse is busy"
 # ... and when DuckDB could not read it: such a page shows no fleet, so it is no page rendered.
 UNREADABLE_PAGE = "The warehouse cannot be read"
-EXIT_FAILED, EXIT_MISSING, EXIT_LOCKED = Exit.FAILED, Exit.CONFIG, Exit.LOCKED  # exit_codes.py
 
 # (notebook, variable holding an altair chart, file name): the pictures the README shows.
 CHARTS: tuple[tuple[str, str, str], ...] = (
@@ -231,7 +226,7 @@ def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[
     return written
 
 
-def _unreadable(warehouse: Path) -> tuple[int, str] | None:
+def unreadable(warehouse: Path) -> tuple[int, str] | None:
     """Why the file cannot be opened read-only (`open_failure`: held by another process,
     damaged or not a DuckDB file, ...) with its exit code; None when it opens."""
     try:
@@ -242,83 +237,7 @@ def _unreadable(warehouse: Path) -> tuple[int, str] | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`esper-warehouse report`. Exit codes: 0 every page rendered; 1 a cell failed or a page
-    says the warehouse cannot be read; 2 no such warehouse file, or one that is not a DuckDB
-    warehouse or is damaged; 5 the warehouse was held by another process (before or while
-    exporting)."""
-    parser = argparse.ArgumentParser(
-        prog="esper-warehouse report",
-        description="Export every notebook to HTML (and the README charts to PNG).",
-        parents=shared_options(dataset=False),
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("report"),
-        help="folder for the HTML pages (default: report/)",
-    )
-    parser.add_argument(
-        "--charts",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="also write the README charts as PNG files into DIR (docs/img)",
-    )
-    parser.add_argument(
-        "--include-code", action="store_true", help="show the notebooks' code in the HTML pages"
-    )
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="notebooks exported at once (default: number of CPUs)",
-    )
-    args = parser.parse_args(argv)
-    apply_options(args)
+if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.report`: the command
+    from .commands.report import main
 
-    if (lacking := extras.needs("the report")) is not None:
-        print(f"report: error: {lacking}", file=sys.stderr)
-        return EXIT_MISSING
-    warehouse = args.warehouse.expanduser().resolve()
-    if not warehouse.exists():
-        print(f"report: error: {missing_message(args.warehouse)}", file=sys.stderr)
-        return EXIT_MISSING
-    if (unreadable := _unreadable(warehouse)) is not None:
-        code, message = unreadable
-        print(f"report: error: {message}; no page was written", file=sys.stderr)
-        return code
-
-    print(f"report: exporting {len(notebooks())} notebooks from {warehouse} into {args.out}/")
-    exports = export_all(warehouse, args.out, include_code=args.include_code, jobs=args.jobs)
-    for e in exports:
-        state = "ok" if e.ok else "BUSY" if e.busy else "FAILED"
-        print(f"  {state:6} {e.html}  ({e.seconds:.1f} s)")
-        if not e.ok and not e.busy:
-            print(e.errors.rstrip(), file=sys.stderr)
-    failed = [e for e in exports if not e.ok]
-
-    if args.charts is not None and not failed:
-        print(f"report: writing charts into {args.charts}/")
-        for path in write_charts(warehouse, args.charts):
-            print(f"  {path}")
-
-    busy = [e for e in failed if e.busy]
-    if busy:
-        names = ", ".join(e.notebook.name for e in busy)
-        print(f"report: error: {locked_message(warehouse)} ({names})", file=sys.stderr)
-        return EXIT_LOCKED
-    if failed:
-        names = ", ".join(e.notebook.name for e in failed)
-        modules = sorted({m for e in failed for m in NO_MODULE.findall(e.errors)})
-        cause = f" (No module named {', '.join(map(repr, modules))})" if modules else ""
-        print(f"report: cells failed in {names}{cause}", file=sys.stderr)
-        return EXIT_FAILED
-    print(f"report: open {(args.out / 'index.html').resolve()}")
-    return Exit.OK
-
-
-SUBCOMMAND = Subcommand("write the report (pipelines.report)", main=main)
-
-if __name__ == "__main__":
     raise SystemExit(main())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -10,12 +9,10 @@ import duckdb
 import orjson
 
 from . import headlines
-from .bookkeeping import unfinished_first_load, unreadable_lines
-from .command import DEMO_WAREHOUSE, Subcommand
+from .commands import DEMO_WAREHOUSE
 from .exit_codes import Exit
+from .run.bookkeeping import unfinished_first_load, unreadable_lines
 from .warehouse import file_problem
-
-EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED = Exit.CONFIG, Exit.LOCKED, Exit.FAILED  # exit_codes.py
 
 
 def missing_message(warehouse: Path) -> str:
@@ -36,7 +33,7 @@ def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
     another process, damaged, on a full disk or in a folder that cannot be written)."""
     if (problem := file_problem(warehouse, error)) is not None:
         return problem
-    return EXIT_UNEXPECTED, f"{warehouse}: cannot open it ({error})"
+    return Exit.FAILED, f"{warehouse}: cannot open it ({error})"
 
 
 def status(warehouse: Path, dataset: str = "esper") -> int:
@@ -46,7 +43,7 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
     """
     if not warehouse.exists():
         print(f"error: {missing_message(warehouse)}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     try:
         con = duckdb.connect(str(warehouse), read_only=True)
     except duckdb.Error as error:
@@ -274,10 +271,3 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             flag = "ok" if row[4] else "SHORT"
             out.append(f"  {row[0]:<28} this run: expected {row[1]:>8}  loaded {row[2]:>8}  {flag}")
     return "\n".join(out)
-
-
-def _command(args: argparse.Namespace) -> int:
-    return status(args.warehouse, args.dataset)
-
-
-SUBCOMMAND = Subcommand("last runs, table freshness, reconciliation", run=_command)

@@ -32,18 +32,10 @@ import duckdb
 from esper_warehouse.sources.esper.http import EsperConfigError
 from esper_warehouse.sources.esper.vocabulary import loaded_run_statuses
 
-from .exit_codes import LOADED
+from .exit_codes import LOADED, Exit
 from .models import RAW_SCHEMA, SCHEMAS
-from .run_types import (
-    EXIT_CONFIG,
-    EXIT_LOCKED,
-    EXIT_OK,
-    EXIT_PARTIAL,
-    PIPELINE_NAME,
-    RunResult,
-    RunSettings,
-)
-from .runner import run
+from .run.runner import run
+from .run.types import PIPELINE_NAME, RunResult, RunSettings
 from .warehouse import WarehouseLocked, with_lock_wait
 
 log = logging.getLogger("esper_warehouse")
@@ -251,9 +243,9 @@ def run_tenant(tenant: Tenant, base: RunSettings, **run_options: Any) -> RunResu
         with tenant_lock(tenant, base.lock_timeout_s):
             return run(settings, **run_options)
     except EsperConfigError as error:
-        code, text = EXIT_CONFIG, f"{type(error).__name__}: {error}"
+        code, text = Exit.CONFIG, f"{type(error).__name__}: {error}"
     except WarehouseLocked as error:
-        code, text = EXIT_LOCKED, f"{type(error).__name__}: {error}"
+        code, text = Exit.LOCKED, f"{type(error).__name__}: {error}"
     log.error("tenant %s: %s", tenant.name, text)
     result = RunResult("-", code, "failed", error=text)
     result.seconds = time.monotonic() - started
@@ -288,7 +280,7 @@ def run_all(
             log.error("fleet: not rebuilt: %s", error)
             results[FLEET] = RunResult(
                 "-",
-                EXIT_LOCKED if isinstance(error, WarehouseLocked) else 1,
+                Exit.LOCKED if isinstance(error, WarehouseLocked) else 1,
                 "failed",
                 error=f"fleet: {error}",
             )
@@ -307,7 +299,7 @@ def exit_code(results: dict[str, RunResult]) -> int:
     failed = [code for code in codes if code not in LOADED]
     if failed:
         return max(failed)
-    return EXIT_PARTIAL if EXIT_PARTIAL in codes else EXIT_OK
+    return Exit.PARTIAL if Exit.PARTIAL in codes else Exit.OK
 
 
 def summary(results: dict[str, RunResult]) -> str:
@@ -321,7 +313,7 @@ def summary(results: dict[str, RunResult]) -> str:
             f"{result.seconds:>7.1f}  {result.error or ''}".rstrip()
         )
     failed = [name for name, r in results.items() if r.exit_code not in LOADED]
-    partial = [name for name, r in results.items() if r.exit_code == EXIT_PARTIAL]
+    partial = [name for name, r in results.items() if r.exit_code == Exit.PARTIAL]
     lines.append(
         f"{len(results) - len(failed) - len(partial)} of {len(results)} ok"
         + (f"; partial: {', '.join(partial)}" if partial else "")
@@ -475,7 +467,7 @@ def main(base: RunSettings, names: Sequence[str] | None, path: Path | None = Non
         tenants.pick(names)  # an unknown name fails before anything runs
     except EsperConfigError as error:
         print(f"error: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     results = run_all(tenants, base, names)
     print(summary(results), file=sys.stdout)
     return exit_code(results)

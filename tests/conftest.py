@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
-from esper_warehouse.pipelines.runner import RunResult
+from esper_warehouse.pipelines.run.runner import RunResult
 from esper_warehouse.pipelines.warehouse import working_dir
 
 if TYPE_CHECKING:

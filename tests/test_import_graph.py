@@ -5,7 +5,13 @@ import` of an `esper_warehouse.*` module counts, at the top of a module and insi
 alike, so an import moved into a function cannot hide a cycle. `from package import name` is an
 edge to the submodule `package.name` when there is one, else to the package itself. Imports under
 `if TYPE_CHECKING:` never run and are left out (annotations only: simulator/datatap/__init__.py names
-`state.World` so).
+`state.World` so), and so are those under `if __name__ == "__main__":`: they run only in the
+module started as a script (`python -m esper_warehouse.pipelines.models`), which is `__main__`,
+not the module its import finds, so they cannot close a cycle (`models.py` hands over to
+`commands/models.py` so, which imports `models`).
+
+The subcommands (pipelines/commands/) call into the library; the library never imports a
+subcommand's module (it may read the shared options' defaults from the package).
 """
 
 from __future__ import annotations
@@ -50,11 +56,18 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
         node = pending.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
-        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        elif isinstance(node, ast.If) and (
+            "TYPE_CHECKING" in ast.unparse(node.test) or _runs_as_script(node.test)
+        ):
             pending.extend(node.orelse)
             continue
         pending.extend(ast.iter_child_nodes(node))
     return found
+
+
+def _runs_as_script(test: ast.expr) -> bool:
+    """`__name__ == "__main__"`."""
+    return ast.unparse(test).replace("'", '"') == '__name__ == "__main__"'
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -99,11 +112,22 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_imports_inside_functions_not_under_type_checking() -> None:
     graph = import_graph()
-    assert f"{PACKAGE}.sources.esper" in graph[f"{PACKAGE}.pipelines.runner"]  # at the top
+    assert f"{PACKAGE}.sources.esper" in graph[f"{PACKAGE}.pipelines.run.runner"]  # at the top
     # inside `SimApp._is_android`
     assert f"{PACKAGE}.simulator.catalog" in graph[f"{PACKAGE}.simulator.app"]
     # `if TYPE_CHECKING: from ...state import World`: annotations only
     assert f"{PACKAGE}.simulator.state" not in graph[f"{PACKAGE}.simulator.datatap"]
+
+
+def test_the_graph_leaves_out_what_runs_only_as_a_script() -> None:
+    tree = ast.parse(
+        "import a\nif __name__ == '__main__':\n    import b\nelse:\n    import c\n"
+        "if TYPE_CHECKING:\n    import d\nif name == '__main__':\n    import e\n"
+    )
+    assert sorted(alias.name for node in _imports(tree) for alias in node.names) == ["a", "c", "e"]
+    graph = import_graph()  # `models.py`'s `__main__` block imports its command
+    assert f"{PACKAGE}.pipelines.commands.models" not in graph[f"{PACKAGE}.pipelines.models"]
+    assert f"{PACKAGE}.pipelines.models" in graph[f"{PACKAGE}.pipelines.commands.models"]
 
 
 def test_find_cycle_reports_a_cycle() -> None:
@@ -120,3 +144,15 @@ def test_no_module_imports_the_command_line() -> None:
     """`cli` collects the subcommands; what it collects never reaches back for it."""
     cli = f"{PACKAGE}.pipelines.cli"
     assert sorted(name for name, imported in import_graph().items() if cli in imported) == []
+
+
+def test_no_library_module_imports_a_subcommand() -> None:
+    """A subcommand's module (its options, its body) is the last stop before `cli`: the library
+    it calls never reaches back for it."""
+    commands = f"{PACKAGE}.pipelines.commands."
+    callers = {
+        name: sorted(m for m in imported if m.startswith(commands))
+        for name, imported in import_graph().items()
+        if not name.startswith(commands) and name != f"{PACKAGE}.pipelines.cli"
+    }
+    assert {name: found for name, found in callers.items() if found} == {}

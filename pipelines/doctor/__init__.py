@@ -27,7 +27,8 @@ anywhere else, or anything on a route the source does not read is a **note**. A 
 wrong enterprise id or base URL is exit 2. See docs/decisions.md, "doctor".
 
 Parts: `probes.py` (the bounds, the client, the sequence of probes), `report.py` (what a route
-and the whole probe saw, the human report), `command.py` (the command). The comparison with the
+and the whole probe saw, the human report); the command (its options, the settings read, the
+report printed and written) is `commands/doctor.py`. The comparison with the
 references is `pipelines/shapes` (`reference`, `check_answer`), shared with the tests.
 
 The report holds no values: route templates (ids replaced by ``{id}``), status codes, envelope
@@ -39,7 +40,6 @@ The API key is masked in the printed and written report as a last guard.
 from __future__ import annotations
 
 from ..shapes import BREAK, NOTE, UNKNOWN_KEY, Finding, known_keys, safe_key
-from .command import main, run
 
 # The bounds are `probes.py`'s: these names are copies to read (a test patches `probes`).
 from .probes import (
@@ -54,25 +54,11 @@ from .probes import (
     check,
     probe,
 )
-from .report import (
-    EXIT_CONFIG,
-    EXIT_DRIFT,
-    EXIT_OK,
-    EXIT_PARTIAL,
-    REFUSED,
-    REFUSED_MEANING,
-    Result,
-    RouteReport,
-    render,
-)
+from .report import REFUSED, REFUSED_MEANING, Result, RouteReport, render
 
 __all__ = [
     "BACKOFF_MAX_S",
     "BREAK",
-    "EXIT_CONFIG",
-    "EXIT_DRIFT",
-    "EXIT_OK",
-    "EXIT_PARTIAL",
     "MAX_REQUESTS",
     "MAX_RETRIES",
     "MAX_RETRY_WAIT_S",
@@ -89,9 +75,7 @@ __all__ = [
     "RouteReport",
     "check",
     "known_keys",
-    "main",
     "probe",
     "render",
-    "run",
     "safe_key",
 ]

@@ -30,6 +30,7 @@ from esper_warehouse.sources.esper.tables.devices import (
     V2_DEVICE_APPS_PATH,
 )
 
+from ..exit_codes import Exit
 from ..shapes import (
     BREAK,
     Compare,
@@ -41,15 +42,7 @@ from ..shapes import (
     reference,
     required_paths,
 )
-from .report import (
-    EXIT_CONFIG,
-    EXIT_DRIFT,
-    EXIT_OK,
-    EXIT_PARTIAL,
-    REFUSED,
-    Result,
-    RouteReport,
-)
+from .report import REFUSED, Result, RouteReport
 
 MAX_REQUESTS = 50  # attempts on the wire, retries included; a hard bound (see Doctor.probe)
 MAX_RETRIES = 2  # retries of one probe (429, 5xx, timeouts): a probe sends at most 3 requests
@@ -461,13 +454,13 @@ def probe(
     has_break = any(f.severity == BREAK for r in d.reports for f in r.findings)
     refused = any(r.skips for r in d.reports)  # a run would skip a table: partial
     code = (
-        EXIT_CONFIG
+        Exit.CONFIG
         if stopped
-        else EXIT_DRIFT
+        else Exit.DRIFT
         if has_break
-        else EXIT_PARTIAL
+        else Exit.PARTIAL
         if refused
-        else EXIT_OK
+        else Exit.OK
     )
     return Result(
         code,

@@ -8,8 +8,6 @@ from typing import Any
 from ..exit_codes import Exit
 from ..shapes import BREAK, NOTE, Finding, Seen
 
-EXIT_OK, EXIT_CONFIG, EXIT_DRIFT = Exit.OK, Exit.CONFIG, Exit.DRIFT  # exit_codes.py
-EXIT_PARTIAL = Exit.PARTIAL  # what a run would end with: the refused routes' tables skipped
 _MAX_NOTES_PER_ROUTE = 25
 REFUSED = "refused: a run would skip this table (partial run)"
 REFUSED_MEANING = {
@@ -89,10 +87,10 @@ class Result:
 
     def as_json(self) -> dict[str, Any]:
         verdict = {
-            EXIT_OK: "ok",
-            EXIT_CONFIG: "config",
-            EXIT_DRIFT: "drift",
-            EXIT_PARTIAL: "partial",
+            Exit.OK: "ok",
+            Exit.CONFIG: "config",
+            Exit.DRIFT: "drift",
+            Exit.PARTIAL: "partial",
         }[self.exit_code]
         return {
             "tool": "esper-warehouse doctor",
@@ -162,17 +160,17 @@ def render(result: Result) -> str:
         lines += [f"  {s}" for s in result.skipped]
     lines.append("")
     if result.stopped:
-        lines.append(f"Stopped: {result.stopped} (exit {EXIT_CONFIG})")
+        lines.append(f"Stopped: {result.stopped} (exit {Exit.CONFIG})")
     elif breaks:
         plural = "s" if len(breaks) != 1 else ""
         lines.append(
-            f"Verdict: {len(breaks)} problem{plural} would break a run (exit {EXIT_DRIFT})."
+            f"Verdict: {len(breaks)} problem{plural} would break a run (exit {Exit.DRIFT})."
         )
     elif result.would_skip:
         skipped = ", ".join(result.would_skip)
         lines.append(
             "Verdict: nothing found that would break a run; a run would be partial "
-            f"(exit {EXIT_PARTIAL}), skipping {skipped}."
+            f"(exit {Exit.PARTIAL}), skipping {skipped}."
         )
     else:
         lines.append("Verdict: nothing found that would break a run (exit 0).")

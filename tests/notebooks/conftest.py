@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.commands import report as report_command
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, built_once
 from tests.notebooks.browser import Opened, open_offline
@@ -28,7 +29,7 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
     night-by-night incremental load per simulated day, the models built by the last run only (as
     `pipelines/demo.py` does: every model is rebuilt whole from the raw tables)."""
     from esper_warehouse.pipelines.demo import DEMO_DATA_TAP
-    from esper_warehouse.pipelines.runner import RunSettings, run
+    from esper_warehouse.pipelines.run.runner import RunSettings, run
     from esper_warehouse.simulator import Simulator
 
     with Simulator(devices=devices, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
@@ -72,7 +73,7 @@ def export_report(warehouse: Path, root: Path) -> ReportRun:
     log = io.StringIO()
     started = time.monotonic()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        code = report.main(
+        code = report_command.main(
             ["--warehouse", str(warehouse), "--out", str(out), "--charts", str(charts)]
         )
     return ReportRun(out, charts, code, log.getvalue(), time.monotonic() - started)

@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import httpx
 import orjson
-from esper_warehouse.pipelines.runner import RunResult, RunSettings, run
+from esper_warehouse.pipelines.run.runner import RunResult, RunSettings, run
 from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.times import parse_time
 

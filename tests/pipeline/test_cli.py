@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_LOCKED
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.warehouse import working_dir
 
 from tests.conftest import API_KEY
@@ -172,7 +172,7 @@ def test_a_lock_outlasting_the_wait_after_extraction_loses_nothing(
         )
     finally:
         transport.release()
-    assert locked.exit_code == EXIT_LOCKED and "held by another process" in locked.error
+    assert locked.exit_code == Exit.LOCKED and "held by another process" in locked.error
     after = load(sim, wh, resources=LOADED)  # the extracted, pending package first, then a run
     assert after.exit_code == 0, after.error
     with reading(wh):
@@ -186,7 +186,7 @@ def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_lo
     try:
         started = time.monotonic()
         result = load(sim, wh, lock_timeout_s=1.5, resources=LOADED)
-        assert result.exit_code == EXIT_LOCKED
+        assert result.exit_code == Exit.LOCKED
         assert "held by another process" in result.error
         assert time.monotonic() - started >= 1.5  # it waited for the deadline
     finally:
@@ -201,7 +201,7 @@ def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_lo
 def test_every_command_the_readme_names_exists() -> None:
     """`esper-warehouse <word>` in README.md (prose, tables, code blocks) is a subcommand, and
     README names every subcommand."""
-    from esper_warehouse.pipelines.cli import SUBCOMMANDS
+    from esper_warehouse.pipelines.commands import SUBCOMMANDS
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     named = set(re.findall(r"esper-warehouse ([a-z][a-z_-]*)", readme)) - {"command"}

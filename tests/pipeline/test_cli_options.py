@@ -124,7 +124,7 @@ print(sorted(m for m in ("dlt", "pyarrow", "httpx", "uvicorn") if m in sys.modul
 
 @pytest.mark.parametrize("command", ["status", "report"])
 def test_the_morning_commands_start_without_dlt(command: str) -> None:
-    """Only the module of the subcommand asked for is imported (cli.SUBCOMMANDS): `status` and
+    """Only the module of the subcommand asked for is imported (commands.SUBCOMMANDS): `status` and
     `report` start in ~0.2 s, not the ~1.3 s of dlt, Arrow and the source that `run` needs."""
     done = subprocess.run(
         [sys.executable, "-c", IMPORTED, command], capture_output=True, text=True, check=False

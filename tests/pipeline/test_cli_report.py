@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.commands import report as report_command
 from esper_warehouse.pipelines.models import build_models
 
 from .helpers import hold_file
@@ -21,7 +22,7 @@ def built(tmp_path: Path) -> Path:
 def test_report_on_a_locked_warehouse_exits_5_before_exporting(built, tmp_path, holders, capsys):
     holders.append(hold_file(built))
     out = tmp_path / "report"
-    assert report.main(["--warehouse", str(built), "--out", str(out)]) == 5
+    assert report_command.main(["--warehouse", str(built), "--out", str(out)]) == 5
     assert f"{built} is held by another process" in capsys.readouterr().err
     assert not out.exists()  # no page claims to show the fleet
 
@@ -31,17 +32,17 @@ def test_a_page_that_says_the_warehouse_is_busy_makes_report_exit_5(
     built, tmp_path, holders, capsys, monkeypatch
 ):
     """The lock is taken after report's own check, while the notebook runs (a load starting)."""
-    checked = report._unreadable
+    checked = report.unreadable
 
     def check_then_lock(path: Path) -> tuple[int, str] | None:
         found = checked(path)
         holders.append(hold_file(path))
         return found
 
-    monkeypatch.setattr(report, "_unreadable", check_then_lock)
+    monkeypatch.setattr(report, "unreadable", check_then_lock)
     monkeypatch.setattr(report, "notebooks", lambda: [report.NOTEBOOKS_DIR / "data_tap.py"])
     out = tmp_path / "report"
-    assert report.main(["--warehouse", str(built), "--out", str(out)]) == 5
+    assert report_command.main(["--warehouse", str(built), "--out", str(out)]) == 5
     err = capsys.readouterr().err
     assert f"{built} is held by another process" in err and "data_tap.py" in err
     assert report.BUSY_PAGE in (out / "data_tap.html").read_text(encoding="utf-8")

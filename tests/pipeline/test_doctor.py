@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from esper_warehouse.pipelines import doctor, table_docs
 from esper_warehouse.pipelines.cli import main as cli_main
+from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.doctor import probes
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
@@ -44,7 +46,7 @@ IDENTIFYING = {
 def _run(sim: Any, **kwargs: Any) -> tuple[int, str, str, dict]:
     out, err = io.StringIO(), io.StringIO()
     json_path = kwargs.pop("json_path", None)
-    code = doctor.run(
+    code = doctor_command.run(
         sim.base_url,
         kwargs.pop("api_key", API_KEY),
         kwargs.pop("enterprise_id", ENTERPRISE_ID),
@@ -144,7 +146,7 @@ def test_a_drift_names_route_and_field_and_exits_3(
 
     code, out, _, report = _run(sim, json_path=json_path)
 
-    assert code == doctor.EXIT_DRIFT == 3
+    assert code == Exit.DRIFT == 3
     assert "Would break a run:" in out and f"\n  {expected}\n" in out
     assert report["verdict"] == "drift"
     texts = {
@@ -189,7 +191,7 @@ def test_a_refused_key_or_wrong_tenant_stops_with_exit_2(
 ) -> None:
     code, out, err, _ = _run(sim, **options)
 
-    assert code == doctor.EXIT_CONFIG == 2
+    assert code == Exit.CONFIG == 2
     assert says in out
     assert sim.stats()["total"] <= 2
     for value in (*options.values(), API_KEY):
@@ -362,7 +364,7 @@ def test_every_route_is_probed_after_a_403_and_the_refused_are_listed(
     assert "The key cannot read (a run would skip these tables: a partial run):" in out
     assert "Would break a run" not in out
     # what a run would do, in words and in its exit code; a refused list is never "empty"
-    assert code == doctor.EXIT_PARTIAL
+    assert code == Exit.PARTIAL
     assert report["verdict"] == "partial"
     assert report["would_skip"] == [
         "blueprint_versions", "blueprints", "operation_devices", "operations",
@@ -453,7 +455,7 @@ def test_a_refused_key_is_said_on_its_row(sim: Any) -> None:
     """The row of the request that answered 401 says the key was refused, never `ok`."""
     code, out, _, report = _run(sim, api_key="wrong-key-0123456789")
 
-    assert code == doctor.EXIT_CONFIG
+    assert code == Exit.CONFIG
     row = next(line for line in out.splitlines() if line.startswith("GET /v2/devices/"))
     assert " 401 " in row and "key refused (HTTP 401)" in row
     assert report == {} and "ok" not in row.split()
@@ -464,7 +466,7 @@ def test_every_row_says_what_its_probe_checks(sim: Any) -> None:
     list read for two tables) are told apart by what each probe asks, and no request is sent
     twice to check the same thing."""
     code, out, _, _ = _run(sim)
-    assert code == doctor.EXIT_OK
+    assert code == Exit.OK
 
     table = out.split("\n\n")[1].splitlines()
     header, rows = table[0], table[1:]

@@ -1,9 +1,12 @@
-"""Exit codes have one home, pipelines/exit_codes.py: README lists exactly its values, and no
-command writes a code as a bare number."""
+"""Exit codes have one home, pipelines/exit_codes.py: README lists exactly its values, no
+command writes a code as a bare number, and every module says `Exit.<NAME>` (no alias)."""
 
 from __future__ import annotations
 
+import io
 import re
+import subprocess
+import tokenize
 from pathlib import Path
 
 from esper_warehouse.pipelines.exit_codes import BRIEF, LOADED, Exit, brief
@@ -19,7 +22,7 @@ def test_the_readme_table_lists_exactly_the_exit_codes() -> None:
 
 
 def test_no_command_writes_an_exit_code_as_a_number() -> None:
-    literal = re.compile(r"^\s*(return \d+\s*$|EXIT_\w+(, EXIT_\w+)* = \d)", re.M)
+    literal = re.compile(r"^\s*return \d+\s*$", re.M)
     found = {
         str(path.relative_to(ROOT)): literal.findall(path.read_text())
         for path in (ROOT / "pipelines").rglob("*.py")
@@ -36,3 +39,23 @@ def test_help_lists_every_exit_code() -> None:
 
 def test_a_scheduler_treats_ok_and_partial_as_loaded() -> None:
     assert set(LOADED) == {Exit.OK, Exit.PARTIAL} == {0, 6}
+
+
+def test_every_module_names_an_exit_code_as_exit_dot_name() -> None:
+    """No `EXIT_PARTIAL = Exit.PARTIAL`, `from ... import EXIT_PARTIAL` or use of one, anywhere:
+    product, tests, bench, notebooks. A second name for a code is a second home to keep true
+    (`EXIT_RECONCILIATION` was `Exit.UNFINISHED`, `EXIT_MISSING` was `Exit.CONFIG`)."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    found = {}
+    for name in files:
+        if not (ROOT / name).exists():
+            continue
+        tokens = tokenize.generate_tokens(io.StringIO((ROOT / name).read_text()).readline)
+        aliases = sorted(
+            {t.string for t in tokens if t.type == tokenize.NAME and t.string.startswith("EXIT_")}
+        )
+        if aliases:
+            found[name] = aliases
+    assert found == {}

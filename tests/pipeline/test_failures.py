@@ -11,13 +11,8 @@ import duckdb
 import httpx
 import orjson
 import pytest
-from esper_warehouse.pipelines.runner import (
-    EXIT_API,
-    EXIT_CONFIG,
-    EXIT_RECONCILIATION,
-    PIPELINE_NAME,
-    run,
-)
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import PIPELINE_NAME, run
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator import faults as simulator_faults
@@ -165,7 +160,7 @@ def test_a_failure_mid_extract_moves_no_cursor_and_the_next_run_completes(
     sim.advance(hours=24)
     sim.set_faults([{"kind": "malformed", "route": EVENTS}])  # every event page is broken
     failed = load(sim, wh, client_options={"max_retries": 2}, resources=TABLES)
-    assert failed.exit_code == EXIT_API
+    assert failed.exit_code == Exit.API
     assert "eventfeed" in failed.error and "JSON" in failed.error.upper()
     assert cursors(wh) == before  # nothing extracted in the failed run is committed
     assert {t: count(wh, t) for t in loaded} == loaded
@@ -219,7 +214,7 @@ def test_a_next_link_to_another_origin_is_refused(sim, wh: Path) -> None:
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=RewriteNext())
     result = run(settings(sim, wh, **COMMANDS_ONLY), client=client)
     client.close()
-    assert result.exit_code == EXIT_CONFIG
+    assert result.exit_code == Exit.CONFIG
     assert "evil.example" in result.error and "refusing to follow" in result.error
 
 
@@ -245,14 +240,14 @@ def test_next_links_of_the_same_service_are_followed_on_the_configured_origin(
 def test_wrong_enterprise_id_is_a_clear_config_error(sim, wh: Path) -> None:
     wrong = "00000000-0000-4000-8000-000000000000"
     result = load(sim, wh, source_options={"enterprise_id": wrong})
-    assert result.exit_code == EXIT_CONFIG
+    assert result.exit_code == Exit.CONFIG
     assert "enterprise" in result.error.lower()
     assert sim.stats()["total"] == 2  # the device count, then the tenant check
 
 
 def test_a_warehouse_named_like_the_dataset_is_refused(sim, tmp_path: Path) -> None:
     result = load(sim, tmp_path / "esper.duckdb")
-    assert result.exit_code == EXIT_CONFIG
+    assert result.exit_code == Exit.CONFIG
     assert "named like the dataset" in result.error
     assert sim.stats()["total"] == 0
 
@@ -286,7 +281,7 @@ def test_a_silently_short_list_fails_the_run_with_exit_4(sim, wh: Path, table: s
     )
     result = run(settings(sim, wh, resources=[table]), client=client)
     client.close()
-    assert result.exit_code == EXIT_RECONCILIATION, result.error
+    assert result.exit_code == Exit.UNFINISHED, result.error
     assert f"{table} (1 missing)" in result.error
     recon = rows(wh, "_esper_reconciliation", ("table_name", "missing", "ok"), "where not ok")
     assert recon == [(table, 1, False)]
@@ -340,7 +335,7 @@ def test_command_pages_out_of_order_are_read_whole_not_stopped_early(
 def test_a_bad_load_memory_limit_is_a_config_error_and_loses_nothing(sim, wh: Path) -> None:
     checked = ["devices", "command_statuses"]  # with the requests (`Table.needs`)
     bad = load(sim, wh, load_memory_limit="lots", resources=checked)
-    assert bad.exit_code == EXIT_CONFIG
+    assert bad.exit_code == Exit.CONFIG
     assert "load_memory_limit 'lots' is not a memory size" in (bad.error or "")
     # a small limit still loads (DuckDB spills), and the pending package of the bad run comes first
     good = load(sim, wh, load_memory_limit="64MB", resources=checked)

@@ -10,7 +10,7 @@ import duckdb
 import httpx
 import orjson
 import pytest
-from esper_warehouse.pipelines.runner import run
+from esper_warehouse.pipelines.run.runner import run
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.sources.esper.http import EsperClient

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.pipeline_setup import check_source_settings
+from esper_warehouse.pipelines.run.pipeline import check_source_settings
 from esper_warehouse.sources.esper.tables import data_tap as datatap
 
 from .helpers import ROOT, cli, load, rows

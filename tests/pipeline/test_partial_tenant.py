@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import orjson
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_CONFIG, EXIT_PARTIAL
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.status import status
 
 from .helpers import TABLES, cli, compare, load, reading, rows
@@ -37,7 +37,7 @@ def test_a_refused_status_metrics_route_skips_only_that_table(
         extra = {"resources": [*TABLES, "status_metrics"]}
     result = load(sim, wh, **extra)
 
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     assert result.status == "partial"
     assert set(result.unavailable) == {"status_metrics"}
     assert "403" in result.unavailable["status_metrics"]
@@ -62,7 +62,7 @@ def test_the_cli_exits_partial_with_one_line_and_no_traceback(sim, wh: Path) -> 
     sim.set_faults([{"kind": "status", "status": 403, "route": STATUS_METRICS}])
     proc = cli(sim, wh, "run")
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == EXIT_PARTIAL, err
+    assert proc.returncode == Exit.PARTIAL, err
     text = out + err
     assert "Traceback" not in text and "generator already executing" not in text
     skipped = [line for line in text.splitlines() if "status_metrics: not loaded" in line]
@@ -76,7 +76,7 @@ def test_a_403_on_the_first_request_is_still_the_key(sim, wh: Path) -> None:
     sim.set_faults([{"kind": "status", "status": 403}])
     proc = cli(sim, wh, "run")
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == EXIT_CONFIG, err
+    assert proc.returncode == Exit.CONFIG, err
     assert "check the key" in out + err
 
 
@@ -93,7 +93,7 @@ def test_a_refused_legacy_feed_skips_only_those_devices_and_counts_them(sim, wh:
     feeds = ["devices", "device_events"]  # the list of devices, and their feeds
     result = load(sim, wh, resources=feeds)
 
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     why = result.unavailable["device_events"]
     assert why.startswith(f"{len(others)} device(s) skipped: ")
     assert "/download/eventfeed/ answered 400" in why
@@ -115,13 +115,14 @@ def test_a_refused_legacy_feed_skips_only_those_devices_and_counts_them(sim, wh:
 
 
 def test_the_tenant_runner_treats_partial_as_loaded_never_hiding_a_failure() -> None:
-    from esper_warehouse.pipelines.runner import EXIT_API, RunResult
+    from esper_warehouse.pipelines.exit_codes import Exit
+    from esper_warehouse.pipelines.run.runner import RunResult
     from esper_warehouse.pipelines.tenants import exit_code, summary
 
-    ok, partial = RunResult("a", 0, "ok"), RunResult("b", EXIT_PARTIAL, "partial")
-    failed = RunResult("c", EXIT_API, "failed", error="boom")
-    assert exit_code({"a": ok, "b": partial}) == EXIT_PARTIAL
-    assert exit_code({"a": ok, "b": partial, "c": failed}) == EXIT_API
+    ok, partial = RunResult("a", 0, "ok"), RunResult("b", Exit.PARTIAL, "partial")
+    failed = RunResult("c", Exit.API, "failed", error="boom")
+    assert exit_code({"a": ok, "b": partial}) == Exit.PARTIAL
+    assert exit_code({"a": ok, "b": partial, "c": failed}) == Exit.API
     assert summary({"a": ok, "b": partial, "c": failed}).splitlines()[-1] == (
         "1 of 3 ok; partial: b; failed: c"
     )

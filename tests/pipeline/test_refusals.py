@@ -14,8 +14,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import doctor
-from esper_warehouse.pipelines.runner import EXIT_OK, EXIT_PARTIAL, summary
+from esper_warehouse.pipelines.commands import doctor as doctor_command
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import summary
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.common import apps_route
 from esper_warehouse.sources.esper.http import EsperClient, EsperNotFoundError
@@ -48,7 +49,7 @@ def test_a_404_on_every_event_feed_is_counted_and_the_next_run_asks_again(
     sim.set_faults([{"kind": "status", "status": 404, "route": FEED}])
     first = load(sim, wh, resources=devices)
 
-    assert first.exit_code == EXIT_PARTIAL, first.error
+    assert first.exit_code == Exit.PARTIAL, first.error
     why = first.unavailable["device_events"]
     assert why.startswith(f"{len(sim.truth('devices'))} device(s) skipped: ")
     assert "/download/eventfeed/ answered 404" in why
@@ -64,7 +65,7 @@ def test_a_404_on_every_event_feed_is_counted_and_the_next_run_asks_again(
     sim.clear_faults()
     again = load(sim, wh, resources=devices)  # incremental: no device changed meanwhile
     assert again.mode == "incremental"
-    assert again.exit_code == EXIT_OK, again.error
+    assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "device_events")
 
@@ -81,7 +82,7 @@ def test_a_404_on_apple_and_windows_app_lists_is_counted_and_asked_again(
     sim.set_faults([{"kind": "status", "status": 404, "route": V2_APPS}])
     first = load(sim, wh, resources=apps)
 
-    assert first.exit_code == EXIT_PARTIAL, first.error
+    assert first.exit_code == Exit.PARTIAL, first.error
     why = first.unavailable["device_apps"]
     assert why.startswith(f"{len(v2)} device(s) skipped: GET /v2/devices/{{id}}/device-apps/")
     assert v2, "the fleet has Apple or Windows devices"
@@ -90,7 +91,7 @@ def test_a_404_on_apple_and_windows_app_lists_is_counted_and_asked_again(
     weekly = {"source_options": {"full_scan_interval_days": 0}} if then == "weekly_scan" else {}
     again = load(sim, wh, resources=apps, **weekly)
     assert again.mode == ("full" if weekly else "incremental")
-    assert again.exit_code == EXIT_OK, again.error
+    assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "device_apps")
 
@@ -137,7 +138,7 @@ def test_a_404_on_a_per_id_route_is_counted_keeps_the_rows_and_is_asked_again(
     sim.set_faults([{"kind": "status", "status": 404, "route": PER_ID[table]}])
     refused = load(sim, wh, full=True, resources=[table])
 
-    assert refused.exit_code == EXIT_PARTIAL, refused.error
+    assert refused.exit_code == Exit.PARTIAL, refused.error
     assert (
         f"answered 404 (not served for this {_noun(table)}, which is still listed"
         in (refused.unavailable[table])
@@ -150,7 +151,7 @@ def test_a_404_on_a_per_id_route_is_counted_keeps_the_rows_and_is_asked_again(
     sim.clear_faults()
     sim.reset_stats()
     again = load(sim, wh, resources=[table])  # a nightly: the refused records are read again
-    assert again.exit_code == EXIT_OK, again.error
+    assert again.exit_code == Exit.OK, again.error
     assert sim.stats()["routes"].get(f"GET {TABLES[table].path}", 0) > 0  # asked again
     assert _keys(wh, table) >= before
 
@@ -203,14 +204,14 @@ def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
     sim.set_faults([*faults, {"kind": "status", "status": 400, "route": FEED}])
     out = io.StringIO()
     json_path = wh.parent / "doctor.json"
-    verdict = doctor.run(
+    verdict = doctor_command.run(
         sim.base_url, API_KEY, ENTERPRISE_ID, out=out, err=io.StringIO(), json_path=json_path
     )
     report = json.loads(json_path.read_text())
     sim.reset_stats()
     nightly = load(sim, wh)
 
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert verdict == nightly.exit_code
     assert set(nightly.unavailable) == set(report["would_skip"])
     assert set(nightly.unavailable) == {
@@ -232,7 +233,7 @@ def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
     sim.clear_faults()
     sim.advance(hours=24)
     after = load(sim, wh)
-    assert after.exit_code == EXIT_OK, after.error
+    assert after.exit_code == Exit.OK, after.error
     with reading(wh):
         for table in ("blueprints", "blueprint_versions", "command_requests", "operations"):
             compare(sim, wh, table, exact=False)
@@ -248,7 +249,7 @@ def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(
     sim.advance(hours=24)
     sim.set_faults([{"kind": "status", "status": 403, "route": FEED}])
     refused = load(sim, wh)
-    assert refused.exit_code == EXIT_PARTIAL, refused.error
+    assert refused.exit_code == Exit.PARTIAL, refused.error
     assert (
         "device(s) skipped: GET /enterprise/{id}/device/{id}/download/eventfeed/ answered 403"
         in (refused.unavailable["device_events"])
@@ -258,6 +259,6 @@ def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(
 
     sim.clear_faults()
     again = load(sim, wh)  # the API's clock has not moved: no device changed since
-    assert again.exit_code == EXIT_OK, again.error
+    assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "device_events")

@@ -17,7 +17,7 @@ from subprocess import Popen
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.runner import RunResult
+from esper_warehouse.pipelines.run.runner import RunResult
 from esper_warehouse.simulator import Simulator
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, copy_warehouse
@@ -188,14 +188,16 @@ def test_status_and_models_tell_an_unfinished_first_load(
     sim, wh: Path, killed: Killed, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Killed after two parts: `status` says the first load is unfinished, `models` refuses."""
-    from esper_warehouse.pipelines import models, status
+    from esper_warehouse.pipelines import status
+    from esper_warehouse.pipelines.commands import models as models_command
+    from esper_warehouse.pipelines.exit_codes import Exit
 
     copy_warehouse(killed.warehouse, wh)
 
     assert status.status(wh) == 0
     said = capsys.readouterr().out
     assert "the first load is unfinished" in said and "device(s) loaded so far" in said, said
-    assert models.main(["--warehouse", str(wh)]) == models.EXIT_UNFINISHED
+    assert models_command.main(["--warehouse", str(wh)]) == Exit.UNFINISHED
     assert "no model was built" in capsys.readouterr().err
     with duckdb.connect(str(wh), read_only=True) as con:
         marts = con.sql(
@@ -207,7 +209,7 @@ def test_status_and_models_tell_an_unfinished_first_load(
     assert resumed.exit_code == 0, resumed.error
     assert status.status(wh) == 0
     assert "unfinished" not in capsys.readouterr().out
-    assert models.main(["--warehouse", str(wh)]) == 0
+    assert models_command.main(["--warehouse", str(wh)]) == 0
 
 
 def test_a_kill_during_the_last_part_leaves_the_census_to_the_resume(sim, wh: Path) -> None:

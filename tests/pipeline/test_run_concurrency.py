@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from esper_warehouse.pipelines.runner import EXIT_LOCKED
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.warehouse import run_lock_path
 
 from .helpers import cli, compare, reading
@@ -33,7 +33,7 @@ def test_a_second_run_waits_for_the_first_or_names_it_after_the_deadline(
     patient = cli(sim, wh, "run", *SELECTED, env={"ESPER_WAREHOUSE__LOCK_TIMEOUT_S": "60"})
 
     out, err = impatient.communicate(timeout=60)
-    assert impatient.returncode == EXIT_LOCKED, err[-3000:]
+    assert impatient.returncode == Exit.LOCKED, err[-3000:]
     assert f"another run (pid {first.pid}) is in progress on {wh}" in out
     assert "Traceback" not in err
     out, err = first.communicate(timeout=60)

@@ -6,7 +6,7 @@ import signal
 import time
 from pathlib import Path
 
-from esper_warehouse.pipelines.runner import EXIT_INTERRUPTED
+from esper_warehouse.pipelines.exit_codes import Exit
 
 from .helpers import cli, compare, reading, rows
 
@@ -29,7 +29,7 @@ def test_ctrl_c_during_extraction_stops_cleanly_and_the_next_run_completes(
     out, err = process.communicate(timeout=30)
     err = "".join(seen) + err
     assert time.monotonic() - stopped < 5, "the run did not stop promptly"
-    assert process.returncode == EXIT_INTERRUPTED == 130, err[-3000:]
+    assert process.returncode == Exit.INTERRUPTED == 130, err[-3000:]
     assert "interrupted" in out and "the next run" in out
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "retry" not in err.lower() and "Bad file descriptor" not in err

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_RECONCILIATION, summary
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import summary
 from esper_warehouse.pipelines.warehouse import working_dir
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
@@ -101,7 +102,7 @@ def test_a_full_run_reports_duplicate_keys_as_a_shortfall_not_ok(sim, wh: Path, 
     with duckdb.connect(str(wh)) as con:
         con.execute("insert into esper.device_events select * from esper.device_events limit 5")
     full = load(sim, wh, full=True, resources=["devices", "device_events"])
-    assert full.exit_code == EXIT_RECONCILIATION, full.error
+    assert full.exit_code == Exit.UNFINISHED, full.error
     assert "device_events (5 duplicate keys)" in (full.error or "")
     (events,) = [r for r in full.reconciliation if r["table_name"] == "device_events"]
     assert (events["missing"], events["duplicates"], events["ok"]) == (0, 5, False)

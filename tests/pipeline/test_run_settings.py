@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_CONFIG, RunSettings, load_memory_for
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import RunSettings, load_memory_for
 from esper_warehouse.sources.esper import esper
 from esper_warehouse.sources.esper.settings import ENV_PREFIX, SETTINGS
 
@@ -56,7 +57,7 @@ def test_a_bad_setting_is_exit_2_naming_it_before_any_request(
         monkeypatch.setenv(name, value)
     wh = tmp_path / "warehouse.duckdb"
     result = load(sim, wh)
-    assert result.exit_code == EXIT_CONFIG, result.error
+    assert result.exit_code == Exit.CONFIG, result.error
     assert named in (result.error or "") and accepted in (result.error or ""), result.error
     assert sim.stats()["total"] == 0
     assert not wh.exists()
@@ -64,14 +65,14 @@ def test_a_bad_setting_is_exit_2_naming_it_before_any_request(
 
 def test_a_negative_lock_timeout_is_a_config_error(sim, tmp_path: Path) -> None:
     result = load(sim, tmp_path / "warehouse.duckdb", lock_timeout_s=-1)
-    assert result.exit_code == EXIT_CONFIG
+    assert result.exit_code == Exit.CONFIG
     assert "lock_timeout_s = -1" in (result.error or "") and ">= 0" in (result.error or "")
 
 
 def test_the_command_line_says_which_setting_in_one_line(sim, tmp_path: Path) -> None:
     process = cli(sim, tmp_path / "w.duckdb", "run", env={"SOURCES__ESPER__PAGE_SIZE": "abc"})
     out, err = process.communicate(timeout=60)
-    assert process.returncode == EXIT_CONFIG, err[-2000:]
+    assert process.returncode == Exit.CONFIG, err[-2000:]
     assert "SOURCES__ESPER__PAGE_SIZE (sources.esper.page_size) = 'abc'" in out + err
     assert "Traceback" not in err and "invalid literal" not in out + err
     assert sim.stats()["total"] == 0
@@ -86,7 +87,7 @@ def test_a_toml_file_with_a_syntax_error_is_one_line_naming_file_and_line(
     (folder / name).write_text('[sources.esper]\nlag_hours = 2\napi_key = "unclosed\n')
     process = cli(sim, tmp_path / "w.duckdb", "run", cwd=tmp_path)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == EXIT_CONFIG, err[-2000:]
+    assert process.returncode == Exit.CONFIG, err[-2000:]
     text = out + err
     assert "Traceback" not in text
     (line,) = [x for x in text.splitlines() if "not valid TOML" in x]
@@ -105,7 +106,7 @@ def test_a_negative_lag_is_refused_so_no_device_is_lost(
     sim.reset_stats()
     monkeypatch.setenv("SOURCES__ESPER__LAG_HOURS", "-48")
     refused = load(sim, wh)
-    assert refused.exit_code == EXIT_CONFIG and "LAG_HOURS" in (refused.error or "")
+    assert refused.exit_code == Exit.CONFIG and "LAG_HOURS" in (refused.error or "")
     assert sim.stats()["total"] == 0
     monkeypatch.delenv("SOURCES__ESPER__LAG_HOURS")
     sim.advance(hours=24)

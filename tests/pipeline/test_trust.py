@@ -121,7 +121,7 @@ def _counts(warehouse: Path) -> dict[str, int]:
 def test_a_second_pipeline_on_a_loaded_dataset_is_refused_not_appended(
     sim, warehouse: Path, first: str, second: str, how: str
 ) -> None:
-    from esper_warehouse.pipelines.runner import EXIT_CONFIG
+    from esper_warehouse.pipelines.exit_codes import Exit
 
     from .helpers import load
 
@@ -131,7 +131,7 @@ def test_a_second_pipeline_on_a_loaded_dataset_is_refused_not_appended(
 
     refused = load(sim, warehouse, pipeline_name=second, resources=LOADED)
 
-    assert refused.exit_code == EXIT_CONFIG
+    assert refused.exit_code == Exit.CONFIG
     assert f"belongs to the pipeline {first}" in (refused.error or "")
     assert how in (refused.error or "")
     assert _counts(warehouse) == before  # nothing appended

@@ -11,7 +11,9 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import cli, models, publish, report, warehouse
+from esper_warehouse.pipelines import cli, models, report, warehouse
+from esper_warehouse.pipelines.commands import models as models_command
+from esper_warehouse.pipelines.commands import publish as publish_command
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
 
@@ -98,7 +100,7 @@ def test_publish_behind_a_duckdb_writer_is_exit_5_with_the_shared_message(
     held = tmp_path / "esper_warehouse.duckdb"
     shutil.copy(pristine, held)
     holders.append(hold_file(held))
-    assert publish.main(["--warehouse", str(held)]) == Exit.LOCKED
+    assert publish_command.main(["--warehouse", str(held)]) == Exit.LOCKED
     err = capsys.readouterr().err
     assert f"{held} {HELD}" in err and "nothing was published" in err
     assert "Could not set lock" not in err and "Conflicting lock" not in err
@@ -142,7 +144,7 @@ def test_a_full_disk_during_the_models_says_the_disk_is_full(
             else real_connect(target, *a, **k)
         ),
     )
-    code = models.main(["--warehouse", str(path)])
+    code = models_command.main(["--warehouse", str(path)])
     err = capsys.readouterr().err
     assert code == Exit.FAILED, err
     assert f"the disk holding {tmp_path} is full" in err and "No space left on device" in err
@@ -178,7 +180,7 @@ def test_models_into_a_read_only_folder_is_exit_2_naming_the_folder(
         raise duckdb.IOException(f'IO Error: Cannot open file "{path}": Read-only file system')
 
     monkeypatch.setattr(models.duckdb, "connect", refused)
-    assert models.main(["--create", "--warehouse", str(target)]) == Exit.CONFIG
+    assert models_command.main(["--create", "--warehouse", str(target)]) == Exit.CONFIG
     err = capsys.readouterr().err
     assert f"{target.parent} cannot be written" in err and "cannot open it" not in err
 

@@ -17,7 +17,7 @@ from types import ModuleType
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.runner import RunSettings
+from esper_warehouse.pipelines.run.runner import RunSettings
 from esper_warehouse.sources.esper.tables import TABLES
 
 from tests.scale.conftest import write_tenants

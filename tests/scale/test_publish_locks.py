@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from esper_warehouse.pipelines import cli, publish
-from esper_warehouse.pipelines.runner import EXIT_LOCKED
+from esper_warehouse.pipelines.exit_codes import Exit
 
 from tests.scale.postgres import postgres_server
 
@@ -82,7 +82,7 @@ def test_publish_behind_an_idle_reader_times_out_naming_it_and_blocks_no_other_r
         publishing.join(timeout=60)
 
     err = capsys.readouterr().err
-    assert codes == [EXIT_LOCKED]
+    assert codes == [Exit.LOCKED]
     assert "marts.fleet_compliance" in err and f"pid {reader_pid}" in err
     assert "bi-dashboard" in err and "idle in transaction" in err
     check = publish.connect(pg_uri)

@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import httpx
 import pytest
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 from esper_warehouse.pipelines.status import morning_check
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id, set_role_scopes
@@ -148,7 +148,7 @@ def test_a_key_without_the_role_scopes_loads_the_users_and_keeps_the_roles(
     sim.advance(hours=24)
     with caplog.at_level(logging.DEBUG):  # the access tables (test_partial_tenant: a whole run)
         nightly = load(sim, wh, resources=["users", "roles"])
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"user_groups", "roles", "role_scopes"}
     assert "GET /authz2/v1/roles/ answered 403" in nightly.unavailable["roles"]
     assert "GET /authz2/v1/roles/ answered 403" in nightly.unavailable["role_scopes"]
@@ -174,7 +174,7 @@ def test_a_key_without_the_user_scopes_skips_the_tables_read_per_user(
     assert first_load(wh).exit_code == 0
     sim.set_faults([{"kind": "status", "status": 403, "route": "/authn2/*"}])
     nightly = load(sim, wh, resources=["users", "roles"])
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"users", "user_profiles", "user_groups"}
     assert all("GET /authn2/v1/users/ answered 403" in t for t in nightly.unavailable.values())
     with duckdb.connect(str(wh), read_only=True) as con:
@@ -193,7 +193,7 @@ def test_a_role_whose_scopes_are_refused_is_counted_and_keeps_its_scopes(
     viewer = role_id(sim.world, "Viewer")
     sim.set_faults([{"kind": "status", "status": 404, "route": f"/authz2/v1/roles/{viewer}/*"}])
     nightly = load(sim, wh, resources=["roles"])
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"role_scopes"}
     assert (
         "1 role(s) skipped: GET /authz2/v1/roles/{id}/scopes answered 404"

@@ -406,7 +406,8 @@ def test_ctrl_c_during_a_read_ahead_page_walk_stops_at_once(
 def test_a_run_the_api_asks_to_wait_too_long_ends_with_exit_3_quoting_it(
     serve: Any, tmp_path: Any, source_options: dict[str, Any], asked: str, budget: str
 ) -> None:
-    from esper_warehouse.pipelines.runner import EXIT_API, RunSettings, run
+    from esper_warehouse.pipelines.exit_codes import Exit
+    from esper_warehouse.pipelines.run.runner import RunSettings, run
 
     server = serve(lambda seen: Reply(status=429, headers={"Retry-After": asked}))
     options = {"base_url": server.url + "/api", "api_key": KEY, "enterprise_id": EID}
@@ -418,7 +419,7 @@ def test_a_run_the_api_asks_to_wait_too_long_ends_with_exit_3_quoting_it(
     )
     started = time.monotonic()
     result = run(settings)
-    assert result.exit_code == EXIT_API
+    assert result.exit_code == Exit.API
     assert f"the API asked to wait {asked} s (Retry-After)" in result.error
     assert f"the {budget} s a request may wait" in result.error
     assert KEY not in result.error

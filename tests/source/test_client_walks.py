@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_API, run
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import run
 from esper_warehouse.sources.esper.http import EsperClient
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
@@ -70,7 +71,7 @@ def test_a_run_against_a_list_that_never_moves_on_ends_with_exit_3(
     run_settings = settings(sim, tmp_path / "w.duckdb", source_options={"page_size": 10})
     with client:
         result = run(run_settings, client=client)
-    assert result.exit_code == EXIT_API, result.error
+    assert result.exit_code == Exit.API, result.error
     assert "keeps sending items it already sent" in result.error
     assert route in result.error
     # a page, two repeats and the page read ahead; a list read in parallel: at most the pages its

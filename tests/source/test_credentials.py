@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 from esper_warehouse.pipelines.status import expiring_credentials
 from esper_warehouse.simulator.routes.credentials import VPP_KEY_PREFIX, serve_expiry, set_expiry
 from esper_warehouse.sources.esper.times import us_date
@@ -127,7 +127,7 @@ def test_a_tenant_without_apple_services_loads_everything_else(
     sim.advance(hours=24)
     # the credential tables; a whole tenant with one route refused is test_partial_tenant's
     nightly = load(sim, wh, resources=list(TABLES))
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"apns_certificates", "dep_tokens", "vpp_tokens"}
     build_models(wh)  # the earlier lists are kept: the mart still reads them
     assert {v[0] for v in _verdicts(wh)} == {
@@ -150,7 +150,7 @@ def test_partial_nightlies_move_now_and_the_credentials_days(
     for _night in range(5):
         sim.advance(hours=24)
         nightly = load(sim, wh, resources=["apns_certificates", "dep_tokens", "vpp_tokens"])
-        assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+        assert nightly.exit_code == Exit.PARTIAL, nightly.error
         assert set(nightly.unavailable) == {"vpp_tokens"}
     build_models(wh)
     with duckdb.connect(str(wh), read_only=True) as con:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from esper_warehouse.pipelines.runner import EXIT_PARTIAL
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.sources.esper.tables import data_tap as datatap
 
 from tests.pipeline.helpers import ROOT, TABLES, cli, compare, load, reading, rows
@@ -63,7 +63,7 @@ def test_a_failed_or_truncated_query_skips_its_table_and_the_rest_loads(
     sim, wh: Path, options, message
 ):
     result = load(sim, wh, source_options=options, resources=[*TABLES, "data_tap__bad"])
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     assert set(result.unavailable) == {"data_tap__bad"}
     why = result.unavailable["data_tap__bad"]
     assert message in why and "'bad'" in why
@@ -260,7 +260,7 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
     sim.reset_stats()
     loaded = [*TABLES, "data_tap__a", "data_tap__b"]
     first = load(sim, wh, source_options=options, resources=loaded)
-    assert first.exit_code == EXIT_PARTIAL, first.error
+    assert first.exit_code == Exit.PARTIAL, first.error
     assert set(first.unavailable) == {"data_tap__b"}
     assert "request budget spent (5 per hour)" in first.unavailable["data_tap__b"]
     assert rows(wh, "data_tap__a", ("one",)) == [(1,)]
@@ -271,7 +271,7 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
 
     sim.reset_stats()
     second = load(sim, wh, source_options=options, resources=loaded)
-    assert second.exit_code == EXIT_PARTIAL, second.error
+    assert second.exit_code == Exit.PARTIAL, second.error
     assert set(second.unavailable) == {"data_tap__a", "data_tap__b"}
     assert _data_tap_requests(sim) == 0, "the hour's 4 requests are remembered across runs"
     assert rows(wh, "data_tap__a", ("one",)) == [(1,)], "the skipped table keeps its rows"
@@ -291,7 +291,7 @@ def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
     )
     out, err = proc.communicate(timeout=300)
     text = out + err
-    assert proc.returncode == EXIT_PARTIAL, text
+    assert proc.returncode == Exit.PARTIAL, text
     assert "Traceback" not in text
     assert "Tenant rate limit exceeded: 0 requests per hour" in text
     assert _data_tap_requests(sim) == 1, "one submission, never re-sent"
@@ -319,7 +319,7 @@ DAILY_KEY = ("device_id", "report_date")
 
 
 def _appended_note(wh: Path) -> Path:
-    from esper_warehouse.pipelines.dispositions import appended_marker
+    from esper_warehouse.pipelines.run.dispositions import appended_marker
 
     from tests.pipeline.helpers import settings
 
@@ -408,7 +408,7 @@ def test_a_submission_that_fails_skips_its_query_only_and_is_never_sent_again(
         sim, wh, resources=["groups", "data_tap__a", "data_tap__b"], source_options=TWO,
         client_options={"timeout": timeout} if timeout else None,
     )  # fmt: skip
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     assert set(result.unavailable) == {"data_tap__a"}
     why = result.unavailable["data_tap__a"]
     assert "submission failed" in why and said in why and "not re-sent" in why
@@ -428,7 +428,7 @@ def test_a_quota_refusal_on_a_poll_ends_data_tap_for_the_run_at_once(sim, wh: Pa
     sim.reset_stats()
     started = time.monotonic()
     result = load(sim, wh, resources=["groups", "data_tap__a", "data_tap__b"], source_options=TWO)
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     assert set(result.unavailable) == {"data_tap__a", "data_tap__b"}
     assert "Tenant rate limit exceeded: 1 requests per hour" in result.unavailable["data_tap__a"]
     assert "not submitted" in result.unavailable["data_tap__b"]
@@ -459,7 +459,7 @@ def test_requests_of_a_killed_run_count_against_the_next_runs_budget(sim, wh: Pa
     sim.reset_stats()
     options = {**TWO, "data_tap_queries": {"a": "select 1 as one"}, "data_tap_requests_per_hour": 4}
     result = load(sim, wh, resources=["data_tap__a"], source_options=options)
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     assert "request budget spent (4 per hour)" in result.unavailable["data_tap__a"]
     assert _data_tap_requests(sim) == 0, "the killed run's requests are counted"
 
@@ -590,7 +590,7 @@ def test_a_null_key_from_the_api_is_a_partial_run_with_the_rest_loaded(sim, wh: 
         sim, wh, resources=["groups", "data_tap__daily"],
         source_options={"data_tap_queries": {"daily": spec}},
     )  # fmt: skip
-    assert result.exit_code == EXIT_PARTIAL, result.error
+    assert result.exit_code == Exit.PARTIAL, result.error
     assert "with NULL in 'device_id' (its key)" in result.unavailable["data_tap__daily"]
     assert len(rows(wh, "groups", ("id",))) == len(sim.truth("groups"))
 

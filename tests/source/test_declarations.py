@@ -19,8 +19,9 @@ import esper_warehouse.sources.esper as esper_package
 import pytest
 from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.extract.source import DltSource
-from esper_warehouse.pipelines import bookkeeping, table_docs
-from esper_warehouse.pipelines.dispositions import COMPANIONS, merge_where_needed
+from esper_warehouse.pipelines import table_docs
+from esper_warehouse.pipelines.run import bookkeeping
+from esper_warehouse.pipelines.run.dispositions import COMPANIONS, merge_where_needed
 from esper_warehouse.pipelines.shapes import families, reference
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 
 from tests.pipeline.helpers import load
 
@@ -43,7 +43,7 @@ def test_a_tenant_without_geofences_loads_everything_else(sim, tmp_path: Path, f
     sim.advance(hours=24)
     # geofences and another list; a whole tenant with one route refused is test_partial_tenant's
     nightly = load(sim, wh, resources=["geofences", "groups"])
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"geofences"}
     with duckdb.connect(str(wh), read_only=True) as con:  # the earlier list is kept
         assert con.execute("select count(*) from esper.geofences").fetchone()[0] >= 3

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from esper_warehouse.pipelines.failures import error_text, exit_code_for
+from esper_warehouse.pipelines.run.failures import error_text, exit_code_for
 from esper_warehouse.sources.esper.arrow import Unreadable, UnreadableKey
 from esper_warehouse.sources.esper.table import BOOL, INT, TS, Col, Table
 from esper_warehouse.sources.esper.times import parse_time

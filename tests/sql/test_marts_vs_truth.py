@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pytest
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.runner import RunSettings, run
+from esper_warehouse.pipelines.run.runner import RunSettings, run
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import SQL_DIR, ModelError, build_models, main
+from esper_warehouse.pipelines.commands.models import main
+from esper_warehouse.pipelines.models import SQL_DIR, ModelError, build_models
 
 from tests.sql import scenarios
 from tests.sql.conftest import query_fn, querying
@@ -254,7 +255,7 @@ def test_raw_placeholders_match_the_declared_tables():
     declares (or dlt's own `_dlt_*`, or the run record's), with the type dlt gives it. A model can
     therefore only read a raw column that a load creates with the same type.
     """
-    from esper_warehouse.pipelines import bookkeeping
+    from esper_warehouse.pipelines.run import bookkeeping
     from esper_warehouse.sources.esper.tables import TABLES
 
     con = duckdb.connect(":memory:")

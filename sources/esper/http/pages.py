@@ -543,7 +543,7 @@ def first_seen(
     """The items whose key is not in `seen` yet, which are added to it: each key once per run.
 
     Offset and cursor pages are moving windows: a change while a list is paged can serve an item
-    on two pages. A table's first load appends (`pipelines.dispositions.append_on_first_load`), so a
+    on two pages. A table's first load appends (`pipelines.run.dispositions.append_on_first_load`), so a
     read that yields page by page keeps each key once itself.
     """
     kept = []

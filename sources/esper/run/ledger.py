@@ -81,7 +81,7 @@ class DeviceNews:
     of a full scan, a device asked again after a refusal); `device_apps` names each device whose
     complete app list came back empty or gone (`no_apps`). Read by `device_apps` (`apps_route`),
     by `tables/events.py` (`is_changed` per page of a full scan, `changed_ids` on the last
-    resource) and, after the load, by `pipelines/reconcile.py` (`without_apps`: their apps are
+    resource) and, after the load, by `pipelines/run/reconcile.py` (`without_apps`: their apps are
     retired, as scd2 cannot retire without a row). One writer each, no lock: the scan is one
     thread, and the fan-outs' threads only add to a set.
     """
@@ -208,7 +208,7 @@ class Scans:
 
     Written by every resource that reads a list whole (`add`; the devices scan also `expect`s
     the API's count, and Data Tap adds the rows of an incremental query). Read by
-    `pipelines/reconcile.py` after the load (`completed`, `has`), which checks each key is in
+    `pipelines/run/reconcile.py` after the load (`completed`, `has`), which checks each key is in
     the warehouse, once. Under a lock: the fan-outs add from dlt's worker threads.
     """
 

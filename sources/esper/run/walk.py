@@ -6,7 +6,7 @@ state together at the end of a load, so a run killed after hours would start aga
 A small tenant's first load can be slow too (a throttled or slow API), and a scheduler's time
 limit kills it just the same.
 
-So a full scan runs in parts (`pipelines.runner`) when it lists more devices than
+So a full scan runs in parts (`pipelines.run.runner`) when it lists more devices than
 `commit_every_devices`, or whenever `commit_every_minutes` is on (the default). The device list
 is walked once per run; each part but the last takes the next devices of the walk until
 `commit_every_devices` of them need their apps and event feed read (the scan's

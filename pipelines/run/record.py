@@ -9,11 +9,12 @@ from typing import Any
 import dlt
 import orjson
 
-from . import bookkeeping, models
-from .exit_codes import LOADED
+from .. import models
+from ..exit_codes import LOADED, Exit
+from ..warehouse import WarehouseLocked, file_problem, with_lock_wait
+from . import bookkeeping
 from .failures import error_text, exit_code_for
-from .run_types import EXIT_LOCKED, EXIT_UNEXPECTED, RunResult, RunSettings
-from .warehouse import WarehouseLocked, file_problem, with_lock_wait
+from .types import RunResult, RunSettings
 
 log = logging.getLogger("esper_warehouse")
 
@@ -58,7 +59,7 @@ def record(
         )
     except WarehouseLocked as error:
         log.error("could not record the run: %s", error)
-        result.exit_code, result.error = EXIT_LOCKED, str(error)
+        result.exit_code, result.error = Exit.LOCKED, str(error)
     except Exception as error:  # the run's own outcome matters more than its record
         log.error("could not record the run: %s", error_text(error))
         if result.exit_code in LOADED:
@@ -85,10 +86,10 @@ def build_models(settings: RunSettings, result: RunResult) -> None:
         )
         log.info("models: %d built", len(result.models))
     except WarehouseLocked as error:
-        result.exit_code, result.error = EXIT_LOCKED, str(error)
+        result.exit_code, result.error = Exit.LOCKED, str(error)
         log.error("models: %s", error)
     except Exception as error:
-        code, text = file_problem(settings.warehouse, error) or (EXIT_UNEXPECTED, str(error))
+        code, text = file_problem(settings.warehouse, error) or (Exit.FAILED, str(error))
         result.exit_code, result.error = code, f"models failed: {text}"
         log.error("models failed: %s", text)
 

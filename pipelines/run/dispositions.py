@@ -17,9 +17,9 @@ from dlt.common.schema.utils import has_table_seen_data
 from esper_warehouse.sources.esper.http import EsperConfigError
 from esper_warehouse.sources.esper.tables import TABLES
 
+from ..warehouse import working_dir
 from .reconcile import EVERY_APPENDED_TABLE
-from .run_types import RunSettings
-from .warehouse import working_dir
+from .types import RunSettings
 
 # Resources that come with another (`Endpoint.loaded_with`): selecting `devices` loads its
 # history and census too.

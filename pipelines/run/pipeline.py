@@ -17,9 +17,9 @@ from esper_warehouse.sources.esper.http import EsperConfigError, EsperError
 from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, check_settings
 from esper_warehouse.sources.esper.tables.data_tap_jobs import table_name as data_tap_table
 
+from ..warehouse import working_dir
 from .failures import toml_problem
-from .run_types import RunSettings
-from .warehouse import working_dir
+from .types import RunSettings
 
 # dlt settings this product relies on; an admin's environment or config.toml can still set them.
 # (Telemetry is off from the package's import on: pipelines/__init__.py.)

@@ -14,7 +14,7 @@ from typing import Any
 from dlt.destinations.exceptions import DatabaseUndefinedRelation
 from esper_warehouse.sources.esper.http import EsperConfigError
 
-from .run_types import PIPELINE_NAME
+from .types import PIPELINE_NAME
 
 STATE_TABLE = "_dlt_pipeline_state"  # dlt's own table: one row per load, with `pipeline_name`
 

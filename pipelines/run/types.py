@@ -1,7 +1,4 @@
-"""What a run is given and what it returns: `RunSettings`, `RunResult`, the pipeline's name.
-
-Also the runner's words for the exit codes (pipelines/exit_codes.py is their home).
-"""
+"""What a run is given and what it returns: `RunSettings`, `RunResult`, the pipeline's name."""
 
 from __future__ import annotations
 
@@ -11,12 +8,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .exit_codes import Exit
-
-# Exit codes: pipelines/exit_codes.py is their home; the names below are the runner's words for them.
-EXIT_OK, EXIT_UNEXPECTED, EXIT_CONFIG, EXIT_API = Exit.OK, Exit.FAILED, Exit.CONFIG, Exit.API
-EXIT_RECONCILIATION, EXIT_LOCKED, EXIT_PARTIAL = Exit.UNFINISHED, Exit.LOCKED, Exit.PARTIAL
-EXIT_INTERRUPTED = Exit.INTERRUPTED
 PIPELINE_NAME = "esper_warehouse"
 
 

@@ -1,7 +1,9 @@
-"""The `doctor` command: read the settings, probe, print the report, write the JSON."""
+"""`esper-warehouse doctor`: its options, then read the settings, probe, print the report, write
+the JSON. The probe and its report are pipelines/doctor/ (`probes.py`, `report.py`)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -9,8 +11,23 @@ from typing import TextIO
 
 from esper_warehouse.sources.esper.http import EsperConfigError
 
-from .probes import probe
-from .report import EXIT_CONFIG, render
+from ..doctor.probes import probe
+from ..doctor.report import render
+from ..exit_codes import Exit
+from . import Subcommand, config_options
+
+
+def _arguments(doctor: argparse.ArgumentParser) -> None:
+    doctor.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the report as JSON to this file"
+    )
+    doctor.add_argument(
+        "--data-tap",
+        nargs="?",
+        const="select 1 as one",
+        metavar="SQL",
+        help="also submit one Data Tap query (default: select 1 as one) and read its status",
+    )
 
 
 def run(
@@ -36,12 +53,12 @@ def run(
     ]
     if missing:
         print(f"doctor: missing configuration: {', '.join(missing)}", file=err)
-        return EXIT_CONFIG
+        return Exit.CONFIG
     try:
         result = probe(str(base_url), str(api_key), str(enterprise_id), data_tap_sql=data_tap_sql)
     except EsperConfigError as error:
         print(f"doctor: {error}", file=err)  # the client's texts never hold the key
-        return EXIT_CONFIG
+        return Exit.CONFIG
     print(_without(render(result), str(api_key)), file=out)
     if json_path is not None:
         text = json.dumps(result.as_json(), indent=2) + "\n"
@@ -66,3 +83,16 @@ def main(json_path: Path | None = None, data_tap_sql: str | None = None) -> int:
         json_path=json_path,
         data_tap_sql=data_tap_sql,
     )
+
+
+def _command(args: argparse.Namespace) -> int:
+    return main(json_path=args.json, data_tap_sql=args.data_tap)
+
+
+SUBCOMMAND = Subcommand(
+    "read-only probe of the tenant's answers against what the source expects "
+    "(exit 3: a shape that would break a run; 6: a run would be partial)",
+    run=_command,
+    parents=lambda: [config_options()],
+    arguments=_arguments,
+)

@@ -1,16 +1,11 @@
 """The nightly run: extract the Esper source, load it, reconcile, record the run, build the models.
 
-Exit codes (also used by the command line):
-    0 everything loaded and reconciled; 1 unexpected error; 2 auth or configuration error;
-    3 API failure; 4 reconciliation shortfall; 5 warehouse locked; 6 partial (loaded and
-    reconciled, but the API refused some tables or some devices' or records' parts: see
-    `unavailable`);
-    130 interrupted (Ctrl-C).
+Its exit code (`RunResult.exit_code`, the command's) is an `Exit` of pipelines/exit_codes.py:
+`Exit.PARTIAL` when it loaded and reconciled but the API refused some tables or some devices' or
+records' parts (see `RunResult.unavailable`).
 
-This module holds the run and its part loop; the rest of a run sits beside it: what it is given
-and returns (`run_types.py`), the dlt pipeline (`pipeline_setup.py`), how each resource writes
-(`dispositions.py`), signals and interruptions (`interrupts.py`), what a failure means
-(`failures.py`) and, after the load, the record, the models and the summary (`run_record.py`).
+This module holds the run and its part loop; the rest of a run sits beside it in `run/` (its
+`__init__.py` lists them in the order a run passes through them).
 """
 
 from __future__ import annotations
@@ -29,6 +24,8 @@ import duckdb
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
 
+from ..exit_codes import LOADED, Exit
+from ..warehouse import WarehouseLocked, file_problem, run_lock, wait_for_file, with_lock_wait
 from .dispositions import (
     append_into,
     append_on_first_load,
@@ -38,40 +35,17 @@ from .dispositions import (
     read_appended,
     select,
 )
-from .exit_codes import LOADED
 from .failures import error_text, exit_code_for, is_interrupt
 from .interrupts import AFTER_INTERRUPT, KEPT, interrupted_text, stop_client, stop_client_on_signals
 from .ownership import check_owner
-from .pipeline_setup import check_source_settings, make_pipeline
+from .pipeline import check_source_settings, make_pipeline
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
-from .run_record import build_models, record, shortfall, summary, unavailable_text
-from .run_types import (
-    EXIT_API,
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    EXIT_LOCKED,
-    EXIT_OK,
-    EXIT_PARTIAL,
-    EXIT_RECONCILIATION,
-    EXIT_UNEXPECTED,
-    PIPELINE_NAME,
-    RunResult,
-    RunSettings,
-)
-from .warehouse import WarehouseLocked, file_problem, run_lock, wait_for_file, with_lock_wait
+from .record import build_models, record, shortfall, summary, unavailable_text
+from .types import PIPELINE_NAME, RunResult, RunSettings
 
-# What callers import from here: the run, its settings and result, the exit codes by name.
+# What callers import from here: the run, its settings and result (exit codes: `Exit`).
 __all__ = [
-    "EXIT_API",
-    "EXIT_CONFIG",
-    "EXIT_INTERRUPTED",
-    "EXIT_LOCKED",
-    "EXIT_OK",
-    "EXIT_PARTIAL",
-    "EXIT_RECONCILIATION",
-    "EXIT_UNEXPECTED",
-    "LOADED",
     "PIPELINE_NAME",
     "RunResult",
     "RunSettings",
@@ -95,23 +69,23 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
             "--lock-timeout): expected a number of seconds >= 0"
         )
         log.error("run not started: %s", text)
-        return RunResult("-", EXIT_CONFIG, "failed", error=f"EsperConfigError: {text}")
+        return RunResult("-", Exit.CONFIG, "failed", error=f"EsperConfigError: {text}")
     with ExitStack() as stack:
         try:
             stack.enter_context(run_lock(settings.warehouse, settings.lock_timeout_s))
         except WarehouseLocked as error:
             log.error("run not started: %s", error)
-            result = RunResult("-", EXIT_LOCKED, "failed", error=f"WarehouseLocked: {error}")
+            result = RunResult("-", Exit.LOCKED, "failed", error=f"WarehouseLocked: {error}")
             result.seconds = time.monotonic() - started
             return result
         except OSError as error:  # its folder cannot be written (read-only, full, not ours)
-            code, text = file_problem(settings.warehouse, error) or (EXIT_UNEXPECTED, str(error))
+            code, text = file_problem(settings.warehouse, error) or (Exit.FAILED, str(error))
             log.error("run not started: %s", text)
             return RunResult("-", code, "failed", error=text)
         except KeyboardInterrupt:
             text = "interrupted while waiting for another run: " + AFTER_INTERRUPT["start"]
             log.warning("run %s", text)
-            return RunResult("-", EXIT_INTERRUPTED, "interrupted", error=text)
+            return RunResult("-", Exit.INTERRUPTED, "interrupted", error=text)
         return _run_locked(settings, client)
 
 
@@ -145,7 +119,7 @@ class _Run:
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
         self.ledger = RunLedger()
-        self.result = RunResult(uuid.uuid4().hex[:16], EXIT_UNEXPECTED, "failed")
+        self.result = RunResult(uuid.uuid4().hex[:16], Exit.FAILED, "failed")
         self.pipeline: dlt.Pipeline | None = None
         self.progress = Progress(sys.stderr.isatty())
         self.client = client  # the caller's, else the source's own once it is made
@@ -292,13 +266,13 @@ class _Run:
         if short:
             names = ", ".join(f"{r['table_name']} ({shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
-            result.status, result.exit_code = "reconciliation_failed", EXIT_RECONCILIATION
+            result.status, result.exit_code = "reconciliation_failed", Exit.UNFINISHED
         elif self.ledger.refusals.skipped():
-            result.status, result.exit_code = "partial", EXIT_PARTIAL
+            result.status, result.exit_code = "partial", Exit.PARTIAL
             result.error = unavailable_text(self.ledger.refusals.skipped())
             log.warning("run partial: %s", result.error)
         else:
-            result.status, result.exit_code = "ok", EXIT_OK
+            result.status, result.exit_code = "ok", Exit.OK
 
     def failed(self, error: BaseException) -> None:
         """A step raised: the run is interrupted (Ctrl-C, SIGTERM) or failed with its error's code."""
@@ -307,7 +281,7 @@ class _Run:
             log.info("%d part(s) of this full scan are committed%s", self.committed_parts, KEPT)
         if is_interrupt(error):
             stop_client(self.current_client())  # requests in flight end now, none is retried
-            result.status, result.exit_code = "interrupted", EXIT_INTERRUPTED
+            result.status, result.exit_code = "interrupted", Exit.INTERRUPTED
             result.error = interrupted_text(self.stage, self.committed_parts, self.progress.text())
             log.warning("run %s", result.error)
         else:
@@ -316,7 +290,7 @@ class _Run:
             client = self.current_client()
             result.error = client.redact(error_text(error)) if client else error_text(error)
             problem = file_problem(self.settings.warehouse, error)
-            if problem is not None and problem[0] != EXIT_LOCKED:  # a lock's own words say more
+            if problem is not None and problem[0] != Exit.LOCKED:  # a lock's own words say more
                 result.exit_code, result.error = problem
             log.error("run failed: %s", result.error)
             log.debug("run failed", exc_info=True)
@@ -346,7 +320,7 @@ class _Run:
         result = self.result
         result.seconds = time.monotonic() - self.started
         try:
-            if self.pipeline is not None and result.exit_code != EXIT_LOCKED:
+            if self.pipeline is not None and result.exit_code != Exit.LOCKED:
                 record(self.pipeline, self.settings, result, self.started_at)
         finally:
             if self.held is not None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from esper_warehouse.simulator import cli
 
-from .command import Subcommand
+from . import Subcommand
 
 
 def _main(argv: Sequence[str]) -> int:

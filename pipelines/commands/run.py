@@ -1,4 +1,4 @@
-"""`esper-warehouse run`: the nightly job's options, then one run (runner.py) or the tenants'."""
+"""`esper-warehouse run`: the nightly job's options, then one run (run/runner.py) or the tenants'."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from .command import Subcommand, add_lock_timeout
-from .exit_codes import Exit
-from .failures import toml_problem
-from .pipeline_setup import load_memory_limit_default, lock_timeout_default
-from .runner import RunSettings, run, summary
-from .tenants import main as run_tenants
+from ..exit_codes import Exit
+from ..run.failures import toml_problem
+from ..run.pipeline import load_memory_limit_default, lock_timeout_default
+from ..run.runner import RunSettings, run, summary
+from ..tenants import main as run_tenants
+from . import Subcommand, add_lock_timeout
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

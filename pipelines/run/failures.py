@@ -14,24 +14,24 @@ from esper_warehouse.sources.esper.http import (
 )
 from esper_warehouse.sources.esper.times import NotATime
 
-from .run_types import EXIT_API, EXIT_CONFIG, EXIT_LOCKED, EXIT_UNEXPECTED
-from .warehouse import WarehouseLocked, is_lock_error
+from ..exit_codes import Exit
+from ..warehouse import WarehouseLocked, is_lock_error
 
 
 def exit_code_for(error: BaseException) -> int:
     """The exit code of an error, looking through dlt's wrappers for the cause."""
     cause = root_cause(error)
     if isinstance(cause, WarehouseLocked) or is_lock_error(error):
-        return EXIT_LOCKED
+        return Exit.LOCKED
     if isinstance(cause, EsperAuthError | EsperConfigError):
-        return EXIT_CONFIG
+        return Exit.CONFIG
     if isinstance(cause, EsperNotFoundError) and getattr(cause, "tenant_level", False):
-        return EXIT_CONFIG
+        return Exit.CONFIG
     if isinstance(cause, EsperError | NotATime):  # NotATime: a cursor the API served
-        return EXIT_API
+        return Exit.API
     if type(cause).__name__ in ("ConfigFieldMissingException", "ConfigurationValueError"):
-        return EXIT_CONFIG
-    return EXIT_UNEXPECTED
+        return Exit.CONFIG
+    return Exit.FAILED
 
 
 def root_cause(error: BaseException) -> BaseException:

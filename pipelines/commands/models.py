@@ -1,0 +1,69 @@
+"""`esper-warehouse models`: its options, then the build (`models.build_models`) and what it built.
+
+Also `python -m esper_warehouse.pipelines.models` (that module hands over to this one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+from .. import models
+from ..exit_codes import Exit
+from ..model_files import ModelError, SeedsMissing
+from ..status import missing_message, open_failure
+from ..warehouse import file_problem
+from . import Subcommand, apply_options, shared_options
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`esper-warehouse models`: build the models and print what was built.
+
+    Exit codes: 0 built; 1 a model or data test failed, or the disk is full (nothing changed);
+    2 no such warehouse file (unless --create), one that is not a DuckDB warehouse or is
+    damaged, a folder that cannot be written, or no seeds folder; 4 a first load is unfinished
+    (nothing built); 5 the file is held by another process.
+    """
+    parser = argparse.ArgumentParser(
+        prog="esper-warehouse models",
+        description=models.__doc__.split("\n")[0],
+        parents=shared_options(),
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="build into a new, empty warehouse file when there is none (default: exit 2)",
+    )
+    args = parser.parse_args(argv)
+    apply_options(args)
+    warehouse: Path = args.warehouse
+    if not warehouse.exists() and not args.create:
+        print(f"error: {missing_message(warehouse)} (or pass --create)", file=sys.stderr)
+        return Exit.CONFIG
+    if warehouse.exists() and (unfinished := models.unfinished_load(warehouse, args.dataset)):
+        print(f"error: {unfinished}; no model was built from part of the fleet", file=sys.stderr)
+        return Exit.UNFINISHED
+    started = time.perf_counter()
+    try:
+        built = models.build_models(warehouse, dataset=args.dataset)
+    except SeedsMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.CONFIG
+    except (ModelError, duckdb.Error) as exc:  # the file's problem (full disk ...) comes first
+        problem = file_problem(warehouse, exc)
+        if problem is None and isinstance(exc, ModelError):
+            problem = Exit.FAILED, str(exc)
+        code, message = problem or open_failure(warehouse, exc)
+        print(f"error: {message}", file=sys.stderr)
+        return code
+    for relation in built:
+        print(relation)
+    print(f"built {len(built)} relations in {time.perf_counter() - started:.2f} s into {warehouse}")
+    return Exit.OK
+
+
+SUBCOMMAND = Subcommand("build the SQL models (pipelines.models)", main=main)

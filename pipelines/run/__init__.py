@@ -1,0 +1,21 @@
+"""One run of the nightly job (`esper-warehouse run`, the demo's nights, Dagster's tenants).
+
+`runner.py` holds the run and its part loop; the rest sits here in the order a run passes
+through it:
+
+- `types.py`: what a run is given (`RunSettings`) and what it returns (`RunResult`);
+- `pipeline.py`: dlt's settings, the pipeline beside the warehouse, the settings checked first;
+- `ownership.py`: a dataset belongs to one pipeline name;
+- `dispositions.py`: the resources selected, merge or append, the note of appends;
+- `progress.py`: the progress line while extracting;
+- `interrupts.py`: Ctrl-C and SIGTERM;
+- `reconcile.py`: every complete list checked against the API's count after the load;
+- `bookkeeping.py`: the run's own tables (`_esper_runs`, `_esper_reconciliation`), also read
+  by `status` and `models`;
+- `record.py`: after the load, the run's record, the models and the summary;
+- `failures.py`: what a failed run means (its exit code, its text).
+
+Nothing is imported here: `status` reads `bookkeeping` without loading dlt and the source.
+Many tenants (`tenants.py`) and the command's options (`commands/run.py`) sit outside: they call
+`runner.run`.
+"""
