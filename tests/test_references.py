@@ -7,8 +7,9 @@ what is gone):
 
 - a file path (`run/walk.py`, `sql/marts/fleet_compliance.sql`, `README.md`): some file or
   folder in git ends with it (a file of another repository is written `owner/repo:path`);
-- `Class.attribute` for a class defined in the repository: the class (or a base defined here)
-  has it;
+- an attribute of a capitalised owner (`Table.hints`; constants such as `DEVICES` are not
+  owners): the owner is a class of the repository that has the attribute (itself or a base
+  defined here), or a schema of the OpenAPI subsets in docs/spec/;
 - `module.name` for a module of the repository, in a comment or docstring: the module defines it.
 
 Names that are not the repository's own (dlt's, DuckDB's, SQL tables that share a module's name)
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import re
 import subprocess
 import tokenize
@@ -64,6 +66,15 @@ def _python_files() -> list[str]:
 
 def _path_exists(token: str) -> bool:
     return any(p == token or p.endswith("/" + token) for p in _paths())
+
+
+@cache
+def _schemas() -> frozenset[str]:
+    """The schema names of the OpenAPI subsets (`DeviceGroup.parent` names a field of one)."""
+    names: set[str] = set()
+    for spec in sorted((ROOT / "docs" / "spec").glob("*subset*.json")):
+        names |= set(json.loads(spec.read_text()).get("components", {}).get("schemas", {}))
+    return frozenset(names)
 
 
 @cache
@@ -159,6 +170,13 @@ def _dangling(line: str, python: bool) -> Iterator[str]:
             attrs = _class_attributes(owner)
             if attrs is not None and name not in attrs:
                 yield f"{owner}.{name}"
+        elif (
+            owner[:1].isupper()
+            and not owner.isupper()
+            and name not in FILE_SUFFIXES
+            and owner not in _schemas()
+        ):
+            yield f"{owner}.{name}"  # a class that is not (or no longer) ours
         elif python and owner in modules and owner not in SHARED_NAMES:
             if name in FILE_SUFFIXES or name in modules[owner] or name in modules:
                 continue
@@ -183,5 +201,7 @@ def test_the_check_finds_a_moved_module_a_lost_attribute_and_a_missing_function(
     assert list(_dangling("see sources/esper/run/walk.py", True)) == []
     assert list(_dangling("`Table.endpoint` says", True)) == ["Table.endpoint"]
     assert list(_dangling("`Table.hints` says", True)) == []
+    assert list(_dangling("`Endpoint.loaded_with` says", True)) == ["Endpoint.loaded_with"]
+    assert list(_dangling("`DeviceGroup.parent` (a schema)", True)) == []
     assert list(_dangling("`models.create_raw_tables` makes", True)) == ["models.create_raw_tables"]
     assert list(_dangling("`raw_contract.raw_tables` makes", True)) == []

@@ -21,7 +21,7 @@ from ..warehouse import working_dir
 from .reconcile import EVERY_APPENDED_TABLE
 from .types import RunSettings
 
-# Resources that come with another (`Endpoint.loaded_with`): selecting `devices` loads its
+# Resources that come with another (`Table.loaded_with`): selecting `devices` loads its
 # history and census too.
 COMPANIONS: dict[str, tuple[str, ...]] = {
     parent: tuple(t for t, e in TABLES.items() if e.loaded_with == parent)
