@@ -4,6 +4,7 @@ loads everything else and names the tables it skipped."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -63,6 +64,55 @@ def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, 
         order[stage["id"]] = sum(1 for s in truth[: truth.index(stage) + 1]
                                  if s["pipeline_id"] == stage["pipeline_id"])  # fmt: skip
     assert dict(staged) == order
+    _assert_marts_equal_the_truth(sim, wh, order)
+
+
+ENDED = {"success": "succeeded", "complete": "succeeded", "failure": "failed",
+         "invalid": "failed", "timeout": "timed_out", "cancelled": "cancelled"}  # fmt: skip
+
+
+def _expected_rollout(sim, order: dict[str, int]) -> dict[tuple, tuple]:
+    """(run id, stage id) -> (status, targets, succeeded, failed, timed out, cancelled, in
+    progress), computed from the simulator's records alone."""
+    stage_run = {(s["pipeline_run_id"], s["stage_id"]): s for s in sim.truth("pipeline_stage_runs")}
+    targets: dict[str, Counter] = {}
+    for t in sim.truth("pipeline_target_runs"):
+        targets.setdefault(t["stage_run_id"], Counter())[ENDED.get(t["status"], "in_progress")] += 1
+    expected = {}
+    for run in sim.truth("pipeline_runs"):
+        for stage in sim.truth("pipeline_stages"):
+            if stage["pipeline_id"] != run["pipeline_id"]:
+                continue
+            sr = stage_run.get((run["id"], stage["id"]))
+            c = targets.get(sr["id"], Counter()) if sr else Counter()
+            kinds = ("succeeded", "failed", "timed_out", "cancelled", "in_progress")
+            expected[(run["id"], order[stage["id"]])] = (
+                sr["status"] if sr else "not_started",
+                sum(c.values()),
+                *(c[k] for k in kinds),
+            )
+    return expected
+
+
+def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        rows = con.execute(
+            "select pipeline_run_id, stage_order, status, target_devices, succeeded_devices, "
+            "failed_devices, timed_out_devices, cancelled_devices, in_progress_devices "
+            "from marts.pipeline_rollout"
+        ).fetchall()
+        current = con.execute(
+            "select pipeline_id, run_number, run_status from marts.pipeline_rollout_current"
+        ).fetchall()
+    expected = _expected_rollout(sim, order)
+    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
+    assert len(rows) == len(expected)
+    assert any(v[2] for v in expected.values())  # some stages have succeeded targets
+    latest: dict[str, dict] = {}
+    for run in sim.truth("pipeline_runs"):
+        if run["run_number"] > latest.get(run["pipeline_id"], {"run_number": 0})["run_number"]:
+            latest[run["pipeline_id"]] = run
+    assert sorted(current) == sorted((p, r["run_number"], r["status"]) for p, r in latest.items())
 
 
 def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, first_load) -> None:
