@@ -104,10 +104,16 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
         current = con.execute(
             "select pipeline_id, run_number, run_status from marts.pipeline_rollout_current"
         ).fetchall()
+        waiting = con.execute(
+            "select value, denominator from marts.headlines where headline = 'pipeline_runs_waiting'"
+        ).fetchall()
     expected = _expected_rollout(sim, order)
     assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
     assert len(rows) == len(expected)
     assert any(v[2] for v in expected.values())  # some stages have succeeded targets
+    statuses = [r["status"] for r in sim.truth("pipeline_runs")]
+    open_runs = [s for s in statuses if s not in RUN_ENDED]
+    assert waiting == [(open_runs.count("waiting"), len(open_runs))]
     latest: dict[str, dict] = {}
     for run in sim.truth("pipeline_runs"):
         if run["run_number"] > latest.get(run["pipeline_id"], {"run_number": 0})["run_number"]:
