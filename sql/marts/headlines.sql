@@ -15,7 +15,8 @@
 --   value         the count (devices, users, credentials, failed devices)
 --   denominator   what the count is out of; NULL when it is not a share of anything
 --   share         value / denominator (NULL without one, or when it is 0)
---   unit          what value counts: devices, users, credentials, failed or timed-out devices
+--   unit          what value counts: devices, users, credentials, failed or timed-out devices,
+--                 pipeline runs
 --   source        the mart (and column) the number is drawn from
 --   definition    the definition, as the README gives it
 with
@@ -73,6 +74,35 @@ reasons as (
 access as (
     select * from marts.fleet_access
     where coalesce(is_active, true)
+),
+
+-- Esper Pipelines runs not yet ended, with the stage each is at (the last reached)
+open_pipeline_runs as (
+    select
+        pipeline_run_id,
+        any_value(run_status) as run_status,
+        arg_max(failed_devices + timed_out_devices, stage_order)
+            filter (where stage_run_id is not null) as failing_devices,
+        arg_max(target_devices, stage_order) filter (where stage_run_id is not null)
+            as current_targets,
+    from marts.pipeline_rollout
+    where run_status in ('pending', 'queued', 'processing', 'running', 'waiting')
+    group by pipeline_run_id
+),
+
+pipeline_runs_open as (
+    select
+        count(*) as open_runs,
+        count(*) filter (where open.run_status = 'waiting') as waiting,
+        count(*) filter (
+            where open.run_status <> 'waiting'
+            and runs.updated_at < (select as_of from as_of) - interval 24 hours
+        ) as stalled,
+        -- more than 10 % of the current stage's devices failed or timed out
+        count(*) filter (where open.failing_devices > 0.10 * open.current_targets) as failing,
+    from open_pipeline_runs as open
+    inner join staging.stg_esper__pipeline_runs as runs
+        on runs.pipeline_run_id = open.pipeline_run_id
 ),
 
 scalars as (
@@ -179,6 +209,30 @@ scalars as (
         'marts.fleet_access.scopes_known',
         'active users whose role''s scopes could not be read whole: neither "may" nor "may not"',
     from access
+    union all
+    select
+        'pipeline_runs_waiting', waiting, open_runs, 'pipeline runs',
+        'Pipeline runs waiting for an approval (of runs not ended)',
+        'marts.pipeline_rollout.waiting_for_approval_since',
+        'Esper Pipelines runs held before a stage until someone approves it (status waiting), '
+            || 'out of the runs not yet ended',
+    from pipeline_runs_open
+    union all
+    select
+        'pipeline_runs_stalled', stalled, open_runs, 'pipeline runs',
+        'Pipeline runs stalled for a day or more (of runs not ended)',
+        'marts.pipeline_rollout',
+        'Esper Pipelines runs not ended and not waiting for an approval whose last change '
+            || '(updated_at) is more than 24 hours old, out of the runs not yet ended',
+    from pipeline_runs_open
+    union all
+    select
+        'pipeline_runs_failing', failing, open_runs, 'pipeline runs',
+        'Pipeline runs failing on more than 10 % of a stage (of runs not ended)',
+        'marts.pipeline_rollout.failed_devices',
+        'Esper Pipelines runs not ended whose current stage (the last reached) has more than '
+            || '10 % of its target devices failed or timed out, out of the runs not yet ended',
+    from pipeline_runs_open
 ),
 
 items as (

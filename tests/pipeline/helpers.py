@@ -38,6 +38,9 @@ COMPARED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "operations": (("id",), ("state", "updated_at")),
     "operation_devices": (("id",), ("state", "updated_at")),
     "device_events": (("id",), ("device_id", "created_on")),
+    "pipeline_runs": (("id",), ("status", "updated_at")),
+    "pipeline_stage_runs": (("id",), ("status", "updated_at")),
+    "pipeline_target_runs": (("id",), ("status", "command_id")),
 }
 TABLES = [*COMPARED, "heartbeats"]
 

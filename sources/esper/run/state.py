@@ -45,6 +45,8 @@ HEARTBEATS_SEEN = "heartbeats_timestamp"
 # Command requests and operations not yet finished: their statuses / devices are read again.
 OPEN_REQUESTS = "open_requests"
 OPEN_OPERATIONS = "open_operations"
+# The newest `updated_at` of the pipeline runs last read: a run ended before it is not read again.
+PIPELINE_RUNS_SEEN = "pipeline_runs_updated_at"
 # Each blueprint's and application's head version last read: unchanged heads skip their lists.
 BLUEPRINT_HEADS = "blueprint_heads"
 APPLICATION_HEADS = "application_heads"

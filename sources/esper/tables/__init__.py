@@ -4,7 +4,8 @@ One module per part of the tenant: `devices` (devices, history, census, heartbea
 apps), `catalogues` (groups, geofences, blueprints, tenant apps, the app catalogue), `credentials`
 (Apple push certificates, enrolment tokens, provisioning profiles), `commands` (command
 requests and statuses, operations and their devices), `events` (device event feeds),
-`status_metrics`, `access` (users, their profiles and group access, roles and their scopes), and
+`status_metrics`, `access` (users, their profiles and group access, roles and their scopes),
+`pipelines` (Esper Pipelines: pipelines, stages, runs, stage and target runs), and
 `data_tap` (tables named by the user's queries, declared at run time).
 
 `TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
@@ -16,9 +17,18 @@ docs/recipes/add-a-resource.md.
 from __future__ import annotations
 
 from ..table import Table
-from . import access, catalogues, commands, credentials, devices, events, status_metrics
+from . import (
+    access,
+    catalogues,
+    commands,
+    credentials,
+    devices,
+    events,
+    pipelines,
+    status_metrics,
+)
 
-MODULES = (devices, catalogues, commands, events, status_metrics, credentials, access)
+MODULES = (devices, catalogues, commands, events, status_metrics, credentials, access, pipelines)
 TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in module.TABLES}
 # The resources of tenant-level lists read whole, with no parent and no order to keep: the
 # source reads them all, in this order (a new one is added in its module's `LISTS`).

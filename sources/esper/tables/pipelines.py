@@ -1,0 +1,301 @@
+"""Esper Pipelines (`/pipelines/v0/`): Esper's own staged rollouts. Pipelines and their stages,
+runs, each run's stage runs, and each stage run's operation and target runs (one per device,
+each with the command request it sent: `command_id` joins `command_requests`).
+
+No live recording holds these routes: the shapes are the spec's
+(docs/spec/esper-pipelines-v0-subset.json, section "Esper Pipelines" of docs/spec/README.md).
+
+Pipelines, stages and runs are small lists read whole each run (replaced). The run list decides
+which runs' children are read again: a run still open (not in `RUN_ENDED`), or one whose
+`updated_at` moved since the newest `updated_at` the last run read (`PIPELINE_RUNS_SEEN`, less
+the lag: a run that ended since then is read once more, as it ended). A run that had ended by
+the last read does not change again (the spec says so) and costs no request. A refused part
+holds the watermark, so the next run reads those runs again.
+
+A key without `read:pipeline` (403) or a tenant without the feature (404): `pipelines` and
+`pipeline_runs` are skipped, with the tables read from them (`tables.DEPENDENTS`), and the run
+is partial (exit 6); everything else loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import dlt
+import pyarrow as pa
+
+from ..common import Options, skip_unavailable
+from ..http import EsperClient
+from ..http.errors import EsperError
+from ..http.pages import fan_out, read_all
+from ..run.ledger import RunLedger
+from ..run.state import PIPELINE_RUNS_SEEN, advance_cursor, read_from
+from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
+from ..times import parse_time
+from .catalogues import optional_shared_list, read_versions, shared_list
+
+# The spec's run statuses that can no longer change (stage and target runs share them).
+RUN_ENDED = frozenset({"complete", "success", "failure", "cancelled", "invalid", "timeout"})
+_AUDIT = (Col("created_by", INT), Col("updated_by", INT), *cols("created_at updated_at", TS))
+_SPEC = "spec (esper-cli pipelines-v0.yaml)"
+
+PIPELINES = Table(
+    "pipelines",
+    "/pipelines/v0/pipelines/",
+    ("id",),
+    disposition="replace",
+    columns=(
+        *cols("id enterprise_id name description"),
+        *cols("is_active is_valid is_visible is_archived is_default", BOOL),
+        Col("timeout_seconds", INT),
+        *_AUDIT,
+    ),
+    doc=Doc(
+        read="(spec: `Pipeline`)",
+        columns="one row per pipeline: `name`, `description`, `is_active`, `timeout_seconds`",
+        kept="replaced each run; a key without `read:pipeline` (403) or a tenant without "
+        "Pipelines (404) skips every pipelines table (exit 6)",
+        envelope="apps-envelope `{code, message, content: {count, next, previous, results}}`",
+        evidence=_SPEC,
+    ),
+)
+PIPELINE_STAGES = Table(
+    "pipeline_stages",
+    "/pipelines/v0/pipelines/{id}/stages/",
+    ("id",),
+    disposition="replace",
+    parent="pipelines",
+    columns=(
+        *cols("id enterprise_id pipeline_id name description"),
+        Col("timeout_seconds", INT),
+        Col("stage_order", INT),  # the position in the pipeline's list: stages carry no order
+        *_AUDIT,
+    ),
+    doc=Doc(
+        read="(spec: `Stage`), per pipeline",
+        columns="one row per stage: `pipeline_id`, `name`, `stage_order` (its place in the "
+        "pipeline's list, from 1: the spec gives stages no order field)",
+        kept="replaced each run (one request per pipeline)",
+        envelope="apps-envelope, in stage order",
+        evidence=_SPEC,
+    ),
+)
+PIPELINE_RUNS = Table(
+    "pipeline_runs",
+    "/pipelines/v0/runs/",
+    ("id",),
+    disposition="replace",
+    columns=(
+        *cols("id enterprise_id pipeline_id pipeline_name status"),
+        Col("run_number", INT),
+        Col("status_meta", JSON),
+        *_AUDIT,
+        *cols("started_at ended_at", TS),
+    ),
+    doc=Doc(
+        read="(spec: `PipelineRun`)",
+        columns="one row per run: `pipeline_id`, `run_number`, `status` (the spec's lowercase "
+        "enum), `status_meta` (what a running or waiting run is at), `started_at`, `ended_at`",
+        kept="replaced each run; decides which runs' stage and target runs are read again",
+        envelope="apps-envelope, newest first",
+        evidence=_SPEC,
+    ),
+)
+PIPELINE_STAGE_RUNS = Table(
+    "pipeline_stage_runs",
+    "/pipelines/v0/runs/{id}/stageruns/",
+    ("id",),
+    parent="pipeline_runs",
+    columns=(
+        *cols("id enterprise_id pipeline_id pipeline_run_id stage_id status"),
+        Col("stage_meta", JSON),
+        *_AUDIT,
+        *cols("started_at ended_at", TS),
+    ),
+    doc=Doc(
+        read="(spec: `StageRun`), per run",
+        columns="one row per stage run: `pipeline_run_id`, `stage_id`, `status`, `stage_meta` "
+        "(the stage's name as the run saw it), `started_at`, `ended_at`",
+        kept="merged on `id`; read for runs open or ended since the last run only",
+        envelope="apps-envelope, in stage order",
+        evidence=_SPEC,
+    ),
+)
+PIPELINE_STAGE_RUN_OPERATIONS = Table(
+    "pipeline_stage_run_operations",
+    "/pipelines/v0/stageruns/{id}/operations/",
+    ("id",),
+    parent="pipeline_stage_runs",
+    columns=(*cols("id stage_run_id operation_type args"), *_AUDIT),
+    doc=Doc(
+        read="(spec: `StageRunOperation`), per stage run",
+        columns="one row per stage run's operation: `stage_run_id` (added by the loader), "
+        "`operation_type`, `args` (JSON text: the released app version)",
+        kept="merged on `id`; read with the stage runs",
+        envelope="apps-envelope",
+        evidence=_SPEC,
+    ),
+)
+PIPELINE_TARGET_RUNS = Table(
+    "pipeline_target_runs",
+    "/pipelines/v0/stageruns/{id}/targetruns/",
+    ("id",),
+    parent="pipeline_stage_runs",
+    columns=(
+        *cols("id target_id device_id device_alias stage_run_id stage_run_operation_id"),
+        *cols("command_id command_status status"),
+        Col("command_meta", JSON),
+        *_AUDIT,
+        *cols("started_at ended_at", TS),
+    ),
+    doc=Doc(
+        read="(spec: `TargetRun`), per stage run",
+        columns="one row per device of a stage run: `device_id`, `status`, `command_id` "
+        "(joins `command_requests`), `command_status`, `command_meta` (the command's reason)",
+        kept="merged on `id`; read with the stage runs",
+        envelope="apps-envelope, as created",
+        evidence=_SPEC,
+    ),
+)
+TABLES = (
+    PIPELINES, PIPELINE_STAGES, PIPELINE_RUNS, PIPELINE_STAGE_RUNS,
+    PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_TARGET_RUNS,
+)  # fmt: skip
+
+
+@dlt.resource(**PIPELINES.hints())
+def pipelines(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """The tenant's pipelines, replaced each run."""
+    yield from optional_shared_list(PIPELINES, client, ledger, opts)
+
+
+@dlt.resource(**PIPELINE_STAGES.hints())
+def pipeline_stages(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Every pipeline's stages, numbered in the order the API lists them."""
+    with skip_unavailable(ledger, PIPELINE_STAGES.name):
+        if ledger.refusals.is_skipped(PIPELINES.name):
+            return
+        ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
+        for page in read_versions(PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts):
+            yield _numbered(page)
+
+
+def _numbered(page: pa.Table) -> pa.Table:
+    """Each stage's place in its pipeline's list (pages keep the API's order per pipeline)."""
+    seen: dict[Any, int] = {}
+    order = []
+    for pipeline_id in page.column("pipeline_id").to_pylist():
+        seen[pipeline_id] = seen.get(pipeline_id, 0) + 1
+        order.append(seen[pipeline_id])
+    return page.set_column(
+        page.schema.get_field_index("stage_order"), "stage_order", pa.array(order, pa.int64())
+    )
+
+
+@dlt.resource(**PIPELINE_RUNS.hints())
+def pipeline_runs(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+    """Every run of every pipeline, replaced each run (the run list is small)."""
+    yield from optional_shared_list(PIPELINE_RUNS, client, ledger, opts)
+
+
+def _read_each(
+    table: Table, parents: list[str], client: EsperClient, opts: Options, parent_column: str = ""
+) -> Any:
+    """Each parent's whole list, concurrently: (its rows, with the parent's id in
+    `parent_column` if given; the parents refused)."""
+    limit = table.limit(opts.page_size)
+    rows: list[dict] = []
+    refused: list[str] = []
+
+    def fetch(parent: str) -> Any:
+        try:
+            return read_all(client, table.path_for(client, parent), limit=limit, key=table.key)
+        except EsperError:
+            return None
+
+    for parent, read in fan_out(client, parents, fetch):
+        if read is None:
+            refused.append(parent)
+        else:
+            extra = {parent_column: parent} if parent_column else {}
+            rows.extend({**item, **extra} for item in read.items)
+    return rows, refused
+
+
+def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tuple[list[str], Any]:
+    """The runs whose children are read this run, and the newest `updated_at` of the list."""
+    since = read_from(PIPELINE_RUNS_SEEN, opts.lag, ledger)
+    runs = shared_list(PIPELINE_RUNS, client, ledger, opts).items
+    newest: datetime | None = None
+    wanted = []
+    for run in runs:
+        updated = parse_time(run.get("updated_at"))
+        if updated is not None and (newest is None or updated > newest):
+            newest = updated
+        moved = since is None or updated is None or updated >= since
+        if run.get("status") not in RUN_ENDED or moved:
+            wanted.append(run["id"])
+    return wanted, newest
+
+
+class _Children:
+    """This run's read of the chosen runs' stage runs, their operations and target runs."""
+
+    def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
+        run_ids, self.newest = _runs_to_read(ledger, client, opts)
+        self.stage_runs, refused = _read_each(PIPELINE_STAGE_RUNS, run_ids, client, opts)
+        ids = [s["id"] for s in self.stage_runs]
+        self.operations, refused_ops = _read_each(
+            PIPELINE_STAGE_RUN_OPERATIONS, ids, client, opts, "stage_run_id"
+        )
+        self.target_runs, refused_targets = _read_each(PIPELINE_TARGET_RUNS, ids, client, opts)
+        self.refused = len(refused) + len(refused_ops) + len(refused_targets)
+
+
+def _children(
+    table: Table, rows: str, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """`table`'s rows of this run's `_Children` read (shared by the three tables)."""
+    with skip_unavailable(ledger, table.name):
+        if ledger.refusals.is_skipped(PIPELINE_RUNS.name):
+            return
+        read = ledger.shared.read_once("pipeline_children", lambda: _Children(client, ledger, opts))
+        if read.refused:
+            ledger.refusals.mark_skipped(table.name, f"{read.refused} parts refused: read again")
+        items = getattr(read, rows)
+        if items:
+            yield table.page(items, ledger.unreadable)
+        if table is PIPELINE_TARGET_RUNS and not read.refused:  # the last of the three
+            advance_cursor(PIPELINE_RUNS_SEEN, read.newest)
+
+
+@dlt.resource(**PIPELINE_STAGE_RUNS.hints())
+def pipeline_stage_runs(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """The stage runs of the runs open, new or ended since the last run."""
+    yield from _children(PIPELINE_STAGE_RUNS, "stage_runs", client, ledger, opts)
+
+
+@dlt.resource(**PIPELINE_STAGE_RUN_OPERATIONS.hints())
+def pipeline_stage_run_operations(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """Each of those stage runs' operation, as the run carried it out."""
+    yield from _children(PIPELINE_STAGE_RUN_OPERATIONS, "operations", client, ledger, opts)
+
+
+@dlt.resource(**PIPELINE_TARGET_RUNS.hints())
+def pipeline_target_runs(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """Each of those stage runs' target runs: one per device, with its command request."""
+    yield from _children(PIPELINE_TARGET_RUNS, "target_runs", client, ledger, opts)
+
+
+LISTS = (
+    pipelines, pipeline_stages, pipeline_runs,
+    pipeline_stage_runs, pipeline_stage_run_operations, pipeline_target_runs,
+)  # fmt: skip

@@ -1,0 +1,158 @@
+-- pipeline_rollout: how far has each run of each Esper Pipeline got, stage by stage? One row per
+-- pipeline run and stage of its pipeline (a stage the run has not reached yet has a row too,
+-- with status 'not_started' and no targets). Statuses are the spec's lowercase enums
+-- (docs/spec/README.md "Esper Pipelines"); a stage run's targets are its target runs (one per
+-- device).
+--
+-- Columns
+--   pipeline_id, pipeline_name       the pipeline
+--   pipeline_run_id, run_number      the run (run_number counts from 1 per pipeline)
+--   run_status                       the run's status (waiting: held for an approval)
+--   stage_id, stage_order, stage_name   the stage; stage_order is its place in the pipeline, from 1
+--   stage_run_id                     the stage run (NULL: not reached)
+--   status                           the stage run's status; 'not_started' when not reached
+--   target_devices                   the stage run's target runs (devices)
+--   succeeded_devices                target runs in success or complete
+--   failed_devices                   target runs in failure or invalid
+--   timed_out_devices                target runs in timeout
+--   cancelled_devices                target runs in cancelled
+--   in_progress_devices              target runs not yet ended (pending, queued, processing,
+--                                    dispatched, running)
+--   share_done                       ended target runs / target_devices (NULL without targets)
+--   started_at, ended_at             the stage run's (ended_at NULL while open)
+--   hours_taken                      (ended_at, or as_of while open) - started_at, in hours
+--   waiting_for_approval_since       on the first stage not reached of a run that is waiting: when
+--                                    the run began to wait (its updated_at); NULL elsewhere
+--   top_failure_reasons              up to 3 {reason, devices, device_names} over the failed and
+--                                    timed-out target runs: the reason of the command behind each
+--                                    (command_statuses of its command_id on that device, else the
+--                                    target run's own command_meta reason; '(no reason given)'),
+--                                    most devices first; device_names: up to 3 of them, by name
+with
+
+runs as (
+    select * from staging.stg_esper__pipeline_runs
+),
+
+stages as (
+    select * from staging.stg_esper__pipeline_stages
+),
+
+stage_runs as (
+    select * from staging.stg_esper__pipeline_stage_runs
+),
+
+target_runs as (
+    select * from staging.stg_esper__pipeline_target_runs
+),
+
+as_of as (
+    select as_of from intermediate.int_as_of
+),
+
+per_stage_run as (
+    select
+        stage_run_id,
+        count(*) as target_devices,
+        count(*) filter (where status in ('success', 'complete')) as succeeded_devices,
+        count(*) filter (where status in ('failure', 'invalid')) as failed_devices,
+        count(*) filter (where status = 'timeout') as timed_out_devices,
+        count(*) filter (where status = 'cancelled') as cancelled_devices,
+        count(*) filter (
+            where status in ('pending', 'queued', 'processing', 'dispatched', 'running')
+        ) as in_progress_devices,
+    from target_runs
+    group by stage_run_id
+),
+
+failures as (
+    select
+        target_runs.stage_run_id,
+        coalesce(statuses.reason, target_runs.command_reason, '(no reason given)') as reason,
+        coalesce(devices.device_name, target_runs.device_alias, target_runs.device_id)
+            as device_name,
+    from target_runs
+    left join staging.stg_esper__command_statuses as statuses
+        on statuses.command_request_id = target_runs.command_id
+        and statuses.device_id = target_runs.device_id
+    left join intermediate.int_devices_current as devices
+        on devices.device_id = target_runs.device_id
+    where target_runs.status in ('failure', 'invalid', 'timeout')
+),
+
+reasons as (
+    select
+        stage_run_id,
+        reason,
+        count(*) as devices,
+        list(device_name order by device_name)[1:3] as device_names,
+    from failures
+    group by stage_run_id, reason
+),
+
+top_reasons as (
+    select
+        stage_run_id,
+        list(
+            {'reason': reason, 'devices': devices, 'device_names': device_names}
+            order by devices desc, reason
+        )[1:3] as top_failure_reasons,
+    from reasons
+    group by stage_run_id
+),
+
+first_unreached as (
+    select
+        runs.pipeline_run_id,
+        min(stages.stage_order) as stage_order,
+    from runs
+    inner join stages on stages.pipeline_id = runs.pipeline_id
+    left join stage_runs
+        on stage_runs.pipeline_run_id = runs.pipeline_run_id
+        and stage_runs.stage_id = stages.stage_id
+    where stage_runs.stage_run_id is null
+    group by runs.pipeline_run_id
+),
+
+final as (
+    select
+        runs.pipeline_id,
+        runs.pipeline_name,
+        runs.pipeline_run_id,
+        runs.run_number,
+        runs.status as run_status,
+        stages.stage_id,
+        stages.stage_order,
+        stages.stage_name,
+        stage_runs.stage_run_id,
+        coalesce(stage_runs.status, 'not_started') as status,
+        coalesce(per_stage_run.target_devices, 0) as target_devices,
+        coalesce(per_stage_run.succeeded_devices, 0) as succeeded_devices,
+        coalesce(per_stage_run.failed_devices, 0) as failed_devices,
+        coalesce(per_stage_run.timed_out_devices, 0) as timed_out_devices,
+        coalesce(per_stage_run.cancelled_devices, 0) as cancelled_devices,
+        coalesce(per_stage_run.in_progress_devices, 0) as in_progress_devices,
+        (per_stage_run.target_devices - per_stage_run.in_progress_devices)
+            / nullif(per_stage_run.target_devices, 0) as share_done,
+        stage_runs.started_at,
+        stage_runs.ended_at,
+        round(
+            epoch(coalesce(stage_runs.ended_at, as_of.as_of) - stage_runs.started_at) / 3600.0, 2
+        ) as hours_taken,
+        case
+            when runs.status = 'waiting' and first_unreached.stage_order = stages.stage_order
+                then runs.updated_at
+        end as waiting_for_approval_since,
+        coalesce(top_reasons.top_failure_reasons, []) as top_failure_reasons,
+    from runs
+    cross join as_of
+    inner join stages on stages.pipeline_id = runs.pipeline_id
+    left join stage_runs
+        on stage_runs.pipeline_run_id = runs.pipeline_run_id
+        and stage_runs.stage_id = stages.stage_id
+    left join per_stage_run on per_stage_run.stage_run_id = stage_runs.stage_run_id
+    left join top_reasons on top_reasons.stage_run_id = stage_runs.stage_run_id
+    left join first_unreached on first_unreached.pipeline_run_id = runs.pipeline_run_id
+)
+
+select * from final

@@ -1,0 +1,134 @@
+"""Esper Pipelines: each raw table equals the simulator's truth after a first load and after a
+night; a run that had ended costs no request the next night; a key without `read:pipeline`
+loads everything else and names the tables it skipped."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
+from esper_warehouse.sources.esper.tables.pipelines import RUN_ENDED, TABLES
+
+from tests.pipeline.helpers import load
+
+NAMES = [t.name for t in TABLES]
+STAGE_RUNS_ROUTE = "GET /pipelines/v0/runs/{pipeline_run_id}/stageruns/"
+COLUMNS = {
+    "pipelines": ["id", "name", "timeout_seconds"],
+    "pipeline_stages": ["id", "pipeline_id", "name"],
+    "pipeline_runs": ["id", "pipeline_id", "run_number", "status"],
+    "pipeline_stage_runs": ["id", "pipeline_run_id", "stage_id", "status"],
+    "pipeline_stage_run_operations": ["id", "operation_type", "args"],
+    "pipeline_target_runs": ["id", "stage_run_id", "device_id", "status", "command_id"],
+}
+
+
+def _assert_equal_to_truth(sim, wh: Path) -> None:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        for table, columns in COLUMNS.items():
+            raw = con.execute(f"select {', '.join(columns)} from esper.{table} order by id")
+            truth = sorted(sim.truth(table), key=lambda r: r["id"])
+            assert truth, table
+            assert raw.fetchall() == [tuple(r[c] for c in columns) for r in truth], table
+
+
+def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, first_load) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    first = first_load(wh)
+    assert first.exit_code == 0, first.error
+    _assert_equal_to_truth(sim, wh)
+
+    runs = sim.truth("pipeline_runs")
+    ended = {r["id"] for r in runs if r["status"] in RUN_ENDED}
+    assert ended and len(ended) < len(runs)  # the simulator holds both kinds
+    sim.advance(hours=24)
+    sim.reset_stats()
+    nightly = load(sim, wh)
+    assert nightly.exit_code == 0, nightly.error
+    _assert_equal_to_truth(sim, wh)
+    # a run that had ended is not read again: only the others' stage runs are asked for
+    asked = sim.stats()["routes"].get(STAGE_RUNS_ROUTE, 0)
+    assert 0 < asked <= len(sim.truth("pipeline_runs")) - len(ended)
+
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        staged = con.execute(
+            "select stage_id, stage_order from staging.stg_esper__pipeline_stages"
+        ).fetchall()
+    truth = sim.truth("pipeline_stages")
+    order = {}
+    for stage in truth:  # the API lists a pipeline's stages in order
+        order[stage["id"]] = sum(1 for s in truth[: truth.index(stage) + 1]
+                                 if s["pipeline_id"] == stage["pipeline_id"])  # fmt: skip
+    assert dict(staged) == order
+    _assert_marts_equal_the_truth(sim, wh, order)
+
+
+ENDED = {"success": "succeeded", "complete": "succeeded", "failure": "failed",
+         "invalid": "failed", "timeout": "timed_out", "cancelled": "cancelled"}  # fmt: skip
+
+
+def _expected_rollout(sim, order: dict[str, int]) -> dict[tuple, tuple]:
+    """(run id, stage id) -> (status, targets, succeeded, failed, timed out, cancelled, in
+    progress), computed from the simulator's records alone."""
+    stage_run = {(s["pipeline_run_id"], s["stage_id"]): s for s in sim.truth("pipeline_stage_runs")}
+    targets: dict[str, Counter] = {}
+    for t in sim.truth("pipeline_target_runs"):
+        targets.setdefault(t["stage_run_id"], Counter())[ENDED.get(t["status"], "in_progress")] += 1
+    expected = {}
+    for run in sim.truth("pipeline_runs"):
+        for stage in sim.truth("pipeline_stages"):
+            if stage["pipeline_id"] != run["pipeline_id"]:
+                continue
+            sr = stage_run.get((run["id"], stage["id"]))
+            c = targets.get(sr["id"], Counter()) if sr else Counter()
+            kinds = ("succeeded", "failed", "timed_out", "cancelled", "in_progress")
+            expected[(run["id"], order[stage["id"]])] = (
+                sr["status"] if sr else "not_started",
+                sum(c.values()),
+                *(c[k] for k in kinds),
+            )
+    return expected
+
+
+def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        rows = con.execute(
+            "select pipeline_run_id, stage_order, status, target_devices, succeeded_devices, "
+            "failed_devices, timed_out_devices, cancelled_devices, in_progress_devices "
+            "from marts.pipeline_rollout"
+        ).fetchall()
+        current = con.execute(
+            "select pipeline_id, run_number, run_status from marts.pipeline_rollout_current"
+        ).fetchall()
+        waiting = con.execute(
+            "select value, denominator from marts.headlines where headline = 'pipeline_runs_waiting'"
+        ).fetchall()
+    expected = _expected_rollout(sim, order)
+    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
+    assert len(rows) == len(expected)
+    assert any(v[2] for v in expected.values())  # some stages have succeeded targets
+    statuses = [r["status"] for r in sim.truth("pipeline_runs")]
+    open_runs = [s for s in statuses if s not in RUN_ENDED]
+    assert waiting == [(open_runs.count("waiting"), len(open_runs))]
+    latest: dict[str, dict] = {}
+    for run in sim.truth("pipeline_runs"):
+        if run["run_number"] > latest.get(run["pipeline_id"], {"run_number": 0})["run_number"]:
+            latest[run["pipeline_id"]] = run
+    assert sorted(current) == sorted((p, r["run_number"], r["status"]) for p, r in latest.items())
+
+
+def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, first_load) -> None:
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/*"}])
+    sim.advance(hours=24)
+    nightly = load(sim, wh)
+    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert set(nightly.unavailable) == set(NAMES)
+    assert nightly.rows.get("groups")
+    with duckdb.connect(str(wh), read_only=True) as con:  # what was loaded is kept
+        assert con.execute("select count(*) from esper.pipeline_runs").fetchone()[0] > 0
