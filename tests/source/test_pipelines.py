@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.run_types import EXIT_PARTIAL
 from esper_warehouse.sources.esper.tables.pipelines import RUN_ENDED, TABLES
 
 from tests.pipeline.helpers import load
@@ -127,7 +127,7 @@ def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, 
     sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/*"}])
     sim.advance(hours=24)
     nightly = load(sim, wh)
-    assert nightly.exit_code == EXIT_PARTIAL, nightly.error
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == set(NAMES)
     assert nightly.rows.get("groups")
     with duckdb.connect(str(wh), read_only=True) as con:  # what was loaded is kept
