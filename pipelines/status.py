@@ -188,15 +188,34 @@ def compliance(numbers: headlines.Headlines | None) -> list[str]:
     ]
 
 
+def pipeline_runs(numbers: headlines.Headlines | None) -> list[str]:
+    """Esper Pipelines runs not yet ended that need a look (marts.headlines): waiting for an
+    approval, stalled for a day or more, failing on more than 10 % of their current stage;
+    none when no run is open (or Pipelines is not loaded)."""
+    waiting = numbers.number("pipeline_runs_waiting") if numbers else None
+    if numbers is None or waiting is None or not waiting.denominator:
+        return []
+    stalled = numbers.number("pipeline_runs_stalled")
+    failing = numbers.number("pipeline_runs_failing")
+    return [
+        f"Esper Pipelines runs not ended (marts.pipeline_rollout): {waiting.denominator:,}; "
+        f"waiting for an approval {waiting.value:,}, stalled a day or more "
+        f"{stalled.value if stalled else 0:,}, failing on more than 10 % of a stage "
+        f"{failing.value if failing else 0:,}"
+    ]
+
+
 def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:
     """What an admin checks first (marts.headlines): credentials that stop management, drift
-    verdicts that differ, who may send destructive commands, devices about to go flat."""
+    verdicts that differ, who may send destructive commands, devices about to go flat, rollouts
+    that wait or fail."""
     numbers = headlines.read(con)
     return [
         *expiring_credentials(con, numbers),
         *drift_disagreements(numbers),
         *destructive_access(numbers),
         *low_battery(numbers),
+        *pipeline_runs(numbers),
     ]
 
 

@@ -62,7 +62,11 @@ def _morning_check(mart: Headlines) -> list[str]:
     any_ = _number(mart, "users_may_wipe_reboot_or_lock")
     unknown = _number(mart, "users_scopes_unknown")
     low, esper = _number(mart, "low_battery_devices"), _number(mart, "esper_low_battery_devices")
+    waiting, stalled, failing = (
+        _number(mart, f"pipeline_runs_{kind}") for kind in ("waiting", "stalled", "failing")
+    )
     assert creds.value and drift.value and wipe.denominator, "the fixture shows every line"
+    assert waiting.denominator, "the fixture has Esper Pipelines runs not ended"
     return [
         re.escape(f"credentials expired or expiring (marts.credential_expiry): {_n(creds.value)} "
                   f"({by_status})"),
@@ -74,6 +78,10 @@ def _morning_check(mart: Headlines) -> list[str]:
         re.escape(f"devices with a battery below 15 % (marts.headlines): {_n(low.value)} of "
                   f"{_n(low.denominator)} reporting a battery (Esper's console counter: "
                   f"{_n(esper.value)})"),
+        re.escape(f"Esper Pipelines runs not ended (marts.pipeline_rollout): "
+                  f"{_n(waiting.denominator)}; waiting for an approval {_n(waiting.value)}, "
+                  f"stalled a day or more {_n(stalled.value)}, failing on more than 10 % of a "
+                  f"stage {_n(failing.value)}"),
     ]  # fmt: skip
 
 
