@@ -217,6 +217,18 @@ class EsperClient:
             fn, items, self._max_concurrency, self._mark_bulk if bulk else None, self.stop
         )
 
+    def map_in_order(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """Run `fn(item)` for every item on worker threads; yield results in item order.
+
+        For a list read page by page whose pages must come in order: at most twice the current
+        limit of requests in flight are started and not yet yielded, so a page that answers late
+        holds back the pages after it (a bounded number of them) instead of letting the whole
+        rest of the list arrive and wait in memory.
+        """
+        yield from threads.map_in_order(
+            fn, items, self._max_concurrency, 2 * self.concurrency, self.stop
+        )
+
     def read_ahead(self, items: Iterator[T]) -> Iterator[T]:
         """Yield from `items` while its next item is already being produced on another thread.
 

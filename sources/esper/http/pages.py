@@ -234,8 +234,9 @@ def iter_pages_parallel(
 
     The first page is fetched alone; its ``count`` and its length (the page size the API really
     used, which may be less than `limit`) give every remaining offset, and those pages are
-    fetched through `EsperClient.map` under the client's adaptive concurrency. Pages are yielded
-    in offset order; pages that arrive early wait in memory until their turn. When the last
+    fetched through `EsperClient.map_in_order` under the client's adaptive concurrency. Pages are
+    yielded in offset order; pages that arrive early wait in memory until their turn, a bounded
+    number of them (a late page holds back the requests after it). When the last
     planned page still has a `next` link (the list grew meanwhile) the walk follows the links
     from there. Without a ``count`` (or in the cursor shape) it falls back to following links.
 
@@ -277,25 +278,19 @@ def iter_pages_parallel(
 
     offsets = range(step, first.count, step)
 
-    def fetch(offset: int) -> tuple[int, Page]:
-        return offset, _get_page(client, path, {**base_params, "limit": step, "offset": offset})
+    def fetch(offset: int) -> Page:
+        return _get_page(client, path, {**base_params, "limit": step, "offset": offset})
 
-    waiting: dict[int, Page] = {}
-    expected = iter(offsets)
-    next_offset = next(expected, None)
     last = first
-    with closing(client.map(fetch, offsets)) as fetched:
-        for offset, page in fetched:
-            waiting[offset] = page
-            while next_offset is not None and next_offset in waiting:
-                last = waiting.pop(next_offset)
-                if not last.items:
-                    # The list ends before its count (it shrank, or the count is wrong): the
-                    # pages planned beyond it are not requested.
-                    return
-                progress.add(last)
-                yield last
-                next_offset = next(expected, None)
+    with closing(client.map_in_order(fetch, offsets)) as fetched:
+        for page in fetched:
+            if not page.items:
+                # The list ends before its count (it shrank, or the count is wrong): the
+                # pages planned beyond it are not requested.
+                return
+            last = page
+            progress.add(last)
+            yield last
     if last.items and last.next_url:  # the list grew while being read (or count was stale)
         yield from _continue(
             client, path, base_params, last, _url(client, path), limit=limit, progress=progress

@@ -1,4 +1,4 @@
-"""The client's worker threads: a bounded fan-out (`map`) and a one-page read-ahead.
+"""The client's worker threads: a bounded fan-out (`map`, `map_in_order`) and a one-page read-ahead.
 
 Both wait in slices (`deadline.wait_interruptibly`) so that Ctrl-C is noticed at once, and call
 `on_interrupt` (the client's `stop`) before re-raising it, so the workers' requests end now
@@ -8,6 +8,7 @@ instead of being retried.
 from __future__ import annotations
 
 import queue
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
@@ -64,6 +65,45 @@ def map_concurrently(
             raise
         finally:
             for future in pending:
+                future.cancel()
+
+
+def map_in_order(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    workers: int,
+    ahead: int,
+    on_interrupt: Callable[[], None],
+) -> Iterator[R]:
+    """`fn(item)` for every item on `workers` threads, in item order (`EsperClient.map_in_order`).
+
+    At most `ahead` calls are started and not yet yielded: a call that ends late holds back the
+    calls after it, not just their order, so the results waiting for it stay `ahead` at most
+    (in completion order they would pile up without bound). The first exception, in item order,
+    is raised after cancelling the calls that have not started.
+    """
+    source = iter(items)
+    started: deque[Future[R]] = deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="esper-map") as pool:
+
+        def submit(count: int) -> None:
+            started.extend(pool.submit(fn, item) for item in islice(source, count))
+
+        submit(max(ahead, 1))
+        try:
+            while started:
+                # `exception` waits and raises TimeoutError only for its own timeout
+                error = wait_interruptibly(started[0].exception, TimeoutError)
+                if error is not None:
+                    raise error
+                head = started.popleft()
+                submit(1)  # before yielding: the pool keeps working while the caller does
+                yield head.result()
+        except KeyboardInterrupt:
+            on_interrupt()  # Ctrl-C: the workers' requests end now instead of being retried
+            raise
+        finally:
+            for future in started:
                 future.cancel()
 
 
