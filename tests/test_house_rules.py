@@ -16,7 +16,7 @@ FUNCTION_LINES = 80
 # crossed nine modules.
 LONGER_MODULES = {
     # the client with what it sends with: pools, an attempt's deadline, threads, counters
-    "sources/esper/http/client.py": 900,
+    "sources/esper/http/client.py": 950,
     # the list envelopes and every walk over them, whole lists and fan-outs included
     "sources/esper/http/pages.py": 620,
 }

@@ -171,8 +171,15 @@ def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: st
         log.info(
             "%s: read again, to tell a removed %s from a refused route", parent.path, parent.name
         )
-        items = read_all(client, parent.path_for(client), limit=parent.limit(None), key=parent.key)
-        return {str(item.get(parent.key[0])) for item in items.items}
+        first = parent.key[0]
+        read = read_all(
+            client,
+            parent.path_for(client),
+            limit=parent.limit(None),
+            key=parent.key,
+            keep=lambda item: item.get(first),  # a fleet's whole records would be ~0.5 GB
+        )
+        return {str(value) for value in read.items}
 
     try:
         listed = ledger.shared.read_once(f"{parent.name} (listed again)", read)

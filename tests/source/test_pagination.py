@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import tracemalloc
 from typing import Any
 
 import httpx
@@ -380,6 +381,36 @@ def test_iter_pages_parallel_yields_every_page_in_offset_order() -> None:
     assert all(u.params["q"] == "x" for u in api.requests)
 
 
+def test_iter_pages_parallel_holds_a_bounded_number_of_pages_behind_a_late_one() -> None:
+    """A page that answers late does not make the walk read the whole list into memory: the
+    pages after it wait for it, a bounded number of them (150,000 devices of the legacy list,
+    read whole behind one late page, were 1 GB)."""
+    api = OffsetAPI(records(400), envelope="v2")
+    others_answered = threading.Event()
+    answered: list[int] = []
+
+    def late_second_page(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params.get("offset", 0))
+        if offset == 10:  # answers once every other page is answered, or after a second
+            others_answered.wait(timeout=1.0)
+        response = api(request)
+        with api.lock:
+            answered.append(offset)
+            if len(answered) == 39:
+                others_answered.set()
+        return response
+
+    client = client_for(late_second_page, initial_concurrency=8)
+    held = []
+    pages = []
+    for page in iter_pages_parallel(client, "/v2/blueprints/", limit=10):
+        pages.append(page)
+        with api.lock:
+            held.append(len(answered) - len(pages))  # answered, not yet handed on
+    assert all_items(pages) == records(400)
+    assert max(held) <= 2 * 8  # twice the requests in flight, not the 38 pages after it
+
+
 def test_iter_pages_parallel_uses_the_page_size_the_api_really_served() -> None:
     api = OffsetAPI(records(95), max_limit=10)
     pages = list(iter_pages_parallel(client_for(api), "/v2/blueprints/", limit=50))
@@ -558,6 +589,33 @@ def test_read_all_of_a_list_serving_one_id_twice_keeps_it_once_and_counts_it_onc
             prefer=lambda a, b, rule=rule: rule(a, b, key=lambda item: item["n"]),
         )
         assert {i["id"]: i["n"] for i in chosen.items}["r00002"] == kept
+
+
+def test_read_all_for_a_field_of_each_item_holds_that_field_not_the_list() -> None:
+    """A big list read for a few fields of each item (the legacy device list for patch levels,
+    the device list for its ids) holds those, page by page, even behind a late page: its peak
+    is a fraction of the list read whole."""
+    rows = [{**row, "details": "x" * 4000} for row in records(5000)]
+    api = OffsetAPI(rows, envelope="v2")
+
+    def late_second_page(request: httpx.Request) -> httpx.Response:
+        if int(request.url.params.get("offset", 0)) == 20:
+            time.sleep(0.3)
+        return api(request)
+
+    def peak(**options: Any) -> tuple[int, list[Any]]:
+        client = client_for(late_second_page, initial_concurrency=8)
+        tracemalloc.start()
+        try:
+            read = read_all(client, "/v2/x/", limit=20, parallel=True, **options)
+            return tracemalloc.get_traced_memory()[1], read.items
+        finally:
+            tracemalloc.stop()
+
+    whole, items = peak()
+    kept, ids = peak(keep=lambda item: item["id"])
+    assert sorted(ids) == [item["id"] for item in items] == [row["id"] for row in rows]
+    assert kept < whole / 2  # about a third: the walk itself (threads, pages in flight) remains
 
 
 def test_read_all_counts_a_repeat_of_one_pass_only_as_a_moving_window_not_a_copy() -> None:

@@ -44,6 +44,7 @@ import queue
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, fields
@@ -221,6 +222,16 @@ class EsperClient:
         yield from map_concurrently(
             fn, items, self._max_concurrency, self._mark_bulk if bulk else None, self.stop
         )
+
+    def map_in_order(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """Run `fn(item)` for every item on worker threads; yield results in item order.
+
+        For a list read page by page whose pages must come in order: at most twice the current
+        limit of requests in flight are started and not yet yielded, so a page that answers late
+        holds back the pages after it (a bounded number of them) instead of letting the whole
+        rest of the list arrive and wait in memory.
+        """
+        yield from map_in_order(fn, items, self._max_concurrency, 2 * self.concurrency, self.stop)
 
     def read_ahead(self, items: Iterator[T]) -> Iterator[T]:
         """Yield from `items` while its next item is already being produced on another thread.
@@ -832,6 +843,45 @@ def map_concurrently(
             raise
         finally:
             for future in pending:
+                future.cancel()
+
+
+def map_in_order(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    workers: int,
+    ahead: int,
+    on_interrupt: Callable[[], None],
+) -> Iterator[R]:
+    """`fn(item)` for every item on `workers` threads, in item order (`EsperClient.map_in_order`).
+
+    At most `ahead` calls are started and not yet yielded: a call that ends late holds back the
+    calls after it, not just their order, so the results waiting for it stay `ahead` at most
+    (in completion order they would pile up without bound). The first exception, in item order,
+    is raised after cancelling the calls that have not started.
+    """
+    source = iter(items)
+    started: deque[Future[R]] = deque()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="esper-map") as pool:
+
+        def submit(count: int) -> None:
+            started.extend(pool.submit(fn, item) for item in islice(source, count))
+
+        submit(max(ahead, 1))
+        try:
+            while started:
+                # `exception` waits and raises TimeoutError only for its own timeout
+                error = wait_interruptibly(started[0].exception, TimeoutError)
+                if error is not None:
+                    raise error
+                head = started.popleft()
+                submit(1)  # before yielding: the pool keeps working while the caller does
+                yield head.result()
+        except KeyboardInterrupt:
+            on_interrupt()  # Ctrl-C: the workers' requests end now instead of being retried
+            raise
+        finally:
+            for future in started:
                 future.cancel()
 
 

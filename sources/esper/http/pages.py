@@ -245,8 +245,9 @@ def iter_pages_parallel(
 
     The first page is fetched alone; its ``count`` and its length (the page size the API really
     used, which may be less than `limit`) give every remaining offset, and those pages are
-    fetched through `EsperClient.map` under the client's adaptive concurrency. Pages are yielded
-    in offset order; pages that arrive early wait in memory until their turn. When the last
+    fetched through `EsperClient.map_in_order` under the client's adaptive concurrency. Pages are
+    yielded in offset order; pages that arrive early wait in memory until their turn, a bounded
+    number of them (a late page holds back the requests after it). When the last
     planned page still has a `next` link (the list grew meanwhile) the walk follows the links
     from there. Without a ``count`` (or in the cursor shape) it falls back to following links.
 
@@ -288,25 +289,19 @@ def iter_pages_parallel(
 
     offsets = range(step, first.count, step)
 
-    def fetch(offset: int) -> tuple[int, Page]:
-        return offset, _get_page(client, path, {**base_params, "limit": step, "offset": offset})
+    def fetch(offset: int) -> Page:
+        return _get_page(client, path, {**base_params, "limit": step, "offset": offset})
 
-    waiting: dict[int, Page] = {}
-    expected = iter(offsets)
-    next_offset = next(expected, None)
     last = first
-    with closing(client.map(fetch, offsets)) as fetched:
-        for offset, page in fetched:
-            waiting[offset] = page
-            while next_offset is not None and next_offset in waiting:
-                last = waiting.pop(next_offset)
-                if not last.items:
-                    # The list ends before its count (it shrank, or the count is wrong): the
-                    # pages planned beyond it are not requested.
-                    return
-                progress.add(last)
-                yield last
-                next_offset = next(expected, None)
+    with closing(client.map_in_order(fetch, offsets)) as fetched:
+        for page in fetched:
+            if not page.items:
+                # The list ends before its count (it shrank, or the count is wrong): the
+                # pages planned beyond it are not requested.
+                return
+            last = page
+            progress.add(last)
+            yield last
     if last.items and last.next_url:  # the list grew while being read (or count was stale)
         yield from _continue(
             client, path, base_params, last, _url(client, path), limit=limit, progress=progress
@@ -469,9 +464,10 @@ class ListRead:
 
     `count` is the count of distinct items: the API's count less the extra copies of a key the
     list served more than once in every pass (`read_all`): an item served twice is not missing.
+    `items` holds what `read_all`'s `keep` kept of each item, when it is given one.
     """
 
-    items: list[dict]
+    items: list[Any]
     count: int
     complete: bool = True
 
@@ -485,6 +481,7 @@ def read_all(
     key: tuple[str, ...] = ("id",),
     parallel: bool = False,
     prefer: Callable[[dict, dict], dict] | None = None,
+    keep: Callable[[dict], Any] | None = None,
 ) -> ListRead:
     """Read a whole offset list; read it again once if fewer unique items came than its count.
 
@@ -495,6 +492,10 @@ def read_all(
     A key served more than once in every pass is the list's own (two records with one id, not a
     moving window): its copies are one item, kept once (`prefer(kept, other)` picks which; by
     default the last read), counted once, and logged.
+
+    `keep(item)` is what the read holds of each item, in its place (`prefer` then compares what
+    was kept): a list read for its keys or a few fields holds those alone, page by page, not every
+    record whole (150,000 device records are ~0.5 GB of Python objects).
     """
     by_key: dict[tuple[Any, ...], dict] = {}
     repeated: dict[tuple[Any, ...], int] | None = None  # key -> copies, in every pass so far
@@ -512,6 +513,8 @@ def read_all(
             for item in page.items:
                 value = tuple(item.get(k) for k in key)
                 copies[value] = copies.get(value, 0) + 1
+                if keep is not None:
+                    item = keep(item)
                 kept = by_key.get(value)
                 by_key[value] = item if kept is None or prefer is None else prefer(kept, item)
         twice = {k: n for k, n in copies.items() if n > 1}

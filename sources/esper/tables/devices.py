@@ -272,7 +272,8 @@ def android_software(
     limit = min(opts.page_size or PAGE_SIZE, PAGE_SIZE)
     path = LEGACY_DEVICES_PATH.format(eid=client.enterprise_id)
     try:
-        return legacy_software(read_all(client, path, limit=limit, parallel=True).items)
+        read = read_all(client, path, limit=limit, parallel=True, keep=software_of)
+        return {found["id"]: found["software"] for found in read.items if found is not None}
     except EsperUnavailableError as error:  # the devices still load, without these two fields
         ledger.refusals.leave_out(DEVICES.name, legacy_list_refused(error))
         return {}
@@ -286,17 +287,25 @@ def legacy_list_refused(error: EsperUnavailableError) -> str:
     )
 
 
+def software_of(item: dict) -> dict[str, Any] | None:
+    """`{id, software: {security_patch_level, os_build_number}}` of a legacy device list item;
+    None when it carries neither (all the list is read for: not the item whole)."""
+    info = item.get("softwareInfo") or {}
+    if not isinstance(info, dict) or not item.get("id"):
+        return None
+    patch, build = info.get("securityPatchLevel"), info.get("androidBuildNumber")
+    if not (patch or build):
+        return None
+    return {
+        "id": str(item["id"]),
+        "software": {"security_patch_level": patch, "os_build_number": build},
+    }
+
+
 def legacy_software(items: list[dict]) -> dict[str, dict[str, Any]]:
     """Device id -> `{security_patch_level, os_build_number}` from legacy device list items."""
-    found: dict[str, dict[str, Any]] = {}
-    for item in items:
-        info = item.get("softwareInfo") or {}
-        if not isinstance(info, dict) or not item.get("id"):
-            continue
-        patch, build = info.get("securityPatchLevel"), info.get("androidBuildNumber")
-        if patch or build:
-            found[str(item["id"])] = {"security_patch_level": patch, "os_build_number": build}
-    return found
+    found = (software_of(item) for item in items)
+    return {one["id"]: one["software"] for one in found if one is not None}
 
 
 def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
