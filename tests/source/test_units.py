@@ -16,7 +16,7 @@ from esper_warehouse.sources.esper.tables.data_tap_jobs import (
     run_query,
     table_name,
 )
-from esper_warehouse.sources.esper.tables.devices import legacy_software, with_software
+from esper_warehouse.sources.esper.tables.devices import software_by_id, software_of, with_software
 
 from tests.live_shapes import document, route, synthesize
 
@@ -178,7 +178,7 @@ def test_live_device_list_items_get_patch_level_and_build_from_the_legacy_list()
     legacy[0]["id"] = items[0]["id"]
     legacy[0]["softwareInfo"]["securityPatchLevel"] = "2026-09-05"
     legacy[0]["softwareInfo"]["androidBuildNumber"] = "UP1A.231005.007"
-    software = legacy_software(legacy)
+    software = software_by_id(map(software_of, legacy))
     for item in items:
         with_software(item, software)
     table = to_arrow(items, TABLES["devices"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -273,7 +273,7 @@ def android_software(
     path = LEGACY_DEVICES_PATH.format(eid=client.enterprise_id)
     try:
         read = read_all(client, path, limit=limit, parallel=True, keep=software_of)
-        return {found["id"]: found["software"] for found in read.items if found is not None}
+        return software_by_id(read.items)
     except EsperUnavailableError as error:  # the devices still load, without these two fields
         ledger.refusals.leave_out(DEVICES.name, legacy_list_refused(error))
         return {}
@@ -302,10 +302,9 @@ def software_of(item: dict) -> dict[str, Any] | None:
     }
 
 
-def legacy_software(items: list[dict]) -> dict[str, dict[str, Any]]:
-    """Device id -> `{security_patch_level, os_build_number}` from legacy device list items."""
-    found = (software_of(item) for item in items)
-    return {one["id"]: one["software"] for one in found if one is not None}
+def software_by_id(kept: Iterable[dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """Device id -> `{security_patch_level, os_build_number}` from what `software_of` kept."""
+    return {one["id"]: one["software"] for one in kept if one is not None}
 
 
 def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
