@@ -76,33 +76,26 @@ access as (
     where coalesce(is_active, true)
 ),
 
--- Esper Pipelines runs not yet ended, with the stage each is at (the last reached)
+-- Esper Pipelines runs not yet ended, and whether each is stalled or failing (the flags' home is
+-- marts.pipeline_rollout)
 open_pipeline_runs as (
     select
         pipeline_run_id,
         any_value(run_status) as run_status,
-        arg_max(failed_devices + timed_out_devices, stage_order)
-            filter (where stage_run_id is not null) as failing_devices,
-        arg_max(target_devices, stage_order) filter (where stage_run_id is not null)
-            as current_targets,
+        bool_or(is_stalled) as is_stalled,
+        bool_or(is_failing) as is_failing,
     from marts.pipeline_rollout
-    where run_status in ('pending', 'queued', 'processing', 'running', 'waiting')
+    where is_run_open
     group by pipeline_run_id
 ),
 
 pipeline_runs_open as (
     select
         count(*) as open_runs,
-        count(*) filter (where open.run_status = 'waiting') as waiting,
-        count(*) filter (
-            where open.run_status <> 'waiting'
-            and runs.updated_at < (select as_of from as_of) - interval 24 hours
-        ) as stalled,
-        -- more than 10 % of the current stage's devices failed or timed out
-        count(*) filter (where open.failing_devices > 0.10 * open.current_targets) as failing,
-    from open_pipeline_runs as open
-    inner join staging.stg_esper__pipeline_runs as runs
-        on runs.pipeline_run_id = open.pipeline_run_id
+        count(*) filter (where run_status = 'waiting') as waiting,
+        count(*) filter (where is_stalled) as stalled,
+        count(*) filter (where is_failing) as failing,
+    from open_pipeline_runs
 ),
 
 scalars as (
@@ -221,7 +214,7 @@ scalars as (
     select
         'pipeline_runs_stalled', stalled, open_runs, 'pipeline runs',
         'Pipeline runs stalled for a day or more (of runs not ended)',
-        'marts.pipeline_rollout',
+        'marts.pipeline_rollout.is_stalled',
         'Esper Pipelines runs not ended and not waiting for an approval whose last change '
             || '(updated_at) is more than 24 hours old, out of the runs not yet ended',
     from pipeline_runs_open
@@ -229,7 +222,7 @@ scalars as (
     select
         'pipeline_runs_failing', failing, open_runs, 'pipeline runs',
         'Pipeline runs failing on more than 10 % of a stage (of runs not ended)',
-        'marts.pipeline_rollout.failed_devices',
+        'marts.pipeline_rollout.is_failing',
         'Esper Pipelines runs not ended whose current stage (the last reached) has more than '
             || '10 % of its target devices failed or timed out, out of the runs not yet ended',
     from pipeline_runs_open

@@ -28,6 +28,15 @@
 --                                    (command_statuses of its command_id on that device, else the
 --                                    target run's own command_meta reason; '(no reason given)'),
 --                                    most devices first; device_names: up to 3 of them, by name
+--   is_run_open                      the run has not ended: pending, queued, processing, running or
+--                                    waiting (the runs marts.headlines counts)
+--   is_stalled                       on the stage a stalled run is at (its last stage reached, its
+--                                    first when none is): a run not ended and not waiting whose
+--                                    last change (its updated_at) is more than 24 hours before
+--                                    as_of; false elsewhere
+--   is_failing                       on the last stage reached of a run not ended, when more than
+--                                    10 % of that stage's target devices failed or timed out; false
+--                                    elsewhere
 with
 
 runs as (
@@ -114,6 +123,21 @@ first_unreached as (
     group by runs.pipeline_run_id
 ),
 
+-- the stage each run is at: the last it reached, else its first
+position as (
+    select
+        runs.pipeline_run_id,
+        max(stages.stage_order) filter (where stage_runs.stage_run_id is not null)
+            as last_reached_order,
+        min(stages.stage_order) as first_order,
+    from runs
+    inner join stages on stages.pipeline_id = runs.pipeline_id
+    left join stage_runs
+        on stage_runs.pipeline_run_id = runs.pipeline_run_id
+        and stage_runs.stage_id = stages.stage_id
+    group by runs.pipeline_run_id
+),
+
 final as (
     select
         runs.pipeline_id,
@@ -144,6 +168,21 @@ final as (
                 then runs.updated_at
         end as waiting_for_approval_since,
         coalesce(top_reasons.top_failure_reasons, []) as top_failure_reasons,
+        runs.status in ('pending', 'queued', 'processing', 'running', 'waiting') as is_run_open,
+        coalesce(
+            is_run_open
+            and runs.status <> 'waiting'
+            and runs.updated_at < as_of.as_of - interval 24 hours
+            and stages.stage_order
+            = coalesce(position.last_reached_order, position.first_order),
+            false
+        ) as is_stalled,
+        coalesce(
+            is_run_open
+            and stages.stage_order = position.last_reached_order
+            and failed_devices + timed_out_devices > 0.10 * target_devices,
+            false
+        ) as is_failing,
     from runs
     cross join as_of
     inner join stages on stages.pipeline_id = runs.pipeline_id
@@ -153,6 +192,7 @@ final as (
     left join per_stage_run on per_stage_run.stage_run_id = stage_runs.stage_run_id
     left join top_reasons on top_reasons.stage_run_id = stage_runs.stage_run_id
     left join first_unreached on first_unreached.pipeline_run_id = runs.pipeline_run_id
+    left join position on position.pipeline_run_id = runs.pipeline_run_id
 )
 
 select * from final

@@ -16,6 +16,9 @@
 --                                    those target runs by status (as in pipeline_rollout)
 --   share_done                       ended target runs / target_devices (NULL without targets)
 --   waiting_for_approval_since       when the run began to wait for an approval (NULL: not waiting)
+--   run_updated_at                   that run's last change
+--   is_stalled, is_failing           that run is stalled, or failing, at its current stage (the
+--                                    flags of marts.pipeline_rollout, on whichever stage they are)
 with
 
 rollout as (
@@ -47,6 +50,8 @@ per_run as (
         sum(cancelled_devices) as cancelled_devices,
         sum(in_progress_devices) as in_progress_devices,
         max(waiting_for_approval_since) as waiting_for_approval_since,
+        bool_or(is_stalled) as is_stalled,
+        bool_or(is_failing) as is_failing,
     from rollout
     group by pipeline_run_id
 ),
@@ -74,6 +79,9 @@ final as (
         (per_run.target_devices - per_run.in_progress_devices)
             / nullif(per_run.target_devices, 0) as share_done,
         per_run.waiting_for_approval_since,
+        latest.updated_at as run_updated_at,
+        coalesce(per_run.is_stalled, false) as is_stalled,
+        coalesce(per_run.is_failing, false) as is_failing,
     from latest
     left join per_run on per_run.pipeline_run_id = latest.pipeline_run_id
     left join rollout as current_stage

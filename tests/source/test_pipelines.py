@@ -5,6 +5,7 @@ loads everything else and names the tables it skipped."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -94,31 +95,74 @@ def _expected_rollout(sim, order: dict[str, int]) -> dict[tuple, tuple]:
     return expected
 
 
+def _expected_flags(
+    sim, order: dict[str, int], rollout: dict[tuple, tuple], as_of: datetime
+) -> dict[tuple, tuple[bool, bool]]:
+    """(run id, stage order) -> (is_stalled, is_failing) by the README's definitions, from the
+    simulator's records: a run not ended and not waiting, unchanged for more than 24 hours, is
+    stalled at its last stage reached (its first when none is); a run not ended fails at its last
+    stage reached when more than 10 % of that stage's devices failed or timed out."""
+    reached: dict[str, list[int]] = {}
+    for stage_run in sim.truth("pipeline_stage_runs"):
+        reached.setdefault(stage_run["pipeline_run_id"], []).append(order[stage_run["stage_id"]])
+    flags = {}
+    for run in sim.truth("pipeline_runs"):
+        stages = sorted(o for (r, o) in rollout if r == run["id"])
+        last = max(reached.get(run["id"], []), default=None)
+        held = last if last is not None else stages[0]
+        is_open = run["status"] not in RUN_ENDED
+        updated = datetime.fromisoformat(run["updated_at"].replace("Z", "+00:00"))
+        stalled = is_open and run["status"] != "waiting" and updated < as_of - timedelta(hours=24)
+        for stage in stages:
+            _, targets, _, failed, timed_out, *_ = rollout[(run["id"], stage)]
+            failing = is_open and stage == last and failed + timed_out > 0.10 * targets
+            flags[(run["id"], stage)] = (stalled and stage == held, failing)
+    return flags
+
+
 def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
     with duckdb.connect(str(wh), read_only=True) as con:
         rows = con.execute(
             "select pipeline_run_id, stage_order, status, target_devices, succeeded_devices, "
-            "failed_devices, timed_out_devices, cancelled_devices, in_progress_devices "
+            "failed_devices, timed_out_devices, cancelled_devices, in_progress_devices, "
+            "is_stalled, is_failing "
             "from marts.pipeline_rollout"
         ).fetchall()
         current = con.execute(
-            "select pipeline_id, run_number, run_status from marts.pipeline_rollout_current"
+            "select pipeline_id, run_number, run_status, pipeline_run_id, is_stalled, is_failing "
+            "from marts.pipeline_rollout_current"
         ).fetchall()
-        waiting = con.execute(
-            "select value, denominator from marts.headlines where headline = 'pipeline_runs_waiting'"
-        ).fetchall()
+        counted = {
+            headline: (value, denominator)
+            for headline, value, denominator in con.execute(
+                "select headline, value, denominator from marts.headlines "
+                "where headline like 'pipeline_runs_%'"
+            ).fetchall()
+        }
+        (as_of,) = con.execute("select as_of from intermediate.int_as_of").fetchone()
     expected = _expected_rollout(sim, order)
-    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
+    assert {(r[0], r[1]): tuple(r[2:9]) for r in rows} == expected
     assert len(rows) == len(expected)
     assert any(v[2] for v in expected.values())  # some stages have succeeded targets
+    flags = _expected_flags(sim, order, expected, as_of)
+    assert {(r[0], r[1]): (r[9], r[10]) for r in rows} == flags
+    assert any(failing for _, failing in flags.values())
     statuses = [r["status"] for r in sim.truth("pipeline_runs")]
     open_runs = [s for s in statuses if s not in RUN_ENDED]
-    assert waiting == [(open_runs.count("waiting"), len(open_runs))]
+    assert counted["pipeline_runs_waiting"] == (open_runs.count("waiting"), len(open_runs))
+    for kind, at in (("stalled", 0), ("failing", 1)):
+        runs = {run for (run, _), flag in flags.items() if flag[at]}
+        assert counted[f"pipeline_runs_{kind}"] == (len(runs), len(open_runs)), kind
     latest: dict[str, dict] = {}
     for run in sim.truth("pipeline_runs"):
         if run["run_number"] > latest.get(run["pipeline_id"], {"run_number": 0})["run_number"]:
             latest[run["pipeline_id"]] = run
-    assert sorted(current) == sorted((p, r["run_number"], r["status"]) for p, r in latest.items())
+    assert sorted(r[:3] for r in current) == sorted(
+        (p, r["run_number"], r["status"]) for p, r in latest.items()
+    )
+    for *_, run_id, stalled, failing in current:  # the run's flags, on whichever stage they are
+        run_flags = [f for (r, _), f in flags.items() if r == run_id]
+        assert (stalled, failing) == tuple(any(f[i] for f in run_flags) for i in (0, 1))
 
 
 def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, first_load) -> None:
