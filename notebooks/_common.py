@@ -9,6 +9,7 @@ notebook left open never holds the lock the nightly load needs.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -354,6 +355,22 @@ def headlines(path: Path | None = None) -> dict[str, dict[str, Any]]:
         row["headline"] + (f"/{row['item']}" if row["item"] is not None else ""): row
         for row in frame.iter_rows(named=True)
     }
+
+
+def skipped_by_last_run(path: Path | None = None) -> dict[str, str]:
+    """The tables the latest load skipped, with why (`_esper_runs.unavailable`: a refused scope,
+    a route the tenant lacks); empty when it skipped none or no load is recorded."""
+    with _connect(path or warehouse_path()) as con:
+        if not con.execute(
+            "select count(*) from duckdb_columns() where schema_name = 'esper' "
+            "and table_name = '_esper_runs' and column_name = 'unavailable'"
+        ).fetchone()[0]:
+            return {}
+        row = con.execute(
+            f"select unavailable from {raw_table(con, '_esper_runs')} "
+            "order by started_at desc limit 1"
+        ).fetchone()
+    return json.loads(row[0]) if row and row[0] else {}
 
 
 def picked_row(failing: mo.ui.table, slow: mo.ui.table) -> tuple[Any, Any]:

@@ -10,8 +10,9 @@ def _():
     import altair as alt
     import marimo as mo
     import polars as pl
+    from esper_warehouse.pipelines import readable
 
-    return alt, common, mo, pl
+    return alt, common, mo, pl, readable
 
 
 @app.cell
@@ -20,6 +21,8 @@ def _(mo):
         """
         # Rollouts: how far has each one got?
 
+        **Pipelines**: the stages of each Esper Pipelines run not yet ended, and which wait
+        for an approval, have stalled or are failing.
         **Apps**: which share of the devices that reported their apps runs each version, day by
         day. Devices that never reported their apps are shown apart, never counted as behind.
         **Commands and operations**: per request, how many target devices succeeded, failed,
@@ -125,6 +128,295 @@ def _(alt, common, pl):
         )
 
     return duration_chart, outcome_chart, rollout_label
+
+
+@app.cell
+def _(mo):
+    mo.md(
+        """
+        ## Pipelines
+
+        An admin stages a release with **Esper Pipelines**: a pipeline of stages, each sent to
+        its devices once the stage before has ended (or once someone approves it). Each run not
+        ended is a row below, its stages left to right in their order; a stage's bar is its
+        devices by outcome, so the coloured part is the share done. The three numbers are
+        `marts.headlines`', as `esper-warehouse status` prints them.
+        """
+    )
+    return
+
+
+@app.cell
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
+    pipelines_loaded = wh.has("marts.pipeline_rollout") and wh.has("marts.pipeline_rollout_current")
+    # what the last load could not read of Pipelines (a key without read:pipeline: 403)
+    pipelines_skipped = {
+        table: why
+        for table, why in common.skipped_by_last_run().items()
+        if table.startswith("pipeline")
+    }
+    pipeline_stages = common.query(
+        """
+        select
+            pipeline_name || ' · run ' || run_number || case
+                when count(distinct pipeline_id) over (partition by pipeline_name) > 1
+                    then ' · ' || left(pipeline_id, 8)
+                else ''
+            end as run,
+            pipeline_run_id, run_status, stage_order, stage_name, status, target_devices,
+            succeeded_devices, failed_devices, timed_out_devices, cancelled_devices,
+            in_progress_devices, share_done, is_stalled, is_failing, waiting_for_approval_since,
+            epoch(as_of - waiting_for_approval_since) / 60 as minutes_waiting,
+            epoch(as_of - run_updated_at) / 60 as minutes_unchanged,
+        from marts.pipeline_rollout
+        cross join intermediate.int_as_of
+        where is_run_open
+        order by pipeline_name, run_number, pipeline_run_id, stage_order
+        """
+        if pipelines_loaded
+        else "select null where false"
+    )
+    pipeline_runs_loaded = (
+        common.scalar("select count(*) from marts.pipeline_rollout_current")
+        if pipelines_loaded
+        else 0
+    )
+    return pipeline_runs_loaded, pipeline_stages, pipelines_loaded, pipelines_skipped
+
+
+@app.cell
+def _(alt, common, pl, readable):
+    # A stage's cell spans [order - 1, order] on the x axis, less a gap on each side; its bar is
+    # its devices by outcome (the outcome colours of the charts above), so the coloured part is
+    # its share done. A stalled stage is framed; the stage a run waits to start is its own colour.
+    STAGE_GAP = 0.04
+    STAGE_PARTS = {"succeeded": ("success", "succeeded_devices"),
+                   "failed": ("failure", "failed_devices"),
+                   "timed out": ("timeout", "timed_out_devices"),
+                   "cancelled": ("cancelled", "cancelled_devices"),
+                   "in progress": ("pending", "in_progress_devices")}  # fmt: skip
+    WAITING, NOT_STARTED, STALLED = "waiting for approval", "not started", "stalled a day or more"
+    _outcome_colour = dict(zip(common.OUTCOMES, common.OUTCOME_COLORS, strict=True))
+    STAGE_COLOURS = {
+        **{part: _outcome_colour[outcome] for part, (outcome, _) in STAGE_PARTS.items()},
+        WAITING: "#f5c518",
+        NOT_STARTED: "#e4e4e4",
+        STALLED: "#1b1b1b",
+    }
+
+    def stage_note(row: dict) -> str:
+        """What a stage's cell says under its bar."""
+        if row["waiting_for_approval_since"] is not None:
+            return f"{WAITING}, {readable.duration(row['minutes_waiting'])}"
+        if not row["target_devices"]:
+            return NOT_STARTED if row["status"] == "not_started" else f"{row['status']}, no devices"
+        done = f"{row['share_done']:.0%} done"
+        if row["is_stalled"]:
+            return f"{done} · stalled {readable.duration(row['minutes_unchanged'])}"
+        return done
+
+    def stage_cells(stages: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The bars (one per outcome of each stage reached, one per stage not reached) and the
+        cells (one per stage: its name, its note, its frame when stalled)."""
+        width, bars, cells = 1 - 2 * STAGE_GAP, [], []
+        for row in stages.iter_rows(named=True):
+            left = row["stage_order"] - 1 + STAGE_GAP
+            cell = {"run": row["run"], "stage_order": row["stage_order"],
+                    "stage": row["stage_name"], "status": row["status"],
+                    "target_devices": row["target_devices"], "note": stage_note(row)}  # fmt: skip
+            cells.append({**cell, "x": left, "x2": left + width, "stalled": row["is_stalled"]})
+            if not row["target_devices"]:
+                part = WAITING if row["waiting_for_approval_since"] is not None else NOT_STARTED
+                bars.append({**cell, "part": part, "devices": 0, "x": left, "x2": left + width})
+                continue
+            for part, (_, column) in STAGE_PARTS.items():
+                if row[column]:
+                    right = left + width * row[column] / row["target_devices"]
+                    bars.append({**cell, "part": part, "devices": row[column], "x": left,
+                                 "x2": right})  # fmt: skip
+                    left = right
+        return pl.DataFrame(bars), pl.DataFrame(cells)
+
+    def pipeline_chart(stages: pl.DataFrame, title: str) -> alt.LayerChart:
+        """Each run of `stages` (marts.pipeline_rollout, runs not ended) as a row, its stages
+        left to right: the bar of a stage's devices by outcome, its name above, its note below."""
+        bars, cells = stage_cells(stages)
+        frames = cells.filter(pl.col("stalled")).with_columns(
+            pl.lit(STALLED).alias("part"), pl.col("x") - STAGE_GAP / 2, pl.col("x2") + STAGE_GAP / 2
+        )
+        drawn = set(bars["part"]) | set(frames["part"])
+        parts = [p for p in STAGE_COLOURS if p in drawn]
+        color = alt.Color(
+            "part:N",
+            title="Devices of a stage, or the stage",
+            scale=alt.Scale(domain=parts, range=[STAGE_COLOURS[p] for p in parts]),
+            sort=parts,
+            legend=alt.Legend(columns=4, titleLimit=400),
+        )
+        stages_n = int(stages["stage_order"].max())
+        cell_px = max(170, 600 // stages_n)
+        y = alt.Y("run:N", title=None, sort=list(dict.fromkeys(stages["run"])),
+                  axis=alt.Axis(labelLimit=320))  # fmt: skip
+        x = alt.X(
+            "x:Q",
+            title="Stages in their order (a stage's bar: its devices by outcome)",
+            scale=alt.Scale(domain=[0, stages_n], nice=False, zero=True),
+            # a label at the middle of each stage's cell, which spans [n - 1, n]
+            axis=alt.Axis(values=[n + 0.5 for n in range(stages_n)], grid=False,
+                          labelExpr="'Stage ' + (datum.value + 0.5)"),
+        )  # fmt: skip
+        tooltip = ["run", "stage_order", "stage", "status", "target_devices", "note"]
+        layers = [
+            alt.Chart(frames).mark_rect(height=28).encode(y=y, x=x, x2="x2:Q", color=color),
+            alt.Chart(bars).mark_bar(height=16).encode(
+                y=y, x=x, x2="x2:Q", color=color, tooltip=[*tooltip, "part", "devices"]
+            ),
+            alt.Chart(cells).mark_text(align="left", dy=-18, fontSize=11, limit=cell_px - 16)
+            .encode(y=y, x=x, text="stage:N", tooltip=tooltip),
+            alt.Chart(cells).mark_text(align="left", dy=19, fontSize=10, color="#3d3d3d",
+                                       limit=cell_px - 16)
+            .encode(y=y, x=x, text="note:N", tooltip=tooltip),
+        ]  # fmt: skip
+        return alt.layer(*layers, title=title).properties(
+            width=cell_px * stages_n, height=alt.Step(60)
+        )
+
+    return (pipeline_chart,)
+
+
+@app.cell
+def _(
+    common,
+    mo,
+    pipeline_chart,
+    pipeline_runs_loaded,
+    pipeline_stages,
+    pipelines_loaded,
+    pipelines_skipped,
+):
+    _skipped = "; ".join(
+        f"{common.code(t)}: {common.text(w)}" for t, w in pipelines_skipped.items()
+    )
+    _refused = (
+        mo.callout(
+            mo.md(
+                f"The last load could not read Esper Pipelines ({_skipped}). A key without the "
+                "`read:pipeline` scope is refused (403) and a tenant without Pipelines answers "
+                "404; what is shown here is what an earlier load read, if any."
+            ),
+            kind="warn",
+        )
+        if pipelines_skipped
+        else None
+    )
+    mo.stop(
+        not pipelines_loaded,
+        common.nothing(
+            "This warehouse has no Esper Pipelines marts yet: build the models "
+            "(`esper-warehouse models`)."
+        ),
+    )
+    mo.stop(
+        not pipeline_runs_loaded,
+        _refused
+        or common.nothing(
+            "No Esper Pipelines run has been loaded: the tenant has not run a pipeline."
+        ),
+    )
+    _h = common.headlines()  # the three numbers' one home: marts.headlines
+    _tiles = [
+        mo.stat(
+            f"{_h[_name]['value']:,}",
+            label=_h[_name]["label"].removesuffix(" (of runs not ended)"),
+            caption=f"of {_h[_name]['denominator']:,} runs not ended",
+        )
+        for _name in ("pipeline_runs_waiting", "pipeline_runs_stalled", "pipeline_runs_failing")
+        if _name in _h
+    ]
+    pipeline_runs_chart = (
+        pipeline_chart(pipeline_stages, "Pipeline runs not ended, stage by stage")
+        if pipeline_stages.height
+        else None
+    )
+    mo.vstack(
+        [
+            *([_refused] if _refused else []),
+            mo.hstack(_tiles, widths="equal"),
+            pipeline_runs_chart
+            if pipeline_runs_chart is not None
+            else common.nothing("No pipeline run is in progress: every run loaded has ended."),
+        ]
+    )
+    return (pipeline_runs_chart,)
+
+
+@app.cell
+def _(common, mo, pipeline_runs_loaded, pipelines_loaded):
+    mo.stop(not pipelines_loaded or not pipeline_runs_loaded)
+    # durations in minutes, read as hours or days (`readable.duration`, via `rate_formats`)
+    pipelines_now = common.query(
+        """
+        select
+            pipeline_name, run_number, run_status,
+            current_stage_order || ' of ' || stages || ' · ' || current_stage_name
+                as current_stage,
+            current_stage_status, target_devices, succeeded_devices, failed_devices,
+            timed_out_devices, cancelled_devices, in_progress_devices, share_done,
+            waiting_for_approval_since,
+            epoch(as_of - waiting_for_approval_since) / 60 as time_waiting_for_approval,
+            case when run_ended_at is null then epoch(as_of - run_updated_at) / 60 end
+                as time_since_last_change,
+            is_stalled, is_failing, run_started_at, run_ended_at,
+        from marts.pipeline_rollout_current
+        cross join intermediate.int_as_of
+        order by run_ended_at is not null, pipeline_name, pipeline_id
+        """
+    )
+    pipeline_failures = common.query(
+        """
+        with reasons as (
+            select *, unnest(top_failure_reasons) as top
+            from marts.pipeline_rollout
+            where is_failing
+        )
+        select
+            pipeline_name, run_number, stage_order || ' · ' || stage_name as stage,
+            target_devices, failed_devices, timed_out_devices,
+            (failed_devices + timed_out_devices) / target_devices as failed_or_timed_out_rate,
+            top.reason, top.devices as devices_with_reason,
+            array_to_string(top.device_names, ', ') as first_devices_by_name,
+        from reasons
+        order by pipeline_name, run_number, stage_order, top.devices desc, top.reason
+        """
+    )
+    _share = {"share_done": common.percent}
+    mo.vstack(
+        [
+            common.table(
+                pipelines_now,
+                "pipelines_now",
+                format_mapping={**common.rate_formats(pipelines_now), **_share},
+                page_size=15,
+                label="Each pipeline's latest run (marts.pipeline_rollout_current)",
+            ),
+            mo.md(
+                "**Failing stages**: the current stage of a run not ended with more than 10 % "
+                "of its devices failed or timed out (`is_failing`), and its top failure reasons "
+                "(the reason of the command behind each device's target run)."
+            ),
+            common.table(
+                pipeline_failures,
+                "pipeline_failures",
+                format_mapping=common.rate_formats(pipeline_failures),
+                page_size=15,
+                label="Failing stages of runs not ended, by reason",
+            )
+            if pipeline_failures.height
+            else common.nothing("No run not ended is failing on its current stage."),
+        ]
+    )
+    return pipeline_failures, pipelines_now
 
 
 @app.cell

@@ -30,9 +30,10 @@
 --                                    most devices first; device_names: up to 3 of them, by name
 --   is_run_open                      the run has not ended: pending, queued, processing, running or
 --                                    waiting (the runs marts.headlines counts)
+--   run_updated_at                   the run's last change (its updated_at)
 --   is_stalled                       on the stage a stalled run is at (its last stage reached, its
 --                                    first when none is): a run not ended and not waiting whose
---                                    last change (its updated_at) is more than 24 hours before
+--                                    last change (run_updated_at) is more than 24 hours before
 --                                    as_of; false elsewhere
 --   is_failing                       on the last stage reached of a run not ended, when more than
 --                                    10 % of that stage's target devices failed or timed out; false
@@ -169,6 +170,7 @@ final as (
         end as waiting_for_approval_since,
         coalesce(top_reasons.top_failure_reasons, []) as top_failure_reasons,
         runs.status in ('pending', 'queued', 'processing', 'running', 'waiting') as is_run_open,
+        runs.updated_at as run_updated_at,
         coalesce(
             is_run_open
             and runs.status <> 'waiting'

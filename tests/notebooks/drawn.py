@@ -6,9 +6,10 @@ Vega writes one `<g class="mark-group role-scope concat_N_group">` per sub-chart
 concatenation (`role-frame` for a single chart); inside it each axis is a `role-axis` group whose
 `aria-label` says its scale (``X-axis titled 'Devices' for a linear scale ...``), with its ticks
 as `<line transform="translate(x,y)">` and its labels as `<text>` in the same order; each bar is a
-`<path aria-roledescription="bar" d="Mx,yhWvHh-WZ">`, each area a path of `M`/`L` points. Every
-position is relative to the groups' `translate(...)`s, which are summed here. Vega draws every axis
-half a pixel off (a crisp line), which the axes here take back.
+`<path aria-roledescription="bar" d="Mx,yhWvHh-WZ">`, each area a path of `M`/`L` points, each
+text mark a `<text>` in a `role-mark` group. Every position is relative to the groups'
+`translate(...)`s, which are summed here. Vega draws every axis half a pixel off (a crisp line),
+which the axes here take back.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class View:
     marks: list[Mark] = field(default_factory=list)
     axes: list[Axis] = field(default_factory=list)
     titles_at: list[float] = field(default_factory=list)  # y of the title text
+    texts: list[tuple[float, float, str]] = field(default_factory=list)  # text marks (x, y, text)
 
     def axis(self, orient: str) -> Axis:
         return next(a for a in self.axes if a.orient == orient)
@@ -242,6 +244,8 @@ class _Reader(HTMLParser):
             context["axis"].labels.append((x, y, text))
         elif role == "role-legend-label" and context.get("legend"):
             context["legend"].labels.append((x, y, text))
+        elif role == "role-mark" and context.get("view"):
+            context["view"].texts.append((x, y, text))
         elif role == "role-title-text" and context.get("view") and context["view"].title is None:
             context["view"].title = text
             context["view"].titles_at.append(y)

@@ -252,3 +252,74 @@ def test_version_adoption_stacks_the_shares_of_each_day(rendered, demo_warehouse
 
 def _drawings_views(rendered, page: str) -> list[View]:
     return [v for d in _drawings(rendered, page) for v in d.views]
+
+
+PIPELINE_RUNS = "Pipeline runs not ended, stage by stage"
+# the legend's entries that are a stage's devices done (its bar's coloured part)
+DONE_PARTS = {"succeeded", "failed", "timed out", "cancelled"}
+
+
+def _stage_at(x_axis, x: float) -> int:
+    """The stage whose cell holds `x`: the cells span the x axis in order, each labelled at its
+    middle ("Stage 1", "Stage 2", ...)."""
+    half = (x_axis.ticks[1] - x_axis.ticks[0]) / 2
+    (found,) = [n for n, tick in enumerate(x_axis.ticks, 1) if abs(x - tick) <= half]
+    return found
+
+
+def _row_at(y_axis, y: float) -> str:
+    """The run whose row is nearest `y` (a row's band is centred on its tick)."""
+    return min(zip(y_axis.ticks, y_axis.labels, strict=True), key=lambda t: abs(t[0] - y))[1][2]
+
+
+def test_pipeline_runs_draw_each_stage_s_progress_in_stage_order(rendered, demo_warehouse) -> None:
+    drawing = charts(rendered.page("rollouts").dom)[PIPELINE_RUNS]
+    view = drawing.view(PIPELINE_RUNS)
+    (legend,) = drawing.legends
+    part_of = {colour: part for part, colour in legend.colours.items()}
+    stages = {
+        (run, order): (name, share, stalled, waiting)
+        for run, order, name, share, stalled, waiting in _mart(
+            demo_warehouse,
+            "select pipeline_name || ' · run ' || run_number, stage_order, stage_name, "
+            "share_done, is_stalled, waiting_for_approval_since is not null "
+            "from marts.pipeline_rollout where is_run_open",
+        )
+    }
+    x_axis, y_axis = view.axis("x"), view.axis("y")
+    # one row per run not ended
+    rows = [text for _, _, text in y_axis.labels]
+    assert sorted(rows) == sorted({run for run, _ in stages}) and len(rows) == len(set(rows))
+    # each stage's name over its own cell: the stages left to right in their order
+    names = {}
+    for x, y, text in view.texts:
+        names.setdefault((_row_at(y_axis, y), _stage_at(x_axis, x)), []).append(text)
+    for key, (name, *_) in stages.items():
+        assert name in names[key], (key, names.get(key))
+    # the bar of each stage reached is its devices, the coloured part the share done
+    cells: dict[tuple, dict[str, float]] = {}
+    for bar in view.bars():
+        x0, y0, x1, y1 = bar.box
+        key = (y_axis.category(y0, y1), _stage_at(x_axis, (x0 + x1) / 2))
+        part = cells.setdefault(key, {})
+        part[part_of[bar.fill]] = part.get(part_of[bar.fill], 0) + x1 - x0
+    assert cells.keys() == stages.keys()
+    for key, (_, share, _, waiting) in stages.items():
+        parts = cells[key]
+        if share is None:  # not reached: the stage a run waits to start, or one not started
+            assert list(parts) == ["waiting for approval" if waiting else "not started"], key
+            continue
+        done = sum(width for p, width in parts.items() if p in DONE_PARTS)
+        assert abs(done - share * sum(parts.values())) <= 1, (key, done, share)
+    # the framed cells, each labelled, are exactly the mart's stalled stages
+    frame = legend.colours["stalled a day or more"]
+    framed = {
+        (_row_at(y_axis, (m.box[1] + m.box[3]) / 2), _stage_at(x_axis, (m.box[0] + m.box[2]) / 2))
+        for m in view.marks
+        if m.kind != "bar" and m.fill == frame
+    }
+    stalled = {key for key, (*_, is_stalled, _) in stages.items() if is_stalled}
+    assert stalled and framed == stalled
+    for key in stalled:
+        assert any("stalled" in text for text in names[key]), names[key]
+    assert any(waiting for *_, waiting in stages.values()), "the fixture has a run waiting"
