@@ -191,6 +191,18 @@ def test_the_offline_report_shows_the_marts_numbers(report_run, mart: Headlines)
     assert [s for s in sentences if s not in text] == [], text
 
 
+def test_the_reports_pipelines_section_shows_the_marts_numbers(report_run, mart: Headlines) -> None:
+    """The rollouts page's three Pipelines tiles: each its headline's value, out of the runs not
+    ended; the fixture holds a run of each kind, so no tile can pass by showing 0."""
+    _, text = _page_text(report_run.out / "rollouts.html")
+    for kind in ("waiting", "stalled", "failing"):
+        row = _number(mart, f"pipeline_runs_{kind}")
+        assert row.value and row.denominator, f"the fixture has no {kind} pipeline run"
+        shown, caption = _stat(text, row.label.removesuffix(" (of runs not ended)"))
+        assert shown == _n(row.value), (kind, shown, row.value)
+        assert caption.startswith(f"of {_n(row.denominator)} runs not ended"), (kind, caption)
+
+
 def test_the_reports_most_failing_table_starts_with_the_marts_worst(
     report_run, mart: Headlines
 ) -> None:
