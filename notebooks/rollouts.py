@@ -139,8 +139,8 @@ def _(mo):
         An admin stages a release with **Esper Pipelines**: a pipeline of stages, each sent to
         its devices once the stage before has ended (or once someone approves it). Each run not
         ended is a row below, its stages left to right in their order; a stage's bar is its
-        devices by outcome, so the coloured part is the share done. The three numbers are
-        `marts.headlines`', as `esper-warehouse status` prints them.
+        devices by outcome, so the coloured part is the share done. The three numbers are read
+        from `marts.headlines`, as `esper-warehouse status` prints them.
         """
     )
     return
@@ -295,15 +295,15 @@ def _(
     pipelines_loaded,
     pipelines_skipped,
 ):
-    _skipped = "; ".join(
-        f"{common.code(t)}: {common.text(w)}" for t, w in pipelines_skipped.items()
-    )
+    # the run list's refusal says why for all six tables (each child names it as "read from")
+    _why = pipelines_skipped.get("pipeline_runs") or next(iter(pipelines_skipped.values()), "")
     _refused = (
         mo.callout(
             mo.md(
-                f"The last load could not read Esper Pipelines ({_skipped}). A key without the "
-                "`read:pipeline` scope is refused (403) and a tenant without Pipelines answers "
-                "404; what is shown here is what an earlier load read, if any."
+                f"The last load could not read Esper Pipelines: {common.text(_why)}. It skipped "
+                f"{', '.join(common.code(t) for t in pipelines_skipped)}. A key without the "
+                "`read:pipeline` scope is refused (403), a tenant without Pipelines answers 404; "
+                "what is shown here is what an earlier load read, if any."
             ),
             kind="warn",
         )

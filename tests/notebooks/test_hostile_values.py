@@ -15,6 +15,7 @@ from esper_warehouse.pipelines import offline, report
 from esper_warehouse.pipelines.models import build_models
 
 from .browser import Opened, open_offline
+from .drawn import charts
 
 REMOTE = "http://198.51.100.7/p.png"  # TEST-NET-2: nothing answers; the proxy is dead anyway
 # A backtick closes a markdown code span; then an event handler, a markdown image off the
@@ -29,8 +30,8 @@ PAGES = ("rollouts", "fleet_overview")
 
 @pytest.fixture(scope="module")
 def hostile_report(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The rollouts and fleet pages of a warehouse whose operation aliases, command names, device
-    and group names are all `HOSTILE` (raw tables edited, models rebuilt)."""
+    """The rollouts and fleet pages of a warehouse whose operation aliases, command names, device,
+    group, pipeline and stage names are all `HOSTILE` (raw tables edited, models rebuilt)."""
     root = tmp_path_factory.mktemp("hostile")
     warehouse = root / "hostile.duckdb"
     shutil.copy(demo_warehouse, warehouse)
@@ -40,6 +41,9 @@ def hostile_report(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactor
             ("command_requests", "command"),
             ("devices", "name"),
             ("groups", "name"),
+            ("pipelines", "name"),
+            ("pipeline_runs", "pipeline_name"),
+            ("pipeline_stages", "name"),
         ):
             con.execute(f"update esper.{table} set {column} = ? || ' ' || id", [HOSTILE])
     build_models(warehouse)
@@ -88,6 +92,21 @@ def test_the_drill_down_heading_shows_the_alias_as_written(opened: dict[str, Ope
     for heading in (h.lower() for h in shown):  # a command's name is shown upper-cased
         assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in heading, heading
         assert f"![p]({REMOTE})" in heading and "`x`" in heading and "$x$" in heading, heading
+
+
+def test_the_pipelines_section_shows_pipeline_and_stage_names_as_written(
+    opened: dict[str, Opened],
+) -> None:
+    """Pipeline names label the chart's rows and head its tables, stage names head its cells."""
+    dom = opened["rollouts"].dom
+    title = "Pipeline runs not ended, stage by stage"
+    view = charts(dom)[title].view(title)
+    assert view.axis("y").labels and all(SHOWN in text for *_, text in view.axis("y").labels)
+    assert any(SHOWN in text for *_, text in view.texts), view.texts  # the stage names
+    escaped = SHOWN.replace("<", "&lt;").replace(">", "&gt;")
+    for label in ("Each pipeline's latest run", "Failing stages of runs not ended"):
+        table = dom[dom.index(label) :]
+        assert escaped in table[: table.index("</table>")], label
 
 
 @pytest.mark.parametrize("page", PAGES)

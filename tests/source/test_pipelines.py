@@ -5,6 +5,7 @@ loads everything else and names the tables it skipped."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from esper_warehouse.sources.esper.tables.pipelines import RUN_ENDED, TABLES
 from tests.pipeline.helpers import load
 
 NAMES = [t.name for t in TABLES]
+Truth = Callable[[str], list[dict]]  # a table's records by name
 STAGE_RUNS_ROUTE = "GET /pipelines/v0/runs/{pipeline_run_id}/stageruns/"
 COLUMNS = {
     "pipelines": ["id", "name", "timeout_seconds"],
@@ -72,16 +74,17 @@ ENDED = {"success": "succeeded", "complete": "succeeded", "failure": "failed",
          "invalid": "failed", "timeout": "timed_out", "cancelled": "cancelled"}  # fmt: skip
 
 
-def _expected_rollout(sim, order: dict[str, int]) -> dict[tuple, tuple]:
-    """(run id, stage id) -> (status, targets, succeeded, failed, timed out, cancelled, in
-    progress), computed from the simulator's records alone."""
-    stage_run = {(s["pipeline_run_id"], s["stage_id"]): s for s in sim.truth("pipeline_stage_runs")}
+def expected_rollout(truth: Truth, order: dict[str, int]) -> dict[tuple, tuple]:
+    """(run id, stage order) -> (status, targets, succeeded, failed, timed out, cancelled, in
+    progress), computed from the API's records alone (`truth(table)`: the simulator's, or the
+    raw tables')."""
+    stage_run = {(s["pipeline_run_id"], s["stage_id"]): s for s in truth("pipeline_stage_runs")}
     targets: dict[str, Counter] = {}
-    for t in sim.truth("pipeline_target_runs"):
+    for t in truth("pipeline_target_runs"):
         targets.setdefault(t["stage_run_id"], Counter())[ENDED.get(t["status"], "in_progress")] += 1
     expected = {}
-    for run in sim.truth("pipeline_runs"):
-        for stage in sim.truth("pipeline_stages"):
+    for run in truth("pipeline_runs"):
+        for stage in truth("pipeline_stages"):
             if stage["pipeline_id"] != run["pipeline_id"]:
                 continue
             sr = stage_run.get((run["id"], stage["id"]))
@@ -95,23 +98,25 @@ def _expected_rollout(sim, order: dict[str, int]) -> dict[tuple, tuple]:
     return expected
 
 
-def _expected_flags(
-    sim, order: dict[str, int], rollout: dict[tuple, tuple], as_of: datetime
+def expected_flags(
+    truth: Truth, order: dict[str, int], rollout: dict[tuple, tuple], as_of: datetime
 ) -> dict[tuple, tuple[bool, bool]]:
     """(run id, stage order) -> (is_stalled, is_failing) by the README's definitions, from the
-    simulator's records: a run not ended and not waiting, unchanged for more than 24 hours, is
+    API's records: a run not ended and not waiting, unchanged for more than 24 hours, is
     stalled at its last stage reached (its first when none is); a run not ended fails at its last
     stage reached when more than 10 % of that stage's devices failed or timed out."""
     reached: dict[str, list[int]] = {}
-    for stage_run in sim.truth("pipeline_stage_runs"):
+    for stage_run in truth("pipeline_stage_runs"):
         reached.setdefault(stage_run["pipeline_run_id"], []).append(order[stage_run["stage_id"]])
     flags = {}
-    for run in sim.truth("pipeline_runs"):
+    for run in truth("pipeline_runs"):
         stages = sorted(o for (r, o) in rollout if r == run["id"])
         last = max(reached.get(run["id"], []), default=None)
         held = last if last is not None else stages[0]
         is_open = run["status"] not in RUN_ENDED
-        updated = datetime.fromisoformat(run["updated_at"].replace("Z", "+00:00"))
+        updated = run["updated_at"]
+        if isinstance(updated, str):
+            updated = datetime.fromisoformat(updated.replace("Z", "+00:00"))
         stalled = is_open and run["status"] != "waiting" and updated < as_of - timedelta(hours=24)
         for stage in stages:
             _, targets, _, failed, timed_out, *_ = rollout[(run["id"], stage)]
@@ -140,11 +145,11 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
             ).fetchall()
         }
         (as_of,) = con.execute("select as_of from intermediate.int_as_of").fetchone()
-    expected = _expected_rollout(sim, order)
+    expected = expected_rollout(sim.truth, order)
     assert {(r[0], r[1]): tuple(r[2:9]) for r in rows} == expected
     assert len(rows) == len(expected)
     assert any(v[2] for v in expected.values())  # some stages have succeeded targets
-    flags = _expected_flags(sim, order, expected, as_of)
+    flags = expected_flags(sim.truth, order, expected, as_of)
     assert {(r[0], r[1]): (r[9], r[10]) for r in rows} == flags
     assert any(failing for _, failing in flags.values())
     statuses = [r["status"] for r in sim.truth("pipeline_runs")]
