@@ -186,7 +186,7 @@ def _(common, mo, wh):
 
 
 @app.cell
-def _(alt, common, pl, readable):
+def _(common, pl, readable):
     # A stage's cell spans [order - 1, order] on the x axis, less a gap on each side; its bar is
     # its devices by outcome (the outcome colours of the charts above), so the coloured part is
     # its share done. A stalled stage is framed; the stage a run waits to start is its own colour.
@@ -238,6 +238,11 @@ def _(alt, common, pl, readable):
                     left = right
         return pl.DataFrame(bars), pl.DataFrame(cells)
 
+    return STAGE_COLOURS, STAGE_GAP, STALLED, stage_cells
+
+
+@app.cell
+def _(STAGE_COLOURS, STAGE_GAP, STALLED, alt, pl, stage_cells):
     def pipeline_chart(stages: pl.DataFrame, title: str) -> alt.LayerChart:
         """Each run of `stages` (marts.pipeline_rollout, runs not ended) as a row, its stages
         left to right: the bar of a stage's devices by outcome, its name above, its note below."""

@@ -21,11 +21,13 @@ Runs are scripted relative to the start (``SCRIPT``), so whatever the seed the d
 holds, at its start, a finished release, a run that timed out waiting for an approval that never
 came (21 days), a paused run whose stage timed out (7 days, its undispatched target runs too),
 a run cancelled mid-stage, a run WAITING for approval (given 5.5 days after it is asked) and the
-cancelled release run again, whose 10 % stage waits on devices gone dark (it has not changed for
-more than a day two days after the start); after the start, the OS update policy every 12 days,
-an app release every 14 days and a store rollout whose approver takes 10 days. So a tenant two
-days on (the tests' warehouse) and two weeks on (the demo's) each hold runs not ended of every
-kind the morning check counts: running, waiting for an approval, stalled a day or more, failing.
+OS update policy started the day before, whose fleet stage waits on devices gone dark (it has
+not changed for more than a day two days after the start); after the start, the OS update
+policy every 12 days, an app release every 14 days and a store rollout whose approver takes 10
+days. So a tenant two days on (the tests' warehouse) and two weeks on (the demo's) each hold
+runs not ended of every kind the morning check counts: running, waiting for an approval,
+stalled a day or more, failing. The policy changes no app, so the runs about the start move
+no device's apps (the nightly's app re-reads stay those of the fleet's own changes).
 
 A stage run dispatches its target runs in batches (``DISPATCH_BATCH`` every ``DISPATCH_EVERY``):
 each is one command request of the tenant to its device (`CommandsAndOperations.issue_to_device`,
@@ -70,7 +72,7 @@ SCRIPT: tuple[tuple[int, int, int, dict[str, Any]], ...] = (
     (-18, 9, 1, {"pause": (1, 20 * 60)}),
     (-9, 9, 0, {"cancel": (2, 20 * 60)}),
     (-4, 11, 2, {"approve_after": 132 * HOUR}),
-    (-2, 9, 0, {}),
+    (-1, 9, 1, {}),
     (1, 9, 1, {"every": 12 * DAY}),
     (6, 9, 0, {"every": RELEASE_EVERY}),
     (8, 10, 2, {"approve_after": 240 * HOUR}),
