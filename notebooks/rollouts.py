@@ -273,13 +273,13 @@ def _(STAGE_COLOURS, STAGE_GAP, STALLED, alt, pl, stage_cells):
         )  # fmt: skip
         tooltip = ["run", "stage_order", "stage", "status", "target_devices", "note"]
         layers = [
-            alt.Chart(frames).mark_rect(height=28).encode(y=y, x=x, x2="x2:Q", color=color),
+            alt.Chart(frames).mark_rect(height=24).encode(y=y, x=x, x2="x2:Q", color=color),
             alt.Chart(bars).mark_bar(height=16).encode(
                 y=y, x=x, x2="x2:Q", color=color, tooltip=[*tooltip, "part", "devices"]
             ),
-            alt.Chart(cells).mark_text(align="left", dy=-18, fontSize=11, limit=cell_px - 16)
+            alt.Chart(cells).mark_text(align="left", dy=-21, fontSize=11, limit=cell_px - 16)
             .encode(y=y, x=x, text="stage:N", tooltip=tooltip),
-            alt.Chart(cells).mark_text(align="left", dy=19, fontSize=10, color="#3d3d3d",
+            alt.Chart(cells).mark_text(align="left", dy=21, fontSize=10, color="#3d3d3d",
                                        limit=cell_px - 16)
             .encode(y=y, x=x, text="note:N", tooltip=tooltip),
         ]  # fmt: skip
