@@ -7,7 +7,7 @@ Three pipelines, defined 60 days before the simulator's start (:meth:`plan_pipel
   day after each stage completes;
 - an OS update, staged as the policy that schedules it (``SET_NEW_POLICY``: the pipelines'
   operation types hold no OS update the command API accepts) in two stages (pilot on 3 Android
-  devices, 40 more);
+  devices, then a tenth of them, 40 at most);
 - an app release of its second most installed Android app to store groups (their devices that
   have it), each stage gated by an admin's approval: the run is WAITING between stages until
   someone approves.
@@ -108,7 +108,8 @@ class PipelineRuns(CommandsAndOperations):
                      created))  # fmt: skip
         rng.shuffle(live)
         self._stage(p, "Pilot", created, devices=sorted(live[:3]))
-        self._stage(p, "Android fleet", created + 60, devices=sorted(live[3:43]))
+        fleet = min(40, max(5, len(live) // 10))  # a tenth of the Android devices, 40 at most
+        self._stage(p, "Android fleet", created + 60, devices=sorted(live[3 : 3 + fleet]))
         name = f.legacy_apps[gated_app].name
         p = book.add("pipelines", Pipeline(new_id(rng), f"{name} store rollout", "Each stage "
                      "starts once approved", "INSTALL", True, created, gated_app))  # fmt: skip
