@@ -5,6 +5,7 @@ plans as loaded."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -74,6 +75,7 @@ def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, 
                                  if s["pipeline_id"] == stage["pipeline_id"])  # fmt: skip
     assert dict(staged) == order
     _assert_marts_equal_the_truth(sim, wh, order)
+    _assert_plans_in_the_rollout(sim, wh, order)
 
 
 ENDED = {"success": "succeeded", "complete": "succeeded", "failure": "failed",
@@ -128,6 +130,48 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
         if run["run_number"] > latest.get(run["pipeline_id"], {"run_number": 0})["run_number"]:
             latest[run["pipeline_id"]] = run
     assert sorted(current) == sorted((p, r["run_number"], r["status"]) for p, r in latest.items())
+
+
+def _assert_plans_in_the_rollout(sim, wh: Path, order: dict[str, int]) -> None:
+    """Each (run, stage) of `marts.pipeline_rollout` says what the stage will do and to whom,
+    as the simulator's stages' lists say, reached or not."""
+    ops = {o["stage_id"]: o for o in sim.truth("pipeline_stage_operations")}
+    targets: dict[str, list[dict]] = {}
+    for t in sim.truth("pipeline_stage_targets"):
+        targets.setdefault(t["stage_id"], []).append(t)
+    names = {a["package_name"]: a["application_name"] for a in sim.truth("applications")}
+    # the version lists loaded (v1, live route 6) carry no release name: the code is shown
+    versions = {v["id"]: f"version code {v['version_code']}"
+                for v in sim.truth("application_versions")}  # fmt: skip
+    released = {}  # run -> the app version its stage runs' operations carry
+    stage_runs = sim.truth("pipeline_stage_runs")
+    for sr, op in zip(stage_runs, sim.truth("pipeline_stage_run_operations"), strict=True):
+        version = json.loads(op["args"]).get("app_version")
+        if version:
+            released[sr["pipeline_run_id"]] = versions[version]
+    expected = {}
+    for run in sim.truth("pipeline_runs"):
+        for stage in sim.truth("pipeline_stages"):
+            if stage["pipeline_id"] != run["pipeline_id"]:
+                continue
+            op = ops[stage["id"]]
+            package = json.loads(op["args"]).get("package_name")
+            summary = (" ".join(filter(None, (names[package], released.get(run["id"]))))
+                       if op["operation_type"] == "INSTALL" else op["operation_type"])  # fmt: skip
+            listed = targets[stage["id"]]
+            expected[(run["id"], order[stage["id"]])] = (
+                op["operation_type"], summary,
+                listed[0]["target_list_type"].lower(), len(listed),
+            )  # fmt: skip
+    with duckdb.connect(str(wh), read_only=True) as con:
+        rows = con.execute(
+            "select pipeline_run_id, stage_order, operation_type, operation_summary, target_type, "
+            "planned_targets from marts.pipeline_rollout"
+        ).fetchall()
+    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
+    kinds = {v[2] for v in expected.values()}
+    assert kinds == {"devices", "groups"}  # the simulator holds both kinds of target lists
+    assert any("version code" in v[1] for v in expected.values())  # a run's release shown
 
 
 def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, first_load) -> None:
