@@ -29,6 +29,7 @@ from esper_warehouse.sources.esper.tables.devices import (
     LEGACY_DEVICES_PATH,
     V2_DEVICE_APPS_PATH,
 )
+from esper_warehouse.sources.esper.tables.pipelines import MEMBERS, MEMBERS_PATH, OPERATIONS_PATH
 
 from ..exit_codes import Exit
 from ..shapes import (
@@ -99,7 +100,9 @@ DATA_TAP_TABLES = "data_tap__<query>"  # every configured Data Tap query's table
 # for devices whose apps an earlier run was refused, so a plain run skips nothing for it).
 BESIDE_TABLES = {LEGACY_DEVICES_PATH: ("devices",), V2_DEVICE_APPS_PATH: ("device_apps",),
                  DEVICE_DETAIL_PATH: (), DATA_TAP_PATH: (DATA_TAP_TABLES,),
-                 DATA_TAP_PATH + "/{id}": (DATA_TAP_TABLES,)}  # fmt: skip
+                 DATA_TAP_PATH + "/{id}": (DATA_TAP_TABLES,),
+                 OPERATIONS_PATH: ("pipeline_stage_operations",),
+                 **{MEMBERS_PATH + m: ("pipeline_stage_targets",) for m in MEMBERS.values()}}  # fmt: skip
 
 
 def run_would_skip(template: str) -> tuple[str, ...]:
@@ -152,6 +155,7 @@ class Doctor:
         body: Any = None,
         cursor: bool = False,
         first: bool = False,
+        ids: Mapping[str, str] | None = None,
     ) -> Any:
         """Request one route and compare its answer with the reference; the parsed body or None.
 
@@ -163,6 +167,7 @@ class Doctor:
             parent: The id that fills ``{id}`` (sent, never reported).
             cursor: The ``/v2/devices/`` cursor mode (its envelope has no live recording).
             first: A key/enterprise/base-URL failure here stops the probe (exit 2).
+            ids: The ids of the template's other placeholders (sent, never reported).
         """
         route = template
         if table is not None:  # and the tables read from the same route (one request for all)
@@ -181,7 +186,7 @@ class Doctor:
         ref = reference(method, template, cursor=cursor)
         report, compare = _start(name, method, template, table, ref, cursor, self.used)
         self.reports.append(report)
-        path = template.format(eid=self.client.enterprise_id, id=parent)
+        path = template.format(eid=self.client.enterprise_id, id=parent, **(ids or {}))
         before = self.client.totals()
         started = time.monotonic()
         self.recorder.allowed = self.recorder.sent + self.attempts_per_probe
@@ -387,6 +392,16 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
         if table.parent and table.name not in d.tables:
             parent = _id(_first(d.bodies.get(table.parent)), table.parent_key)
             d.probe(table.name, table.path, table.name, parent=parent)
+    # A stage's lists' members: the first operation list's operations, the first target list's
+    # devices or groups (by its type; that route names the list's pipeline too).
+    operations = _first(d.bodies.get("pipeline_stage_operations"))
+    d.probe("pipeline_stage_operations (operations of a list)", OPERATIONS_PATH,
+            "pipeline_stage_operations", page, parent=_id(operations, "id"))  # fmt: skip
+    targets = _first(d.bodies.get("pipeline_stage_targets")) or {}
+    members = MEMBERS.get(str(targets.get("target_list_type")).upper(), MEMBERS["DEVICES"])
+    d.probe(f"pipeline_stage_targets ({members.rstrip('/')} of a list)", MEMBERS_PATH + members,
+            "pipeline_stage_targets", page, parent=_id(targets, "id"),
+            ids={"pipeline_id": _id(targets, "pipeline_id") or ""})  # fmt: skip
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)
 
