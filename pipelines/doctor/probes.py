@@ -150,12 +150,11 @@ class Doctor:
         table: str | None,
         params: Mapping[str, Any] | None = None,
         *,
-        parent: str | None = None,
+        parent: str | Mapping[str, str] | None = None,
         method: str = "GET",
         body: Any = None,
         cursor: bool = False,
         first: bool = False,
-        ids: Mapping[str, str] | None = None,
     ) -> Any:
         """Request one route and compare its answer with the reference; the parsed body or None.
 
@@ -164,10 +163,9 @@ class Doctor:
             template: The route with ``{eid}`` and ``{id}`` placeholders (shown as such).
             table: The raw table the route feeds (for the fields the source reads), if any.
             params: Query parameters.
-            parent: The id that fills ``{id}`` (sent, never reported).
+            parent: The id that fills ``{id}``, or each placeholder's (sent, never reported).
             cursor: The ``/v2/devices/`` cursor mode (its envelope has no live recording).
             first: A key/enterprise/base-URL failure here stops the probe (exit 2).
-            ids: The ids of the template's other placeholders (sent, never reported).
         """
         route = template
         if table is not None:  # and the tables read from the same route (one request for all)
@@ -186,7 +184,8 @@ class Doctor:
         ref = reference(method, template, cursor=cursor)
         report, compare = _start(name, method, template, table, ref, cursor, self.used)
         self.reports.append(report)
-        path = template.format(eid=self.client.enterprise_id, id=parent, **(ids or {}))
+        ids = parent if isinstance(parent, Mapping) else {"id": parent}
+        path = template.format(eid=self.client.enterprise_id, **ids)
         before = self.client.totals()
         started = time.monotonic()
         self.recorder.allowed = self.recorder.sent + self.attempts_per_probe
@@ -392,18 +391,23 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
         if table.parent and table.name not in d.tables:
             parent = _id(_first(d.bodies.get(table.parent)), table.parent_key)
             d.probe(table.name, table.path, table.name, parent=parent)
-    # A stage's lists' members: the first operation list's operations, the first target list's
-    # devices or groups (by its type; that route names the list's pipeline too).
+    _probe_stage_members(d, page)
+    if data_tap_sql is not None:
+        _probe_data_tap(d, data_tap_sql)
+
+
+def _probe_stage_members(d: Doctor, page: dict[str, int]) -> None:
+    """A stage's lists' members: the first operation list's operations, the first target list's
+    devices or groups (by its type; that route names the list's pipeline too)."""
     operations = _first(d.bodies.get("pipeline_stage_operations"))
     d.probe("pipeline_stage_operations (operations of a list)", OPERATIONS_PATH,
             "pipeline_stage_operations", page, parent=_id(operations, "id"))  # fmt: skip
     targets = _first(d.bodies.get("pipeline_stage_targets")) or {}
     members = MEMBERS.get(str(targets.get("target_list_type")).upper(), MEMBERS["DEVICES"])
+    list_id, pipeline_id = _id(targets, "id"), _id(targets, "pipeline_id")
+    targets_list = {"id": list_id, "pipeline_id": pipeline_id} if list_id and pipeline_id else None
     d.probe(f"pipeline_stage_targets ({members.rstrip('/')} of a list)", MEMBERS_PATH + members,
-            "pipeline_stage_targets", page, parent=_id(targets, "id"),
-            ids={"pipeline_id": _id(targets, "pipeline_id") or ""})  # fmt: skip
-    if data_tap_sql is not None:
-        _probe_data_tap(d, data_tap_sql)
+            "pipeline_stage_targets", page, parent=targets_list)  # fmt: skip
 
 
 def _probe_data_tap(d: Doctor, sql: str) -> None:

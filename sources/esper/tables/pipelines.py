@@ -7,12 +7,11 @@ No live recording holds these routes: the shapes are the spec's
 (docs/spec/esper-pipelines-v0-subset.json, section "Esper Pipelines" of docs/spec/README.md).
 
 Pipelines, stages, the stages' planned lists and runs are small lists read whole each run
-(replaced). The run list decides
-which runs' children are read again: a run still open (not in `RUN_ENDED`), or one whose
-`updated_at` moved since the newest `updated_at` the last run read (`PIPELINE_RUNS_SEEN`, less
-the lag: a run that ended since then is read once more, as it ended). A run that had ended by
-the last read does not change again (the spec says so) and costs no request. A refused part
-holds the watermark, so the next run reads those runs again.
+(replaced). The run list decides which runs' children are read again: a run still open (not in
+`RUN_ENDED`), or one whose `updated_at` moved since the newest `updated_at` the last run read
+(`PIPELINE_RUNS_SEEN`, less the lag: a run that ended since then is read once more, as it
+ended). A run that had ended by the last read does not change again (the spec says so) and
+costs no request. A refused part holds the watermark, so the next run reads those runs again.
 
 A key without `read:pipeline` (403) or a tenant without the feature (404): `pipelines` and
 `pipeline_runs` are skipped, with the tables read from them (`tables.DEPENDENTS`), and the run
