@@ -44,6 +44,7 @@ from . import raw_contract
 from .datatests import in_build, load_data_tests, run_data_tests
 from .model_files import LAYERS, SQL_DIR, Model, ModelError, SeedsMissing, load_models, statements
 from .run.bookkeeping import unfinished_first_load
+from .warehouse import create_if_missing
 
 SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
@@ -210,6 +211,7 @@ def build_models(
         raise SeedsMissing(seeds, "no such folder of compliance targets (seeds_dir)")
     sql_dir = Path(sql_dir) if sql_dir is not None else SQL_DIR
     plan = [model for layer in LAYERS for model in load_models(sql_dir, layer)]
+    create_if_missing(Path(warehouse))
     con = duckdb.connect(str(warehouse))
     try:
         # The device x day spine is generated (generate_series), so DuckDB cannot estimate its

@@ -29,6 +29,7 @@ from esper_warehouse.sources.esper.tables.devices import (
     LEGACY_DEVICES_PATH,
     V2_DEVICE_APPS_PATH,
 )
+from esper_warehouse.sources.esper.tables.pipelines import MEMBERS, MEMBERS_PATH, OPERATIONS_PATH
 
 from ..exit_codes import Exit
 from ..shapes import (
@@ -99,7 +100,9 @@ DATA_TAP_TABLES = "data_tap__<query>"  # every configured Data Tap query's table
 # for devices whose apps an earlier run was refused, so a plain run skips nothing for it).
 BESIDE_TABLES = {LEGACY_DEVICES_PATH: ("devices",), V2_DEVICE_APPS_PATH: ("device_apps",),
                  DEVICE_DETAIL_PATH: (), DATA_TAP_PATH: (DATA_TAP_TABLES,),
-                 DATA_TAP_PATH + "/{id}": (DATA_TAP_TABLES,)}  # fmt: skip
+                 DATA_TAP_PATH + "/{id}": (DATA_TAP_TABLES,),
+                 OPERATIONS_PATH: ("pipeline_stage_operations",),
+                 **{MEMBERS_PATH + m: ("pipeline_stage_targets",) for m in MEMBERS.values()}}  # fmt: skip
 
 
 def run_would_skip(template: str) -> tuple[str, ...]:
@@ -147,7 +150,7 @@ class Doctor:
         table: str | None,
         params: Mapping[str, Any] | None = None,
         *,
-        parent: str | None = None,
+        parent: str | Mapping[str, str] | None = None,
         method: str = "GET",
         body: Any = None,
         cursor: bool = False,
@@ -160,7 +163,7 @@ class Doctor:
             template: The route with ``{eid}`` and ``{id}`` placeholders (shown as such).
             table: The raw table the route feeds (for the fields the source reads), if any.
             params: Query parameters.
-            parent: The id that fills ``{id}`` (sent, never reported).
+            parent: The id that fills ``{id}``, or each placeholder's (sent, never reported).
             cursor: The ``/v2/devices/`` cursor mode (its envelope has no live recording).
             first: A key/enterprise/base-URL failure here stops the probe (exit 2).
         """
@@ -181,7 +184,8 @@ class Doctor:
         ref = reference(method, template, cursor=cursor)
         report, compare = _start(name, method, template, table, ref, cursor, self.used)
         self.reports.append(report)
-        path = template.format(eid=self.client.enterprise_id, id=parent)
+        ids = parent if isinstance(parent, Mapping) else {"id": parent}
+        path = template.format(eid=self.client.enterprise_id, **ids)
         before = self.client.totals()
         started = time.monotonic()
         self.recorder.allowed = self.recorder.sent + self.attempts_per_probe
@@ -387,8 +391,23 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
         if table.parent and table.name not in d.tables:
             parent = _id(_first(d.bodies.get(table.parent)), table.parent_key)
             d.probe(table.name, table.path, table.name, parent=parent)
+    _probe_stage_members(d, page)
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)
+
+
+def _probe_stage_members(d: Doctor, page: dict[str, int]) -> None:
+    """A stage's lists' members: the first operation list's operations, the first target list's
+    devices or groups (by its type; that route names the list's pipeline too)."""
+    operations = _first(d.bodies.get("pipeline_stage_operations"))
+    d.probe("pipeline_stage_operations (operations of a list)", OPERATIONS_PATH,
+            "pipeline_stage_operations", page, parent=_id(operations, "id"))  # fmt: skip
+    targets = _first(d.bodies.get("pipeline_stage_targets")) or {}
+    members = MEMBERS.get(str(targets.get("target_list_type")).upper(), MEMBERS["DEVICES"])
+    list_id, pipeline_id = _id(targets, "id"), _id(targets, "pipeline_id")
+    targets_list = {"id": list_id, "pipeline_id": pipeline_id} if list_id and pipeline_id else None
+    d.probe(f"pipeline_stage_targets ({members.rstrip('/')} of a list)", MEMBERS_PATH + members,
+            "pipeline_stage_targets", page, parent=targets_list)  # fmt: skip
 
 
 def _probe_data_tap(d: Doctor, sql: str) -> None:

@@ -25,7 +25,14 @@ from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
 
 from ..exit_codes import LOADED, Exit
-from ..warehouse import WarehouseLocked, file_problem, run_lock, wait_for_file, with_lock_wait
+from ..warehouse import (
+    WarehouseLocked,
+    create_if_missing,
+    file_problem,
+    run_lock,
+    wait_for_file,
+    with_lock_wait,
+)
 from .dispositions import (
     append_into,
     append_on_first_load,
@@ -152,6 +159,8 @@ class _Run:
         # an earlier run's load did not complete
         self.interrupted_appends = read_appended(self.marker)
         wait_for_file(settings.warehouse, settings.lock_timeout_s)
+        if settings.destination == "duckdb":
+            create_if_missing(settings.warehouse)  # before dlt creates it in the default format
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two

@@ -261,6 +261,33 @@ def _every(kind: str, build: Callable[[World, int], Record]) -> Callable[[World]
     return truth
 
 
+def stage_operations(w: World) -> list[Record]:
+    """Every stage's planned operations, each with its stage and its list's name."""
+    b = P.book(w)
+    return [
+        {
+            **P.operation(w, s),
+            "stage_id": x.id,
+            "operation_list_name": P.operation_list(w, s)["name"],
+        }
+        for s, x in enumerate(b.stages)
+    ]
+
+
+def stage_targets(w: World) -> list[Record]:
+    """Every stage's planned targets: a DEVICES list's devices, a GROUPS list's groups, each
+    with its stage and its list (id, name, type)."""
+    rows: list[Record] = []
+    for s, x in enumerate(P.book(w).stages):
+        tl = P.target_list(w, s)
+        listed = {"stage_id": x.id, "target_list_id": tl["id"], "target_list_name": tl["name"],
+                  "target_list_type": tl["target_list_type"]}  # fmt: skip
+        rows += [{**P.target(w, s, d), **listed} for d in x.devices]
+        rows += [{**P.target_group(w, s, g), **listed, "pipeline_id": tl["pipeline_id"]}
+                 for g in x.groups]  # fmt: skip
+    return rows
+
+
 PIPE = "/pipelines/v0/pipelines/{pipeline_id}"
 TARGET_LIST = PIPE + "/targetlists/{targetlist_id}"
 RUN = "/pipelines/v0/runs/{pipeline_run_id}"
@@ -297,5 +324,7 @@ AREA = Area(
         "pipeline_stage_runs": _every("stage_runs", P.stage_run),
         "pipeline_stage_run_operations": _every("stage_runs", P.stage_run_operation),
         "pipeline_target_runs": _every("target_runs", P.target_run),
+        "pipeline_stage_operations": stage_operations,
+        "pipeline_stage_targets": stage_targets,
     },
 )

@@ -42,15 +42,12 @@ version_days as (
     -- cutoff_at" for every day in between, without an as-of join per device-day.
     select
         versions.device_id as device_id,
-        versions.updated_at as version_updated_at,
+        max(versions.updated_at) as version_updated_at,
         utc_date(versions.updated_at) as from_day,
     from versions
     cross join as_of
     where versions.updated_at <= as_of.as_of
-    qualify row_number() over (
-        partition by versions.device_id, utc_date(versions.updated_at)
-        order by versions.updated_at desc
-    ) = 1
+    group by versions.device_id, utc_date(versions.updated_at)
 ),
 
 version_ranges as (

@@ -60,10 +60,12 @@ last_commands as (
 ),
 
 app_reports as (
+    -- any app row is a report of the inventory, resolved to a package or not
     select
         device_id,
         min(valid_from) as first_apps_reported_at,
-    from intermediate.int_device_app_versions
+    from staging.stg_esper__device_apps
+    where device_id is not null
     group by device_id
 ),
 

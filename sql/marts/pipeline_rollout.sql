@@ -38,6 +38,15 @@
 --   is_failing                       on the last stage reached of a run not ended, when more than
 --                                    10 % of that stage's target devices failed or timed out; false
 --                                    elsewhere
+--   operation_type                   what the stage will carry out (its operation lists'
+--                                    operations: INSTALL, SET_NEW_POLICY...; NULL: none listed)
+--   operation_summary                readable: an INSTALL's app name (else its package) and the
+--                                    version this run releases (its stage runs' operations: the
+--                                    release name, else 'version code <code>'), else the
+--                                    operation type
+--   target_type                      the stage's target list type: devices or groups
+--   planned_targets                  devices (a devices list) or groups (a groups list) the stage
+--                                    targets, listed before a run reaches it
 with
 
 runs as (
@@ -109,6 +118,44 @@ top_reasons as (
         )[1:3] as top_failure_reasons,
     from reasons
     group by stage_run_id
+),
+
+planned_operations as (
+    select
+        stage_id,
+        string_agg(distinct operation_type, ', ' order by operation_type) as operation_type,
+        min(json_extract_string(args, '$.package_name'))
+            filter (where operation_type = 'INSTALL') as package_name,
+    from staging.stg_esper__pipeline_stage_operations
+    group by stage_id
+),
+
+planned_targets as (
+    select
+        stage_id,
+        string_agg(
+            distinct lower(target_list_type), ', ' order by lower(target_list_type)
+        ) as target_type,
+        count(*) as planned_targets,
+    from staging.stg_esper__pipeline_stage_targets
+    group by stage_id
+),
+
+run_releases as (
+    select
+        stage_runs.pipeline_run_id,
+        min(json_extract_string(operations.args, '$.app_version')) as application_version_id,
+    from staging.stg_esper__pipeline_stage_run_operations as operations
+    inner join stage_runs on stage_runs.stage_run_id = operations.stage_run_id
+    group by stage_runs.pipeline_run_id
+),
+
+app_names as (
+    select
+        package_name,
+        min(application_name) as application_name,
+    from staging.stg_esper__applications
+    group by package_name
 ),
 
 first_unreached as (
@@ -185,6 +232,17 @@ final as (
             and failed_devices + timed_out_devices > 0.10 * target_devices,
             false
         ) as is_failing,
+        planned_operations.operation_type,
+        case
+            when planned_operations.package_name is not null then concat_ws(
+                ' ',
+                coalesce(app_names.application_name, planned_operations.package_name),
+                coalesce(versions.release_name, 'version code ' || versions.version_code)
+            )
+            else planned_operations.operation_type
+        end as operation_summary,
+        planned_targets.target_type,
+        coalesce(planned_targets.planned_targets, 0) as planned_targets,
     from runs
     cross join as_of
     inner join stages on stages.pipeline_id = runs.pipeline_id
@@ -195,6 +253,12 @@ final as (
     left join top_reasons on top_reasons.stage_run_id = stage_runs.stage_run_id
     left join first_unreached on first_unreached.pipeline_run_id = runs.pipeline_run_id
     left join position on position.pipeline_run_id = runs.pipeline_run_id
+    left join planned_operations on planned_operations.stage_id = stages.stage_id
+    left join planned_targets on planned_targets.stage_id = stages.stage_id
+    left join run_releases on run_releases.pipeline_run_id = runs.pipeline_run_id
+    left join staging.stg_esper__application_versions as versions
+        on versions.application_version_id = run_releases.application_version_id
+    left join app_names on app_names.package_name = planned_operations.package_name
 )
 
 select * from final

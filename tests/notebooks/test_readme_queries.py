@@ -1,5 +1,6 @@
 """The README's "Worst command rollouts" query ranks as marts.headlines (the demo's "three worst
-command rollouts" and the report's "Most failing" table read the same `failing_rank`)."""
+command rollouts" and the report's "Most failing" table read the same `failing_rank`); its two
+Esper Pipelines questions answer as the staging views and `marts.pipeline_rollout` say."""
 
 from __future__ import annotations
 
@@ -11,11 +12,16 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _readme_worst_rollouts() -> str:
+def _readme_query(title: str) -> str:
+    """The README query under the comment line that starts with `-- <title>`."""
     readme = (ROOT / "README.md").read_text()
-    match = re.search(r"-- Worst command rollouts.*?\n(select .*?);", readme, re.S)
-    assert match, "README has no 'Worst command rollouts' query"
+    match = re.search(rf"-- {re.escape(title)}.*?\n(select .*?);", readme, re.S)
+    assert match, f"README has no '{title}' query"
     return match.group(1)
+
+
+def _readme_worst_rollouts() -> str:
+    return _readme_query("Worst command rollouts")
 
 
 def test_readme_worst_rollouts_start_with_the_headlines_three(demo_warehouse: Path) -> None:
@@ -27,3 +33,60 @@ def test_readme_worst_rollouts_start_with_the_headlines_three(demo_warehouse: Pa
         ).fetchall()
     assert len(worst) == 3
     assert [(row[0], row[1], row[3]) for row in readme[:3]] == worst
+
+
+def test_readme_which_stage_is_each_rollout_in(demo_warehouse: Path) -> None:
+    """One row per pipeline that has run: its latest run, at the last stage it has reached (as
+    the stage runs say), with what that stage does and to whom (as its lists say)."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        readme = con.execute(_readme_query("Which stage is each rollout in?")).fetchall()
+        expected = con.execute("""
+            with latest as (
+                select * from staging.stg_esper__pipeline_runs
+                qualify row_number() over (partition by pipeline_id order by run_number desc) = 1
+            ),
+            reached as (
+                select latest.pipeline_run_id, max(stages.stage_order) as stage_order
+                from latest
+                join staging.stg_esper__pipeline_stage_runs as runs using (pipeline_run_id)
+                join staging.stg_esper__pipeline_stages as stages using (stage_id)
+                group by all
+            ),
+            planned as (
+                select stage_id, count(*) as planned_targets, min(target_list_type) as kind
+                from staging.stg_esper__pipeline_stage_targets group by stage_id
+            )
+            select latest.pipeline_name, latest.run_number, latest.status, reached.stage_order,
+                   stages.stage_name, lower(planned.kind), planned.planned_targets
+            from latest
+            left join reached using (pipeline_run_id)
+            left join staging.stg_esper__pipeline_stages as stages
+                on stages.pipeline_id = latest.pipeline_id
+                and stages.stage_order = reached.stage_order
+            left join planned on planned.stage_id = stages.stage_id
+            order by latest.pipeline_name
+        """).fetchall()
+    assert [(r[0], r[1], r[2], r[3], r[5], r[10], r[11]) for r in readme] == expected
+    assert len(readme) >= 3 and {r[2] for r in readme} >= {"waiting"}
+
+
+def test_readme_which_devices_failed_stage_2_and_why(demo_warehouse: Path) -> None:
+    """Every device that failed or timed out in stage 2 of a pipeline's latest run, each once:
+    as many as the rollout mart counts, with its reasons counted as the mart counts them."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        readme = con.execute(_readme_query("Which devices failed stage 2")).fetchall()
+        stages = con.execute("""
+            select rollout.pipeline_name, rollout.failed_devices + rollout.timed_out_devices,
+                   rollout.top_failure_reasons
+            from marts.pipeline_rollout as rollout
+            join marts.pipeline_rollout_current using (pipeline_run_id)
+            where rollout.stage_order = 2
+        """).fetchall()
+    assert readme, "the demo's latest runs have failures in stage 2"
+    assert len({r[4] for r in readme}) == len(readme)  # each device once
+    for pipeline, failed, reasons in stages:
+        rows = [r for r in readme if r[0] == pipeline]
+        assert len(rows) == failed, pipeline
+        for top in reasons:  # the mart's top reasons: the same devices, by name
+            named = sorted(r[3] for r in rows if r[6] == top["reason"])
+            assert len(named) == top["devices"] and named[:3] == top["device_names"]

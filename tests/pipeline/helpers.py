@@ -41,6 +41,11 @@ COMPARED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pipeline_runs": (("id",), ("status", "updated_at")),
     "pipeline_stage_runs": (("id",), ("status", "updated_at")),
     "pipeline_target_runs": (("id",), ("status", "command_id")),
+    "pipeline_stage_operations": (("id",), ("stage_id", "operation_type", "args")),
+    "pipeline_stage_targets": (
+        ("id", "stage_id", "target_list_id"),
+        ("target_list_type", "device_id", "device_group_id", "is_active"),
+    ),
 }
 TABLES = [*COMPARED, "heartbeats"]
 

@@ -1,9 +1,11 @@
 """Esper Pipelines: each raw table equals the simulator's truth after a first load and after a
 night; a run that had ended costs no request the next night; a key without `read:pipeline`
-loads everything else and names the tables it skipped."""
+loads everything else and names the tables it skipped; a refused stage list keeps the stages'
+plans as loaded."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -26,16 +28,24 @@ COLUMNS = {
     "pipeline_stage_runs": ["id", "pipeline_run_id", "stage_id", "status"],
     "pipeline_stage_run_operations": ["id", "operation_type", "args"],
     "pipeline_target_runs": ["id", "stage_run_id", "device_id", "status", "command_id"],
-}
+    "pipeline_stage_operations": ["id", "stage_id", "operation_list_id", "operation_type", "args"],
+    "pipeline_stage_targets": ["id", "stage_id", "target_list_id", "target_list_type",
+                               "device_id", "device_name", "device_group_id", "is_active"],
+}  # fmt: skip
+PLANS = ["pipeline_stage_operations", "pipeline_stage_targets"]
 
 
-def _assert_equal_to_truth(sim, wh: Path) -> None:
+def _truth(sim, table: str) -> Counter:
+    return Counter(tuple(r.get(c) for c in COLUMNS[table]) for r in sim.truth(table))
+
+
+def _assert_equal_to_truth(sim, wh: Path, truths: dict[str, Counter] | None = None) -> None:
+    truths = truths or {table: _truth(sim, table) for table in COLUMNS}
     with duckdb.connect(str(wh), read_only=True) as con:
-        for table, columns in COLUMNS.items():
-            raw = con.execute(f"select {', '.join(columns)} from esper.{table} order by id")
-            truth = sorted(sim.truth(table), key=lambda r: r["id"])
+        for table, truth in truths.items():
+            raw = con.execute(f"select {', '.join(COLUMNS[table])} from esper.{table}").fetchall()
             assert truth, table
-            assert raw.fetchall() == [tuple(r[c] for c in columns) for r in truth], table
+            assert len(raw) == sum(truth.values()) and Counter(raw) == truth, table
 
 
 def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, first_load) -> None:
@@ -68,6 +78,7 @@ def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, 
                                  if s["pipeline_id"] == stage["pipeline_id"])  # fmt: skip
     assert dict(staged) == order
     _assert_marts_equal_the_truth(sim, wh, order)
+    _assert_plans_in_the_rollout(sim, wh, order)
 
 
 ENDED = {"success": "succeeded", "complete": "succeeded", "failure": "failed",
@@ -170,6 +181,48 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
         assert (stalled, failing) == tuple(any(f[i] for f in run_flags) for i in (0, 1))
 
 
+def _assert_plans_in_the_rollout(sim, wh: Path, order: dict[str, int]) -> None:
+    """Each (run, stage) of `marts.pipeline_rollout` says what the stage will do and to whom,
+    as the simulator's stages' lists say, reached or not."""
+    ops = {o["stage_id"]: o for o in sim.truth("pipeline_stage_operations")}
+    targets: dict[str, list[dict]] = {}
+    for t in sim.truth("pipeline_stage_targets"):
+        targets.setdefault(t["stage_id"], []).append(t)
+    names = {a["package_name"]: a["application_name"] for a in sim.truth("applications")}
+    # the version lists loaded (v1, live route 6) carry no release name: the code is shown
+    versions = {v["id"]: f"version code {v['version_code']}"
+                for v in sim.truth("application_versions")}  # fmt: skip
+    released = {}  # run -> the app version its stage runs' operations carry
+    stage_runs = sim.truth("pipeline_stage_runs")
+    for sr, op in zip(stage_runs, sim.truth("pipeline_stage_run_operations"), strict=True):
+        version = json.loads(op["args"]).get("app_version")
+        if version:
+            released[sr["pipeline_run_id"]] = versions[version]
+    expected = {}
+    for run in sim.truth("pipeline_runs"):
+        for stage in sim.truth("pipeline_stages"):
+            if stage["pipeline_id"] != run["pipeline_id"]:
+                continue
+            op = ops[stage["id"]]
+            package = json.loads(op["args"]).get("package_name")
+            summary = (" ".join(filter(None, (names[package], released.get(run["id"]))))
+                       if op["operation_type"] == "INSTALL" else op["operation_type"])  # fmt: skip
+            listed = targets[stage["id"]]
+            expected[(run["id"], order[stage["id"]])] = (
+                op["operation_type"], summary,
+                listed[0]["target_list_type"].lower(), len(listed),
+            )  # fmt: skip
+    with duckdb.connect(str(wh), read_only=True) as con:
+        rows = con.execute(
+            "select pipeline_run_id, stage_order, operation_type, operation_summary, target_type, "
+            "planned_targets from marts.pipeline_rollout"
+        ).fetchall()
+    assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
+    kinds = {v[2] for v in expected.values()}
+    assert kinds == {"devices", "groups"}  # the simulator holds both kinds of target lists
+    assert any("version code" in v[1] for v in expected.values())  # a run's release shown
+
+
 def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, first_load) -> None:
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
@@ -177,7 +230,26 @@ def test_a_key_without_read_pipeline_loads_everything_else(sim, tmp_path: Path, 
     sim.advance(hours=24)
     nightly = load(sim, wh)
     assert nightly.exit_code == Exit.PARTIAL, nightly.error
-    assert set(nightly.unavailable) == set(NAMES)
+    assert set(nightly.unavailable) == set(NAMES) and set(PLANS) <= set(NAMES)
     assert nightly.rows.get("groups")
     with duckdb.connect(str(wh), read_only=True) as con:  # what was loaded is kept
-        assert con.execute("select count(*) from esper.pipeline_runs").fetchone()[0] > 0
+        for table in ("pipeline_runs", "pipeline_stages", *PLANS):
+            assert con.execute(f"select count(*) from esper.{table}").fetchone()[0] > 0, table
+
+
+def test_a_stage_list_refused_keeps_the_plans_as_loaded(sim, tmp_path: Path, first_load) -> None:
+    """A 403 on one stage's target lists: the stages' targets are kept whole as loaded (a
+    replaced table would lose that stage's rows), named; the operations still replace."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    loaded = _truth(sim, "pipeline_stage_targets")
+    stage = sim.truth("pipeline_stages")[0]["id"]
+    sim.set_faults([{"kind": "status", "status": 403,
+                     "route": f"/pipelines/v0/stages/{stage}/targetlists/"}])  # fmt: skip
+    sim.advance(hours=24)
+    nightly = load(sim, wh, resources=PLANS)
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
+    assert set(nightly.unavailable) == {"pipeline_stage_targets"}
+    assert "1 parts refused" in nightly.unavailable["pipeline_stage_targets"]
+    _assert_equal_to_truth(sim, wh, {"pipeline_stage_targets": loaded,
+                                     "pipeline_stage_operations": _truth(sim, PLANS[0])})  # fmt: skip

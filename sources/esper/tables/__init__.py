@@ -5,8 +5,9 @@ apps), `catalogues` (groups, geofences, blueprints, tenant apps, the app catalog
 (Apple push certificates, enrolment tokens, provisioning profiles), `commands` (command
 requests and statuses, operations and their devices), `events` (device event feeds),
 `status_metrics`, `access` (users, their profiles and group access, roles and their scopes),
-`pipelines` (Esper Pipelines: pipelines, stages, runs, stage and target runs), and
-`data_tap` (tables named by the user's queries, declared at run time).
+`pipelines` (Esper Pipelines: pipelines, stages with their planned operations and targets, runs,
+stage and target runs), and `data_tap` (tables named by the user's queries, declared at run
+time).
 
 `TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
 build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, the rows of

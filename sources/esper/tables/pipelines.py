@@ -1,16 +1,17 @@
 """Esper Pipelines (`/pipelines/v0/`): Esper's own staged rollouts. Pipelines and their stages,
-runs, each run's stage runs, and each stage run's operation and target runs (one per device,
-each with the command request it sent: `command_id` joins `command_requests`).
+what each stage will do and to whom (its operation lists' operations, its target lists' devices
+or groups), runs, each run's stage runs, and each stage run's operation and target runs (one per
+device, each with the command request it sent: `command_id` joins `command_requests`).
 
 No live recording holds these routes: the shapes are the spec's
 (docs/spec/esper-pipelines-v0-subset.json, section "Esper Pipelines" of docs/spec/README.md).
 
-Pipelines, stages and runs are small lists read whole each run (replaced). The run list decides
-which runs' children are read again: a run still open (not in `RUN_ENDED`), or one whose
-`updated_at` moved since the newest `updated_at` the last run read (`PIPELINE_RUNS_SEEN`, less
-the lag: a run that ended since then is read once more, as it ended). A run that had ended by
-the last read does not change again (the spec says so) and costs no request. A refused part
-holds the watermark, so the next run reads those runs again.
+Pipelines, stages, the stages' planned lists and runs are small lists read whole each run
+(replaced). The run list decides which runs' children are read again: a run still open (not in
+`RUN_ENDED`), or one whose `updated_at` moved since the newest `updated_at` the last run read
+(`PIPELINE_RUNS_SEEN`, less the lag: a run that ended since then is read once more, as it
+ended). A run that had ended by the last read does not change again (the spec says so) and
+costs no request. A refused part holds the watermark, so the next run reads those runs again.
 
 A key without `read:pipeline` (403) or a tenant without the feature (404): `pipelines` and
 `pipeline_runs` are skipped, with the tables read from them (`tables.DEPENDENTS`), and the run
@@ -26,7 +27,7 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import Options, skip_unavailable
+from ..common import Options, keep_what_was_loaded, skip_unavailable
 from ..http import EsperClient
 from ..http.errors import EsperError
 from ..http.pages import fan_out, read_all
@@ -159,9 +160,64 @@ PIPELINE_TARGET_RUNS = Table(
         evidence=_SPEC,
     ),
 )
+# A stage's planned lists: its operation lists' operations, its target lists' members (by the
+# list's type, the spec's `TargetList_POST` enum; no route lists a COLLECTIONS list's members).
+OPERATIONS_PATH = "/pipelines/v0/operationlists/{id}/operations/"
+MEMBERS_PATH = "/pipelines/v0/pipelines/{pipeline_id}/targetlists/{id}/"
+MEMBERS = {"DEVICES": "targets/", "GROUPS": "devicegroups/"}
+PIPELINE_STAGE_OPERATIONS = Table(
+    "pipeline_stage_operations",
+    "/pipelines/v0/stages/{id}/operationlists/",
+    ("id",),
+    disposition="replace",
+    parent="pipeline_stages",
+    columns=(
+        *cols("id stage_id pipeline_id operation_list_id operation_list_name"),
+        *cols("operation_type args"),
+        *_AUDIT,
+    ),
+    doc=Doc(
+        read=f"(spec: `OperationList`), per stage; then `GET {OPERATIONS_PATH}` per list "
+        "(spec: `Operation`)",
+        columns="one row per operation a stage will carry out: `stage_id`, "
+        "`operation_list_name` (of its list), `operation_type` (`INSTALL`, `SET_NEW_POLICY`...), "
+        "`args` (JSON text: the package an INSTALL releases; each run's version is the stage "
+        "run's operation)",
+        kept="replaced each run (one request per pipeline, two per stage, one per list); a "
+        "refused part keeps the table as loaded (exit 6)",
+        envelope="apps-envelope",
+        evidence=_SPEC,
+    ),
+)
+PIPELINE_STAGE_TARGETS = Table(
+    "pipeline_stage_targets",
+    "/pipelines/v0/stages/{id}/targetlists/",
+    ("id", "stage_id", "target_list_id"),
+    disposition="replace",
+    parent="pipeline_stages",
+    columns=(
+        *cols("id stage_id pipeline_id target_list_id target_list_name target_list_type"),
+        *cols("device_id device_name device_alias device_group_id"),
+        Col("is_active", BOOL),
+        *_AUDIT,
+    ),
+    doc=Doc(
+        read="(spec: `TargetList`), per stage; then per list `GET "
+        f"{MEMBERS_PATH}{MEMBERS['DEVICES']}` (`DEVICES`, spec: `Target`) or "
+        f"`{MEMBERS['GROUPS']}` (`GROUPS`, spec: `TargetListDeviceGroup`)",
+        columns="one row per device or group a stage targets: `stage_id`, `target_list_type`, "
+        "`device_id` and `device_name` (a DEVICES list) or `device_group_id` (a GROUPS list, "
+        "resolved to devices when a run reaches the stage)",
+        kept="replaced each run, read with the operations; a refused part keeps the table as "
+        "loaded (exit 6)",
+        envelope="apps-envelope",
+        evidence=_SPEC,
+    ),
+)
 TABLES = (
     PIPELINES, PIPELINE_STAGES, PIPELINE_RUNS, PIPELINE_STAGE_RUNS,
     PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_TARGET_RUNS,
+    PIPELINE_STAGE_OPERATIONS, PIPELINE_STAGE_TARGETS,
 )  # fmt: skip
 
 
@@ -176,6 +232,7 @@ def pipeline_stages(client: EsperClient, ledger: RunLedger, opts: Options) -> It
     """Every pipeline's stages, numbered in the order the API lists them."""
     with skip_unavailable(ledger, PIPELINE_STAGES.name):
         if ledger.refusals.is_skipped(PIPELINES.name):
+            keep_what_was_loaded()  # replaced: an empty read would empty it
             return
         ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
         for page in read_versions(PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts):
@@ -200,28 +257,30 @@ def pipeline_runs(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     yield from optional_shared_list(PIPELINE_RUNS, client, ledger, opts)
 
 
+def _read_paths(client: EsperClient, paths: dict[Any, str], limit: int) -> Any:
+    """Each path's whole list, concurrently: ({part: its items}, the number of parts refused)."""
+
+    def fetch(part: Any) -> Any:
+        try:
+            return read_all(client, paths[part], limit=limit).items
+        except EsperError:
+            return None
+
+    read = dict(fan_out(client, list(paths), fetch))
+    return {part: items for part, items in read.items() if items is not None}, sum(
+        items is None for items in read.values()
+    )
+
+
 def _read_each(
     table: Table, parents: list[str], client: EsperClient, opts: Options, parent_column: str = ""
 ) -> Any:
     """Each parent's whole list, concurrently: (its rows, with the parent's id in
-    `parent_column` if given; the parents refused)."""
-    limit = table.limit(opts.page_size)
-    rows: list[dict] = []
-    refused: list[str] = []
-
-    def fetch(parent: str) -> Any:
-        try:
-            return read_all(client, table.path_for(client, parent), limit=limit, key=table.key)
-        except EsperError:
-            return None
-
-    for parent, read in fan_out(client, parents, fetch):
-        if read is None:
-            refused.append(parent)
-        else:
-            extra = {parent_column: parent} if parent_column else {}
-            rows.extend({**item, **extra} for item in read.items)
-    return rows, refused
+    `parent_column` if given; the number of parents refused)."""
+    paths = {parent: table.path_for(client, parent) for parent in parents}
+    read, refused = _read_paths(client, paths, table.limit(opts.page_size))
+    extra = (lambda parent: {parent_column: parent}) if parent_column else (lambda parent: {})
+    return [{**item, **extra(part)} for part, items in read.items() for item in items], refused
 
 
 def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tuple[list[str], Any]:
@@ -251,7 +310,7 @@ class _Children:
             PIPELINE_STAGE_RUN_OPERATIONS, ids, client, opts, "stage_run_id"
         )
         self.target_runs, refused_targets = _read_each(PIPELINE_TARGET_RUNS, ids, client, opts)
-        self.refused = len(refused) + len(refused_ops) + len(refused_targets)
+        self.refused = refused + refused_ops + refused_targets
 
 
 def _children(
@@ -295,7 +354,90 @@ def pipeline_target_runs(
     yield from _children(PIPELINE_TARGET_RUNS, "target_runs", client, ledger, opts)
 
 
+class _StagePlans:
+    """This run's read of what each stage will do and to whom: its operation lists'
+    operations and its target lists' devices or groups (the two tables share it).
+
+    The stage lists are read again here (one request per pipeline): `pipeline_stages` reads
+    them through `read_versions`, whose refusals belong to that table.
+    """
+
+    def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
+        ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
+        stages, refused = _read_each(PIPELINE_STAGES, ids, client, opts)
+        stage_ids = [s["id"] for s in stages]
+        pipeline_of = {s["id"]: s.get("pipeline_id") for s in stages}
+        limit = PIPELINE_STAGE_OPERATIONS.limit(opts.page_size)
+        op_lists, lists_refused = _read_each(
+            PIPELINE_STAGE_OPERATIONS, stage_ids, client, opts, "stage_id"
+        )
+        paths = {ol["id"]: OPERATIONS_PATH.format(id=ol["id"]) for ol in op_lists}
+        read, ops_refused = _read_paths(client, paths, limit)
+        self.operations = [
+            {**op, "stage_id": ol["stage_id"], "operation_list_id": ol["id"],
+             "operation_list_name": ol.get("name"),
+             "pipeline_id": op.get("pipeline_id") or pipeline_of.get(ol["stage_id"])}
+            for ol in op_lists for op in read.get(ol["id"], ())
+        ]  # fmt: skip
+        self.operations_refused = refused + lists_refused + ops_refused
+        target_lists, lists_refused = _read_each(
+            PIPELINE_STAGE_TARGETS, stage_ids, client, opts, "stage_id"
+        )
+        paths = {}
+        for tl in target_lists:
+            members = MEMBERS.get(str(tl.get("target_list_type") or "").upper())
+            pipeline = tl.get("pipeline_id") or pipeline_of.get(tl["stage_id"])
+            if members is not None:  # (a list shared by two stages is read once)
+                paths[tl["id"]] = MEMBERS_PATH.format(pipeline_id=pipeline, id=tl["id"]) + members
+        read, members_refused = _read_paths(client, paths, limit)
+        self.targets = [
+            {**member, "stage_id": tl["stage_id"], "target_list_id": tl["id"],
+             "target_list_name": tl.get("name"), "target_list_type": tl.get("target_list_type"),
+             "pipeline_id": member.get("pipeline_id") or pipeline_of.get(tl["stage_id"])}
+            for tl in target_lists for member in read.get(tl["id"], ())
+        ]  # fmt: skip
+        self.targets_refused = refused + lists_refused + members_refused
+
+
+def _stage_plan(
+    table: Table, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """`table`'s rows of this run's `_StagePlans` read; a refused part keeps the table as
+    loaded (replacing it would drop that part's rows)."""
+    with skip_unavailable(ledger, table.name):
+        if ledger.refusals.is_skipped(PIPELINE_STAGES.name):
+            keep_what_was_loaded()
+            return
+        plans = ledger.shared.read_once(
+            "pipeline_stage_plans", lambda: _StagePlans(client, ledger, opts)
+        )
+        name = "operations" if table is PIPELINE_STAGE_OPERATIONS else "targets"
+        refused = getattr(plans, f"{name}_refused")
+        if refused:
+            ledger.refusals.mark_skipped(table.name, f"{refused} parts refused: kept as loaded")
+            keep_what_was_loaded()
+        elif rows := getattr(plans, name):
+            yield table.page(rows, ledger.unreadable)
+
+
+@dlt.resource(**PIPELINE_STAGE_OPERATIONS.hints())
+def pipeline_stage_operations(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """What each stage will carry out: its operation lists' operations, replaced each run."""
+    yield from _stage_plan(PIPELINE_STAGE_OPERATIONS, client, ledger, opts)
+
+
+@dlt.resource(**PIPELINE_STAGE_TARGETS.hints())
+def pipeline_stage_targets(
+    client: EsperClient, ledger: RunLedger, opts: Options
+) -> Iterator[pa.Table]:
+    """Whom each stage targets: its target lists' devices or groups, replaced each run."""
+    yield from _stage_plan(PIPELINE_STAGE_TARGETS, client, ledger, opts)
+
+
 LISTS = (
     pipelines, pipeline_stages, pipeline_runs,
     pipeline_stage_runs, pipeline_stage_run_operations, pipeline_target_runs,
+    pipeline_stage_operations, pipeline_stage_targets,
 )  # fmt: skip
