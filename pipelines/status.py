@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from . import headlines
+from . import headlines, readable
 from .commands import DEMO_WAREHOUSE
 from .exit_codes import Exit
 from .run.bookkeeping import unfinished_first_load, unreadable_lines
@@ -190,8 +190,9 @@ def compliance(numbers: headlines.Headlines | None) -> list[str]:
 
 def pipeline_runs(numbers: headlines.Headlines | None) -> list[str]:
     """Esper Pipelines runs not yet ended that need a look (marts.headlines): waiting for an
-    approval, stalled for a day or more, failing on more than 10 % of their current stage;
-    none when no run is open (or Pipelines is not loaded)."""
+    approval, stalled for a day or more, failing on more than 10 % of their current stage, each
+    run named under the counts with the stage it is held at; none when no run is open (or
+    Pipelines is not loaded)."""
     waiting = numbers.number("pipeline_runs_waiting") if numbers else None
     if numbers is None or waiting is None or not waiting.denominator:
         return []
@@ -201,7 +202,20 @@ def pipeline_runs(numbers: headlines.Headlines | None) -> list[str]:
         f"Esper Pipelines runs not ended (marts.pipeline_rollout): {waiting.denominator:,}; "
         f"waiting for an approval {waiting.value:,}, stalled a day or more "
         f"{stalled.value if stalled else 0:,}, failing on more than 10 % of a stage "
-        f"{failing.value if failing else 0:,}"
+        f"{failing.value if failing else 0:,}",
+        *(
+            f"  waiting for an approval: {run.label} (for {readable.duration(run.value * 60)})"
+            for run in numbers.items("pipeline_runs_waiting")
+        ),
+        *(
+            f"  stalled: {run.label} (no change for {readable.duration(run.value * 60)})"
+            for run in numbers.items("pipeline_runs_stalled")
+        ),
+        *(
+            f"  failing: {run.label}: {run.value:,} of {run.denominator:,} devices failed or "
+            "timed out"
+            for run in numbers.items("pipeline_runs_failing")
+        ),
     ]
 
 

@@ -3,20 +3,22 @@
 -- status`, the notebooks (and the offline report made from them) and the README read these rows
 -- and compute none of their own; tests/notebooks/test_every_surface.py holds every surface to them.
 -- One row per headline number, or per item of a headline that is a list or a breakdown (the worst
--- command rollouts, the top reasons, the last-seen buckets).
+-- command rollouts, the top reasons, the last-seen buckets, the pipeline runs that need a look).
 --
 -- Columns
 --   as_of         "now" (API time of the latest loaded run, ok or partial)
 --   headline      the number's name (the list is in the README, "Headline numbers")
 --   item          NULL for the headline's own number; else the item's key: a platform, a bucket,
---                 a reason_code, a command_request_id, a credential status, a disagreement kind
+--                 a reason_code, a command_request_id, a credential status, a disagreement kind,
+--                 a pipeline_run_id
 --   item_rank     the item's place (1 = first as surfaces list them); NULL for the headline row
 --   label         what the number counts, in words (an item's label: the command, the reason)
---   value         the count (devices, users, credentials, failed devices)
+--   value         the count (devices, users, credentials, failed devices; for a waiting or
+--                 stalled pipeline run: the whole hours it has waited, or gone without a change)
 --   denominator   what the count is out of; NULL when it is not a share of anything
 --   share         value / denominator (NULL without one, or when it is 0)
 --   unit          what value counts: devices, users, credentials, failed or timed-out devices,
---                 pipeline runs
+--                 pipeline runs, hours
 --   source        the mart (and column) the number is drawn from
 --   definition    the definition, as the README gives it
 with
@@ -87,6 +89,20 @@ open_pipeline_runs as (
     from marts.pipeline_rollout
     where is_run_open
     group by pipeline_run_id
+),
+
+pipeline_run_stages as (
+    -- the stage each open run is held at, by flag: the stage a waiting run waits to start, the
+    -- stage a stalled run is at, the failing stage
+    select
+        rollout.*,
+        rollout.pipeline_name || ' run ' || rollout.run_number || ', stage '
+            || rollout.stage_order || ' ' || rollout.stage_name as run_stage_label,
+        floor(epoch(as_of.as_of - rollout.waiting_for_approval_since) / 3600) as hours_waiting,
+        floor(epoch(as_of.as_of - rollout.run_updated_at) / 3600) as hours_unchanged,
+    from marts.pipeline_rollout as rollout
+    cross join as_of
+    where rollout.is_run_open
 ),
 
 pipeline_runs_open as (
@@ -290,6 +306,38 @@ items as (
         'devices whose drift verdicts differ, by kind of disagreement',
     from marts.drift_disagreements
     group by disagreement
+    union all
+    select
+        'pipeline_runs_waiting', pipeline_run_id,
+        row_number() over (order by hours_waiting desc, pipeline_run_id),
+        run_stage_label, hours_waiting, null, 'hours',
+        'marts.pipeline_rollout.waiting_for_approval_since',
+        'each run waiting for an approval, at the stage it waits to start: the whole hours it '
+            || 'has waited',
+    from pipeline_run_stages
+    where waiting_for_approval_since is not null
+    union all
+    select
+        'pipeline_runs_stalled', pipeline_run_id,
+        row_number() over (order by hours_unchanged desc, pipeline_run_id),
+        run_stage_label, hours_unchanged, null, 'hours',
+        'marts.pipeline_rollout.is_stalled',
+        'each stalled run, at the stage it is at: the whole hours since its last change',
+    from pipeline_run_stages
+    where is_stalled
+    union all
+    select
+        'pipeline_runs_failing', pipeline_run_id,
+        row_number() over (
+            order by (failed_devices + timed_out_devices) / target_devices desc, pipeline_run_id
+        ),
+        run_stage_label, failed_devices + timed_out_devices, target_devices,
+        'failed or timed-out devices',
+        'marts.pipeline_rollout.is_failing',
+        'each failing run, at its failing stage: its failed or timed-out devices, out of the '
+            || 'target devices of that stage',
+    from pipeline_run_stages
+    where is_failing
 ),
 
 final as (

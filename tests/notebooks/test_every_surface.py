@@ -67,6 +67,18 @@ def _morning_check(mart: Headlines) -> list[str]:
     )
     assert creds.value and drift.value and wipe.denominator, "the fixture shows every line"
     assert waiting.denominator, "the fixture has Esper Pipelines runs not ended"
+    runs = [
+        *(re.escape(f"  waiting for an approval: {r.label} (for ") + r"[\d.]+ (min|h|days)\)"
+          for r in mart.items("pipeline_runs_waiting")),
+        *(re.escape(f"  stalled: {r.label} (no change for ") + r"[\d.]+ (min|h|days)\)"
+          for r in mart.items("pipeline_runs_stalled")),
+        *(re.escape(f"  failing: {r.label}: {_n(r.value)} of {_n(r.denominator)} devices failed "
+                    "or timed out")
+          for r in mart.items("pipeline_runs_failing")),
+    ]  # fmt: skip
+    # each run counted is named once under the counts, and the fixture has one of each
+    assert len(runs) == waiting.value + stalled.value + failing.value
+    assert waiting.value and stalled.value and failing.value
     return [
         re.escape(f"credentials expired or expiring (marts.credential_expiry): {_n(creds.value)} "
                   f"({by_status})"),
@@ -82,6 +94,7 @@ def _morning_check(mart: Headlines) -> list[str]:
                   f"{_n(waiting.denominator)}; waiting for an approval {_n(waiting.value)}, "
                   f"stalled a day or more {_n(stalled.value)}, failing on more than 10 % of a "
                   f"stage {_n(failing.value)}"),
+        *runs,
     ]  # fmt: skip
 
 

@@ -152,9 +152,13 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
             headline: (value, denominator)
             for headline, value, denominator in con.execute(
                 "select headline, value, denominator from marts.headlines "
-                "where headline like 'pipeline_runs_%'"
+                "where headline like 'pipeline_runs_%' and item is null"
             ).fetchall()
         }
+        named = con.execute(
+            "select headline, list(item order by item) from marts.headlines "
+            "where headline like 'pipeline_runs_%' and item is not null group by headline"
+        ).fetchall()
         (as_of,) = con.execute("select as_of from intermediate.int_as_of").fetchone()
     expected = expected_rollout(sim.truth, order)
     assert {(r[0], r[1]): tuple(r[2:9]) for r in rows} == expected
@@ -169,6 +173,9 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
     for kind, at in (("stalled", 0), ("failing", 1)):
         runs = {run for (run, _), flag in flags.items() if flag[at]}
         assert counted[f"pipeline_runs_{kind}"] == (len(runs), len(open_runs)), kind
+        assert dict(named).get(f"pipeline_runs_{kind}", []) == sorted(runs), kind
+    waiting_runs = sorted(r["id"] for r in sim.truth("pipeline_runs") if r["status"] == "waiting")
+    assert dict(named).get("pipeline_runs_waiting", []) == waiting_runs
     latest: dict[str, dict] = {}
     for run in sim.truth("pipeline_runs"):
         if run["run_number"] > latest.get(run["pipeline_id"], {"run_number": 0})["run_number"]:
