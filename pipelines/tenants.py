@@ -36,7 +36,7 @@ from .exit_codes import LOADED, Exit
 from .models import RAW_SCHEMA, SCHEMAS
 from .run.runner import run
 from .run.types import PIPELINE_NAME, RunResult, RunSettings
-from .warehouse import WarehouseLocked, with_lock_wait
+from .warehouse import WarehouseLocked, create_if_missing, with_lock_wait
 
 log = logging.getLogger("esper_warehouse")
 
@@ -351,6 +351,7 @@ def build_fleet(
     """
     results = results or {}
     tenants.fleet.parent.mkdir(parents=True, exist_ok=True)
+    create_if_missing(tenants.fleet)
     con = with_lock_wait(
         lambda: duckdb.connect(str(tenants.fleet)), tenants.fleet, lock_timeout_s, "the fleet"
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import duckdb
 import pytest
 from esper_warehouse.pipelines.run.runner import RunResult
 from esper_warehouse.pipelines.warehouse import working_dir
@@ -195,3 +196,13 @@ def copy_warehouse(source: Path, wh: Path) -> None:
     if wal.exists():
         shutil.copyfile(wal, wh.with_name(wh.name + ".wal"))
     shutil.copytree(working_dir(source), working_dir(wh))
+
+
+def storage_version(path: Path) -> str:
+    """The DuckDB storage format a file is written in (`v1.5.0+`: `warehouse.STORAGE_VERSION`)."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        tags = con.execute(
+            "select tags from duckdb_databases() where path = ?", [str(path)]
+        ).fetchone()
+    assert tags is not None
+    return tags[0]["storage_version"]

@@ -17,6 +17,8 @@ from esper_warehouse.pipelines.commands import publish as publish_command
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
 
+from tests.conftest import storage_version
+
 from .helpers import hold_file, load
 
 DAMAGED = "is not a DuckDB warehouse or is damaged"
@@ -280,35 +282,26 @@ def test_a_bare_command_beside_the_demo_names_the_demo_warehouse_and_does_not_re
     assert "the demo's warehouse demo.duckdb is here: read it with --warehouse demo.duckdb" in err
 
 
-def _storage_version(path: Path) -> str:
-    with duckdb.connect(str(path), read_only=True) as con:
-        tags = con.execute(
-            "select tags from duckdb_databases() where path = ?", [str(path)]
-        ).fetchone()
-    assert tags is not None
-    return tags[0]["storage_version"]
-
-
 def test_a_new_warehouse_is_written_in_duckdb_1_5_storage_and_an_old_one_keeps_its_own(
     sim, shared_first_load, tmp_path: Path
 ) -> None:
     """The first load and `models --create` write a new file in DuckDB 1.5's storage format
     (`warehouse.STORAGE_VERSION`); a warehouse written before, in DuckDB's default format, is
     loaded and modelled in its own format, not rewritten."""
-    assert _storage_version(shared_first_load.warehouse) == "v1.5.0+"
+    assert storage_version(shared_first_load.warehouse) == "v1.5.0+"
     created = tmp_path / "created" / "esper_warehouse.duckdb"
     created.parent.mkdir()
     assert models_command.main(["--warehouse", str(created), "--create"]) == Exit.OK
-    assert _storage_version(created) == "v1.5.0+"
+    assert storage_version(created) == "v1.5.0+"
 
     old = tmp_path / "old" / "esper_warehouse.duckdb"
     old.parent.mkdir()
     duckdb.connect(str(old)).close()  # DuckDB's default format, as an earlier release wrote it
-    before = _storage_version(old)
+    before = storage_version(old)
     assert before != "v1.5.0+"
     result = load(sim, old)
     assert result.exit_code == Exit.OK, result.error
     build_models(old)
-    assert _storage_version(old) == before
+    assert storage_version(old) == before
     with duckdb.connect(str(old), read_only=True) as con:
         assert con.execute("select count(*) from marts.fleet_compliance").fetchone()[0] > 0

@@ -10,7 +10,7 @@ from esper_warehouse.pipelines import cli
 from esper_warehouse.pipelines.tenants import load_tenants
 from esper_warehouse.sources.esper.http import EsperConfigError
 
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, storage_version
 from tests.scale.conftest import write_tenants
 
 
@@ -41,6 +41,8 @@ def test_all_tenants_load_the_good_ones_report_the_401_and_fill_the_fleet(
             assert con.sql("select count(*) from esper.devices").fetchone()[0] == devices[name]
             current[name] = con.sql("select count(*) from marts.fleet_compliance").fetchone()[0]
         assert (warehouses / f".{name}.duckdb.dlt" / f"esper_warehouse__{name}").is_dir()
+        assert storage_version(warehouses / f"{name}.duckdb") == "v1.5.0+"
+    assert storage_version(warehouses / "fleet.duckdb") == "v1.5.0+"
 
     with duckdb.connect(str(warehouses / "fleet.duckdb"), read_only=True) as con:
         per_tenant = dict(
