@@ -329,7 +329,8 @@ items as (
     select
         'pipeline_runs_failing', pipeline_run_id,
         row_number() over (
-            order by (failed_devices + timed_out_devices) / target_devices desc, pipeline_run_id
+            order by cast(failed_devices + timed_out_devices as double) / target_devices desc,
+                pipeline_run_id
         ),
         run_stage_label, failed_devices + timed_out_devices, target_devices,
         'failed or timed-out devices',
