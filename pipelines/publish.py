@@ -31,6 +31,7 @@ import duckdb
 
 from .exit_codes import Exit
 from .status import missing_message, open_failure
+from .warehouse import create_if_missing
 
 log = logging.getLogger("esper_warehouse")
 
@@ -190,6 +191,7 @@ def pull(pg: Any, dataset: str, compute: Path, *, schema: str = "esper") -> dict
     if not columns:
         raise PublishError(f"Postgres has no tables in schema {dataset!r}: load it first")
     counts: dict[str, int] = {}
+    create_if_missing(compute)
     con = duckdb.connect(str(compute))
     try:
         con.execute("begin transaction")

@@ -14,7 +14,7 @@ import pytest
 from esper_warehouse.pipelines import cli, publish
 from esper_warehouse.pipelines.models import build_models
 
-from tests.conftest import API_KEY, ENTERPRISE_ID
+from tests.conftest import API_KEY, ENTERPRISE_ID, storage_version
 from tests.scale.postgres import postgres_server
 
 # Every mart the SQL build makes (one file each) is published.
@@ -94,6 +94,7 @@ def test_raw_in_postgres_models_in_duckdb_marts_back_in_postgres_twice(
     assert cli.main(["publish", "--pull", "--warehouse", str(compute)]) == 0
     first = capsys.readouterr()
     assert f"published {len(MARTS)} marts" in first.out
+    assert storage_version(compute) == "v1.5.0+"  # a new warehouse, as a run writes one
     with duckdb.connect(str(compute), read_only=True) as con:
         assert con.sql("select count(*) from esper.devices").fetchone()[0] == devices
         # the pulled columns keep their types: timestamps and JSON, not text
