@@ -167,8 +167,9 @@ def _(common, mo, wh):
             pipeline_run_id, run_status, stage_order, stage_name, status, target_devices,
             succeeded_devices, failed_devices, timed_out_devices, cancelled_devices,
             in_progress_devices, share_done, is_stalled, is_failing, waiting_for_approval_since,
-            epoch(as_of - waiting_for_approval_since) / 60 as minutes_waiting,
-            epoch(as_of - run_updated_at) / 60 as minutes_unchanged,
+            -- whole minutes, as marts.headlines counts them (status prints those)
+            floor(epoch(as_of - waiting_for_approval_since) / 60) as minutes_waiting,
+            floor(epoch(as_of - run_updated_at) / 60) as minutes_unchanged,
         from marts.pipeline_rollout
         cross join intermediate.int_as_of
         where is_run_open

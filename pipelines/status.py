@@ -204,11 +204,11 @@ def pipeline_runs(numbers: headlines.Headlines | None) -> list[str]:
         f"{stalled.value if stalled else 0:,}, failing on more than 10 % of a stage "
         f"{failing.value if failing else 0:,}",
         *(
-            f"  waiting for an approval: {run.label} (for {readable.duration(run.value * 60)})"
+            f"  waiting for an approval: {run.label} (for {readable.duration(run.value)})"
             for run in numbers.items("pipeline_runs_waiting")
         ),
         *(
-            f"  stalled: {run.label} (no change for {readable.duration(run.value * 60)})"
+            f"  stalled: {run.label} (no change for {readable.duration(run.value)})"
             for run in numbers.items("pipeline_runs_stalled")
         ),
         *(

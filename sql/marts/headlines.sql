@@ -14,11 +14,11 @@
 --   item_rank     the item's place (1 = first as surfaces list them); NULL for the headline row
 --   label         what the number counts, in words (an item's label: the command, the reason)
 --   value         the count (devices, users, credentials, failed devices; for a waiting or
---                 stalled pipeline run: the whole hours it has waited, or gone without a change)
+--                 stalled pipeline run: the whole minutes it has waited, or gone without a change)
 --   denominator   what the count is out of; NULL when it is not a share of anything
 --   share         value / denominator (NULL without one, or when it is 0)
 --   unit          what value counts: devices, users, credentials, failed or timed-out devices,
---                 pipeline runs, hours
+--                 pipeline runs, minutes
 --   source        the mart (and column) the number is drawn from
 --   definition    the definition, as the README gives it
 with
@@ -98,8 +98,8 @@ pipeline_run_stages as (
         rollout.*,
         rollout.pipeline_name || ' run ' || rollout.run_number || ', stage '
             || rollout.stage_order || ' ' || rollout.stage_name as run_stage_label,
-        floor(epoch(as_of.as_of - rollout.waiting_for_approval_since) / 3600) as hours_waiting,
-        floor(epoch(as_of.as_of - rollout.run_updated_at) / 3600) as hours_unchanged,
+        floor(epoch(as_of.as_of - rollout.waiting_for_approval_since) / 60) as minutes_waiting,
+        floor(epoch(as_of.as_of - rollout.run_updated_at) / 60) as minutes_unchanged,
     from marts.pipeline_rollout as rollout
     cross join as_of
     where rollout.is_run_open
@@ -309,20 +309,20 @@ items as (
     union all
     select
         'pipeline_runs_waiting', pipeline_run_id,
-        row_number() over (order by hours_waiting desc, pipeline_run_id),
-        run_stage_label, hours_waiting, null, 'hours',
+        row_number() over (order by minutes_waiting desc, pipeline_run_id),
+        run_stage_label, minutes_waiting, null, 'minutes',
         'marts.pipeline_rollout.waiting_for_approval_since',
-        'each run waiting for an approval, at the stage it waits to start: the whole hours it '
+        'each run waiting for an approval, at the stage it waits to start: the whole minutes it '
             || 'has waited',
     from pipeline_run_stages
     where waiting_for_approval_since is not null
     union all
     select
         'pipeline_runs_stalled', pipeline_run_id,
-        row_number() over (order by hours_unchanged desc, pipeline_run_id),
-        run_stage_label, hours_unchanged, null, 'hours',
+        row_number() over (order by minutes_unchanged desc, pipeline_run_id),
+        run_stage_label, minutes_unchanged, null, 'minutes',
         'marts.pipeline_rollout.is_stalled',
-        'each stalled run, at the stage it is at: the whole hours since its last change',
+        'each stalled run, at the stage it is at: the whole minutes since its last change',
     from pipeline_run_stages
     where is_stalled
     union all

@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.readable import duration
 
 from .drawn import Drawing, View, area_stacks, charts, drawn_total, overlap, stacks
 
@@ -320,6 +321,14 @@ def test_pipeline_runs_draw_each_stage_s_progress_in_stage_order(rendered, demo_
     }
     stalled = {key for key, (*_, is_stalled, _) in stages.items() if is_stalled}
     assert stalled and framed == stalled
+    # labelled with the time `status` prints for the run (marts.headlines' item, in minutes)
+    unchanged = dict(_mart(
+        demo_warehouse,
+        "select rollout.pipeline_name || ' · run ' || rollout.run_number, item.value "
+        "from marts.headlines as item inner join marts.pipeline_rollout as rollout "
+        "on rollout.pipeline_run_id = item.item and rollout.is_stalled "
+        "where item.headline = 'pipeline_runs_stalled'",
+    ))  # fmt: skip
     for key in stalled:
-        assert any("stalled" in text for text in names[key]), names[key]
+        assert f"stalled {duration(unchanged[key[0]])}" in " ".join(names[key]), names[key]
     assert any(waiting for *_, waiting in stages.values()), "the fixture has a run waiting"

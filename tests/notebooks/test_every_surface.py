@@ -17,6 +17,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines import demo, headlines, status
 from esper_warehouse.pipelines.headlines import Headline, Headlines
+from esper_warehouse.pipelines.readable import duration
 
 from .browser import open_offline
 
@@ -68,9 +69,9 @@ def _morning_check(mart: Headlines) -> list[str]:
     assert creds.value and drift.value and wipe.denominator, "the fixture shows every line"
     assert waiting.denominator, "the fixture has Esper Pipelines runs not ended"
     runs = [
-        *(re.escape(f"  waiting for an approval: {r.label} (for ") + r"[\d.]+ (min|h|days)\)"
+        *(re.escape(f"  waiting for an approval: {r.label} (for {duration(r.value)})")
           for r in mart.items("pipeline_runs_waiting")),
-        *(re.escape(f"  stalled: {r.label} (no change for ") + r"[\d.]+ (min|h|days)\)"
+        *(re.escape(f"  stalled: {r.label} (no change for {duration(r.value)})")
           for r in mart.items("pipeline_runs_stalled")),
         *(re.escape(f"  failing: {r.label}: {_n(r.value)} of {_n(r.denominator)} devices failed "
                     "or timed out")
