@@ -90,6 +90,10 @@ def _(common, mo, params, where):
     def _number(name):
         return f"{_h[name]['value']:,}" if name in _h else "–"
 
+    def _label(name, said_by_caption):
+        # the mart's label names the threshold (the only place it is written)
+        return _h[name]["label"].removesuffix(said_by_caption) if name in _h else name
+
     def _share(name, of):
         row = _h.get(name)
         return (
@@ -120,12 +124,12 @@ def _(common, mo, params, where):
                     ),
                     mo.stat(
                         _number("not_seen_devices"),
-                        label="Not seen for a day or more",
+                        label=_label("not_seen_devices", " (or never)"),
                         caption="or never checked in",
                     ),
                     mo.stat(
                         _number("low_battery_devices"),
-                        label="Battery below 15 %",
+                        label=_label("low_battery_devices", " (of devices reporting a battery)"),
                         caption=_share("low_battery_devices", "reporting a battery"),
                     ),
                 ],
@@ -389,11 +393,11 @@ def _(common, mo, params, where):
         """,
         params,
     )
-    _unseen = common.headlines()["not_seen_devices"]["value"]  # the whole fleet: marts.headlines
+    _unseen = common.headlines()["not_seen_devices"]  # the whole fleet: marts.headlines
     _selected = f"; {stale.height:,} in this selection" if params else ""
     mo.vstack(
         [
-            mo.md(f"**{_unseen:,} devices** have not checked in for a day or more{_selected}:"),
+            mo.md(f"**{_unseen['label']}: {_unseen['value']:,} devices**{_selected}:"),
             common.table(stale, "stale_devices", page_size=15),
         ]
     ) if stale.height else common.nothing("Every device in this selection checked in today.")

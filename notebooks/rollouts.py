@@ -197,7 +197,8 @@ def _(common, pl, readable):
                    "timed out": ("timeout", "timed_out_devices"),
                    "cancelled": ("cancelled", "cancelled_devices"),
                    "in progress": ("pending", "in_progress_devices")}  # fmt: skip
-    WAITING, NOT_STARTED, STALLED = "waiting for approval", "not started", "stalled a day or more"
+    # "stalled" as the tiles above define it (marts.headlines, pipeline_runs_stalled)
+    WAITING, NOT_STARTED, STALLED = "waiting for approval", "not started", "stalled"
     _outcome_colour = dict(zip(common.OUTCOMES, common.OUTCOME_COLORS, strict=True))
     STAGE_COLOURS = {
         **{part: _outcome_colour[outcome] for part, (outcome, _) in STAGE_PARTS.items()},
@@ -407,9 +408,9 @@ def _(common, mo, pipeline_runs_loaded, pipelines_loaded):
                 label="Each pipeline's latest run (marts.pipeline_rollout_current)",
             ),
             mo.md(
-                "**Failing stages**: the current stage of a run not ended with more than 10 % "
-                "of its devices failed or timed out (`is_failing`), and its top failure reasons "
-                "(the reason of the command behind each device's target run)."
+                "**Failing stages**: the current stage of each run counted as failing above "
+                "(`is_failing`), and its top failure reasons (the reason of the command behind "
+                "each device's target run)."
             ),
             common.table(
                 pipeline_failures,

@@ -212,9 +212,8 @@ def _fleet_lines(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -
     )
     lines += _worst_rollouts(con, numbers)
     unseen = numbers.number("not_seen_devices")
-    lines.append(
-        f"\nDevices not seen for a day or more (marts.stale_devices): {unseen.value if unseen else 0:,}"
-    )
+    if unseen:
+        lines.append(f"\n{unseen.label} (marts.stale_devices): {unseen.value:,}")
     lines += [f"  {r.item:<12} {r.value:>7,}" for r in numbers.items("not_seen_devices")]
     return lines
 

@@ -167,56 +167,48 @@ def low_battery(numbers: headlines.Headlines | None) -> list[str]:
         return []
     esper = numbers.number("esper_low_battery_devices")
     console = (
-        f" (Esper's console counter: {esper.value:,})" if esper and esper.value is not None else ""
+        f"; Esper's console counter: {esper.value:,}" if esper and esper.value is not None else ""
     )
-    return [
-        f"devices with a battery below 15 % (marts.headlines): {headlines.of(low)} reporting a "
-        f"battery{console}"
-    ]
+    return [f"{low.label}: {headlines.of(low)} (marts.headlines{console})"]
 
 
 def compliance(numbers: headlines.Headlines | None) -> list[str]:
-    """The compliance rate over devices in service and the devices not seen for a day or more
-    (marts.headlines); none when the marts are not built or hold no device."""
+    """The compliance rate over devices in service and the devices not seen (marts.headlines,
+    each under its label); none when the marts are not built or hold no device."""
     rate = numbers.number("compliance_rate") if numbers else None
     if numbers is None or rate is None or not rate.denominator:
         return []
     unseen = numbers.number("not_seen_devices")
     return [
         f"compliant devices (marts.headlines): {headlines.of(rate)} in service "
-        f"({headlines.share(rate)}); not seen for a day or more: {headlines.of(unseen)}"
+        f"({headlines.share(rate)})",
+        *([f"{unseen.label}: {headlines.of(unseen)} (marts.headlines)"] if unseen else []),
     ]
 
 
 def pipeline_runs(numbers: headlines.Headlines | None) -> list[str]:
-    """Esper Pipelines runs not yet ended that need a look (marts.headlines): waiting for an
-    approval, stalled for a day or more, failing on more than 10 % of their current stage, each
-    run named under the counts with the stage it is held at; none when no run is open (or
-    Pipelines is not loaded)."""
+    """Esper Pipelines runs not yet ended that need a look (marts.headlines, each count under its
+    label, which names its threshold): waiting for an approval, stalled, failing, each run named
+    under its count with the stage it is held at; none when no run is open (or Pipelines is not
+    loaded)."""
     waiting = numbers.number("pipeline_runs_waiting") if numbers else None
     if numbers is None or waiting is None or not waiting.denominator:
         return []
-    stalled = numbers.number("pipeline_runs_stalled")
-    failing = numbers.number("pipeline_runs_failing")
-    return [
-        f"Esper Pipelines runs not ended (marts.pipeline_rollout): {waiting.denominator:,}; "
-        f"waiting for an approval {waiting.value:,}, stalled a day or more "
-        f"{stalled.value if stalled else 0:,}, failing on more than 10 % of a stage "
-        f"{failing.value if failing else 0:,}",
-        *(
-            f"  waiting for an approval: {run.label} (for {readable.duration(run.value)})"
-            for run in numbers.items("pipeline_runs_waiting")
-        ),
-        *(
-            f"  stalled: {run.label} (no change for {readable.duration(run.value)})"
-            for run in numbers.items("pipeline_runs_stalled")
-        ),
-        *(
-            f"  failing: {run.label}: {run.value:,} of {run.denominator:,} devices failed or "
-            "timed out"
-            for run in numbers.items("pipeline_runs_failing")
-        ),
-    ]
+    lines = [f"Esper Pipelines runs not ended (marts.pipeline_rollout): {waiting.denominator:,}"]
+    for kind in ("waiting", "stalled", "failing"):
+        count = numbers.number(f"pipeline_runs_{kind}")
+        if count is not None:
+            lines.append(f"  {count.label}: {count.value:,}")
+            lines += [f"    {_held_run(kind, run)}" for run in numbers.items(count.headline)]
+    return lines
+
+
+def _held_run(kind: str, run: headlines.Headline) -> str:
+    """One run under its count: the stage it is held at and for how long, or its failures."""
+    if kind == "failing":
+        return f"{run.label}: {run.value:,} of {run.denominator:,} devices failed or timed out"
+    waited = "for" if kind == "waiting" else "no change for"
+    return f"{run.label} ({waited} {readable.duration(run.value)})"
 
 
 def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -79,3 +79,15 @@ create or replace macro tidy_state(state_kind, raw_state) as
 -- A tidy state that can no longer change (seeds.work_states.is_terminal, the loader's list too).
 create or replace macro is_terminal_state(tidy) as
     tidy in (select state from seeds.work_states where is_terminal = 'true');
+
+-- The thresholds the headlines and the Esper Pipelines flags are judged by, each written once:
+-- the marts compare with them and the headline labels print them (`status`, the demo and the
+-- notebooks show those labels, never a number of their own). Edit one, then rebuild the models.
+-- (The last-seen boundaries are the admin's targets: sql/seeds/last_seen_buckets.csv.)
+create or replace macro low_battery_below_pct() as 15;
+create or replace macro pipeline_stalled_after_hours() as 24;
+create or replace macro pipeline_failing_share() as 0.10;
+
+-- as_label(x): a number as a label prints it, without trailing zeros (24.0 -> '24', 0.5 -> '0.5').
+create or replace macro as_label(x) as
+    format('{:g}', cast(x as double));

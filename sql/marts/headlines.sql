@@ -46,7 +46,7 @@ fleet as (
 battery as (
     select
         count(devices.battery_level_pct) as reporting,
-        count(*) filter (where devices.battery_level_pct < 15) as low,
+        count(*) filter (where devices.battery_level_pct < low_battery_below_pct()) as low,
     from compliance
     inner join staging.stg_esper__devices as devices
         on devices.device_id = compliance.device_id
@@ -57,6 +57,13 @@ esper_counters as (
     from staging.stg_esper__status_metrics
     order by snapshot_date desc
     limit 1
+),
+
+-- "not seen" is every bucket after `active`: more than its max_hours since the last check-in
+not_seen_after as (
+    select max_hours
+    from staging.stg_seeds__last_seen_buckets
+    where last_seen_bucket = 'active'
 ),
 
 buckets as (
@@ -156,18 +163,21 @@ scalars as (
     union all
     select
         'not_seen_devices', (select count(*) from marts.stale_devices), fleet.devices, 'devices',
-        'Not seen for a day or more (or never)',
+        'Not seen for more than ' || as_label(not_seen_after.max_hours) || ' h (or never)',
         'marts.stale_devices',
-        'current devices whose last check-in is more than 24 hours old (stale, offline, missing) '
-            || 'or that never checked in',
+        'current devices whose last check-in is more than ' || as_label(not_seen_after.max_hours)
+            || ' hours old (stale, offline, missing) or that never checked in',
     from fleet
+    cross join not_seen_after
     union all
     select
         'low_battery_devices', battery.low, battery.reporting, 'devices',
-        'Battery below 15 % (of devices reporting a battery)',
+        'Battery below ' || as_label(low_battery_below_pct())
+            || ' % (of devices reporting a battery)',
         'staging.stg_esper__devices.battery_level_pct',
         'current devices whose last reported battery level (the device list''s battery_stats) is '
-            || 'below 15 %, out of the current devices that report a battery',
+            || 'below ' || as_label(low_battery_below_pct()) || ' %, out of the current devices '
+            || 'that report a battery',
     from battery
     union all
     select
@@ -229,18 +239,22 @@ scalars as (
     union all
     select
         'pipeline_runs_stalled', stalled, open_runs, 'pipeline runs',
-        'Pipeline runs stalled for a day or more (of runs not ended)',
+        'Pipeline runs stalled for more than ' || as_label(pipeline_stalled_after_hours())
+            || ' h (of runs not ended)',
         'marts.pipeline_rollout.is_stalled',
         'Esper Pipelines runs not ended and not waiting for an approval whose last change '
-            || '(updated_at) is more than 24 hours old, out of the runs not yet ended',
+            || '(updated_at) is more than ' || as_label(pipeline_stalled_after_hours())
+            || ' hours old, out of the runs not yet ended',
     from pipeline_runs_open
     union all
     select
         'pipeline_runs_failing', failing, open_runs, 'pipeline runs',
-        'Pipeline runs failing on more than 10 % of a stage (of runs not ended)',
+        'Pipeline runs failing on more than ' || as_label(100 * pipeline_failing_share())
+            || ' % of a stage (of runs not ended)',
         'marts.pipeline_rollout.is_failing',
         'Esper Pipelines runs not ended whose current stage (the last reached) has more than '
-            || '10 % of its target devices failed or timed out, out of the runs not yet ended',
+            || as_label(100 * pipeline_failing_share()) || ' % of its target devices failed or '
+            || 'timed out, out of the runs not yet ended',
     from pipeline_runs_open
 ),
 
@@ -260,7 +274,7 @@ items as (
         row_number() over (order by any_value(buckets.bucket_rank)),
         stale.last_seen_bucket, count(*), (select devices from fleet), 'devices',
         'marts.stale_devices.last_seen_bucket',
-        'current devices not seen for a day or more, by last-seen bucket',
+        'the not-seen devices (not_seen_devices) by last-seen bucket',
     from marts.stale_devices as stale
     left join buckets
         on buckets.last_seen_bucket = stale.last_seen_bucket

@@ -33,11 +33,12 @@
 --   run_updated_at                   the run's last change (its updated_at)
 --   is_stalled                       on the stage a stalled run is at (its last stage reached, its
 --                                    first when none is): a run not ended and not waiting whose
---                                    last change (run_updated_at) is more than 24 hours before
---                                    as_of; false elsewhere
+--                                    last change (run_updated_at) is more than
+--                                    pipeline_stalled_after_hours() (sql/macros) before as_of;
+--                                    false elsewhere
 --   is_failing                       on the last stage reached of a run not ended, when more than
---                                    10 % of that stage's target devices failed or timed out; false
---                                    elsewhere
+--                                    pipeline_failing_share() (sql/macros) of that stage's target
+--                                    devices failed or timed out; false elsewhere
 --   operation_type                   what the stage will carry out (its operation lists'
 --                                    operations: INSTALL, SET_NEW_POLICY...; NULL: none listed)
 --   operation_summary                readable: an INSTALL's app name (else its package) and the
@@ -221,7 +222,7 @@ final as (
         coalesce(
             is_run_open
             and runs.status <> 'waiting'
-            and runs.updated_at < as_of.as_of - interval 24 hours
+            and runs.updated_at < as_of.as_of - to_hours(pipeline_stalled_after_hours())
             and stages.stage_order
             = coalesce(position.last_reached_order, position.first_order),
             false
@@ -229,7 +230,7 @@ final as (
         coalesce(
             is_run_open
             and stages.stage_order = position.last_reached_order
-            and failed_devices + timed_out_devices > 0.10 * target_devices,
+            and failed_devices + timed_out_devices > pipeline_failing_share() * target_devices,
             false
         ) as is_failing,
         planned_operations.operation_type,

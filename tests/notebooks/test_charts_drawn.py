@@ -313,7 +313,7 @@ def test_pipeline_runs_draw_each_stage_s_progress_in_stage_order(rendered, demo_
         done = sum(width for p, width in parts.items() if p in DONE_PARTS)
         assert abs(done - share * sum(parts.values())) <= 1, (key, done, share)
     # the framed cells, each labelled, are exactly the mart's stalled stages
-    frame = legend.colours["stalled a day or more"]
+    frame = legend.colours["stalled"]
     framed = {
         (_row_at(y_axis, (m.box[1] + m.box[3]) / 2), _stage_at(x_axis, (m.box[0] + m.box[2]) / 2))
         for m in view.marks

@@ -90,8 +90,12 @@ def test_not_seen_headline_counts_the_stale_devices_table(report_run, demo_wareh
     text = shown_text(report_run.out / "fleet_overview.html")
     with duckdb.connect(str(demo_warehouse), read_only=True) as con:
         stale = con.execute("select count(*) from marts.stale_devices").fetchone()[0]
+        label = con.execute(
+            "select label from marts.headlines where headline = 'not_seen_devices' and item is null"
+        ).fetchone()[0]
     headline = re.search(
-        r"data-value='\"([\d,]+)\"' data-label='\"Not seen for a day or more", text
+        rf"data-value='\"([\d,]+)\"' data-label='\"{re.escape(label.removesuffix(' (or never)'))}",
+        text,
     )
     assert headline and headline.group(1) == f"{stale:,}"
-    assert f"{stale:,} devices</strong> have not checked in" in text  # the table below
+    assert f"{label}: {stale:,} devices</strong>" in text  # the table below

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 from esper_warehouse.pipelines import demo, headlines, status
 from esper_warehouse.pipelines.headlines import Headline, Headlines
+from esper_warehouse.pipelines.model_files import SQL_DIR
+from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.readable import duration
+
+from tests.conftest import copy_warehouse
 
 from .browser import open_offline
 
@@ -68,18 +73,22 @@ def _morning_check(mart: Headlines) -> list[str]:
     )
     assert creds.value and drift.value and wipe.denominator, "the fixture shows every line"
     assert waiting.denominator, "the fixture has Esper Pipelines runs not ended"
-    runs = [
-        *(re.escape(f"  waiting for an approval: {r.label} (for {duration(r.value)})")
-          for r in mart.items("pipeline_runs_waiting")),
-        *(re.escape(f"  stalled: {r.label} (no change for {duration(r.value)})")
-          for r in mart.items("pipeline_runs_stalled")),
-        *(re.escape(f"  failing: {r.label}: {_n(r.value)} of {_n(r.denominator)} devices failed "
-                    "or timed out")
-          for r in mart.items("pipeline_runs_failing")),
-    ]  # fmt: skip
-    # each run counted is named once under the counts, and the fixture has one of each
-    assert len(runs) == waiting.value + stalled.value + failing.value
+    held = {
+        "waiting": [f"{r.label} (for {duration(r.value)})"
+                    for r in mart.items("pipeline_runs_waiting")],
+        "stalled": [f"{r.label} (no change for {duration(r.value)})"
+                    for r in mart.items("pipeline_runs_stalled")],
+        "failing": [f"{r.label}: {_n(r.value)} of {_n(r.denominator)} devices failed or timed out"
+                    for r in mart.items("pipeline_runs_failing")],
+    }  # fmt: skip
+    # each run counted is named once under its count, and the fixture has one of each
+    assert [len(runs) for runs in held.values()] == [waiting.value, stalled.value, failing.value]
     assert waiting.value and stalled.value and failing.value
+    pipelines = [re.escape(f"Esper Pipelines runs not ended (marts.pipeline_rollout): "
+                           f"{_n(waiting.denominator)}")]  # fmt: skip
+    for kind, count in zip(held, (waiting, stalled, failing), strict=True):
+        pipelines.append(re.escape(f"  {count.label}: {_n(count.value)}"))
+        pipelines += [re.escape(f"    {run}") for run in held[kind]]
     return [
         re.escape(f"credentials expired or expiring (marts.credential_expiry): {_n(creds.value)} "
                   f"({by_status})"),
@@ -88,14 +97,9 @@ def _morning_check(mart: Headlines) -> list[str]:
         re.escape(f"active users who may wipe devices (marts.fleet_access): {_n(wipe.value)} of "
                   f"{_n(wipe.denominator)}; wipe, reboot or lock: {_n(any_.value)}")
         + (re.escape(f"; scopes unknown for {_n(unknown.value)}") if unknown.value else ""),
-        re.escape(f"devices with a battery below 15 % (marts.headlines): {_n(low.value)} of "
-                  f"{_n(low.denominator)} reporting a battery (Esper's console counter: "
-                  f"{_n(esper.value)})"),
-        re.escape(f"Esper Pipelines runs not ended (marts.pipeline_rollout): "
-                  f"{_n(waiting.denominator)}; waiting for an approval {_n(waiting.value)}, "
-                  f"stalled a day or more {_n(stalled.value)}, failing on more than 10 % of a "
-                  f"stage {_n(failing.value)}"),
-        *runs,
+        re.escape(f"{low.label}: {_n(low.value)} of {_n(low.denominator)} (marts.headlines; "
+                  f"Esper's console counter: {_n(esper.value)})"),
+        *pipelines,
     ]  # fmt: skip
 
 
@@ -130,10 +134,8 @@ def test_the_demo_summary_prints_the_marts_numbers(
         rf"failed/timed out\s+{re.escape(_pct(r))}  p90 .*"
         for r in worst
     ]
-    wanted.append(
-        rf"Devices not seen for a day or more \(marts.stale_devices\): "
-        rf"{_n(_number(mart, 'not_seen_devices').value)}"
-    )
+    unseen = _number(mart, "not_seen_devices")
+    wanted.append(re.escape(f"{unseen.label} (marts.stale_devices): {_n(unseen.value)}"))
     wanted += [rf"  {r.item}\s+{_n(r.value)}" for r in mart.items("not_seen_devices")]
     wanted += _morning_check(mart)
     assert _lines_found(out, wanted) == [], out
@@ -149,8 +151,10 @@ def test_status_prints_the_marts_numbers(demo_warehouse: Path, mart: Headlines) 
     wanted = [
         re.escape(
             f"compliant devices (marts.headlines): {_n(rate.value)} of {_n(rate.denominator)} in "
-            f"service ({_pct(rate)}); not seen for a day or more: {_n(unseen.value)} of "
-            f"{_n(unseen.denominator)}"
+            f"service ({_pct(rate)})"
+        ),
+        re.escape(
+            f"{unseen.label}: {_n(unseen.value)} of {_n(unseen.denominator)} (marts.headlines)"
         ),
         *_morning_check(mart),
     ]
@@ -179,13 +183,15 @@ def test_the_offline_report_shows_the_marts_numbers(report_run, mart: Headlines)
     rate = _number(mart, "compliance_rate")
     non = _number(mart, "non_compliant_devices")
     low = _number(mart, "low_battery_devices")
+    unseen = _number(mart, "not_seen_devices")
     tiles = {
         "Devices": (_n(_number(mart, "devices").value), "whole fleet"),
         "Compliant": (_n(rate.value), f"{_pct(rate)} of {_n(rate.denominator)} devices in service"),
         "Non-compliant": (_n(non.value), f"{_pct(non)} of {_n(non.denominator)} devices in service"),
         "Unverified": (_n(_number(mart, "unverified_devices").value), None),
-        "Not seen for a day or more": (_n(_number(mart, "not_seen_devices").value), None),
-        "Battery below 15 %": (_n(low.value), f"{_pct(low)} of {_n(low.denominator)} reporting a battery"),
+        unseen.label.removesuffix(" (or never)"): (_n(unseen.value), None),
+        low.label.removesuffix(" (of devices reporting a battery)"):
+            (_n(low.value), f"{_pct(low)} of {_n(low.denominator)} reporting a battery"),
     }  # fmt: skip
     for label, (value, caption) in tiles.items():
         shown, shown_caption = _stat(text, label)
@@ -196,7 +202,7 @@ def test_the_offline_report_shows_the_marts_numbers(report_run, mart: Headlines)
     kinds = ", ".join(f"{_n(r.value)} {r.item}" for r in mart.items("drift_disagreements"))
     wipe = _number(mart, "users_may_wipe")
     sentences = [
-        f"{_n(_number(mart, 'not_seen_devices').value)} devices have not checked in for a day",
+        f"{unseen.label}: {_n(unseen.value)} devices",
         f"Non-compliant devices ({_n(non.value)})",
         f"{_n(drift.value)} devices where the two verdicts differ ({kinds})",
         f"{_n(_number(mart, 'credentials_needing_action').value)} credentials have expired",
@@ -271,3 +277,74 @@ def test_low_battery_and_esper_s_counter_agree_on_the_simulator(mart: Headlines)
     tenant they may differ (README "Headline numbers")."""
     low, esper = _number(mart, "low_battery_devices"), _number(mart, "esper_low_battery_devices")
     assert low.value > 0 and low.value == esper.value
+
+
+# Each threshold's home and a value unlike the shipped one (a macro, or the admin's seed).
+EDITED_THRESHOLDS = {
+    "macros/macros.sql": [
+        ("low_battery_below_pct() as 15", "low_battery_below_pct() as 50"),
+        ("pipeline_stalled_after_hours() as 24", "pipeline_stalled_after_hours() as 1"),
+        ("pipeline_failing_share() as 0.10", "pipeline_failing_share() as 0.5"),
+    ],
+    "seeds/last_seen_buckets.csv": [("active,24,true", "active,48,true")],
+}
+
+
+def test_a_threshold_edited_in_its_home_moves_its_count_and_every_label(
+    demo_warehouse: Path, mart: Headlines, tmp_path: Path
+) -> None:
+    """The thresholds are written once (sql/macros/macros.sql; the last-seen boundary in the
+    admin's last_seen_buckets.csv). Edited there, each count follows the new threshold and
+    `status` prints the new numbers, none of the old: no surface spells a threshold itself."""
+    sql = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, sql)
+    for name, edits in EDITED_THRESHOLDS.items():
+        text = (sql / name).read_text()
+        for old, new in edits:
+            assert old in text, f"{name} no longer says {old!r}"
+            text = text.replace(old, new)
+        (sql / name).write_text(text)
+    wh = tmp_path / demo_warehouse.name
+    copy_warehouse(demo_warehouse, wh)
+    build_models(wh, sql_dir=sql, seeds=sql / "seeds")
+    with duckdb.connect(str(wh), read_only=True) as con:
+        edited = headlines.read(con)
+        out = status.render(con, "esper")
+        # each count worked out again from the marts' columns with the edited thresholds
+        low, reporting, unseen = con.execute(
+            "select count(*) filter (where d.battery_level_pct < 50), count(d.battery_level_pct), "
+            "count(*) filter (where c.last_seen_at is null "
+            "    or epoch(c.as_of - c.last_seen_at) / 3600 > 48) "
+            "from marts.fleet_compliance as c "
+            "join staging.stg_esper__devices as d using (device_id)"
+        ).fetchone()
+        stalled, failing = con.execute(
+            "select count(distinct pipeline_run_id) filter (where run_status <> 'waiting' "
+            "    and run_updated_at < as_of - interval 1 hour), "
+            "count(distinct pipeline_run_id) filter (where stage_order = last_reached "
+            "    and failed_devices + timed_out_devices > 0.5 * target_devices) "
+            "from (select *, max(stage_order) filter (where stage_run_id is not null) "
+            "    over (partition by pipeline_run_id) as last_reached "
+            "    from marts.pipeline_rollout where is_run_open) "
+            "cross join intermediate.int_as_of"
+        ).fetchone()
+    assert edited is not None
+    shown = {
+        name: (row.label, row.value)
+        for name in ("low_battery_devices", "not_seen_devices", "pipeline_runs_stalled",
+                     "pipeline_runs_failing")
+        if (row := edited.number(name)) is not None
+    }  # fmt: skip
+    assert shown == {
+        "low_battery_devices": ("Battery below 50 % (of devices reporting a battery)", low),
+        "not_seen_devices": ("Not seen for more than 48 h (or never)", unseen),
+        "pipeline_runs_stalled": ("Pipeline runs stalled for more than 1 h (of runs not ended)",
+                                  stalled),
+        "pipeline_runs_failing": ("Pipeline runs failing on more than 50 % of a stage (of runs "
+                                  "not ended)", failing),
+    }  # fmt: skip
+    assert low != _number(mart, "low_battery_devices").value, "the edit moved the count"
+    assert reporting == _number(mart, "low_battery_devices").denominator
+    for label, value in shown.values():
+        assert f"{label}: {value:,}" in out, out
+    assert not re.search(r"\b(15|24|10) ?(%|h\b|hours)", out), out
