@@ -59,11 +59,12 @@ esper_counters as (
     limit 1
 ),
 
--- "not seen" is every bucket after `active`: more than its max_hours since the last check-in
+-- "not seen" is every bucket after online and active (marts.stale_devices): more than their
+-- max_hours since the last check-in (an aggregate: one row, 0 h when the seed has neither)
 not_seen_after as (
-    select max_hours
+    select coalesce(max(max_hours), 0) as max_hours
     from staging.stg_seeds__last_seen_buckets
-    where last_seen_bucket = 'active'
+    where last_seen_bucket in ('online', 'active')
 ),
 
 buckets as (
