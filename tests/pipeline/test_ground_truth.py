@@ -52,8 +52,8 @@ def test_full_then_nightly_equal_the_truth_the_nightly_with_far_fewer_requests(
     nightly = load(sim, wh)
     assert nightly.exit_code == 0, nightly.error
     assert nightly.mode == "incremental"
-    # Far fewer requests than the first load. 120 devices: the full load makes ~376 requests, a
-    # nightly ~101, of which 31 read the Pipelines stages' plans, as every run does (it was 1,650
+    # Far fewer requests than the first load. 120 devices: the full load makes ~373 requests, a
+    # nightly ~98, of which 28 read the Pipelines stages' plans, as every run does (it was 1,650
     # and ~100 on 800 devices); re-reading every device's apps or events (120 more) would alone
     # pass the bound below. The simulator counts from zero: the first load is a copy.
     requests = sim.stats()["total"]

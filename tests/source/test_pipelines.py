@@ -21,6 +21,7 @@ from tests.pipeline.helpers import load
 NAMES = [t.name for t in TABLES]
 Truth = Callable[[str], list[dict]]  # a table's records by name
 STAGE_RUNS_ROUTE = "GET /pipelines/v0/runs/{pipeline_run_id}/stageruns/"
+STAGES_ROUTE = "GET /pipelines/v0/pipelines/{pipeline_id}/stages/"
 COLUMNS = {
     "pipelines": ["id", "name", "timeout_seconds"],
     "pipeline_stages": ["id", "pipeline_id", "name"],
@@ -65,6 +66,8 @@ def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, 
     # a run that had ended is not read again: only the others' stage runs are asked for
     asked = sim.stats()["routes"].get(STAGE_RUNS_ROUTE, 0)
     assert 0 < asked <= len(sim.truth("pipeline_runs")) - len(ended)
+    # each pipeline's stages are read once: `pipeline_stages` and the stage plans share the read
+    assert sim.stats()["routes"].get(STAGES_ROUTE) == len(sim.truth("pipelines"))
 
     build_models(wh)
     with duckdb.connect(str(wh), read_only=True) as con:

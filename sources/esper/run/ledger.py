@@ -253,8 +253,9 @@ class SharedReads:
 
     Written by whichever resource asks for a name first (`read_once`; the others wait for it).
     Read by the same callers through `read_once`: `tables/catalogues.py` (`shared_list`),
-    `common.still_listed`, `tables/devices.py` (the legacy list's software fields) and
-    `tables/events.py` (the event marks). One lock per name: a read never waits for another
+    `common.still_listed`, `tables/devices.py` (the legacy list's software fields),
+    `tables/events.py` (the event marks) and `tables/pipelines.py` (the stage lists, the runs'
+    children, the stages' plans). One lock per name: a read never waits for another
     name's.
     """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import dlt
@@ -193,11 +194,39 @@ def read_versions(
     opts: Options,
     parent_column: str | None = None,
 ) -> Generator[pa.Table, None, set[str]]:
-    """Each parent's complete list of versions, fetched concurrently; returns the parents whose
-    list the API refused (`common.refused_part`: counted; the caller asks them again next run).
+    """Each parent's complete list of versions, fetched concurrently (`read_version_lists`) and
+    loaded (`loaded_versions`); returns the parents whose list the API refused (the caller asks
+    them again next run)."""
+    lists = read_version_lists(table, parent_table, parent_ids, client, ledger, opts, parent_column)
+    yield from loaded_versions(table, lists, ledger)
+    return lists.refused
+
+
+@dataclass(frozen=True)
+class VersionLists:
+    """One read of each parent's list of versions: the rows, the API's count of them, and the
+    parents whose list it refused."""
+
+    rows: list[dict]
+    expected: int
+    refused: set[str]
+
+
+def read_version_lists(
+    table: Table,
+    parent_table: Table,
+    parent_ids: Iterable[str],
+    client: EsperClient,
+    ledger: RunLedger,
+    opts: Options,
+    parent_column: str | None = None,
+) -> VersionLists:
+    """Each parent's complete list of versions, fetched concurrently; a refusal is counted
+    against `table` (`common.refused_part`).
 
     A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) has no versions to
-    load. A replaced table with a refused parent keeps all it holds (`keep_if_refused`).
+    load. The read belongs to no table's load, so several tables may share it (`read_once`):
+    `loaded_versions`, in the table's own resource, records the scan and loads it.
     """
     key, limit = table.key, table.limit(opts.page_size)
 
@@ -218,6 +247,7 @@ def read_versions(
             )
 
     rows: list[dict] = []
+    expected = 0
     refused: set[str] = set()
     for parent, read in fan_out(client, parent_ids, fetch):
         if read is REFUSED:
@@ -226,11 +256,18 @@ def read_versions(
         if read is None:  # the parent was deleted meanwhile
             continue
         items = [{**i, parent_column: parent} for i in read.items] if parent_column else read.items
-        ledger.scans.add(table.name, read.count, items, key)
+        expected += read.count
         rows.extend(items)
-    if not keep_if_refused(ledger, table, refused) and rows:
-        yield table.page(rows, ledger.unreadable)
-    return refused
+    return VersionLists(rows, expected, refused)
+
+
+def loaded_versions(table: Table, lists: VersionLists, ledger: RunLedger) -> Iterator[pa.Table]:
+    """`table`'s versions read: the scan recorded for reconciliation and the page, unless a
+    refused parent keeps the table whole as loaded (`keep_if_refused`, which acts on the dlt
+    resource running now: call this from `table`'s own resource)."""
+    ledger.scans.add(table.name, lists.expected, lists.rows, table.key)
+    if not keep_if_refused(ledger, table, lists.refused) and lists.rows:
+        yield table.page(lists.rows, ledger.unreadable)
 
 
 @dlt.resource(**GROUPS.hints())

@@ -35,7 +35,13 @@ from ..run.ledger import RunLedger
 from ..run.state import PIPELINE_RUNS_SEEN, advance_cursor, read_from
 from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
 from ..times import parse_time
-from .catalogues import optional_shared_list, read_versions, shared_list
+from .catalogues import (
+    VersionLists,
+    loaded_versions,
+    optional_shared_list,
+    read_version_lists,
+    shared_list,
+)
 
 # The spec's run statuses that can no longer change (stage and target runs share them).
 RUN_ENDED = frozenset({"complete", "success", "failure", "cancelled", "invalid", "timeout"})
@@ -234,9 +240,19 @@ def pipeline_stages(client: EsperClient, ledger: RunLedger, opts: Options) -> It
         if ledger.refusals.is_skipped(PIPELINES.name):
             keep_what_was_loaded()  # replaced: an empty read would empty it
             return
-        ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
-        for page in read_versions(PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts):
+        for page in loaded_versions(PIPELINE_STAGES, _stage_lists(client, ledger, opts), ledger):
             yield _numbered(page)
+
+
+def _stage_lists(client: EsperClient, ledger: RunLedger, opts: Options) -> VersionLists:
+    """Every pipeline's stages, read once a run: `pipeline_stages` loads them, the stage plans
+    read each stage's lists from them (a run may load either without the other)."""
+
+    def read() -> VersionLists:
+        ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
+        return read_version_lists(PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts)
+
+    return ledger.shared.read_once("pipeline stage lists", read)
 
 
 def _numbered(page: pa.Table) -> pa.Table:
@@ -356,15 +372,14 @@ def pipeline_target_runs(
 
 class _StagePlans:
     """This run's read of what each stage will do and to whom: its operation lists'
-    operations and its target lists' devices or groups (the two tables share it).
-
-    The stage lists are read again here (one request per pipeline): `pipeline_stages` reads
-    them through `read_versions`, whose refusals belong to that table.
+    operations and its target lists' devices or groups (the two tables share it), from the
+    stages `pipeline_stages` loads (read once: a pipeline whose stages were refused counts as a
+    refused part of both tables).
     """
 
     def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
-        ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
-        stages, refused = _read_each(PIPELINE_STAGES, ids, client, opts)
+        read_stages = _stage_lists(client, ledger, opts)
+        stages, refused = read_stages.rows, len(read_stages.refused)
         stage_ids = [s["id"] for s in stages]
         pipeline_of = {s["id"]: s.get("pipeline_id") for s in stages}
         limit = PIPELINE_STAGE_OPERATIONS.limit(opts.page_size)
