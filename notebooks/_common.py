@@ -357,6 +357,22 @@ def headlines(path: Path | None = None) -> dict[str, dict[str, Any]]:
     }
 
 
+def last_seen_buckets(path: Path | None = None) -> list[dict[str, Any]]:
+    """The admin's last-seen buckets (staging.stg_seeds__last_seen_buckets, typed from
+    `last_seen_buckets.csv`: their one home), by upper bound; `max_hours` None: no upper bound.
+    A page words its boundaries from these, never from numbers of its own."""
+    return query(
+        "select last_seen_bucket, max_hours, is_counted_as_seen "
+        "from staging.stg_seeds__last_seen_buckets order by max_hours nulls last",
+        path=path,
+    ).to_dicts()
+
+
+def hours(value: float) -> str:
+    """Hours as a page words them (`readable.duration`: 1.0 h, 7.0 days)."""
+    return readable.duration(value * 60)
+
+
 def skipped_by_last_run(path: Path | None = None) -> dict[str, str]:
     """The tables the latest load skipped, with why (`_esper_runs.unavailable`: a refused scope,
     a route the tenant lacks); empty when it skipped none or no load is recorded."""

@@ -22,9 +22,9 @@ def _(mo):
 
         How many devices, on which platforms and in which groups; how many pass every compliance
         check today and how that moved day by day; what the non-compliant ones fail on; and which
-        devices have stopped checking in. A device that has not checked in for a week or more
-        (or never reported a value a check needs) is **unverified**, never compliant: its last
-        report may be out of date. Thresholds and targets live in `sql/seeds/`.
+        devices have stopped checking in. A device not seen recently enough for its report to
+        be judged (the last-seen buckets below), or that never reported a value a check needs,
+        is **unverified**, never compliant. Thresholds and targets live in `sql/seeds/`.
         """
     )
     return
@@ -90,6 +90,14 @@ def _(common, mo, params, where):
     def _number(name):
         return f"{_h[name]['value']:,}" if name in _h else "–"
 
+    # the oldest check-in still judged: the last bucket that counts as seen (the admin's seed)
+    _judged = common.hours(
+        max(
+            (b["max_hours"] for b in common.last_seen_buckets() if b["is_counted_as_seen"]),
+            default=0,
+        )
+    )
+
     def _label(name, said_by_caption):
         # the mart's label names the threshold (the only place it is written)
         return _h[name]["label"].removesuffix(said_by_caption) if name in _h else name
@@ -120,7 +128,7 @@ def _(common, mo, params, where):
                     mo.stat(
                         _number("unverified_devices"),
                         label="Unverified",
-                        caption="not seen for a week, or a value unknown",
+                        caption=f"not seen for more than {_judged}, or a value unknown",
                     ),
                     mo.stat(
                         _number("not_seen_devices"),
@@ -346,14 +354,24 @@ def _(common, devices, mo, pl):
 
 
 @app.cell
-def _(mo):
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
+    # the boundaries as the admin's seed sets them (sql/seeds/last_seen_buckets.csv)
+    _bounds = []
+    _after = None
+    for _bucket in common.last_seen_buckets():
+        if _bucket["max_hours"] is not None:
+            _bounds.append(
+                f"**{_bucket['last_seen_bucket']}** ≤ {common.hours(_bucket['max_hours'])}"
+            )
+            _after = _bucket["max_hours"]
+        else:
+            _beyond = f"more than {common.hours(_after)}" if _after is not None else "any time"
+            _bounds.append(f"**{_bucket['last_seen_bucket']}** {_beyond}")
     mo.md(
-        """
-        ## Stale and missing devices
-
-        Last seen: **online** ≤ 1 h, **active** ≤ 24 h, **stale** 1–7 days, **offline** 7–30 days,
-        **missing** more than 30 days, **never_seen** never checked in.
-        """
+        "## Stale and missing devices\n\n"
+        f"Last seen (`last_seen_buckets.csv`): {', '.join(_bounds)}, **never_seen** never "
+        "checked in."
     )
     return
 

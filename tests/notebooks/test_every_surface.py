@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import demo, headlines, status
+from esper_warehouse.pipelines import demo, headlines, report, status
 from esper_warehouse.pipelines.headlines import Headline, Headlines
 from esper_warehouse.pipelines.model_files import SQL_DIR
 from esper_warehouse.pipelines.models import build_models
@@ -348,3 +348,13 @@ def test_a_threshold_edited_in_its_home_moves_its_count_and_every_label(
     for label, value in shown.values():
         assert f"{label}: {value:,}" in out, out
     assert not re.search(r"\b(15|24|10) ?(%|h\b|hours)", out), out
+    # the fleet page words the tiles and the last-seen boundaries from the same homes
+    page = report.export_notebook(report.NOTEBOOKS_DIR / "fleet_overview.py", tmp_path, wh)
+    assert page.ok, page.errors
+    _, text = _page_text(page.html)
+    for wanted in ("Battery below 50 %", "Not seen for more than 48 h",
+                   f"active ≤ {duration(48 * 60)}", f"stale ≤ {duration(168 * 60)}",
+                   f"not seen for more than {duration(168 * 60)}, or a value unknown",
+                   f"{shown['not_seen_devices'][0]}: {unseen:,} devices"):  # fmt: skip
+        assert wanted in text, wanted
+    assert "active ≤ 24.0 h" not in text and "a day or more" not in text
