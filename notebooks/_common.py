@@ -313,12 +313,22 @@ def table(
     return mo.ui.table(shown, label=" · ".join(notes), **options)
 
 
-def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.table]:
+def ranked_from_devices() -> int:
+    """The fewest target devices of a rollout the marts rank among the worst: the models' macro
+    `rollout_ranked_from_devices()` (sql/macros/macros.sql, its one home), read from the
+    warehouse, where the build stores it."""
+    return int(scalar("select rollout_ranked_from_devices()"))
+
+
+def worst_rollouts(
+    view: pl.DataFrame, noun: str, ranked_from: int
+) -> tuple[mo.ui.table, mo.ui.table]:
     """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
 
     `view` needs `failing_rank` (the marts' one ranking: failure + timeout rate among rollouts to
-    5 devices or more; the three first of commands are marts.headlines `worst_command_rollouts`)
-    and `p90_minutes_to_terminal`; `noun` names the rows ("command requests", "operations").
+    `ranked_from` devices or more, `ranked_from_devices()`; the three first of commands are
+    marts.headlines `worst_command_rollouts`) and `p90_minutes_to_terminal`; `noun` names the
+    rows ("command requests", "operations").
     """
     view = view.rename(
         {c: c.replace("_minutes_to_terminal", "_to_final_state") for c in view.columns}
@@ -330,7 +340,7 @@ def worst_rollouts(view: pl.DataFrame, noun: str) -> tuple[mo.ui.table, mo.ui.ta
         format_mapping=formats,
         selection="single",
         page_size=10,
-        label=f"Most failing {noun} to 5 devices or more (failure + timeout rate)",
+        label=f"Most failing {noun} to {ranked_from} devices or more (failure + timeout rate)",
     )
     slow = table(
         view.sort("p90_to_final_state", descending=True, nulls_last=True).head(20),

@@ -702,7 +702,9 @@ def _(commands, common, mo, pl):
     _view = commands.with_columns(
         pl.col("top_failure_reasons").list.eval(pl.element().struct.field("reason")).list.join("; ")
     ).select(*_columns, "id")
-    failing_commands, slow_commands = common.worst_rollouts(_view, "command requests")
+    failing_commands, slow_commands = common.worst_rollouts(
+        _view, "command requests", common.ranked_from_devices()
+    )
     mo.vstack([failing_commands, slow_commands])
     return failing_commands, slow_commands
 
@@ -799,7 +801,9 @@ def _(common, mo, operations, pl):
         "top_failure_reasons",
         "id",
     )
-    failing_operations, slow_operations = common.worst_rollouts(_view, "operations")
+    failing_operations, slow_operations = common.worst_rollouts(
+        _view, "operations", common.ranked_from_devices()
+    )
     mo.vstack([failing_operations, slow_operations])
     return failing_operations, slow_operations
 

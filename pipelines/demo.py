@@ -207,8 +207,8 @@ def _fleet_lines(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -
         lines.append(f"  top reasons among the {top[0].denominator or 0:,} non-compliant devices:")
         lines += [f"    {r.label} ({r.item}): {r.value:,} devices" for r in top]
     lines.append(
-        "\nThe three worst command rollouts (marts.headlines: requests to 5 devices or more, by "
-        "failure + timeout rate):"
+        "\nThe three worst command rollouts (marts.headlines: requests to "
+        f"{headlines.ranked_from_devices(con)} devices or more, by failure + timeout rate):"
     )
     lines += _worst_rollouts(con, numbers)
     unseen = numbers.number("not_seen_devices")
@@ -233,4 +233,5 @@ def _worst_rollouts(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines
             f"  {row.label:<24} {created:%Y-%m-%d}  {row.denominator or 0:>5,} devices  "
             f"success {success or 0:>6.1%}  failed/timed out {row.share or 0:>6.1%}  p90 {p90_text}"
         )
-    return lines or ["  (no command request to 5 devices or more yet)"]
+    fewest = headlines.ranked_from_devices(con)
+    return lines or [f"  (no command request to {fewest} devices or more yet)"]

@@ -49,6 +49,13 @@ def marts(con: duckdb.DuckDBPyConnection) -> str:
     return f'"{catalog}".marts'
 
 
+def ranked_from_devices(con: duckdb.DuckDBPyConnection) -> int:
+    """The fewest target devices of a rollout ranked among the worst: the models' macro
+    `rollout_ranked_from_devices()` (sql/macros/macros.sql, its one home; stored in the warehouse
+    by the build)."""
+    return int(con.execute("select rollout_ranked_from_devices()").fetchone()[0])  # type: ignore[index]
+
+
 def read(con: duckdb.DuckDBPyConnection) -> Headlines | None:
     """marts.headlines, or None when the marts are not built (`esper-warehouse models`)."""
     try:

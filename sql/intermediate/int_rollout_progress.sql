@@ -146,13 +146,15 @@ final as (
 
 ranked as (
     -- failing_rank: the one ranking of "worst rollouts" (marts.headlines, the demo, the report,
-    -- the README): failure + timeout rate, highest first, among rollouts to 5 devices or more, so
-    -- one failed device out of one does not top the list; ties: more targets, then the id
+    -- the README): failure + timeout rate, highest first, among rollouts to
+    -- rollout_ranked_from_devices() devices or more (sql/macros); ties: more targets, then the id
     select
         final.*,
         case
-            when final.target_devices >= 5 then row_number() over (
-                partition by final.rollout_kind, final.target_devices >= 5
+            when final.target_devices >= rollout_ranked_from_devices() then row_number() over (
+                partition by
+                    final.rollout_kind,
+                    final.target_devices >= rollout_ranked_from_devices()
                 order by
                     coalesce(final.failure_rate, 0) + coalesce(final.timeout_rate, 0) desc,
                     final.target_devices desc,

@@ -87,6 +87,9 @@ create or replace macro is_terminal_state(tidy) as
 create or replace macro low_battery_below_pct() as 15;
 create or replace macro pipeline_stalled_after_hours() as 24;
 create or replace macro pipeline_failing_share() as 0.10;
+-- A rollout is ranked among the worst (failing_rank) from this many target devices: one failed
+-- device out of one would top the list.
+create or replace macro rollout_ranked_from_devices() as 5;
 
 -- as_label(x): a number as a label prints it, without trailing zeros (24.0 -> '24', 0.5 -> '0.5').
 create or replace macro as_label(x) as

@@ -298,8 +298,9 @@ items as (
         'worst_command_rollouts', command_request_id, failing_rank,
         command, failure_devices + timeout_devices, target_devices, 'failed or timed-out devices',
         'marts.command_rollout.failing_rank',
-        'the three command requests to 5 devices or more with the highest failure + timeout '
-            || 'rate (ties: more targets, then the id), out of their target devices',
+        'the three command requests to ' || as_label(rollout_ranked_from_devices())
+            || ' devices or more with the highest failure + timeout rate (ties: more targets, '
+            || 'then the id), out of their target devices',
     from marts.command_rollout
     where failing_rank <= 3
     union all

@@ -285,18 +285,18 @@ EDITED_THRESHOLDS = {
         ("low_battery_below_pct() as 15", "low_battery_below_pct() as 50"),
         ("pipeline_stalled_after_hours() as 24", "pipeline_stalled_after_hours() as 1"),
         ("pipeline_failing_share() as 0.10", "pipeline_failing_share() as 0.5"),
+        ("rollout_ranked_from_devices() as 5", "rollout_ranked_from_devices() as 30"),
     ],
     "seeds/last_seen_buckets.csv": [("active,24,true", "active,48,true")],
 }
 
 
-def test_a_threshold_edited_in_its_home_moves_its_count_and_every_label(
-    demo_warehouse: Path, mart: Headlines, tmp_path: Path
-) -> None:
-    """The thresholds are written once (sql/macros/macros.sql; the last-seen boundary in the
-    admin's last_seen_buckets.csv). Edited there, each count follows the new threshold and
-    `status` prints the new numbers, none of the old: no surface spells a threshold itself."""
-    sql = tmp_path / "sql"
+@pytest.fixture(scope="module")
+def edited(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo warehouse rebuilt from a copy of `sql/` with every threshold edited in its home
+    (`EDITED_THRESHOLDS`)."""
+    folder = tmp_path_factory.mktemp("edited")
+    sql = folder / "sql"
     shutil.copytree(SQL_DIR, sql)
     for name, edits in EDITED_THRESHOLDS.items():
         text = (sql / name).read_text()
@@ -304,11 +304,26 @@ def test_a_threshold_edited_in_its_home_moves_its_count_and_every_label(
             assert old in text, f"{name} no longer says {old!r}"
             text = text.replace(old, new)
         (sql / name).write_text(text)
-    wh = tmp_path / demo_warehouse.name
+    wh = folder / demo_warehouse.name
     copy_warehouse(demo_warehouse, wh)
     build_models(wh, sql_dir=sql, seeds=sql / "seeds")
+    return wh
+
+
+def _edited_headlines(wh: Path) -> Headlines:
     with duckdb.connect(str(wh), read_only=True) as con:
-        edited = headlines.read(con)
+        numbers = headlines.read(con)
+    assert numbers is not None
+    return numbers
+
+
+def test_a_threshold_edited_in_its_home_moves_its_count_and_status_says_it(
+    edited: Path, mart: Headlines
+) -> None:
+    """The thresholds are written once (sql/macros/macros.sql; the last-seen boundary in the
+    admin's last_seen_buckets.csv). Edited there, each count follows the new threshold and
+    `status` prints the new numbers, none of the old: no surface spells a threshold itself."""
+    with duckdb.connect(str(edited), read_only=True) as con:
         out = status.render(con, "esper")
         # each count worked out again from the marts' columns with the edited thresholds
         low, reporting, unseen = con.execute(
@@ -328,12 +343,12 @@ def test_a_threshold_edited_in_its_home_moves_its_count_and_every_label(
             "    from marts.pipeline_rollout where is_run_open) "
             "cross join intermediate.int_as_of"
         ).fetchone()
-    assert edited is not None
+    numbers = _edited_headlines(edited)
     shown = {
         name: (row.label, row.value)
         for name in ("low_battery_devices", "not_seen_devices", "pipeline_runs_stalled",
                      "pipeline_runs_failing")
-        if (row := edited.number(name)) is not None
+        if (row := numbers.number(name)) is not None
     }  # fmt: skip
     assert shown == {
         "low_battery_devices": ("Battery below 50 % (of devices reporting a battery)", low),
@@ -348,13 +363,40 @@ def test_a_threshold_edited_in_its_home_moves_its_count_and_every_label(
     for label, value in shown.values():
         assert f"{label}: {value:,}" in out, out
     assert not re.search(r"\b(15|24|10) ?(%|h\b|hours)", out), out
-    # the fleet page words the tiles and the last-seen boundaries from the same homes
-    page = report.export_notebook(report.NOTEBOOKS_DIR / "fleet_overview.py", tmp_path, wh)
+
+
+def test_the_fleet_page_words_the_edited_thresholds(edited: Path, tmp_path: Path) -> None:
+    """The tiles and the last-seen boundaries of the fleet page, from the same homes."""
+    unseen = _number(_edited_headlines(edited), "not_seen_devices")
+    page = report.export_notebook(report.NOTEBOOKS_DIR / "fleet_overview.py", tmp_path, edited)
     assert page.ok, page.errors
     _, text = _page_text(page.html)
     for wanted in ("Battery below 50 %", "Not seen for more than 48 h",
                    f"active ≤ {duration(48 * 60)}", f"stale ≤ {duration(168 * 60)}",
                    f"not seen for more than {duration(168 * 60)}, or a value unknown",
-                   f"{shown['not_seen_devices'][0]}: {unseen:,} devices"):  # fmt: skip
+                   f"{unseen.label}: {unseen.value:,} devices"):  # fmt: skip
         assert wanted in text, wanted
     assert "active ≤ 24.0 h" not in text and "a day or more" not in text
+
+
+def test_the_demo_and_the_rollouts_page_rank_from_the_edited_threshold(
+    edited: Path, mart: Headlines, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rollouts ranked from 30 target devices: the mart's worst, the demo's sentence and the
+    rollouts page's tables say so, and the page's Pipelines tiles carry their edited labels."""
+    worst = _edited_headlines(edited).items("worst_command_rollouts")
+    assert worst and all(r.denominator >= 30 for r in worst)
+    assert worst != mart.items("worst_command_rollouts"), "the edit moved the ranking"
+    demo._summary(edited)
+    printed = capsys.readouterr().out
+    assert (
+        "(marts.headlines: requests to 30 devices or more, by failure + timeout rate):" in printed
+    )
+    page = report.export_notebook(report.NOTEBOOKS_DIR / "rollouts.py", tmp_path, edited)
+    assert page.ok, page.errors
+    _, text = _page_text(page.html)
+    for wanted in ("Most failing command requests to 30 devices or more",
+                   "Most failing operations to 30 devices or more",
+                   "Pipeline runs stalled for more than 1 h",
+                   "Pipeline runs failing on more than 50 % of a stage"):  # fmt: skip
+        assert wanted in text, wanted
