@@ -23,6 +23,7 @@ import duckdb
 import marimo as mo
 import polars as pl
 from esper_warehouse.pipelines import readable
+from esper_warehouse.pipelines.model_files import macro_names
 from esper_warehouse.pipelines.offline import REPORT_DIR_ENV, TABLE_ROWS
 from esper_warehouse.pipelines.warehouse import is_lock_error
 
@@ -194,6 +195,14 @@ def open_warehouse(required: Sequence[str] = (), nonempty: str | None = None) ->
                     f"select max(as_of) from {raw_table(con, '_esper_runs')} where status = 'ok'"
                 ).fetchone()[0]
             missing = [name for name in required if name not in tables]
+            macros = {
+                name
+                for (name,) in con.execute(
+                    "select function_name from duckdb_functions() "
+                    "where function_type in ('macro', 'table_macro') "
+                    "and database_name = current_database()"
+                ).fetchall()
+            }
             rows = None
             if not missing and nonempty:
                 rows = con.execute(f"select count(*) from {nonempty}").fetchone()[0]
@@ -210,6 +219,14 @@ def open_warehouse(required: Sequence[str] = (), nonempty: str | None = None) ->
             f"{code(f'esper-warehouse run --warehouse {path}')} (or `esper-warehouse models`)."
         )
         return Warehouse(path, _problem("The warehouse has no models yet", body), tables, as_of)
+    if earlier := sorted(macro_names() - macros):
+        body = (
+            f"The models of {code(path)} were built by an earlier release of esper-warehouse "
+            f"(no {', '.join(code(name) for name in earlier)}): rebuild them with "
+            f"{code(f'esper-warehouse models --warehouse {path}')}, or wait for the next run."
+        )
+        problem = _problem("The models are from an earlier release", body)
+        return Warehouse(path, problem, tables, as_of)
     if rows == 0:
         body = (
             f"{code(path)} has the models but `{nonempty}` has no rows: no device has been loaded "

@@ -15,6 +15,7 @@ from esper_warehouse import data_path
 SQL_DIR = data_path("sql")
 LAYERS = ("staging", "intermediate", "marts")
 TABLE_SWITCH = re.compile(r"^\s*--\s*materialized:\s*table\s*$", re.MULTILINE | re.IGNORECASE)
+MACRO = re.compile(r"^create or replace macro (\w+)\(", re.MULTILINE | re.IGNORECASE)
 
 
 class ModelError(RuntimeError):
@@ -54,6 +55,16 @@ def statements(text: str) -> list[str]:
         if code.strip():
             out.append(part.strip().rstrip(";"))
     return out
+
+
+def macro_names(sql_dir: Path = SQL_DIR) -> set[str]:
+    """The macros the build creates (`sql/macros/*.sql`): a warehouse without one of them was
+    modelled by an earlier release (its marts may lack columns too)."""
+    return {
+        name
+        for path in sorted((sql_dir / "macros").glob("*.sql"))
+        for name in MACRO.findall(path.read_text())
+    }
 
 
 def load_models(sql_dir: Path, layer: str) -> list[Model]:
