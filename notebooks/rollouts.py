@@ -139,8 +139,9 @@ def _(mo):
         An admin stages a release with **Esper Pipelines**: a pipeline of stages, each sent to
         its devices once the stage before has ended (or once someone approves it). Each run not
         ended is a row below, its stages left to right in their order; a stage's bar is its
-        devices by outcome, so the coloured part is the share done. The three numbers are read
-        from `marts.headlines`, as `esper-warehouse status` prints them.
+        devices by outcome, so the coloured part is the share done; a stalled stage is framed,
+        a failing one noted under its bar. The three numbers are read from `marts.headlines`, as
+        `esper-warehouse status` prints them.
         """
     )
     return
@@ -199,6 +200,7 @@ def _(common, pl, readable):
                    "in progress": ("pending", "in_progress_devices")}  # fmt: skip
     # "stalled" as the tiles above define it (marts.headlines, pipeline_runs_stalled)
     WAITING, NOT_STARTED, STALLED = "waiting for approval", "not started", "stalled"
+    FAILING = "failing"  # as the tiles above define it (pipeline_runs_failing)
     _outcome_colour = dict(zip(common.OUTCOMES, common.OUTCOME_COLORS, strict=True))
     STAGE_COLOURS = {
         **{part: _outcome_colour[outcome] for part, (outcome, _) in STAGE_PARTS.items()},
@@ -213,10 +215,12 @@ def _(common, pl, readable):
             return f"{WAITING}, {readable.duration(row['minutes_waiting'])}"
         if not row["target_devices"]:
             return NOT_STARTED if row["status"] == "not_started" else f"{row['status']}, no devices"
-        done = f"{row['share_done']:.0%} done"
+        notes = [f"{row['share_done']:.0%} done"]
         if row["is_stalled"]:
-            return f"{done} · stalled {readable.duration(row['minutes_unchanged'])}"
-        return done
+            notes.append(f"stalled {readable.duration(row['minutes_unchanged'])}")
+        if row["is_failing"]:  # the share failed or timed out is the bar's red and orange parts
+            notes.append(FAILING)
+        return " · ".join(notes)
 
     def stage_cells(stages: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The bars (one per outcome of each stage reached, one per stage not reached) and the

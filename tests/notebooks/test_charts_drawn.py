@@ -331,4 +331,9 @@ def test_pipeline_runs_draw_each_stage_s_progress_in_stage_order(rendered, demo_
     ))  # fmt: skip
     for key in stalled:
         assert f"stalled {duration(unchanged[key[0]])}" in " ".join(names[key]), names[key]
+    # the cells noted "failing" are exactly the mart's failing stages
+    noted = {key for key, texts in names.items() if "failing" in " ".join(texts).split(" · ")}
+    failing = set(_mart(demo_warehouse, "select pipeline_name || ' · run ' || run_number, "
+                        "stage_order from marts.pipeline_rollout where is_failing"))  # fmt: skip
+    assert failing and noted == failing
     assert any(waiting for *_, waiting in stages.values()), "the fixture has a run waiting"
