@@ -168,11 +168,16 @@ def _(common, mo, wh):
             pipeline_run_id, run_status, stage_order, stage_name, status, target_devices,
             succeeded_devices, failed_devices, timed_out_devices, cancelled_devices,
             in_progress_devices, share_done, is_stalled, is_failing, waiting_for_approval_since,
-            -- whole minutes, as marts.headlines counts them (status prints those)
-            floor(epoch(as_of - waiting_for_approval_since) / 60) as minutes_waiting,
-            floor(epoch(as_of - run_updated_at) / 60) as minutes_unchanged,
-        from marts.pipeline_rollout
-        cross join intermediate.int_as_of
+            -- the whole minutes marts.headlines holds for the run (what status prints)
+            waiting.value as minutes_waiting,
+            stalled.value as minutes_unchanged,
+        from marts.pipeline_rollout as rollout
+        left join marts.headlines as waiting
+            on waiting.headline = 'pipeline_runs_waiting'
+            and waiting.item = rollout.pipeline_run_id
+        left join marts.headlines as stalled
+            on stalled.headline = 'pipeline_runs_stalled'
+            and stalled.item = rollout.pipeline_run_id
         where is_run_open
         order by pipeline_name, run_number, pipeline_run_id, stage_order
         """
