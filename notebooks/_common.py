@@ -22,6 +22,7 @@ import altair as alt
 import duckdb
 import marimo as mo
 import polars as pl
+from esper_warehouse.pipelines import headlines as headlines_module
 from esper_warehouse.pipelines import readable
 from esper_warehouse.pipelines.model_files import macro_names
 from esper_warehouse.pipelines.offline import REPORT_DIR_ENV, TABLE_ROWS
@@ -331,10 +332,10 @@ def table(
 
 
 def ranked_from_devices() -> int:
-    """The fewest target devices of a rollout the marts rank among the worst: the models' macro
-    `rollout_ranked_from_devices()` (sql/macros/macros.sql, its one home), read from the
-    warehouse, where the build stores it."""
-    return int(scalar("select rollout_ranked_from_devices()"))
+    """The fewest target devices of a rollout the marts rank among the worst
+    (`headlines.ranked_from_devices`, on a connection of its own)."""
+    with _connect(warehouse_path()) as con:
+        return headlines_module.ranked_from_devices(con)
 
 
 def worst_rollouts(
