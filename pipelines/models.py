@@ -159,6 +159,19 @@ def _load_seeds(con: duckdb.DuckDBPyConnection, seeds: Path) -> list[str]:
     return built
 
 
+def _load_table_families(con: duckdb.DuckDBPyConnection) -> str:
+    """`seeds.table_families` (table_name, family, family_label) from the source's declarations
+    (`raw_contract.table_families`): the freshness models group the raw tables by it."""
+    con.execute(
+        "create or replace table seeds.table_families "
+        "(table_name varchar primary key, family varchar, family_label varchar)"
+    )
+    con.executemany(
+        "insert into seeds.table_families values (?, ?, ?)", raw_contract.table_families()
+    )
+    return "seeds.table_families"
+
+
 def create_macros(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> None:
     """The macros of `sql/macros/*.sql` (the vocabulary tables must exist: some macros read them).
 
@@ -226,6 +239,7 @@ def build_models(
             # targets, before the macros that read them.
             built = load_vocabulary(con, sql_dir)
             built += _load_seeds(con, seeds)
+            built.append(_load_table_families(con))
             create_macros(con, sql_dir)
             catalog = _catalog(con)
             existing = {layer: _existing(con, layer) for layer in {m.layer for m in plan}}

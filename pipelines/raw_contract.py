@@ -9,7 +9,7 @@ earlier release). Dagster's raw assets and the SQL tests' fixture warehouses use
 
 from __future__ import annotations
 
-from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables import FAMILY, FAMILY_LABELS, TABLES
 
 from .run import bookkeeping
 
@@ -42,6 +42,13 @@ def raw_tables() -> dict[str, list[tuple[str, str]]]:
         for column, kind in bookkeeping.RUNS.items()
     ]
     return tables
+
+
+def table_families() -> list[tuple[str, str, str]]:
+    """(table, family, family label) of every declared table: the model build's
+    `seeds.table_families`, which the freshness models group by (Data Tap tables are not
+    declared: each is a family of its own there)."""
+    return [(name, FAMILY[name], FAMILY_LABELS[FAMILY[name]]) for name in TABLES]
 
 
 def create_statement(name: str, columns: list[tuple[str, str]], schema: str = "esper") -> str:

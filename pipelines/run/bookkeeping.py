@@ -31,6 +31,9 @@ RUNS = {
     "answered_per_s": "double",  # ... per second, from the first request sent to the last answer
     "not_ours": "bigint",  # 429s the client judged not caused by this run's pace (the weather)
     "pace": "double",  # requests/s the client paced itself at when the run ended (NULL: unpaced)
+    # table -> how the run treated it: {"treatment": loaded | partial | kept | skipped, "route",
+    # "status", "read_from", "why"}, for every table its resources read (int_table_freshness)
+    "tables": "json",
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -52,6 +55,7 @@ ADDED = {
         "answered_per_s",
         "not_ours",
         "pace",
+        "tables",
     ),
 }  # columns added after the first release
 

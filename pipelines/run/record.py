@@ -49,6 +49,7 @@ def record(
         "answered_per_s": result.answered_per_s,
         "not_ours": result.not_ours,
         "pace": result.pace,
+        "tables": orjson.dumps(result.tables).decode(),
     }
     try:
         with_lock_wait(

@@ -137,6 +137,7 @@ class _Run:
         self.stage = "start"  # the step in progress, for what an interruption leaves
         self.committed_parts = 0  # of a full scan loaded in parts (sources/esper/run/walk.py)
         self.appended: list[str] = []  # tables this run appends into (`append_on_first_load`)
+        self.read: set[str] = set()  # the tables this run's resources read, over all its parts
         self.marker = Path()  # where this run notes its appends: set by prepare()
         self.interrupted_appends: list[str] = []
 
@@ -218,6 +219,7 @@ class _Run:
         )
         self.client = self.client_options["client"] = self.ledger.plan.client
         source = select(source, self.settings.resources)
+        self.read |= set(source.selected_resources)
         merge_where_needed(source, self.pipeline)
         append_into(source, self.appended)  # later parts append where the first part began to
         if first := append_on_first_load(source, self.pipeline):
@@ -310,6 +312,7 @@ class _Run:
         client = self.current_client()
         result = self.result
         result.unavailable = self.ledger.refusals.skipped()
+        result.tables = self.ledger.refusals.treatments(self.read, result.rows)
         result.unreadable = self.ledger.unreadable.counts()
         if client is not None:
             totals = client.totals()

@@ -46,6 +46,9 @@ class RunResult:
     error: str | None = None
     models: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # table -> why it was skipped
+    # table -> how this run treated it (loaded, partial, kept, skipped; route, status, why):
+    # every table its resources read (`Refusals.treatments`), the freshness model's input
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
     unreadable: dict[str, int] = field(default_factory=dict)  # table.column -> values read as NULL
     # How the run was paced (EsperClient.pacing): requests answered (not 429), their average

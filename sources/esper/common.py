@@ -155,7 +155,9 @@ def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:
     drop the refused parts' rows. Named in the run, with the parts counted (`skip_part`)."""
     if not refused or table.disposition != "replace":
         return False
-    ledger.refusals.mark_skipped(table.name, "kept as loaded, as some of its parts were refused")
+    ledger.refusals.mark_skipped(
+        table.name, "kept as loaded, as some of its parts were refused", kept=True
+    )
     keep_what_was_loaded()
     return True
 

@@ -109,6 +109,8 @@ class Table:
         prefer_copy: for a whole list that serves one key more than once (`reads.read_all`),
             `prefer_copy(kept, other)` is the copy kept; None keeps the last one read.
         doc: what README's "Raw tables" and docs/spec/README.md say of the table (`Doc`).
+        family: the family whose freshness the table shares (`tables.FAMILY_LABELS`: a line of
+            `status`'s freshness block, the inputs of a mart's clock); None: its module's name.
     """
 
     name: str
@@ -129,6 +131,7 @@ class Table:
     parent_key: str = "id"
     prefer_copy: Callable[[dict, dict], dict] | None = field(default=None, compare=False)
     doc: Doc = field(default=Doc(), compare=False)
+    family: str | None = None
 
     @property
     def probed_as_list(self) -> bool:

@@ -8,7 +8,7 @@ devices as (
 ),
 
 as_of as (
-    select * from intermediate.int_as_of
+    select * from intermediate.int_devices_as_of
 ),
 
 heartbeats as (

@@ -4,7 +4,7 @@
 with
 
 as_of as (
-    select * from intermediate.int_as_of
+    select * from intermediate.int_devices_as_of
 ),
 
 versions as (

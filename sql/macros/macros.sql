@@ -94,3 +94,16 @@ create or replace macro rollout_ranked_from_devices() as 5;
 -- as_label(x): a number as a label prints it, without trailing zeros (24.0 -> '24', 0.5 -> '0.5').
 create or replace macro as_label(x) as
     format('{:g}', cast(x as double));
+
+-- age_label(older, newer): how much older one API time is than another, as the age notes print it
+-- ('5 h old', '3 days old'): whole hours under two days, else whole days.
+create or replace macro age_label(older, newer) as
+    case
+        when epoch(newer - older) < 48 * 3600
+            then cast(floor(epoch(newer - older) / 3600) as bigint) || ' h old'
+        else cast(floor(epoch(newer - older) / 86400) as bigint) || ' days old'
+    end;
+
+-- A table is held back in `status`'s freshness block (a warning, exit 8) once it is this many
+-- hours older than the warehouse's "now": two scheduled nights.
+create or replace macro freshness_warn_after_hours() as 48;

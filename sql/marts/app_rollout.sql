@@ -19,12 +19,14 @@
 --   fleet_devices                fleet devices of the platform that day
 --   is_highest_version           this is the highest version of the app installed anywhere
 --                                on the platform that day
+--   data_as_of                   the time the row holds at: the end of the day, or for the last day
+--                                the time the devices family is as of (intermediate.int_devices_as_of)
 -- The fleet on a day is the device x day spine (int_device_ranges; removed devices leave it after
 -- their last activity).
 with
 
 as_of as (
-    select * from intermediate.int_as_of
+    select * from intermediate.int_devices_as_of
 ),
 
 spans as (
@@ -213,7 +215,9 @@ final as (
         daily.version_key is not distinct from max(daily.version_key) filter (
             where daily.devices_on_version > 0
         ) over (partition by daily.day, daily.platform, daily.package_name) as is_highest_version,
+        least(utc_day_end(daily.day), as_of.as_of) as data_as_of,
     from daily
+    cross join as_of
     left join reporting
         on reporting.day = daily.day
         and reporting.platform = daily.platform

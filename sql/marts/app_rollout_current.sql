@@ -3,7 +3,10 @@
 -- (intermediate.int_device_app_latest), independently of app_rollout, whose as_of day agrees.
 --
 -- Columns
---   as_of                        "now" (API time of the latest loaded run, ok or partial)
+--   as_of                        "now": the time the devices family (devices, history, heartbeats,
+--                                installed apps) is as of (intermediate.int_devices_as_of)
+--   data_as_of                   the same time, NULL when the devices were never loaded
+--   age_note                     how old that is, in the words every surface prints (NULL: current)
 --   platform                     the devices' platform
 --   package_name                 the app, as devices report it
 --   app_name                     its name, as most devices report it
@@ -24,7 +27,7 @@
 with
 
 as_of as (
-    select * from intermediate.int_as_of
+    select * from intermediate.int_devices_as_of
 ),
 
 devices as (
@@ -115,6 +118,8 @@ required_status as (
 final as (
     select
         as_of.as_of as as_of,
+        as_of.data_as_of as data_as_of,
+        as_of.age_note as age_note,
         per_app.platform as platform,
         per_app.package_name as package_name,
         per_app.app_name as app_name,

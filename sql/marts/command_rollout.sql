@@ -35,7 +35,16 @@
 --                                more target devices, then the id, among those with 5 target
 --                                devices or more (NULL below 5); marts.headlines, the demo and the
 --                                report's "Most failing" table read it (intermediate.int_rollout_progress)
+--   data_as_of                   the time the commands family (command requests and statuses) is as of
+--                                (intermediate.int_family_freshness): its figures hold at that time
+--   age_note                     how old that is, in the words every surface prints (NULL: current)
 with
+
+age as (
+    select data_as_of, age_note
+    from intermediate.int_family_freshness
+    where family = 'commands'
+),
 
 requests as (
     select * from staging.stg_esper__command_requests
@@ -64,7 +73,10 @@ final as (
         -- target_devices ... top_failure_reasons, as documented above
         progress.* exclude (rollout_kind, rollout_id, last_update_at),
         progress.last_update_at as last_status_at,
+        age.data_as_of as data_as_of,
+        age.age_note as age_note,
     from requests
+    cross join age
     left join progress
         on progress.rollout_id = requests.command_request_id
     left join users

@@ -5,7 +5,13 @@
 -- in reason, observed and target.
 --
 -- Columns
---   as_of                        "now" (API time of the latest loaded run, ok or partial)
+--   as_of                        "now" the rules are judged at: the time the devices family (devices,
+--                                history, heartbeats, installed apps) is as of
+--                                (intermediate.int_devices_as_of); the latest loaded run's API time
+--                                unless a run since could not read those tables
+--   data_as_of                   the same time, NULL when the devices were never loaded
+--   age_note                     how old that is, in the words every surface prints (NULL: loaded
+--                                by the latest run; intermediate.int_family_freshness)
 --   device_id, device_name       the device
 --   platform, group_id, group_path   what and where it is
 --   verdict                      its fleet_compliance verdict
@@ -39,6 +45,8 @@ codes as (
 reasons as (
     select
         as_of,
+        data_as_of,
+        age_note,
         device_id,
         device_name,
         platform,
@@ -53,6 +61,8 @@ reasons as (
 final as (
     select
         reasons.as_of as as_of,
+        reasons.data_as_of as data_as_of,
+        reasons.age_note as age_note,
         reasons.device_id as device_id,
         reasons.device_name as device_name,
         reasons.platform as platform,

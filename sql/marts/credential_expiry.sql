@@ -3,7 +3,11 @@
 -- twice, the loader keeps the copy that expires first (sources/esper/tables/credentials.py).
 --
 -- Columns
---   as_of               "now" (API time of the latest loaded run, ok or partial)
+--   as_of               "now" days_left and status are judged at: the time the credentials family
+--                       (certificates, tokens, profiles) is as of (intermediate.int_family_freshness),
+--                       never a newer "now" a run reached without reading them
+--   data_as_of          the same time (NULL: never loaded; then the mart has no rows)
+--   age_note            how old that is, in the words every surface prints (NULL: current)
 --   credential_kind     apns_certificate, dep_token, vpp_token or provisioning_profile
 --   credential_id       the API's id of the certificate, token or profile
 --   credential_name     Apple ID (certificates), token name, profile name; NULL for VPP tokens
@@ -24,7 +28,11 @@
 with
 
 as_of as (
-    select as_of from intermediate.int_as_of
+    select
+        data_as_of as as_of,
+        age_note,
+    from intermediate.int_family_freshness
+    where family = 'credentials'
 ),
 
 kinds as (
@@ -49,6 +57,8 @@ credentials as (
 final as (
     select
         as_of.as_of,
+        as_of.as_of as data_as_of,
+        as_of.age_note,
         credentials.credential_kind,
         credentials.credential_id,
         credentials.credential_name,

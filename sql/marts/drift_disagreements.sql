@@ -7,7 +7,13 @@
 -- wrong by construction: a row is a device to look at in the console.
 --
 -- Columns
---   as_of                        "now": API time of the latest loaded run, ok or partial
+--   as_of                        "now" the rules are judged at: the time the devices family (devices,
+--                                history, heartbeats, installed apps) is as of
+--                                (intermediate.int_devices_as_of); the latest loaded run's API time
+--                                unless a run since could not read those tables
+--   data_as_of                   the same time, NULL when the devices were never loaded
+--   age_note                     how old that is, in the words every surface prints (NULL: loaded
+--                                by the latest run; intermediate.int_family_freshness)
 --   device_id, device_name, platform, group_name, group_path   as in fleet_compliance
 --   is_in_service                the device's state counts in compliance (fleet_compliance)
 --   assigned_blueprint_id, assigned_blueprint_name, current_blueprint_id,
@@ -48,6 +54,8 @@ judged as (
 final as (
     select
         as_of,
+        data_as_of,
+        age_note,
         device_id,
         device_name,
         platform,

@@ -5,7 +5,10 @@
 -- or from a scope's look, neither "can" nor "cannot".
 --
 -- Columns
---   as_of                 "now" (API time of the latest loaded run, ok or partial)
+--   as_of                 the time the access family (users, profiles, groups, roles, scopes) is
+--                         as of (intermediate.int_family_freshness)
+--   data_as_of            the same time (NULL: never loaded; then the mart has no rows)
+--   age_note              how old that is, in the words every surface prints (NULL: current)
 --   user_id               the user's id (authn2 `user_id`)
 --   legacy_user_id        the user's id on the legacy routes (`/user/{id}/`)
 --   name                  display name (authn2)
@@ -61,7 +64,11 @@
 with
 
 as_of as (
-    select as_of from intermediate.int_as_of
+    select
+        data_as_of as as_of,
+        age_note,
+    from intermediate.int_family_freshness
+    where family = 'access'
 ),
 
 users as (
@@ -241,6 +248,8 @@ sent as (
 final as (
     select
         as_of.as_of,
+        as_of.as_of as data_as_of,
+        as_of.age_note,
         users.user_id,
         users.legacy_user_id,
         users.user_name as name,

@@ -4,7 +4,13 @@
 -- intermediate.int_device_day_checks; this mart is its as_of day plus names and reasons.
 --
 -- Columns
---   as_of                        "now": API time of the latest loaded run, ok or partial (_esper_runs)
+--   as_of                        "now" the rules are judged at: the time the devices family (devices,
+--                                history, heartbeats, installed apps) is as of
+--                                (intermediate.int_devices_as_of); the latest loaded run's API time
+--                                unless a run since could not read those tables
+--   data_as_of                   the same time, NULL when the devices were never loaded
+--   age_note                     how old that is, in the words every surface prints (NULL: loaded
+--                                by the latest run; intermediate.int_family_freshness)
 --   device_id                    Esper device id
 --   device_name, device_alias, serial_number   as the API serves them
 --   hardware_manufacturer, hardware_model   the device's maker and model (hardware_info.manufacturer,
@@ -85,7 +91,7 @@
 with
 
 as_of as (
-    select * from intermediate.int_as_of
+    select * from intermediate.int_devices_as_of
 ),
 
 checks as (
@@ -200,6 +206,8 @@ app_reasons as (
 joined as (
     select
         as_of.as_of as as_of,
+        as_of.data_as_of as data_as_of,
+        as_of.age_note as age_note,
         devices.device_id as device_id,
         devices.device_name as device_name,
         devices.device_alias as device_alias,

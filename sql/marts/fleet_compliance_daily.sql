@@ -24,6 +24,8 @@
 --   missing_required_apps_devices  failing the required-apps check
 --   agent_outdated_devices       failing the agent version check
 --   not_seen_recently_devices    devices whose last-seen bucket does not count as seen
+--   data_as_of                   the time the row holds at: the end of the day, or for the last day
+--                                the time the devices family is as of (intermediate.int_devices_as_of)
 with
 
 checks as (
@@ -81,7 +83,9 @@ final as (
         daily.missing_required_apps_devices as missing_required_apps_devices,
         daily.agent_outdated_devices as agent_outdated_devices,
         daily.not_seen_recently_devices as not_seen_recently_devices,
+        least(utc_day_end(daily.day), as_of.as_of) as data_as_of,
     from daily
+    cross join (select as_of from intermediate.int_devices_as_of) as as_of
     left join groups
         on groups.group_id = daily.group_id
 )

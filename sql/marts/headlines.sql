@@ -21,6 +21,15 @@
 --                 pipeline runs, minutes
 --   source        the mart (and column) the number is drawn from
 --   definition    the definition, as the README gives it
+--   data_as_of    the time the number is as of: the oldest data_as_of of the table families it
+--                 reads (intermediate.int_family_freshness); its clocks (not seen, stalled,
+--                 waiting) are judged there. NULL: a family it reads was never loaded
+--   is_known      false when a family it reads was never loaded: value, denominator and share
+--                 are NULL then (unknown, never 0), and age_note says why
+--   held_back_by  the raw tables it reads that are older than as_of (NULL: none)
+--   age_note      what every surface prints beside the number when it is older than as_of or
+--                 unknown: '<Family>: as of <time> UTC (<age>: <reason>)', '<Family>: unknown —
+--                 <reason>' (several families: joined by '; '); NULL when current
 with
 
 as_of as (
@@ -101,15 +110,16 @@ open_pipeline_runs as (
 
 pipeline_run_stages as (
     -- the stage each open run is held at, by flag: the stage a waiting run waits to start, the
-    -- stage a stalled run is at, the failing stage
+    -- stage a stalled run is at, the failing stage (minutes at the time the Pipelines tables are
+    -- as of, the mart's data_as_of)
     select
         rollout.*,
         rollout.pipeline_name || ' run ' || rollout.run_number || ', stage '
             || rollout.stage_order || ' ' || rollout.stage_name as run_stage_label,
-        floor(epoch(as_of.as_of - rollout.waiting_for_approval_since) / 60) as minutes_waiting,
-        floor(epoch(as_of.as_of - rollout.run_updated_at) / 60) as minutes_unchanged,
+        floor(epoch(rollout.data_as_of - rollout.waiting_for_approval_since) / 60)
+            as minutes_waiting,
+        floor(epoch(rollout.data_as_of - rollout.run_updated_at) / 60) as minutes_unchanged,
     from marts.pipeline_rollout as rollout
-    cross join as_of
     where rollout.is_run_open
 ),
 
@@ -357,6 +367,65 @@ items as (
     where is_failing
 ),
 
+-- the table families each headline reads (intermediate.int_family_freshness): its age
+headline_families as (
+    select * from (
+        values
+            ('devices', 'devices'),
+            ('compliance_rate', 'devices'),
+            ('non_compliant_devices', 'devices'),
+            ('unverified_devices', 'devices'),
+            ('out_of_service_devices', 'devices'),
+            ('not_seen_devices', 'devices'),
+            ('low_battery_devices', 'devices'),
+            ('top_reasons', 'devices'),
+            ('esper_low_battery_devices', 'status_metrics'),
+            ('credentials_needing_action', 'credentials'),
+            ('drift_disagreements', 'devices'),
+            ('drift_disagreements', 'catalogues'),
+            ('worst_command_rollouts', 'commands'),
+            ('users_may_wipe', 'access'),
+            ('users_may_wipe_reboot_or_lock', 'access'),
+            ('users_scopes_unknown', 'access'),
+            ('pipeline_runs_waiting', 'pipelines'),
+            ('pipeline_runs_stalled', 'pipelines'),
+            ('pipeline_runs_failing', 'pipelines')
+    ) as pairs (headline, family)
+),
+
+ages as (
+    select
+        pairs.headline,
+        case when bool_and(families.is_known) then min(families.data_as_of) end as data_as_of,
+        bool_and(families.is_known) as is_known,
+        string_agg(families.family_label || ': ' || families.age_note, '; '
+            order by families.family) as age_note,
+    from headline_families as pairs
+    inner join intermediate.int_family_freshness as families
+        on families.family = pairs.family
+    group by pairs.headline
+),
+
+held_back as (
+    select
+        pairs.headline,
+        string_agg(tables.table_name, ', ' order by tables.table_name) as held_back_by,
+    from headline_families as pairs
+    inner join intermediate.int_table_freshness as tables
+        on tables.family = pairs.family
+    where tables.freshness <> 'current'
+    group by pairs.headline
+),
+
+numbers as (
+    select headline, null as item, null as item_rank, label, value, denominator, unit,
+        source, definition
+    from scalars
+    union all
+    select headline, item, item_rank, label, value, denominator, unit, source, definition
+    from items
+),
+
 final as (
     select
         as_of.as_of as as_of,
@@ -364,21 +433,26 @@ final as (
         rows.item as item,
         rows.item_rank as item_rank,
         rows.label as label,
-        cast(rows.value as bigint) as value,
-        cast(rows.denominator as bigint) as denominator,
-        cast(rows.value as double) / nullif(rows.denominator, 0) as share,
+        case when ages.is_known then cast(rows.value as bigint) end as value,
+        case when ages.is_known then cast(rows.denominator as bigint) end as denominator,
+        case
+            when ages.is_known then cast(rows.value as double) / nullif(rows.denominator, 0)
+        end as share,
         rows.unit as unit,
         rows.source as source,
         rows.definition as definition,
-    from (
-        select headline, null as item, null as item_rank, label, value, denominator, unit,
-            source, definition
-        from scalars
-        union all
-        select headline, item, item_rank, label, value, denominator, unit, source, definition
-        from items
-    ) as rows
+        ages.data_as_of as data_as_of,
+        ages.is_known as is_known,
+        held_back.held_back_by as held_back_by,
+        ages.age_note as age_note,
+    from numbers as rows
+    inner join ages
+        on ages.headline = rows.headline
+    left join held_back
+        on held_back.headline = rows.headline
     cross join as_of
+    -- an item of a number that is unknown is not listed (its rows are older than anything known)
+    where ages.is_known or rows.item is null
 )
 
 select * from final

@@ -36,7 +36,16 @@
 --                                more target devices, then the id, among those with 5 target
 --                                devices or more (NULL below 5); marts.headlines, the demo and the
 --                                report's "Most failing" table read it (intermediate.int_rollout_progress)
+--   data_as_of                   the time the operations family (operations and their devices) is as of
+--                                (intermediate.int_family_freshness): its figures hold at that time
+--   age_note                     how old that is, in the words every surface prints (NULL: current)
 with
+
+age as (
+    select data_as_of, age_note
+    from intermediate.int_family_freshness
+    where family = 'operations'
+),
 
 operations as (
     select * from staging.stg_esper__operations
@@ -72,7 +81,10 @@ final as (
         operations.api_success_device_count as api_success_device_count,
         operations.api_failed_device_count as api_failed_device_count,
         progress.last_update_at as last_device_update_at,
+        age.data_as_of as data_as_of,
+        age.age_note as age_note,
     from operations
+    cross join age
     left join progress
         on progress.rollout_id = operations.operation_id
     left join users

@@ -20,7 +20,7 @@
 --                                    dispatched, running)
 --   share_done                       ended target runs / target_devices (NULL without targets)
 --   started_at, ended_at             the stage run's (ended_at NULL while open)
---   hours_taken                      (ended_at, or as_of while open) - started_at, in hours
+--   hours_taken                      (ended_at, or data_as_of while open) - started_at, in hours
 --   waiting_for_approval_since       on the first stage not reached of a run that is waiting: when
 --                                    the run began to wait (its updated_at); NULL elsewhere
 --   top_failure_reasons              up to 3 {reason, devices, device_names} over the failed and
@@ -34,7 +34,7 @@
 --   is_stalled                       on the stage a stalled run is at (its last stage reached, its
 --                                    first when none is): a run not ended and not waiting whose
 --                                    last change (run_updated_at) is more than
---                                    pipeline_stalled_after_hours() (sql/macros) before as_of;
+--                                    pipeline_stalled_after_hours() (sql/macros) before data_as_of;
 --                                    false elsewhere
 --   is_failing                       on the last stage reached of a run not ended, when more than
 --                                    pipeline_failing_share() (sql/macros) of that stage's target
@@ -48,6 +48,11 @@
 --   target_type                      the stage's target list type: devices or groups
 --   planned_targets                  devices (a devices list) or groups (a groups list) the stage
 --                                    targets, listed before a run reaches it
+--   data_as_of                       the time the Pipelines tables are as of (the API time of their
+--                                    last load, intermediate.int_family_freshness): "now" for the
+--                                    clocks above (hours_taken, is_stalled); NULL: never loaded
+--   age_note                         how old that is, in the words every surface prints (NULL:
+--                                    loaded by the latest run)
 with
 
 runs as (
@@ -66,8 +71,14 @@ target_runs as (
     select * from staging.stg_esper__pipeline_target_runs
 ),
 
+-- the time the Pipelines tables are as of: their clocks (stalled, hours taken) are judged there,
+-- never at a newer "now" a run reached without reading them
 as_of as (
-    select as_of from intermediate.int_as_of
+    select
+        data_as_of as as_of,
+        age_note,
+    from intermediate.int_family_freshness
+    where family = 'pipelines'
 ),
 
 per_stage_run as (
@@ -244,6 +255,8 @@ final as (
         end as operation_summary,
         planned_targets.target_type,
         coalesce(planned_targets.planned_targets, 0) as planned_targets,
+        as_of.as_of as data_as_of,
+        as_of.age_note as age_note,
     from runs
     cross join as_of
     inner join stages on stages.pipeline_id = runs.pipeline_id

@@ -19,6 +19,12 @@
 --   run_updated_at                   that run's last change
 --   is_stalled, is_failing           that run is stalled, or failing, at its current stage (the
 --                                    flags of marts.pipeline_rollout, on whichever stage they are)
+--   current_stage_target_devices, current_stage_succeeded_devices, current_stage_failed_devices,
+--   current_stage_timed_out_devices, current_stage_in_progress_devices, current_stage_share_done
+--                                    the current stage's own figures (marts.pipeline_rollout's row
+--                                    of that stage): what a row labelled with the stage shows
+--   data_as_of, age_note             the time the Pipelines tables are as of, and how old that is
+--                                    (as in marts.pipeline_rollout)
 with
 
 rollout as (
@@ -82,7 +88,20 @@ final as (
         latest.updated_at as run_updated_at,
         coalesce(per_run.is_stalled, false) as is_stalled,
         coalesce(per_run.is_failing, false) as is_failing,
+        current_stage.target_devices as current_stage_target_devices,
+        current_stage.succeeded_devices as current_stage_succeeded_devices,
+        current_stage.failed_devices as current_stage_failed_devices,
+        current_stage.timed_out_devices as current_stage_timed_out_devices,
+        current_stage.in_progress_devices as current_stage_in_progress_devices,
+        current_stage.share_done as current_stage_share_done,
+        age.data_as_of as data_as_of,
+        age.age_note as age_note,
     from latest
+    cross join (
+        select data_as_of, age_note
+        from intermediate.int_family_freshness
+        where family = 'pipelines'
+    ) as age
     left join per_run on per_run.pipeline_run_id = latest.pipeline_run_id
     left join rollout as current_stage
         on current_stage.pipeline_run_id = latest.pipeline_run_id

@@ -3,7 +3,13 @@
 -- bucket; online and active devices are left out.
 --
 -- Columns
---   as_of                        "now" (API time of the latest loaded run, ok or partial)
+--   as_of                        "now" the rules are judged at: the time the devices family (devices,
+--                                history, heartbeats, installed apps) is as of
+--                                (intermediate.int_devices_as_of); the latest loaded run's API time
+--                                unless a run since could not read those tables
+--   data_as_of                   the same time, NULL when the devices were never loaded
+--   age_note                     how old that is, in the words every surface prints (NULL: loaded
+--                                by the latest run; intermediate.int_family_freshness)
 --   device_id, device_name, device_alias, serial_number   the device
 --   platform, os_version         what it is
 --   group_id, group_name, group_path   where it is (group now)
@@ -21,6 +27,8 @@ compliance as (
 final as (
     select
         as_of,
+        data_as_of,
+        age_note,
         device_id,
         device_name,
         device_alias,

@@ -1,5 +1,8 @@
 -- Pipeline runs (bookkeeping table `_esper_runs`). as_of is the API's time of the run.
 -- is_loaded: the run's load is committed, ok or partial (sql/vocabulary/run_statuses.csv).
+-- unavailable: table -> why the run skipped it, whole or in part.
+-- has_table_record: the run recorded how it treated each table it read (staging.stg_esper__run_tables);
+--   runs of releases before that record did not.
 with
 
 source as (
@@ -15,6 +18,7 @@ renamed as (
         lower(clean_text(mode)) as run_mode,
         lower(clean_text(status)) as run_status,
         as_json(rows) as rows_loaded,
+        as_json(unavailable) as unavailable,
 
         -- numerics
         cast(requests as bigint) as request_count,
@@ -23,6 +27,7 @@ renamed as (
 
         -- booleans
         lower(clean_text(status)) = 'ok' as is_ok,
+        tables is not null as has_table_record,
         lower(clean_text(status)) in (
             select status from seeds.run_statuses where is_loaded = 'true'
         ) as is_loaded,

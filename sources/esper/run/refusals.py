@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..http import EsperError, EsperUnavailableError
@@ -44,6 +44,10 @@ class Refusals:
     # the parts to ask again on the next run, {table: {parent id: note}}: the run's writable
     # `state.REFUSED_PARTS` dict (`bind_retries`), None until bound
     _retries: dict[str, dict[str, RetryNote]] | None = None
+    # table -> (route, status, table it is read from) of the refusal that skipped it or first
+    # refused one of its parts: what `treatments` names for the freshness of each table
+    _causes: dict[str, tuple[str | None, int | None, str | None]] = field(default_factory=dict)
+    _kept: set[str] = field(default_factory=set)  # tables kept whole as loaded (`keep_if_refused`)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def keep_retries_in(self, retries: dict[str, dict[str, RetryNote]]) -> None:
@@ -73,6 +77,7 @@ class Refusals:
         with self._lock:
             first = key not in self._part_skips
             self._part_skips[key] = self._part_skips.get(key, 0) + 1
+            self._causes.setdefault(table, (error.route, error.status, None))
             if retry is not None and self._retries is not None:
                 self._retries.setdefault(table, {})[part] = retry
         if first:
@@ -124,8 +129,12 @@ class Refusals:
         with self._lock:
             return self._unavailable.get(table)
 
-    def mark_skipped(self, table: str, text: str) -> None:
-        """Record (and log once) that `table` is skipped in this run, for the reason `text`."""
+    def mark_skipped(self, table: str, text: str, *, kept: bool = False) -> None:
+        """Record (and log once) that `table` is skipped in this run, for the reason `text`
+        (`kept`: a replaced table kept whole as loaded, since some of its parts were refused)."""
+        if kept:
+            with self._lock:
+                self._kept.add(table)
         self._note_once(
             self._unavailable, table, text, "%s: not loaded in this run (unavailable), %s"
         )
@@ -136,13 +145,54 @@ class Refusals:
             text = f"skipped: {error.route} answered {error.status} ({error.reason})"
         else:  # not an answer of a route (a Data Tap job that failed, a spent request budget)
             text = f"skipped: {error.reason}"
+        with self._lock:
+            self._causes.setdefault(table, (error.route, error.status, None))
         self.mark_skipped(table, text)
 
     def skip_dependents(self, table: str) -> None:
         """Skip, naming the same refusal, the tables read from `table` (`dependents`)."""
         why = self.why(table)
+        with self._lock:
+            route, status, _ = self._causes.get(table, (None, None, None))
         for dependent in self.dependents.get(table, ()):
+            with self._lock:
+                self._causes.setdefault(dependent, (route, status, table))
             self.mark_skipped(dependent, f"{why} (read from {table})")
+
+    def treatments(
+        self, read: Iterable[str], rows: Mapping[str, int]
+    ) -> dict[str, dict[str, Any]]:
+        """How this run treated each table it read, for `_esper_runs.tables` and the freshness
+        model (sql/intermediate/int_table_freshness.sql): ``{table: {"treatment", "route",
+        "status", "read_from", "why"}}``.
+
+        treatment: `loaded` (read whole), `partial` (loaded, some parts refused or left out:
+        those parts keep older rows), `kept` (a replaced table kept whole as an earlier run
+        loaded it) or `skipped` (not loaded: its route, or the table it is read from, refused).
+
+        Args:
+            read: the tables this run's resources read (skipped ones included).
+        """
+        skipped = self.skipped()
+        with self._lock:
+            parts = {table for table, *_ in self._part_skips} | set(self._left_out)
+            out: dict[str, dict[str, Any]] = {}
+            for table in sorted({*read, *skipped}):
+                if table in self._unavailable:
+                    treatment = "kept" if table in self._kept else "skipped"
+                elif table in parts:
+                    treatment = "partial" if rows.get(table) else "kept"
+                else:
+                    treatment = "loaded"
+                route, status, read_from = self._causes.get(table, (None, None, None))
+                out[table] = {
+                    "treatment": treatment,
+                    "route": route,
+                    "status": status,
+                    "read_from": read_from,
+                    "why": skipped.get(table),
+                }
+        return out
 
     def _note_once(self, notes: dict[str, str], table: str, text: str, line: str) -> None:
         """`notes[table] = text` and one warning `line % (table, text)`, the first time only."""

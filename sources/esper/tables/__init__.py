@@ -36,6 +36,29 @@ TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in
 LISTS = tuple(read for module in MODULES for read in getattr(module, "LISTS", ()))
 
 
+# Families: the tables whose freshness is told as one (a line of `status`'s freshness block) and
+# that a mart's clock rule reads together (sql/intermediate/int_family_freshness.sql). A table's
+# family is its module's, unless its declaration names another (`Table.family`); Data Tap tables
+# are each a family of their own (declared at run time).
+FAMILY_LABELS = {
+    "devices": "Devices",
+    "census": "Device census (full scans)",
+    "catalogues": "Catalogues",
+    "commands": "Commands",
+    "operations": "Operations",
+    "events": "Event feeds",
+    "status_metrics": "Status metrics",
+    "credentials": "Credentials",
+    "access": "Access",
+    "pipelines": "Pipelines",
+}
+FAMILY: dict[str, str] = {
+    table.name: table.family or module.__name__.rsplit(".", 1)[-1]
+    for module in MODULES
+    for table in module.TABLES
+}
+
+
 def read_from(table: Table) -> set[str]:
     """The tables whose items a table is read from (its ids, its parent list, its selection)."""
     return {*table.needs, *filter(None, (table.loaded_with, table.parent))}
@@ -63,4 +86,4 @@ def skipped_with(table: str) -> tuple[str, ...]:
     return (table, *DEPENDENTS.get(table, ()))
 
 
-__all__ = ["DEPENDENTS", "LISTS", "TABLES", "Table", "read_from", "skipped_with"]
+__all__ = ["DEPENDENTS", "FAMILY", "FAMILY_LABELS", "LISTS", "TABLES", "Table", "read_from", "skipped_with"]

@@ -81,6 +81,7 @@ OPERATIONS = Table(
         kept="stop at the watermark − lag",
         envelope="content-list (previous)",
     ),
+    family="operations",
 )
 OPERATION_DEVICES = Table(
     "operation_devices",
@@ -97,6 +98,7 @@ OPERATION_DEVICES = Table(
         kept="operations new or not yet terminal, or whose list was refused last time",
         envelope="content-list (previous)",
     ),
+    family="operations",
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
 

@@ -128,6 +128,7 @@ DEVICE_CENSUS = Table(
         kept="replaced by each complete scan: devices absent from it and not updated since are "
         "removed",
     ),
+    family="census",  # read by full scans only: older than the nightly devices, by design
 )
 HEARTBEATS = Table(
     "heartbeats",

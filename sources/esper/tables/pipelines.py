@@ -429,7 +429,9 @@ def _stage_plan(
         name = "operations" if table is PIPELINE_STAGE_OPERATIONS else "targets"
         refused = getattr(plans, f"{name}_refused")
         if refused:
-            ledger.refusals.mark_skipped(table.name, f"{refused} parts refused: kept as loaded")
+            ledger.refusals.mark_skipped(
+                table.name, f"{refused} parts refused: kept as loaded", kept=True
+            )
             keep_what_was_loaded()
         elif rows := getattr(plans, name):
             yield table.page(rows, ledger.unreadable)
