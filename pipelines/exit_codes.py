@@ -21,6 +21,7 @@ class Exit(IntEnum):
     UNFINISHED = 4  # a reconciliation shortfall; `models`: a first load is unfinished
     LOCKED = 5  # the warehouse (or the published marts) stayed held by another process
     PARTIAL = 6  # loaded and committed, but some tables or parts skipped (doctor: a run would be)
+    HELD_BACK = 7  # `status`: a table family held back by refusals longer than the warning age
     INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
     OUTPUT_CLOSED = 141  # stdout's reader stopped reading (`status | head`): 128 + SIGPIPE
 
@@ -36,6 +37,7 @@ BRIEF = {
     Exit.UNFINISHED: "reconciliation shortfall",
     Exit.LOCKED: "warehouse locked",
     Exit.PARTIAL: "partial run (loaded; some tables skipped)",
+    Exit.HELD_BACK: "status: tables held back by refusals too long",
     Exit.INTERRUPTED: "interrupted",
     Exit.OUTPUT_CLOSED: "output closed by its reader",
 }

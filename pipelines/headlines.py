@@ -21,9 +21,17 @@ class Headline:
     item: str | None
     rank: int | None
     label: str
-    value: int
+    value: int | None  # None: unknown (a table family it reads was never loaded)
     denominator: int | None
     share: float | None
+    # how old the number is, in the mart's words (None: loaded by the latest run): "Pipelines: as
+    # of 2026-10-03 00:00 UTC (3 days old: ...)" or "Pipelines: unknown — ... refused (403) since"
+    age_note: str | None = None
+    is_known: bool = True
+
+    def aged(self, text: str) -> str:
+        """`text` (a line showing this number) followed by the number's age, when it has one."""
+        return f"{text} [{self.age_note}]" if self.age_note else text
 
 
 @dataclass(frozen=True)
@@ -57,24 +65,35 @@ def ranked_from_devices(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def read(con: duckdb.DuckDBPyConnection) -> Headlines | None:
-    """marts.headlines, or None when the marts are not built (`esper-warehouse models`)."""
-    try:
-        rows = con.execute(
-            "select headline, item, item_rank, label, value, denominator, share "
-            f"from {marts(con)}.headlines order by headline, item_rank nulls first"
-        ).fetchall()
-    except duckdb.Error:
-        return None
-    return Headlines(tuple(Headline(*row) for row in rows))
+    """marts.headlines, or None when the marts are not built (`esper-warehouse models`).
+
+    Marts an earlier release built have no age columns: their numbers read as current."""
+    columns = "headline, item, item_rank, label, value, denominator, share"
+    for ages in (", age_note, is_known", ""):
+        try:
+            rows = con.execute(
+                f"select {columns}{ages} "
+                f"from {marts(con)}.headlines order by headline, item_rank nulls first"
+            ).fetchall()
+        except duckdb.Error:
+            continue
+        return Headlines(tuple(Headline(*row) for row in rows))
+    return None
 
 
 def share(row: Headline | None) -> str:
-    """A headline's share as a percentage with one decimal ("45.3%"), "n/a" without one."""
+    """A headline's share as a percentage with one decimal ("45.3%"), "n/a" without one,
+    "unknown" when its number is unknown."""
+    if row is not None and not row.is_known:
+        return "unknown"
     return f"{row.share:.1%}" if row is not None and row.share is not None else "n/a"
 
 
 def of(row: Headline | None) -> str:
-    """`value of denominator` ("1 of 4"), the value alone without a denominator."""
+    """`value of denominator` ("1 of 4"), the value alone without a denominator; "unknown" when
+    a table family the number reads was never loaded (never 0)."""
     if row is None:
         return "n/a"
+    if not row.is_known or row.value is None:
+        return "unknown"
     return f"{row.value:,}" + (f" of {row.denominator:,}" if row.denominator is not None else "")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -39,7 +41,9 @@ def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
 def status(warehouse: Path, dataset: str = "esper") -> int:
     """Print the warehouse's state; opens the file read-only, briefly.
 
-    Exit codes: 0, 2 no such file, 5 held by another process, 1 any other failure to open it.
+    Exit codes: 0, 7 a table family held back by refusals longer than
+    `freshness_warn_after_hours()` (sql/macros; a morning check's signal), 2 no such file, 5 held
+    by another process, 1 any other failure to open it.
     """
     if not warehouse.exists():
         print(f"error: {missing_message(warehouse)}", file=sys.stderr)
@@ -52,9 +56,69 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
         return code
     try:
         print(render(con, dataset))
+        held = [f for f in freshness(con) if f.is_held_back]
     finally:
         con.close()
-    return Exit.OK
+    for family in held:
+        print(
+            f"warning: {family.label} held back: {family.note} (more than "
+            f"{family.warn_after_hours:g} h behind the latest run)",
+            file=sys.stderr,
+        )
+    return Exit.HELD_BACK if held else Exit.OK
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """One table family's row of intermediate.int_family_freshness."""
+
+    family: str
+    label: str
+    data_as_of: datetime | None
+    last_whole_load_at: datetime | None
+    held_back_by: str | None
+    is_held_back: bool
+    note: str | None  # age_note: None when current
+    warn_after_hours: float
+
+
+def freshness(con: duckdb.DuckDBPyConnection) -> list[Freshness]:
+    """Each table family's freshness (intermediate.int_family_freshness), families held back or
+    unknown first; none when the models are not built (or were built by an earlier release)."""
+    try:
+        rows = con.execute(
+            "select family, family_label, data_as_of, last_whole_load_at, held_back_by, "
+            "is_held_back, age_note, freshness_warn_after_hours() "
+            "from intermediate.int_family_freshness "
+            "order by is_known, not is_behind, family_label"
+        ).fetchall()
+    except duckdb.Error:
+        return []
+    return [Freshness(*row) for row in rows]
+
+
+def freshness_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """`status`'s freshness block: each table family, the API time it is as of, its last whole
+    load and what keeps it back (the words of intermediate.int_family_freshness)."""
+    families = freshness(con)
+    if not families:
+        return []
+    width = max(len(f.label) for f in families)
+    lines = [
+        "freshness (API time each table family is as of; numbers drawn from it are judged there):"
+    ]
+    for f in families:
+        if f.note:  # behind or unknown: the mart's words, then the tables that keep it back
+            state = f"{'HELD BACK: ' if f.is_held_back else ''}{f.note}; tables: {f.held_back_by}"
+        else:
+            state = f"as of {f.data_as_of:%Y-%m-%d %H:%M} UTC (current)"
+        whole = (
+            f"; last whole load {f.last_whole_load_at:%Y-%m-%d %H:%M} UTC"
+            if f.last_whole_load_at and f.last_whole_load_at != f.data_as_of
+            else ""
+        )
+        lines.append(f"  {f.label:<{width}}  {state}{whole}")
+    return lines
 
 
 def _tables(con: duckdb.DuckDBPyConnection, dataset: str) -> list[str]:
@@ -106,6 +170,9 @@ def expiring_credentials(
     (marts.headlines `credentials_needing_action`); none when the marts are not built yet."""
     numbers = numbers or headlines.read(con)
     total = numbers.number("credentials_needing_action") if numbers else None
+    title = "credentials expired or expiring (marts.credential_expiry)"
+    if total is not None and not total.is_known:
+        return [f"{title}: {total.age_note}"]
     if total is None or not total.value:
         return []
     rows = con.execute(
@@ -115,9 +182,7 @@ def expiring_credentials(
         "order by expires_at nulls last, credential_kind, credential_name"
     ).fetchall()
     counts = ", ".join(f"{r.value:,} {r.item}" for r in numbers.items("credentials_needing_action"))  # type: ignore[union-attr]
-    lines = [
-        f"credentials expired or expiring (marts.credential_expiry): {total.value:,} ({counts})"
-    ]
+    lines = [total.aged(f"{title}: {total.value:,} ({counts})")]
     for kind, name, expires, days, state, stops, served in rows:
         when = f"{expires:%Y-%m-%d} ({_when(days)})" if expires else f"expiry served as {served!r}"
         lines.append(f"  {state:<9} {kind:<21} {name}  {when}: {stops}")
@@ -136,18 +201,21 @@ def drift_disagreements(numbers: headlines.Headlines | None) -> list[str]:
     """How many devices Esper and the warehouse judge differently (marts.headlines
     `drift_disagreements`), by kind of disagreement; none when they agree or no marts."""
     total = numbers.number("drift_disagreements") if numbers else None
+    title = "devices whose drift verdicts differ (marts.drift_disagreements)"
+    if total is not None and not total.is_known:
+        return [f"{title}: {total.age_note}"]
     if total is None or not total.value:
         return []
     counts = ", ".join(f"{r.value:,} {r.item}" for r in numbers.items("drift_disagreements"))  # type: ignore[union-attr]
-    return [
-        f"devices whose drift verdicts differ (marts.drift_disagreements): {total.value:,} ({counts})"
-    ]
+    return [total.aged(f"{title}: {total.value:,} ({counts})")]
 
 
 def destructive_access(numbers: headlines.Headlines | None) -> list[str]:
     """Who may wipe, reboot or lock devices (marts.headlines, from marts.fleet_access), counted
     over active users, and how many users' scopes are unknown; none when no user was loaded."""
     wipe = numbers.number("users_may_wipe") if numbers else None
+    if wipe is not None and not wipe.is_known:
+        return [f"active users who may wipe devices (marts.fleet_access): {wipe.age_note}"]
     if numbers is None or wipe is None or not wipe.denominator:
         return []
     any_ = numbers.number("users_may_wipe_reboot_or_lock")
@@ -156,7 +224,8 @@ def destructive_access(numbers: headlines.Headlines | None) -> list[str]:
         f"active users who may wipe devices (marts.fleet_access): {headlines.of(wipe)}; "
         f"wipe, reboot or lock: {any_.value if any_ else 0:,}"
     )
-    return [line + (f"; scopes unknown for {unknown.value:,}" if unknown and unknown.value else "")]
+    line += f"; scopes unknown for {unknown.value:,}" if unknown and unknown.value else ""
+    return [wipe.aged(line)]
 
 
 def low_battery(numbers: headlines.Headlines | None) -> list[str]:
@@ -167,9 +236,11 @@ def low_battery(numbers: headlines.Headlines | None) -> list[str]:
         return []
     esper = numbers.number("esper_low_battery_devices")
     console = (
-        f"; Esper's console counter: {esper.value:,}" if esper and esper.value is not None else ""
+        f"; Esper's console counter: {esper.aged(f'{esper.value:,}')}"
+        if esper and esper.value is not None
+        else ""
     )
-    return [f"{low.label}: {headlines.of(low)} (marts.headlines{console})"]
+    return [low.aged(f"{low.label}: {headlines.of(low)} (marts.headlines{console})")]
 
 
 def compliance(numbers: headlines.Headlines | None) -> list[str]:
@@ -180,9 +251,11 @@ def compliance(numbers: headlines.Headlines | None) -> list[str]:
         return []
     unseen = numbers.number("not_seen_devices")
     return [
-        f"compliant devices (marts.headlines): {headlines.of(rate)} in service "
-        f"({headlines.share(rate)})",
-        *([f"{unseen.label}: {headlines.of(unseen)} (marts.headlines)"] if unseen else []),
+        rate.aged(
+            f"compliant devices (marts.headlines): {headlines.of(rate)} in service "
+            f"({headlines.share(rate)})"
+        ),
+        *([unseen.aged(f"{unseen.label}: {headlines.of(unseen)} (marts.headlines)")] if unseen else []),
     ]
 
 
@@ -192,9 +265,12 @@ def pipeline_runs(numbers: headlines.Headlines | None) -> list[str]:
     under its count with the stage it is held at; none when no run is open (or Pipelines is not
     loaded)."""
     waiting = numbers.number("pipeline_runs_waiting") if numbers else None
+    title = "Esper Pipelines runs not ended (marts.pipeline_rollout)"
+    if waiting is not None and not waiting.is_known:
+        return [f"{title}: {waiting.age_note}"]
     if numbers is None or waiting is None or not waiting.denominator:
         return []
-    lines = [f"Esper Pipelines runs not ended (marts.pipeline_rollout): {waiting.denominator:,}"]
+    lines = [waiting.aged(f"{title}: {waiting.denominator:,}")]
     for kind in ("waiting", "stalled", "failing"):
         count = numbers.number(f"pipeline_runs_{kind}")
         if count is not None:
@@ -258,6 +334,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     else:
         out.append("no runs recorded yet")
     out.extend(_unavailable(con, ds) if runs else [])
+    out.extend(freshness_lines(con) if runs else [])
     if runs and (unreadable := _unreadable(con, ds)):
         out += ["values the last run could not read (loaded as NULL):", *unreadable]
     out.extend(compliance(headlines.read(con)))

@@ -13,7 +13,7 @@
 --   is_behind              data_as_of is older than warehouse_as_of
 --   is_held_back           behind by more than freshness_warn_after_hours() (sql/macros) because runs
 --                          since were refused it (not because none read it): a warning in
---                          `status`, which then exits 8
+--                          `status`, which then exits 7
 --   held_back_by           the family's tables older than warehouse_as_of, or never loaded,
 --                          comma-separated (NULL: none)
 --   held_back_since        when the refusal that holds it back began (API time)

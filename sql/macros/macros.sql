@@ -104,6 +104,6 @@ create or replace macro age_label(older, newer) as
         else cast(floor(epoch(newer - older) / 86400) as bigint) || ' days old'
     end;
 
--- A table is held back in `status`'s freshness block (a warning, exit 8) once it is this many
+-- A table is held back in `status`'s freshness block (a warning, exit 7) once it is this many
 -- hours older than the warehouse's "now": two scheduled nights.
 create or replace macro freshness_warn_after_hours() as 48;

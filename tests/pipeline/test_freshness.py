@@ -1,0 +1,152 @@
+"""Every number knows its age: a nightly that cannot read a table family keeps that family's
+numbers at the time they were loaded, and says how old they are; a family never loaded is
+unknown, never 0 (README "How old is a number")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from esper_warehouse.pipelines import models
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.status import status
+
+from .helpers import load
+
+# family -> (the routes a key without its scope is refused, the headlines drawn from it, the
+# route the age note must name)
+FAMILIES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "pipelines": (("/pipelines/v0/*",), "pipeline_runs_%", "GET /pipelines/v0/runs/"),
+    "commands": (("/commands/v0/status/*",), "worst_command_rollouts", "GET /commands/v0/status/"),
+    "credentials": (
+        ("/tenant/v0/apnscertificates/*",),
+        "credentials_needing_action",
+        "GET /tenant/v0/apnscertificates/",
+    ),
+    "access": (("/authz2/v1/roles/*",), "users_%", "GET /authz2/v1/roles/"),
+}
+
+
+def headlines(wh: Path, like: str) -> list[tuple[Any, ...]]:
+    """The numbers of the headlines named `like` (value, denominator, by item), and their ages."""
+    with duckdb.connect(str(wh), read_only=True) as con:
+        return con.execute(
+            "select headline, item, value, denominator, is_known, data_as_of, age_note "
+            "from marts.headlines where headline like ? order by headline, item",
+            [like],
+        ).fetchall()
+
+
+def numbers(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [row[:4] for row in rows]
+
+
+def refused_night(sim: Any, wh: Path, routes: tuple[str, ...], hours: float = 48) -> Any:
+    """The tenant moves on `hours`; the next nightly is refused `routes` (403)."""
+    sim.advance(hours)
+    sim.set_faults([{"kind": "status", "status": 403, "route": route} for route in routes])
+    return load(sim, wh, build_models=True)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_family_refused_after_a_good_night_keeps_its_numbers_and_says_how_old(
+    sim, wh: Path, first_load, family: str, capsys
+) -> None:
+    routes, like, route = FAMILIES[family]
+    good = first_load(wh)
+    models.build_models(wh)
+    before = headlines(wh, like)
+    assert before and all(row[4] and row[6] is None for row in before), before
+
+    result = refused_night(sim, wh, routes)
+    assert result.exit_code == Exit.PARTIAL, result.error
+    after = headlines(wh, like)
+
+    # the same numbers, judged at the time they were loaded, never at the newer "now"
+    assert numbers(after) == numbers(before)
+    as_of = f"{good.as_of:%Y-%m-%d %H:%M} UTC"
+    for row in after:
+        assert row[5] == good.as_of
+        assert row[6] and f"as of {as_of} (2 days old: {route} refused (403) since " in row[6]
+
+    with duckdb.connect(str(wh), read_only=True) as con:
+        (note, behind) = con.execute(
+            "select age_note, held_back_by from intermediate.int_family_freshness "
+            "where family = ?",
+            [family],
+        ).fetchone()
+        fresh = con.execute(
+            "select count(*) from intermediate.int_family_freshness "
+            "where family <> ? and family <> 'census' and is_behind",
+            [family],
+        ).fetchone()[0]
+    assert fresh == 0  # the other families moved on with the run
+    assert route in note
+
+    capsys.readouterr()
+    assert status(wh) == Exit.OK  # 48 h behind is not yet more than the warning age
+    shown = capsys.readouterr().out
+    freshness = shown.split("freshness")[1]
+    assert f"{note}; tables: {behind}" in freshness
+
+
+def test_credentials_expiry_is_counted_at_the_time_the_credentials_were_read(
+    sim, wh: Path, first_load
+) -> None:
+    first_load(wh)
+    models.build_models(wh)
+    query = (
+        "select credential_kind, credential_id, days_left, status, age_note "
+        "from marts.credential_expiry order by 1, 2"
+    )
+    with duckdb.connect(str(wh), read_only=True) as con:
+        before = con.execute(query).fetchall()
+    refused_night(sim, wh, ("/tenant/v0/*", "/v2/provisioning-profiles*"))
+    with duckdb.connect(str(wh), read_only=True) as con:
+        after = con.execute(query).fetchall()
+    assert [row[:4] for row in after] == [row[:4] for row in before]
+    assert all(row[4] and "2 days old" in row[4] for row in after)
+
+
+def test_a_family_held_back_longer_than_the_warning_age_makes_status_exit_7(
+    sim, wh: Path, first_load, capsys
+) -> None:
+    first_load(wh)
+    refused_night(sim, wh, ("/pipelines/v0/*",), hours=72)
+    capsys.readouterr()
+    assert status(wh) == Exit.HELD_BACK
+    captured = capsys.readouterr()
+    assert "HELD BACK: as of" in captured.out
+    assert "warning: Pipelines held back: as of" in captured.err
+
+
+def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, capsys) -> None:
+    sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/v0/*"}])
+    result = load(sim, wh, build_models=True)
+    assert result.exit_code == Exit.PARTIAL, result.error
+
+    rows = headlines(wh, "pipeline_runs_%")
+    assert {row[0] for row in rows} == {
+        "pipeline_runs_waiting",
+        "pipeline_runs_stalled",
+        "pipeline_runs_failing",
+    }
+    for _, item, value, denominator, is_known, data_as_of, note in rows:
+        assert item is None and value is None and denominator is None and not is_known
+        assert data_as_of is None
+        day = f"{result.as_of:%Y-%m-%d}"
+        assert note == (
+            f"Pipelines: unknown — GET /pipelines/v0/runs/ refused (403) since {day}"
+        )
+    # the other numbers are known
+    assert all(row[4] for row in headlines(wh, "compliance_rate"))
+
+    capsys.readouterr()
+    assert status(wh) == Exit.OK  # unknown since the first load: said, not a warning
+    shown = capsys.readouterr().out
+    assert (
+        "Esper Pipelines runs not ended (marts.pipeline_rollout): Pipelines: unknown — "
+        f"GET /pipelines/v0/runs/ refused (403) since {day}"
+    ) in shown
