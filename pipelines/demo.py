@@ -191,7 +191,9 @@ def _fleet_lines(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -
     lines += [f"  {r.item:<10} {r.value:>7,}" for r in numbers.items("devices")]
     rate = numbers.number("compliance_rate")
     lines.append(
-        f"\nCompliance (marts.headlines), of the {rate.denominator or 0:,} devices in service:"  # type: ignore[union-attr]
+        rate.aged(  # type: ignore[union-attr]
+            f"\nCompliance (marts.headlines), of the {rate.denominator or 0:,} devices in service:"  # type: ignore[union-attr]
+        )
     )
     for name, word in (("compliance_rate", "compliant"), ("non_compliant_devices", "non_compliant"),
                        ("unverified_devices", "unverified")):  # fmt: skip
@@ -206,11 +208,14 @@ def _fleet_lines(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -
     if top:
         lines.append(f"  top reasons among the {top[0].denominator or 0:,} non-compliant devices:")
         lines += [f"    {r.label} ({r.item}): {r.value:,} devices" for r in top]
-    lines.append(
+    title = (
         "\nThe three worst command rollouts (marts.headlines: requests to "
         f"{headlines.ranked_from_devices(con)} devices or more, by failure + timeout rate):"
     )
-    lines += _worst_rollouts(con, numbers)
+    unknown = numbers.number("worst_command_rollouts")  # a row of its own only when unknown
+    aged = numbers.items("worst_command_rollouts")[:1] or ([unknown] if unknown else [])
+    lines.append(aged[0].aged(title) if aged else title)
+    lines += [] if unknown else _worst_rollouts(con, numbers)
     unseen = numbers.number("not_seen_devices")
     if unseen:
         lines.append(f"\n{unseen.label} (marts.stale_devices): {unseen.value:,}")

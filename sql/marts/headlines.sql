@@ -417,10 +417,31 @@ held_back as (
     group by pairs.headline
 ),
 
+-- a headline that is only a list (top reasons, worst rollouts) gets a row of its own when it is
+-- unknown, so that every surface can say so (its items are not listed then)
+unknown_lists as (
+    select
+        ages.headline,
+        null as item,
+        null as item_rank,
+        'unknown' as label,
+        null as value,
+        null as denominator,
+        null as unit,
+        null as source,
+        'the list is unknown: a table family it reads was never loaded (age_note)' as definition,
+    from ages
+    anti join scalars
+        on scalars.headline = ages.headline
+    where not ages.is_known
+),
+
 numbers as (
     select headline, null as item, null as item_rank, label, value, denominator, unit,
         source, definition
     from scalars
+    union all
+    select * from unknown_lists
     union all
     select headline, item, item_rank, label, value, denominator, unit, source, definition
     from items

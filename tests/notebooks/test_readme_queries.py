@@ -90,3 +90,18 @@ def test_readme_which_devices_failed_stage_2_and_why(demo_warehouse: Path) -> No
         for top in reasons:  # the mart's top reasons: the same devices, by name
             named = sorted(r[3] for r in rows if r[6] == top["reason"])
             assert len(named) == top["devices"] and named[:3] == top["device_names"]
+
+
+def test_readme_which_tables_are_behind(demo_warehouse: Path) -> None:
+    """One row per table family; on the demo every family is current (no age note) but the device
+    census, which only full scans read (the demo's nightlies are incremental)."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        readme = con.execute(_readme_query("Which tables are behind, and why?")).fetchall()
+        families = con.execute("select family_label from seeds.table_families").fetchall()
+    labels = {row[0] for row in readme}
+    assert labels >= {row[0] for row in families}
+    assert all(label.startswith("Data Tap ") for label in labels - {r[0] for r in families})
+    assert all(row[1] is not None for row in readme), readme
+    behind = {row[0]: row[3] for row in readme if row[3] is not None}
+    assert set(behind) <= {"Device census (full scans)"}, behind
+    assert all("not read by the runs since" in note for note in behind.values())
