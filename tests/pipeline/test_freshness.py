@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import functools
+
 import duckdb
 import pytest
 from esper_warehouse.pipelines import models
@@ -26,6 +28,13 @@ FAMILIES: dict[str, tuple[tuple[str, ...], str, str]] = {
         "GET /tenant/v0/apnscertificates/",
     ),
     "access": (("/authz2/v1/roles/*",), "users_%", "GET /authz2/v1/roles/"),
+    # every device's app list refused: nothing of the apps is newer, so the devices family (and
+    # every compliance number, judged at its time) stays where it was
+    "devices": (
+        ("/enterprise/*/device/*/app/*", "/v2/devices/*/device-apps/*"),
+        "compliance_rate",
+        "GET /enterprise/{id}/device/{id}/app/",
+    ),
 }
 
 
@@ -150,3 +159,47 @@ def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, caps
         "Esper Pipelines runs not ended (marts.pipeline_rollout): Pipelines: unknown — "
         f"GET /pipelines/v0/runs/ refused (403) since {day}"
     ) in shown
+
+
+def test_operations_refused_keep_their_figures_and_their_age(sim, wh: Path, first_load) -> None:
+    first_load(wh)
+    models.build_models(wh)
+    query = (
+        "select operation_id, target_devices, success_devices, pending_devices, age_note "
+        "from marts.operation_rollout order by 1"
+    )
+    with duckdb.connect(str(wh), read_only=True) as con:
+        before = con.execute(query).fetchall()
+    assert before and all(row[4] is None for row in before)
+    refused_night(sim, wh, ("/v0/operations/*",))
+    with duckdb.connect(str(wh), read_only=True) as con:
+        after = con.execute(query).fetchall()
+    assert [row[:4] for row in after] == [row[:4] for row in before]
+    assert all("GET /v0/operations/ refused (403)" in row[4] for row in after)
+
+
+def test_a_data_tap_table_skipped_is_a_family_behind_with_its_reason(
+    sim, wh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from esper_warehouse.sources.esper.tables import data_tap as datatap
+
+    monkeypatch.setattr(
+        datatap, "run_query", functools.partial(datatap.run_query, sleep=lambda _: None)
+    )
+    options = {"data_tap_queries": {"battery": "select device_id from devices"}}
+    first = load(sim, wh, resources=["data_tap__battery"], source_options=options)
+    assert first.exit_code == Exit.OK, first.error
+    sim.advance(48)
+    sim.set_faults([{"kind": "query_canceled", "route": "/data-tap/v0/queries/*"}])
+    second = load(
+        sim, wh, resources=["data_tap__battery"], source_options=options, build_models=True
+    )
+    assert second.exit_code == Exit.PARTIAL, second.error
+    with duckdb.connect(str(wh), read_only=True) as con:
+        row = con.execute(
+            "select family_label, data_as_of, is_behind, held_back_by, age_note "
+            "from intermediate.int_family_freshness where family = 'data_tap__battery'"
+        ).fetchone()
+    assert row[:4] == ("Data Tap battery", first.as_of, True, "data_tap__battery")
+    assert row[4].startswith(f"as of {first.as_of:%Y-%m-%d %H:%M} UTC (2 days old: ")
+    assert "CANCELED" in row[4] and "since " in row[4]
