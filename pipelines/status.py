@@ -255,7 +255,11 @@ def compliance(numbers: headlines.Headlines | None) -> list[str]:
             f"compliant devices (marts.headlines): {headlines.of(rate)} in service "
             f"({headlines.share(rate)})"
         ),
-        *([unseen.aged(f"{unseen.label}: {headlines.of(unseen)} (marts.headlines)")] if unseen else []),
+        *(
+            [unseen.aged(f"{unseen.label}: {headlines.of(unseen)} (marts.headlines)")]
+            if unseen
+            else []
+        ),
     ]
 
 

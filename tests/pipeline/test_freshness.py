@@ -4,10 +4,9 @@ unknown, never 0 (README "How old is a number")."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
-
-import functools
 
 import duckdb
 import pytest
@@ -82,8 +81,7 @@ def test_a_family_refused_after_a_good_night_keeps_its_numbers_and_says_how_old(
 
     with duckdb.connect(str(wh), read_only=True) as con:
         (note, behind) = con.execute(
-            "select age_note, held_back_by from intermediate.int_family_freshness "
-            "where family = ?",
+            "select age_note, held_back_by from intermediate.int_family_freshness where family = ?",
             [family],
         ).fetchone()
         fresh = con.execute(
@@ -146,9 +144,7 @@ def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, caps
         assert item is None and value is None and denominator is None and not is_known
         assert data_as_of is None
         day = f"{result.as_of:%Y-%m-%d}"
-        assert note == (
-            f"Pipelines: unknown — GET /pipelines/v0/runs/ refused (403) since {day}"
-        )
+        assert note == (f"Pipelines: unknown — GET /pipelines/v0/runs/ refused (403) since {day}")
     # the other numbers are known
     assert all(row[4] for row in headlines(wh, "compliance_rate"))
 

@@ -159,9 +159,7 @@ class Refusals:
                 self._causes.setdefault(dependent, (route, status, table))
             self.mark_skipped(dependent, f"{why} (read from {table})")
 
-    def treatments(
-        self, read: Iterable[str], rows: Mapping[str, int]
-    ) -> dict[str, dict[str, Any]]:
+    def treatments(self, read: Iterable[str], rows: Mapping[str, int]) -> dict[str, dict[str, Any]]:
         """How this run treated each table it read, for `_esper_runs.tables` and the freshness
         model (sql/intermediate/int_table_freshness.sql): ``{table: {"treatment", "route",
         "status", "read_from", "why"}}``.

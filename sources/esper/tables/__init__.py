@@ -86,4 +86,13 @@ def skipped_with(table: str) -> tuple[str, ...]:
     return (table, *DEPENDENTS.get(table, ()))
 
 
-__all__ = ["DEPENDENTS", "FAMILY", "FAMILY_LABELS", "LISTS", "TABLES", "Table", "read_from", "skipped_with"]
+__all__ = [
+    "DEPENDENTS",
+    "FAMILY",
+    "FAMILY_LABELS",
+    "LISTS",
+    "TABLES",
+    "Table",
+    "read_from",
+    "skipped_with",
+]
