@@ -400,3 +400,110 @@ def test_the_demo_and_the_rollouts_page_rank_from_the_edited_threshold(
                    "Pipeline runs stalled for more than 1 h",
                    "Pipeline runs failing on more than 50 % of a stage"):  # fmt: skip
         assert wanted in text, wanted
+
+
+# -- Every number knows its age (issue 41) ------------------------------------------------------
+
+PIPELINES_ROUTE = "GET /pipelines/v0/runs/"
+CREDENTIALS_ROUTE = "GET /tenant/v0/apnscertificates/"
+
+
+@pytest.fixture(scope="module")
+def aged(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo warehouse, as if its key had never had the credentials' scope (every run refused
+    the Apple push certificates: the family is unknown) and a nightly 72 h after the last one was
+    refused Esper Pipelines (the family is 3 days old, more than the warning age)."""
+    import orjson
+
+    wh = tmp_path_factory.mktemp("aged") / demo_warehouse.name
+    copy_warehouse(demo_warehouse, wh)
+    refused = {
+        "treatment": "skipped",
+        "route": CREDENTIALS_ROUTE,
+        "status": 403,
+        "read_from": None,
+        "why": f"skipped: {CREDENTIALS_ROUTE} answered 403 (refused for this route)",
+    }
+    with duckdb.connect(str(wh)) as con:
+        runs = con.execute("select run_id, tables from esper._esper_runs").fetchall()
+        for run_id, tables in runs:
+            treated = orjson.loads(tables)
+            assert "apns_certificates" in treated, "the demo's runs record their tables"
+            treated["apns_certificates"] = refused
+            con.execute(
+                "update esper._esper_runs set tables = ? where run_id = ?",
+                [orjson.dumps(treated).decode(), run_id],
+            )
+        con.execute("delete from esper.apns_certificates")  # never loaded: nothing in it
+        (last,) = con.execute(
+            "select run_id from esper._esper_runs where status in ('ok', 'partial') "
+            "order by as_of desc limit 1"
+        ).fetchone()
+        con.execute(
+            "create temp table night as select * from esper._esper_runs where run_id = ?", [last]
+        )
+        treated = orjson.loads(con.execute("select tables from night").fetchone()[0])
+        for table in treated:
+            if table.startswith("pipeline"):
+                treated[table] = {**refused, "route": PIPELINES_ROUTE}
+        con.execute(
+            "update night set run_id = 'aged-night', status = 'partial', mode = 'incremental', "
+            "as_of = as_of + interval 72 hour, started_at = started_at + interval 72 hour, "
+            "finished_at = finished_at + interval 72 hour, tables = ?",
+            [orjson.dumps(treated).decode()],
+        )
+        con.execute("insert into esper._esper_runs select * from night")
+    build_models(wh)
+    return wh
+
+
+def _aged_headlines(wh: Path) -> Headlines:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        numbers = headlines.read(con)
+    assert numbers is not None
+    return numbers
+
+
+def test_the_aged_marts_keep_the_pipelines_numbers_and_say_credentials_are_unknown(
+    aged: Path, mart: Headlines
+) -> None:
+    numbers = _aged_headlines(aged)
+    for kind in ("waiting", "stalled", "failing"):
+        old, new = mart.number(f"pipeline_runs_{kind}"), numbers.number(f"pipeline_runs_{kind}")
+        assert (new.value, new.denominator) == (old.value, old.denominator)
+        assert [(r.item, r.value) for r in numbers.items(new.headline)] == [
+            (r.item, r.value) for r in mart.items(old.headline)
+        ]
+        assert new.age_note.startswith("Pipelines: as of ")
+        assert f"(3 days old: {PIPELINES_ROUTE} refused (403) since " in new.age_note
+    creds = numbers.number("credentials_needing_action")
+    assert creds.value is None and creds.denominator is None and not creds.is_known
+    assert creds.age_note.startswith(f"Credentials: unknown — {CREDENTIALS_ROUTE} refused (403)")
+    assert not numbers.items("credentials_needing_action")
+    rate = numbers.number("compliance_rate")
+    assert rate.is_known and rate.age_note is None
+
+
+def test_status_and_the_demo_print_each_numbers_age_from_the_mart(
+    aged: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    numbers = _aged_headlines(aged)
+    waiting = numbers.number("pipeline_runs_waiting")
+    creds = numbers.number("credentials_needing_action")
+    assert status.status(aged) == 7  # Pipelines held back for more than two nights
+    out = capsys.readouterr()
+    demo._summary(aged)
+    summary = capsys.readouterr().out
+    for text in (out.out, summary):
+        assert (
+            "Esper Pipelines runs not ended (marts.pipeline_rollout): "
+            f"{waiting.denominator:,} [{waiting.age_note}]"
+        ) in text
+        assert (
+            f"credentials expired or expiring (marts.credential_expiry): {creds.age_note}" in text
+        )
+        assert f"{creds.value or 0:,} (" not in text.split("credential_expiry)")[1][:5]
+    assert "warning: Pipelines held back: as of " in out.err
+    block = out.out.split("freshness (")[1].split("\n\n")[0]
+    assert f"Credentials{' ' * 3}" not in block or "unknown — " in block
+    assert "HELD BACK: as of " in block and f"{PIPELINES_ROUTE} refused (403)" in block
