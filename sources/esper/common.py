@@ -150,6 +150,51 @@ def refused_part(
     return True
 
 
+@dataclass(frozen=True)
+class OtherParent:
+    """A part whose items name another parent than the one the request asked for."""
+
+    part: str
+    value: object
+
+
+def of_parent(items: list[dict], column: str, part: str) -> list[dict] | OtherParent:
+    """A per-parent list's items, each with `column` = `part`, the parent the request named.
+
+    The parent is the one asked, never the id an item repeats: an item without it belongs to
+    `part` all the same; an item naming another parent makes the whole part suspect (which of
+    the two is it?): `OtherParent`, refused by the caller (`refuse_other_parents`).
+    """
+    for item in items:
+        value = item.get(column)
+        if value is not None and value != "" and str(value) != str(part):
+            return OtherParent(part, value)
+    return [{**item, column: part} for item in items]
+
+
+def refuse_other_parents(
+    ledger: RunLedger,
+    table: Table,
+    parent: Table,
+    column: str,
+    others: list[OtherParent],
+    route: str | None = None,
+) -> None:
+    """Name the parts of `table` left out because their items named another parent (`of_parent`),
+    read from `route` (default: the table's): the run ends partial, and the part is read again
+    by the next run as for any refused part."""
+    if not others:
+        return
+    noun = parent.name.removesuffix("s").replace("_", " ")
+    first = others[0]
+    ledger.refusals.mark_skipped(
+        table.name,
+        f"{len(others)} {noun}(s) left out: GET {route or table.path} served items whose {column} names "
+        f"another {noun} than the one asked (e.g. {str(first.value)[:40]!r} for "
+        f"{str(first.part)[:40]!r}); read again next run",
+    )
+
+
 def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:
     """A replaced table with refused parts is kept whole as loaded (True): replacing it would
     drop the refused parts' rows. Named in the run, with the parts counted (`skip_part`)."""
@@ -164,8 +209,11 @@ def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: st
     """Whether `part` is in its parent's list read again now (once per run, after a 404).
 
     The list read before the 404 named the part, so only a read after it can prove the part
-    gone. A list that cannot be read proves nothing: the part counts as still listed.
+    gone. A list that cannot be read proves nothing: the part counts as still listed, and so
+    does the part of a per-parent list (`{id}` in its route: no one list holds them all).
     """
+    if "{id}" in parent.path:
+        return True
 
     def read() -> set[str]:
         log.info(
