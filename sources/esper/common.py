@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import dlt
 
+from .arrow import missing_key
 from .http import (
     EsperAuthError,
     EsperClient,
@@ -24,7 +25,7 @@ from .http import (
     EsperNotFoundError,
     EsperUnavailableError,
 )
-from .http.pages import read_all
+from .http.pages import fan_out, read_all
 from .run.ledger import RunLedger
 from .run.refusals import RetryNote
 from .table import Table
@@ -193,6 +194,75 @@ def refuse_other_parents(
         f"another {noun} than the one asked (e.g. {str(first.value)[:40]!r} for "
         f"{str(first.part)[:40]!r}); read again next run",
     )
+
+
+@dataclass
+class ParentLists:
+    """One per-parent read: its rows (each with the parent asked), and the parents refused."""
+
+    rows: list[dict] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
+
+
+def read_each_parent(
+    table: Table,
+    parent: Table,
+    paths: dict[str, str],
+    column: str,
+    client: EsperClient,
+    ledger: RunLedger,
+    opts: Options,
+    route: str | None = None,
+) -> ParentLists:
+    """Each parent's whole list, concurrently: `table`'s rows of it, with the parent asked in
+    `column` (an item naming another parent refuses its part: `of_parent`). `route`:
+    the lists' route when it is not `table.path` (a list read per item of a per-parent list).
+
+    An error is `refused_part`'s: a 400/403/404 of a part is counted against `table`,
+    naming its route and status, and read again next run (the parents' tables are replaced,
+    the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends the run.
+    """
+    limit = table.limit(opts.page_size)
+
+    def fetch(part: str) -> Any:
+        try:
+            return read_all(client, paths[part], limit=limit).items  # items known by `id`
+        except EsperError as error:
+            refused = refused_part(ledger, client, table.name, parent, part, error, retry=None)
+            return REFUSED if refused else None  # None: the parent is gone
+
+    read = ParentLists()
+    others: list[OtherParent] = []
+    for part, items in fan_out(client, list(paths), fetch):
+        if items is REFUSED:
+            read.refused.add(part)
+        elif items is not None:
+            rows = of_parent(items, column, part)
+            if isinstance(rows, OtherParent):
+                others.append(rows)
+                read.refused.add(part)
+            else:
+                read.rows.extend(rows)
+    refuse_other_parents(ledger, table, parent, column, others, route)
+    return read
+
+
+def parent_paths(table: Table, parents: list[str], client: EsperClient) -> dict[str, str]:
+    """Each parent's route of a per-parent `table`."""
+    return {parent: table.path_for(client, parent) for parent in parents}
+
+
+def items_by_id(items: list[dict], column: str, route: str) -> dict[str, list[dict]]:
+    """Lists read next, by their `id` (a list two parents share is read once, its items kept
+    for each, e.g. a stage plan's); a list without an id ends the run naming the
+    `table.column` (`column`) that would hold it (`MissingKey`), never with a `KeyError`."""
+    missing = sum(item.get("id") in (None, "") for item in items)
+    if missing:
+        raise missing_key(column, missing, len(items), route)
+    lists: dict[str, list[dict]] = {}
+    for item in items:
+        lists.setdefault(item["id"], []).append(item)
+    return lists
 
 
 def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:

@@ -21,28 +21,25 @@ is partial (exit 6); everything else loads.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import dlt
 import pyarrow as pa
 
-from ..arrow import missing_key
 from ..common import (
-    REFUSED,
     Options,
     OtherParent,
+    items_by_id,
     keep_if_refused,
     keep_what_was_loaded,
     of_parent,
+    parent_paths,
+    read_each_parent,
     refuse_other_parents,
-    refused_part,
     skip_unavailable,
 )
 from ..http import EsperClient
-from ..http.errors import EsperError
-from ..http.pages import fan_out, read_all
 from ..run.ledger import RunLedger
 from ..run.state import PIPELINE_RUNS_SEEN, advance_cursor, read_from
 from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
@@ -288,70 +285,6 @@ def pipeline_runs(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     yield from optional_shared_list(PIPELINE_RUNS, client, ledger, opts)
 
 
-@dataclass
-class _Lists:
-    """One per-parent read: its rows (each with the parent asked), and the parents refused."""
-
-    rows: list[dict] = field(default_factory=list)
-    refused: set[str] = field(default_factory=set)
-
-
-def _read_each(
-    table: Table,
-    parent: Table,
-    paths: dict[str, str],
-    column: str,
-    client: EsperClient,
-    ledger: RunLedger,
-    opts: Options,
-    route: str | None = None,
-) -> _Lists:
-    """Each parent's whole list, concurrently: `table`'s rows of it, with the parent asked in
-    `column` (an item naming another parent refuses its part: `common.of_parent`). `route`:
-    the lists' route when it is not `table.path` (a stage plan's second read).
-
-    An error is `common.refused_part`'s: a 400/403/404 of a part is counted against `table`,
-    naming its route and status, and read again next run (the parents' tables are replaced,
-    the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends the run.
-    """
-    limit = table.limit(opts.page_size)
-
-    def fetch(part: str) -> Any:
-        try:
-            return read_all(client, paths[part], limit=limit).items  # items known by `id`
-        except EsperError as error:
-            refused = refused_part(ledger, client, table.name, parent, part, error, retry=None)
-            return REFUSED if refused else None  # None: the parent is gone
-
-    read = _Lists()
-    others: list[OtherParent] = []
-    for part, items in fan_out(client, list(paths), fetch):
-        if items is REFUSED:
-            read.refused.add(part)
-        elif items is not None:
-            rows = of_parent(items, column, part)
-            if isinstance(rows, OtherParent):
-                others.append(rows)
-                read.refused.add(part)
-            else:
-                read.rows.extend(rows)
-    refuse_other_parents(ledger, table, parent, column, others, route)
-    return read
-
-
-def _by_id(items: list[dict], column: str, route: str) -> dict[str, list[dict]]:
-    """The lists a stage plan reads next, by id (a list two stages share is read once, its
-    items kept for each); a list without an id ends the run naming the `table.column` that
-    would hold it (`MissingKey`), never with a `KeyError`."""
-    missing = sum(item.get("id") in (None, "") for item in items)
-    if missing:
-        raise missing_key(column, missing, len(items), route)
-    lists: dict[str, list[dict]] = {}
-    for item in items:
-        lists.setdefault(item["id"], []).append(item)
-    return lists
-
-
 def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tuple[list[str], Any]:
     """The runs whose children are read this run, and the newest `updated_at` of the list."""
     since = read_from(PIPELINE_RUNS_SEEN, opts.lag, ledger)
@@ -378,28 +311,24 @@ class _Children:
 
     def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
         run_ids, self.newest = _runs_to_read(ledger, client, opts)
-        stage_runs = _read_each(
-            PIPELINE_STAGE_RUNS, PIPELINE_RUNS, _paths(PIPELINE_STAGE_RUNS, run_ids, client),
+        stage_runs = read_each_parent(
+            PIPELINE_STAGE_RUNS, PIPELINE_RUNS, parent_paths(PIPELINE_STAGE_RUNS, run_ids, client),
             "pipeline_run_id", client, ledger, opts,
         )  # fmt: skip
         ids = PIPELINE_STAGE_RUNS.require(stage_runs.rows)
         ids = [s["id"] for s in ids]
-        operations = _read_each(
+        operations = read_each_parent(
             PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_STAGE_RUNS,
-            _paths(PIPELINE_STAGE_RUN_OPERATIONS, ids, client), "stage_run_id", client, ledger,
+            parent_paths(PIPELINE_STAGE_RUN_OPERATIONS, ids, client), "stage_run_id", client, ledger,
             opts,
         )  # fmt: skip
-        target_runs = _read_each(
-            PIPELINE_TARGET_RUNS, PIPELINE_STAGE_RUNS, _paths(PIPELINE_TARGET_RUNS, ids, client),
+        target_runs = read_each_parent(
+            PIPELINE_TARGET_RUNS, PIPELINE_STAGE_RUNS, parent_paths(PIPELINE_TARGET_RUNS, ids, client),
             "stage_run_id", client, ledger, opts,
         )  # fmt: skip
         self.stage_runs, self.operations = stage_runs.rows, operations.rows
         self.target_runs = target_runs.rows
         self.refused = bool(stage_runs.refused or operations.refused or target_runs.refused)
-
-
-def _paths(table: Table, parents: list[str], client: EsperClient) -> dict[str, str]:
-    return {parent: table.path_for(client, parent) for parent in parents}
 
 
 def _children(
@@ -463,13 +392,13 @@ class _StagePlans:
         stages = PIPELINE_STAGES.require(read_stages.rows)
         stage_ids = [s["id"] for s in stages]
         pipeline_of = {s["id"]: s["pipeline_id"] for s in stages}  # the pipeline asked
-        op_lists = _read_each(
+        op_lists = read_each_parent(
             PIPELINE_STAGE_OPERATIONS, PIPELINE_STAGES,
-            _paths(PIPELINE_STAGE_OPERATIONS, stage_ids, client), "stage_id", client, ledger, opts,
+            parent_paths(PIPELINE_STAGE_OPERATIONS, stage_ids, client), "stage_id", client, ledger, opts,
         )  # fmt: skip
         column = "pipeline_stage_operations.operation_list_id"
-        lists = _by_id(op_lists.rows, column, PIPELINE_STAGE_OPERATIONS.path)
-        operations = _read_each(
+        lists = items_by_id(op_lists.rows, column, PIPELINE_STAGE_OPERATIONS.path)
+        operations = read_each_parent(
             PIPELINE_STAGE_OPERATIONS, _OPERATION_LISTS,
             {ol: OPERATIONS_PATH.format(id=ol) for ol in lists}, "operation_list_id", client,
             ledger, opts, OPERATIONS_PATH,
@@ -483,19 +412,19 @@ class _StagePlans:
         refuse_other_parents(ledger, PIPELINE_STAGE_OPERATIONS, PIPELINES, "pipeline_id", others)
         self.operations_refused = bool(op_lists.refused or operations.refused or others)
 
-        target_lists = _read_each(
+        target_lists = read_each_parent(
             PIPELINE_STAGE_TARGETS, PIPELINE_STAGES,
-            _paths(PIPELINE_STAGE_TARGETS, stage_ids, client), "stage_id", client, ledger, opts,
+            parent_paths(PIPELINE_STAGE_TARGETS, stage_ids, client), "stage_id", client, ledger, opts,
         )  # fmt: skip
         column = "pipeline_stage_targets.target_list_id"
-        lists = _by_id(target_lists.rows, column, PIPELINE_STAGE_TARGETS.path)
+        lists = items_by_id(target_lists.rows, column, PIPELINE_STAGE_TARGETS.path)
         paths = {}
         for list_id, held in lists.items():
             members = MEMBERS.get(str(held[0].get("target_list_type") or "").upper())
             pipeline = pipeline_of[held[0]["stage_id"]]
             if members is not None:  # (a list shared by two stages is read once)
                 paths[list_id] = MEMBERS_PATH.format(pipeline_id=pipeline, id=list_id) + members
-        read = _read_each(
+        read = read_each_parent(
             PIPELINE_STAGE_TARGETS, _TARGET_LISTS, paths, "target_list_id", client, ledger, opts,
             MEMBERS_PATH + "…",
         )  # fmt: skip
