@@ -440,8 +440,9 @@ def _records(payload: Any) -> list[dict[str, Any]]:
     if isinstance(payload, list):  # a bare array (authz2's role scopes)
         return [r for r in payload if isinstance(r, dict)]
     envelope = _envelope_of(payload)
-    if isinstance(envelope, dict) and "results" in envelope:
-        return [r for r in envelope["results"] or [] if isinstance(r, dict)]
+    for name in ("results", "roles"):  # `roles`: the linkless `{count, roles}` list
+        if isinstance(envelope, dict) and name in envelope:
+            return [r for r in envelope[name] or [] if isinstance(r, dict)]
     return [envelope] if isinstance(envelope, dict) else []
 
 

@@ -132,6 +132,21 @@ class UnreadableKey(EsperResponseError):
     """
 
 
+class MissingKey(UnreadableKey):
+    """Items served without their table's key or cursor (absent, null or empty): exit 3, naming
+    `table.column`, the route and how many. Such an item is never keyed `(None,)`, merged with
+    another, loaded as NULL or left out quietly: it cannot be told apart from the next one."""
+
+
+def missing_key(column: str, missing: int, total: int, route: str | None = None) -> MissingKey:
+    """The error of `missing` items of `total` (one read) served without `column`'s value."""
+    where = f" from GET {route}" if route else ""
+    return MissingKey(
+        f"{column}: missing or null in {missing} of {total} item(s){where}; it is the table's key "
+        "or cursor, which is never loaded as NULL (the run ends, nothing of it loaded)"
+    )
+
+
 def unreadable_key(column: str, value: Any, type_: str, reason: str) -> UnreadableKey:
     """The error of a key or cursor value (of `column`, `table.column`) that cannot be read."""
     return UnreadableKey(
@@ -290,10 +305,15 @@ def _typed(
     column: str,
     unreadable: Unreadable | None,
     identifying: bool = False,
+    route: str | None = None,
 ) -> pa.Array:
     """A column's values as its declared type. A value that cannot be read is NULL and counted
     in `unreadable` (under `column`, i.e. `table.column`), or, in a key or cursor column
-    (`identifying`), an `UnreadableKey`."""
+    (`identifying`), an `UnreadableKey`; a key or cursor absent or null is a `MissingKey`."""
+    if identifying:
+        missing = sum(v is None or v == "" for v in values)
+        if missing:
+            raise missing_key(column, missing, len(values), route)
     if type_ != "json" and (fast := _fast(values, type_)) is not None:
         return fast  # (never holds a `_NotAnObject`: its type is no exact one)
     read = READERS[type_]
@@ -378,15 +398,17 @@ def to_arrow(
 
     Raises:
         UnreadableKey: a key or cursor value cannot be read as its column's type.
+        MissingKey: an item lacks its key or cursor (absent, null or empty).
     """
     arrays: dict[str, pa.Array] = {}
     n = len(records)
 
     identifying = schema.identifying
+    route = getattr(schema, "path", None)  # a `Table`'s route, named when a key is missing
 
     def typed(name: str, values: list[Any], type_: str) -> pa.Array:
         column = f"{schema.name}.{name}"
-        return _typed(values, type_, column, unreadable, name in identifying)
+        return _typed(values, type_, column, unreadable, name in identifying, route)
 
     for name, (type_, value) in (add or {}).items():
         arrays[name] = typed(name, [value] * n, type_)

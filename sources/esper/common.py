@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import dlt
 
+from .arrow import missing_key
 from .http import (
     EsperAuthError,
     EsperClient,
@@ -24,7 +25,7 @@ from .http import (
     EsperNotFoundError,
     EsperUnavailableError,
 )
-from .http.pages import read_all
+from .http.pages import fan_out, read_all
 from .run.ledger import RunLedger
 from .run.refusals import RetryNote
 from .table import Table
@@ -150,6 +151,120 @@ def refused_part(
     return True
 
 
+@dataclass(frozen=True)
+class OtherParent:
+    """A part whose items name another parent than the one the request asked for."""
+
+    part: str
+    value: object
+
+
+def of_parent(items: list[dict], column: str, part: str) -> list[dict] | OtherParent:
+    """A per-parent list's items, each with `column` = `part`, the parent the request named.
+
+    The parent is the one asked, never the id an item repeats: an item without it belongs to
+    `part` all the same; an item naming another parent makes the whole part suspect (which of
+    the two is it?): `OtherParent`, refused by the caller (`refuse_other_parents`).
+    """
+    for item in items:
+        value = item.get(column)
+        if value is not None and value != "" and str(value) != str(part):
+            return OtherParent(part, value)
+    return [{**item, column: part} for item in items]
+
+
+def refuse_other_parents(
+    ledger: RunLedger,
+    table: Table,
+    parent: Table,
+    column: str,
+    others: list[OtherParent],
+    route: str | None = None,
+) -> None:
+    """Name the parts of `table` left out because their items named another parent (`of_parent`),
+    read from `route` (default: the table's): the run ends partial, and the part is read again
+    by the next run as for any refused part."""
+    if not others:
+        return
+    noun = parent.name.removesuffix("s").replace("_", " ")
+    first = others[0]
+    ledger.refusals.mark_skipped(
+        table.name,
+        f"{len(others)} {noun}(s) left out: GET {route or table.path} served items whose {column} names "
+        f"another {noun} than the one asked (e.g. {str(first.value)[:40]!r} for "
+        f"{str(first.part)[:40]!r}); read again next run",
+    )
+
+
+@dataclass
+class ParentLists:
+    """One per-parent read: its rows (each with the parent asked), and the parents refused."""
+
+    rows: list[dict] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
+
+
+def read_each_parent(
+    table: Table,
+    parent: Table,
+    paths: dict[str, str],
+    column: str,
+    client: EsperClient,
+    ledger: RunLedger,
+    opts: Options,
+    route: str | None = None,
+) -> ParentLists:
+    """Each parent's whole list, concurrently: `table`'s rows of it, with the parent asked in
+    `column` (an item naming another parent refuses its part: `of_parent`). `route`:
+    the lists' route when it is not `table.path` (a list read per item of a per-parent list).
+
+    An error is `refused_part`'s: a 400/403/404 of a part is counted against `table`,
+    naming its route and status, and read again next run (the parents' tables are replaced,
+    the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends the run.
+    """
+    limit = table.limit(opts.page_size)
+
+    def fetch(part: str) -> Any:
+        try:
+            return read_all(client, paths[part], limit=limit).items  # items known by `id`
+        except EsperError as error:
+            refused = refused_part(ledger, client, table.name, parent, part, error, retry=None)
+            return REFUSED if refused else None  # None: the parent is gone
+
+    read = ParentLists()
+    others: list[OtherParent] = []
+    for part, items in fan_out(client, list(paths), fetch):
+        if items is REFUSED:
+            read.refused.add(part)
+        elif items is not None:
+            rows = of_parent(items, column, part)
+            if isinstance(rows, OtherParent):
+                others.append(rows)
+                read.refused.add(part)
+            else:
+                read.rows.extend(rows)
+    refuse_other_parents(ledger, table, parent, column, others, route)
+    return read
+
+
+def parent_paths(table: Table, parents: list[str], client: EsperClient) -> dict[str, str]:
+    """Each parent's route of a per-parent `table`."""
+    return {parent: table.path_for(client, parent) for parent in parents}
+
+
+def items_by_id(items: list[dict], column: str, route: str) -> dict[str, list[dict]]:
+    """Lists read next, by their `id` (a list two parents share is read once, its items kept
+    for each, e.g. a stage plan's); a list without an id ends the run naming the
+    `table.column` (`column`) that would hold it (`MissingKey`), never with a `KeyError`."""
+    missing = sum(item.get("id") in (None, "") for item in items)
+    if missing:
+        raise missing_key(column, missing, len(items), route)
+    lists: dict[str, list[dict]] = {}
+    for item in items:
+        lists.setdefault(item["id"], []).append(item)
+    return lists
+
+
 def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:
     """A replaced table with refused parts is kept whole as loaded (True): replacing it would
     drop the refused parts' rows. Named in the run, with the parts counted (`skip_part`)."""
@@ -166,8 +281,11 @@ def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: st
     """Whether `part` is in its parent's list read again now (once per run, after a 404).
 
     The list read before the 404 named the part, so only a read after it can prove the part
-    gone. A list that cannot be read proves nothing: the part counts as still listed.
+    gone. A list that cannot be read proves nothing: the part counts as still listed, and so
+    does the part of a per-parent list (`{id}` in its route: no one list holds them all).
     """
+    if "{id}" in parent.path:
+        return True
 
     def read() -> set[str]:
         log.info(

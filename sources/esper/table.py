@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from .arrow import ROW_VERSION, Col, Unreadable, cols, flat, to_arrow, unreadable_key
+from .arrow import ROW_VERSION, Col, Unreadable, cols, flat, missing_key, to_arrow, unreadable_key
 from .times import NotATime, parse_time
 
 if TYPE_CHECKING:
@@ -141,8 +141,27 @@ class Table:
     @property
     def identifying(self) -> frozenset[str]:
         """The columns a row cannot be loaded without (key, cursor, scd2 merge key): a value of
-        them that cannot be read ends the run; any other reads as NULL, counted."""
+        them that is missing, null or cannot be read ends the run naming `table.column` (exit
+        3); any other reads as NULL, counted."""
         return frozenset((*self.key, *filter(None, (self.cursor, self.merge_key))))
+
+    def require(
+        self, items: list[dict], fields: tuple[str, ...] | None = None, route: str | None = None
+    ) -> list[dict]:
+        """`items`, once each has a value in `fields` (default: the key, as the API serves it).
+
+        Called where a read uses an item's key before its page is converted (a parent's ids,
+        a walk's seen keys), so that an item without it ends the run naming `table.column`
+        (`MissingKey`, exit 3) as its page would, never with a bare `KeyError`.
+
+        Raises:
+            MissingKey: some items lack a value in one of `fields`.
+        """
+        for name in fields if fields is not None else self.key:
+            missing = sum(item.get(name) in (None, "") for item in items)
+            if missing:
+                raise missing_key(f"{self.name}.{name}", missing, len(items), route or self.path)
+        return items
 
     @property
     def cursor_field(self) -> str:

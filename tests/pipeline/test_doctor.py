@@ -127,6 +127,19 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
             },
             "GET /enterprise/{eid}/device/ items: missing key id",
         ),
+        (  # optional in the spec's reference, the table's key all the same (issue 42)
+            {
+                "variant": "rename",
+                "route": "/enterprise/*/devicegroup/",
+                "field": "id",
+                "to": "uid",
+            },
+            "GET /enterprise/{eid}/devicegroup/ items: missing key id",
+        ),
+        (
+            {"variant": "rename", "route": "/v2/tenant-apps", "field": "id", "to": "uid"},
+            "GET /v2/tenant-apps items: missing key id",
+        ),
         (
             {"variant": "null_list", "route": "/v2/devices/"},
             "GET /v2/devices/ envelope: results is null on a list that has items",
@@ -136,7 +149,14 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
             "GET /v2/tenant-apps envelope: is legacy-list, expected content-list",
         ),
     ],
-    ids=["rename", "rename-key", "null_list", "envelope"],
+    ids=[
+        "rename",
+        "rename-key",
+        "rename-group-id",
+        "rename-tenant-app-id",
+        "null_list",
+        "envelope",
+    ],
 )
 def test_a_drift_names_route_and_field_and_exits_3(
     sim: Any, tmp_path: Path, fault: dict, expected: str

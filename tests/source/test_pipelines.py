@@ -260,6 +260,9 @@ def test_a_stage_list_refused_keeps_the_plans_as_loaded(sim, tmp_path: Path, fir
     nightly = load(sim, wh, resources=PLANS)
     assert nightly.exit_code == Exit.PARTIAL, nightly.error
     assert set(nightly.unavailable) == {"pipeline_stage_targets"}
-    assert "1 parts refused" in nightly.unavailable["pipeline_stage_targets"]
+    assert (  # the route and status refused, named for the table they belong to
+        "1 pipeline stage(s) skipped: GET /pipelines/v0/stages/{id}/targetlists/ answered 403"
+        in nightly.unavailable["pipeline_stage_targets"]
+    )
     _assert_equal_to_truth(sim, wh, {"pipeline_stage_targets": loaded,
                                      "pipeline_stage_operations": _truth(sim, PLANS[0])})  # fmt: skip

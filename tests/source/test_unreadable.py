@@ -89,7 +89,12 @@ def test_year_zero_text_alone_does_not_escape_arrow_as_an_overflow() -> None:
 def test_counts_add_up_across_pages_and_columns() -> None:
     tally = Unreadable()
     for _ in range(3):
-        PROBE.page([{"id": "1", "n": "x", "flag": "maybe"}, {"id": "2", "n": 5}], tally)
+        at = "2026-01-01T00:00:00Z"  # a cursor is never missing (`MissingKey`)
+        PROBE.page(
+            [{"id": "1", "updated_at": at, "n": "x", "flag": "maybe"},
+             {"id": "2", "updated_at": at, "n": 5}],
+            tally,
+        )  # fmt: skip
 
     assert tally.counts() == {"probe.flag": 3, "probe.n": 3}
 

@@ -49,6 +49,7 @@ P = TypeVar("P")
 __all__ = [
     "ListRead",
     "Page",
+    "all_keyed",
     "bare_items",
     "bare_object",
     "batches",
@@ -496,12 +497,18 @@ def read_all(
     `keep(item)` is what the read holds of each item, in its place (`prefer` then compares what
     was kept): a list read for its keys or a few fields holds those alone, page by page, not every
     record whole (150,000 device records are ~0.5 GB of Python objects).
+
+    An item without a value in a `key` field is no key's copy: it is kept as served, each one
+    (the last pass's), never merged, never a repeat that lowers the count, so that the table
+    reading it names the missing key (`Table.page`, `Table.require`).
     """
     by_key: dict[tuple[Any, ...], dict] = {}
+    keyless: list[Any] = []  # the last pass's items without a key value (no two are one item)
     repeated: dict[tuple[Any, ...], int] | None = None  # key -> copies, in every pass so far
     count = 0
     for _ in range(2):
         count = 0
+        keyless = []
         copies: dict[tuple[Any, ...], int] = {}
         pages: Iterable[Page] = (
             iter_pages_parallel(client, path, params, limit=limit)
@@ -512,6 +519,9 @@ def read_all(
             count = max(count, page.count or 0)
             for item in page.items:
                 value = tuple(item.get(k) for k in key)
+                if not all_keyed(value):
+                    keyless.append(item if keep is None else keep(item))
+                    continue
                 copies[value] = copies.get(value, 0) + 1
                 if keep is not None:
                     item = keep(item)
@@ -523,13 +533,17 @@ def read_all(
             if repeated is None
             else {k: min(n, twice[k]) for k, n in repeated.items() if k in twice}
         )
-        if len(by_key) >= count:
+        if len(by_key) + len(keyless) >= count:
             break
         log.info(
-            "%s: %d unique items for a count of %d, reading it again", path, len(by_key), count
+            "%s: %d unique items for a count of %d, reading it again",
+            path,
+            len(by_key) + len(keyless),
+            count,
         )
     # the copies explain (part of) a shortfall only when every pass served them
-    extra = min(sum(n - 1 for n in (repeated or {}).values()), max(count - len(by_key), 0))
+    held = len(by_key) + len(keyless)
+    extra = min(sum(n - 1 for n in (repeated or {}).values()), max(count - held, 0))
     if extra:
         log.warning(
             "%s: the API served %d key(s) more than once (%s): each kept once, not missing",
@@ -537,7 +551,12 @@ def read_all(
             len(repeated or {}),
             ", ".join("/".join(map(str, k)) for k in sorted(repeated or {}, key=str)),
         )
-    return ListRead(list(by_key.values()), count - extra)
+    return ListRead([*by_key.values(), *keyless], count - extra)
+
+
+def all_keyed(value: tuple[Any, ...]) -> bool:
+    """Whether a key has a value in every field (absent, null or empty is none)."""
+    return all(part is not None and part != "" for part in value)
 
 
 def first_seen(
@@ -547,12 +566,15 @@ def first_seen(
 
     Offset and cursor pages are moving windows: a change while a list is paged can serve an item
     on two pages. A table's first load appends (`pipelines.run.dispositions.append_on_first_load`), so a
-    read that yields page by page keeps each key once itself.
+    read that yields page by page keeps each key once itself. An item without a key value is
+    kept, each one, for its table to name (`read_all`).
     """
     kept = []
     for item in items:
         value = tuple(item.get(k) for k in key)
-        if value not in seen:
+        if not all_keyed(value):
+            kept.append(item)
+        elif value not in seen:
             seen.add(value)
             kept.append(item)
     return kept

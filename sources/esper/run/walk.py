@@ -213,7 +213,7 @@ class DeviceWalk:
     def _fresh(self, pages: Any) -> Iterator[list[dict]]:
         for _page, items in self._scan.pages(pages):
             self.newest = max(filter(None, (self.newest, self._scan.newest)), default=None)
-            fresh = first_seen(items, self._keys, ("id",))
+            fresh = first_seen(DEVICES.require(items), self._keys, DEVICES.key)
             for item in fresh:
                 self.seen[str(item.get("id"))] = item.get(DEVICES.cursor_field)
             if fresh:

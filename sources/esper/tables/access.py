@@ -226,8 +226,8 @@ def user_profiles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
         read = shared_list(USERS, client, ledger, opts)
         parents = [
             (str(u["user_id"]), str(u["legacy_user_id"]))
-            for u in read.items
-            if u.get("user_id") and u.get("legacy_user_id") is not None
+            for u in USERS.require(read.items)
+            if u.get("legacy_user_id") is not None
         ]
         rows = _per_parent(USER_PROFILES, client, ledger, parents, _profile_rows)
         yield from _yield_rows(USER_PROFILES, ledger, rows)
@@ -249,7 +249,7 @@ def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     """Each user's group access (authz2): all groups, or the ids of the groups named."""
     with skip_unavailable(ledger, USER_GROUPS.name):
         read = shared_list(USERS, client, ledger, opts)
-        parents = [(str(u["user_id"]), str(u["user_id"])) for u in read.items if u.get("user_id")]
+        parents = [(str(u["user_id"]), str(u["user_id"])) for u in USERS.require(read.items)]
         rows = _per_parent(USER_GROUPS, client, ledger, parents, _group_rows)
         yield from _yield_rows(USER_GROUPS, ledger, rows)
 
@@ -270,7 +270,7 @@ def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     granting none has no row (the mart then calls its scopes unknown: never guessed)."""
     with skip_unavailable(ledger, ROLE_SCOPES.name):
         read = shared_list(ROLES, client, ledger, opts)
-        parents = [(str(r["id"]), str(r["id"])) for r in read.items if r.get("id")]
+        parents = [(str(r["id"]), str(r["id"])) for r in ROLES.require(read.items)]
         rows = _per_parent(ROLE_SCOPES, client, ledger, parents, _scope_rows)
         yield from _yield_rows(ROLE_SCOPES, ledger, rows)
 

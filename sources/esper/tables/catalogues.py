@@ -13,7 +13,10 @@ import pyarrow as pa
 from ..common import (
     REFUSED,
     Options,
+    OtherParent,
     keep_if_refused,
+    of_parent,
+    refuse_other_parents,
     refused_part,
     skip_unavailable,
     unless_skipped,
@@ -222,7 +225,8 @@ def read_version_lists(
     parent_column: str | None = None,
 ) -> VersionLists:
     """Each parent's complete list of versions, fetched concurrently; a refusal is counted
-    against `table` (`common.refused_part`).
+    against `table` (`common.refused_part`). `parent_column`: the column holding the parent
+    asked (`common.of_parent`): a list whose items name another parent is refused too.
 
     A parent deleted meanwhile (a 404, and gone from `parent_table`'s list) has no versions to
     load. The read belongs to no table's load, so several tables may share it (`read_once`):
@@ -249,15 +253,22 @@ def read_version_lists(
     rows: list[dict] = []
     expected = 0
     refused: set[str] = set()
+    others: list[OtherParent] = []
     for parent, read in fan_out(client, parent_ids, fetch):
         if read is REFUSED:
             refused.add(parent)
             continue
         if read is None:  # the parent was deleted meanwhile
             continue
-        items = [{**i, parent_column: parent} for i in read.items] if parent_column else read.items
+        items = of_parent(read.items, parent_column, parent) if parent_column else read.items
+        if isinstance(items, OtherParent):
+            others.append(items)
+            refused.add(parent)
+            continue
         expected += read.count
         rows.extend(items)
+    if parent_column:
+        refuse_other_parents(ledger, table, parent_table, parent_column, others)
     return VersionLists(rows, expected, refused)
 
 

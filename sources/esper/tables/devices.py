@@ -193,7 +193,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
     seen: set[tuple[Any, ...]] = set()
     for _page, fresh in scan.pages(pages):
-        items = first_seen(fresh, seen, DEVICES.key)
+        items = first_seen(DEVICES.require(fresh), seen, DEVICES.key)
         for item in items:
             ledger.devices.changed(item["id"], apps_route(item))
             with_software(item, software)

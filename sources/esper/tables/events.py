@@ -236,7 +236,7 @@ class FeedScan:
     def add(self, page: Page) -> None:
         """Take one page; decide whether the feed needs more pages."""
         self.count = max(self.count, page.count or 0)
-        for item in page.items:
+        for item in DEVICE_EVENTS.require(page.items):
             key = item.get("id")
             self.items[key] = item  # an arrival while paging repeats an item: one row per id
             if self.is_new(item):

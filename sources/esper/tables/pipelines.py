@@ -27,10 +27,19 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import Options, keep_what_was_loaded, skip_unavailable
+from ..common import (
+    Options,
+    OtherParent,
+    items_by_id,
+    keep_if_refused,
+    keep_what_was_loaded,
+    of_parent,
+    parent_paths,
+    read_each_parent,
+    refuse_other_parents,
+    skip_unavailable,
+)
 from ..http import EsperClient
-from ..http.errors import EsperError
-from ..http.pages import fan_out, read_all
 from ..run.ledger import RunLedger
 from ..run.state import PIPELINE_RUNS_SEEN, advance_cursor, read_from
 from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
@@ -249,8 +258,11 @@ def _stage_lists(client: EsperClient, ledger: RunLedger, opts: Options) -> Versi
     read each stage's lists from them (a run may load either without the other)."""
 
     def read() -> VersionLists:
-        ids = [p["id"] for p in shared_list(PIPELINES, client, ledger, opts).items]
-        return read_version_lists(PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts)
+        pipelines = PIPELINES.require(shared_list(PIPELINES, client, ledger, opts).items)
+        ids = [p["id"] for p in pipelines]
+        return read_version_lists(
+            PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts, "pipeline_id"
+        )
 
     return ledger.shared.read_once("pipeline stage lists", read)
 
@@ -273,36 +285,10 @@ def pipeline_runs(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     yield from optional_shared_list(PIPELINE_RUNS, client, ledger, opts)
 
 
-def _read_paths(client: EsperClient, paths: dict[Any, str], limit: int) -> Any:
-    """Each path's whole list, concurrently: ({part: its items}, the number of parts refused)."""
-
-    def fetch(part: Any) -> Any:
-        try:
-            return read_all(client, paths[part], limit=limit).items
-        except EsperError:
-            return None
-
-    read = dict(fan_out(client, list(paths), fetch))
-    return {part: items for part, items in read.items() if items is not None}, sum(
-        items is None for items in read.values()
-    )
-
-
-def _read_each(
-    table: Table, parents: list[str], client: EsperClient, opts: Options, parent_column: str = ""
-) -> Any:
-    """Each parent's whole list, concurrently: (its rows, with the parent's id in
-    `parent_column` if given; the number of parents refused)."""
-    paths = {parent: table.path_for(client, parent) for parent in parents}
-    read, refused = _read_paths(client, paths, table.limit(opts.page_size))
-    extra = (lambda parent: {parent_column: parent}) if parent_column else (lambda parent: {})
-    return [{**item, **extra(part)} for part, items in read.items() for item in items], refused
-
-
 def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tuple[list[str], Any]:
     """The runs whose children are read this run, and the newest `updated_at` of the list."""
     since = read_from(PIPELINE_RUNS_SEEN, opts.lag, ledger)
-    runs = shared_list(PIPELINE_RUNS, client, ledger, opts).items
+    runs = PIPELINE_RUNS.require(shared_list(PIPELINE_RUNS, client, ledger, opts).items)
     newest: datetime | None = None
     wanted = []
     for run in runs:
@@ -316,17 +302,33 @@ def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tupl
 
 
 class _Children:
-    """This run's read of the chosen runs' stage runs, their operations and target runs."""
+    """This run's read of the chosen runs' stage runs, their operations and target runs.
+
+    Each child carries the parent its request named (`pipeline_run_id`, `stage_run_id`), never
+    one the item repeats instead. `refused`: whether any part was refused (each counted against
+    its own table by `_read_each`): the runs' watermark then stays, so they are read again.
+    """
 
     def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
         run_ids, self.newest = _runs_to_read(ledger, client, opts)
-        self.stage_runs, refused = _read_each(PIPELINE_STAGE_RUNS, run_ids, client, opts)
-        ids = [s["id"] for s in self.stage_runs]
-        self.operations, refused_ops = _read_each(
-            PIPELINE_STAGE_RUN_OPERATIONS, ids, client, opts, "stage_run_id"
-        )
-        self.target_runs, refused_targets = _read_each(PIPELINE_TARGET_RUNS, ids, client, opts)
-        self.refused = refused + refused_ops + refused_targets
+        stage_runs = read_each_parent(
+            PIPELINE_STAGE_RUNS, PIPELINE_RUNS, parent_paths(PIPELINE_STAGE_RUNS, run_ids, client),
+            "pipeline_run_id", client, ledger, opts,
+        )  # fmt: skip
+        ids = PIPELINE_STAGE_RUNS.require(stage_runs.rows)
+        ids = [s["id"] for s in ids]
+        operations = read_each_parent(
+            PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_STAGE_RUNS,
+            parent_paths(PIPELINE_STAGE_RUN_OPERATIONS, ids, client), "stage_run_id", client, ledger,
+            opts,
+        )  # fmt: skip
+        target_runs = read_each_parent(
+            PIPELINE_TARGET_RUNS, PIPELINE_STAGE_RUNS, parent_paths(PIPELINE_TARGET_RUNS, ids, client),
+            "stage_run_id", client, ledger, opts,
+        )  # fmt: skip
+        self.stage_runs, self.operations = stage_runs.rows, operations.rows
+        self.target_runs = target_runs.rows
+        self.refused = bool(stage_runs.refused or operations.refused or target_runs.refused)
 
 
 def _children(
@@ -337,8 +339,6 @@ def _children(
         if ledger.refusals.is_skipped(PIPELINE_RUNS.name):
             return
         read = ledger.shared.read_once("pipeline_children", lambda: _Children(client, ledger, opts))
-        if read.refused:
-            ledger.refusals.mark_skipped(table.name, f"{read.refused} parts refused: read again")
         items = getattr(read, rows)
         if items:
             yield table.page(items, ledger.unreadable)
@@ -370,48 +370,82 @@ def pipeline_target_runs(
     yield from _children(PIPELINE_TARGET_RUNS, "target_runs", client, ledger, opts)
 
 
+# The lists a stage's plans are read from, for naming their refused parts (`refused_part`):
+# read per stage, never whole, so a 404 is a refusal, never a list gone.
+_OPERATION_LISTS = Table("operation_lists", PIPELINE_STAGE_OPERATIONS.path, ("id",))
+_TARGET_LISTS = Table("target_lists", PIPELINE_STAGE_TARGETS.path, ("id",))
+
+
 class _StagePlans:
     """This run's read of what each stage will do and to whom: its operation lists'
     operations and its target lists' devices or groups (the two tables share it), from the
-    stages `pipeline_stages` loads (read once: a pipeline whose stages were refused counts as a
-    refused part of both tables).
+    stages `pipeline_stages` loads (read once: a pipeline whose stages were refused leaves both
+    tables incomplete).
+
+    Every row carries the stage, list and pipeline its requests named; an id an item repeats
+    is checked against them (`common.of_parent`).
     """
 
     def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
         read_stages = _stage_lists(client, ledger, opts)
-        stages, refused = read_stages.rows, len(read_stages.refused)
+        self.stages_refused = len(read_stages.refused)
+        stages = PIPELINE_STAGES.require(read_stages.rows)
         stage_ids = [s["id"] for s in stages]
-        pipeline_of = {s["id"]: s.get("pipeline_id") for s in stages}
-        limit = PIPELINE_STAGE_OPERATIONS.limit(opts.page_size)
-        op_lists, lists_refused = _read_each(
-            PIPELINE_STAGE_OPERATIONS, stage_ids, client, opts, "stage_id"
-        )
-        paths = {ol["id"]: OPERATIONS_PATH.format(id=ol["id"]) for ol in op_lists}
-        read, ops_refused = _read_paths(client, paths, limit)
-        self.operations = [
-            {**op, "stage_id": ol["stage_id"], "operation_list_id": ol["id"],
-             "operation_list_name": ol.get("name"),
-             "pipeline_id": op.get("pipeline_id") or pipeline_of.get(ol["stage_id"])}
-            for ol in op_lists for op in read.get(ol["id"], ())
-        ]  # fmt: skip
-        self.operations_refused = refused + lists_refused + ops_refused
-        target_lists, lists_refused = _read_each(
-            PIPELINE_STAGE_TARGETS, stage_ids, client, opts, "stage_id"
-        )
+        pipeline_of = {s["id"]: s["pipeline_id"] for s in stages}  # the pipeline asked
+        op_lists = read_each_parent(
+            PIPELINE_STAGE_OPERATIONS, PIPELINE_STAGES,
+            parent_paths(PIPELINE_STAGE_OPERATIONS, stage_ids, client), "stage_id", client, ledger, opts,
+        )  # fmt: skip
+        column = "pipeline_stage_operations.operation_list_id"
+        lists = items_by_id(op_lists.rows, column, PIPELINE_STAGE_OPERATIONS.path)
+        operations = read_each_parent(
+            PIPELINE_STAGE_OPERATIONS, _OPERATION_LISTS,
+            {ol: OPERATIONS_PATH.format(id=ol) for ol in lists}, "operation_list_id", client,
+            ledger, opts, OPERATIONS_PATH,
+        )  # fmt: skip
+        self.operations = []
+        others: list[OtherParent] = []
+        for op in operations.rows:
+            for ol in lists[op["operation_list_id"]]:  # each stage holding the list
+                row = {**op, "stage_id": ol["stage_id"], "operation_list_name": ol.get("name")}
+                self._add(row, pipeline_of[ol["stage_id"]], self.operations, others)
+        refuse_other_parents(ledger, PIPELINE_STAGE_OPERATIONS, PIPELINES, "pipeline_id", others)
+        self.operations_refused = bool(op_lists.refused or operations.refused or others)
+
+        target_lists = read_each_parent(
+            PIPELINE_STAGE_TARGETS, PIPELINE_STAGES,
+            parent_paths(PIPELINE_STAGE_TARGETS, stage_ids, client), "stage_id", client, ledger, opts,
+        )  # fmt: skip
+        column = "pipeline_stage_targets.target_list_id"
+        lists = items_by_id(target_lists.rows, column, PIPELINE_STAGE_TARGETS.path)
         paths = {}
-        for tl in target_lists:
-            members = MEMBERS.get(str(tl.get("target_list_type") or "").upper())
-            pipeline = tl.get("pipeline_id") or pipeline_of.get(tl["stage_id"])
+        for list_id, held in lists.items():
+            members = MEMBERS.get(str(held[0].get("target_list_type") or "").upper())
+            pipeline = pipeline_of[held[0]["stage_id"]]
             if members is not None:  # (a list shared by two stages is read once)
-                paths[tl["id"]] = MEMBERS_PATH.format(pipeline_id=pipeline, id=tl["id"]) + members
-        read, members_refused = _read_paths(client, paths, limit)
-        self.targets = [
-            {**member, "stage_id": tl["stage_id"], "target_list_id": tl["id"],
-             "target_list_name": tl.get("name"), "target_list_type": tl.get("target_list_type"),
-             "pipeline_id": member.get("pipeline_id") or pipeline_of.get(tl["stage_id"])}
-            for tl in target_lists for member in read.get(tl["id"], ())
-        ]  # fmt: skip
-        self.targets_refused = refused + lists_refused + members_refused
+                paths[list_id] = MEMBERS_PATH.format(pipeline_id=pipeline, id=list_id) + members
+        read = read_each_parent(
+            PIPELINE_STAGE_TARGETS, _TARGET_LISTS, paths, "target_list_id", client, ledger, opts,
+            MEMBERS_PATH + "…",
+        )  # fmt: skip
+        self.targets = []
+        others = []
+        for member in read.rows:
+            for tl in lists[member["target_list_id"]]:  # each stage holding the list
+                row = {**member, "stage_id": tl["stage_id"], "target_list_name": tl.get("name"),
+                       "target_list_type": tl.get("target_list_type")}  # fmt: skip
+                self._add(row, pipeline_of[tl["stage_id"]], self.targets, others)
+        refuse_other_parents(ledger, PIPELINE_STAGE_TARGETS, PIPELINES, "pipeline_id", others)
+        self.targets_refused = bool(target_lists.refused or read.refused or others)
+
+    @staticmethod
+    def _add(row: dict, pipeline: str, rows: list[dict], others: list[OtherParent]) -> None:
+        """`row` with the pipeline whose stage it was read for, unless it names another."""
+        checked = of_parent([row], "pipeline_id", pipeline)
+        if isinstance(checked, OtherParent):
+            others.append(checked)
+        else:
+            rows.extend(checked)
 
 
 def _stage_plan(
@@ -427,12 +461,16 @@ def _stage_plan(
             "pipeline_stage_plans", lambda: _StagePlans(client, ledger, opts)
         )
         name = "operations" if table is PIPELINE_STAGE_OPERATIONS else "targets"
-        refused = getattr(plans, f"{name}_refused")
-        if refused:
+        if plans.stages_refused:  # its own parts' refusals are named by `_read_each`
             ledger.refusals.mark_skipped(
-                table.name, f"{refused} parts refused: kept as loaded", kept=True
+                table.name,
+                f"kept as loaded: {plans.stages_refused} pipeline(s) whose stages were refused "
+                f"(GET {PIPELINE_STAGES.path})",
+                kept=True,
             )
             keep_what_was_loaded()
+        elif getattr(plans, f"{name}_refused"):
+            keep_if_refused(ledger, table, {"refused"})
         elif rows := getattr(plans, name):
             yield table.page(rows, ledger.unreadable)
 
