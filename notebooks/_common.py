@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -293,6 +294,38 @@ def rate_formats(frame: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+# The bars a top-N chart draws at most (the same rule on every page): a longer list is cut to
+# its first CHART_ITEMS, and its title says so (`titled`).
+CHART_ITEMS = 30
+
+
+def titled(title: str, shown: int, total: int, rest: str = "") -> str:
+    """The title of a chart or a table that lists `shown` of the `total` items of its list:
+    `title` as is when it shows them all, else "title (N of M; rest)" (`readable.shown_of`, the
+    words every surface uses), `rest` saying where the others are."""
+    cut = readable.shown_of(shown, total)
+    if not cut:
+        return title
+    return f"{title} ({cut}" + (f"; {rest}" if rest else "") + ")"
+
+
+def top(
+    frame: pl.DataFrame, title: str, rest: str, n: int = CHART_ITEMS
+) -> tuple[pl.DataFrame, str]:
+    """The first `n` rows of `frame` (in the order the chart ranks them) and the chart's title,
+    which says "N of M" when that leaves rows out (`titled`)."""
+    return frame.head(n), titled(title, min(n, frame.height), frame.height, rest)
+
+
+def label_parts(label: str) -> tuple[str, str]:
+    """A `marts.headlines` label split into what it counts and what it is out of, so a page
+    shows the mart's words and types none: "Compliant (of devices in service)" is
+    ("Compliant", "devices in service"); "Not seen for more than 24 h (or never)" is
+    ("Not seen for more than 24 h", "or never"); a label without brackets is (label, "")."""
+    found = re.fullmatch(r"(.*?) \((?:of )?(.*)\)", label)
+    return (found.group(1), found.group(2)) if found else (label, "")
+
+
 def table(
     frame: pl.DataFrame,
     name: str,
@@ -318,7 +351,7 @@ def table(
         shown = frame
     notes = [label] if label else []
     if total > shown.height:
-        notes.append(f"first {shown.height:,} of {total:,} rows")
+        notes.append(f"first {readable.shown_of(shown.height, total)} rows")
         if folder:
             target = Path(folder) / f"{name}.csv"
             if whole_sql is None:
@@ -341,7 +374,8 @@ def ranked_from_devices() -> int:
 def worst_rollouts(
     view: pl.DataFrame, noun: str, ranked_from: int
 ) -> tuple[mo.ui.table, mo.ui.table]:
-    """The two pickable tables of a rollout list: most failing and slowest, 20 rows each.
+    """The two pickable tables of a rollout list: the ranked ones, most failing first, and every
+    one, slowest first (every row: a notebook pages them, the report closes all but the first).
 
     `view` needs `failing_rank` (the marts' one ranking: failure + timeout rate among rollouts to
     `ranked_from` devices or more, `ranked_from_devices()`; the three first of commands are
@@ -353,7 +387,7 @@ def worst_rollouts(
     )
     formats = rate_formats(view)
     failing = table(
-        view.filter(pl.col("failing_rank").is_not_null()).sort("failing_rank").head(20),
+        view.filter(pl.col("failing_rank").is_not_null()).sort("failing_rank"),
         f"most_failing_{noun.replace(' ', '_')}",
         format_mapping=formats,
         selection="single",
@@ -361,7 +395,7 @@ def worst_rollouts(
         label=f"Most failing {noun} to {ranked_from} devices or more (failure + timeout rate)",
     )
     slow = table(
-        view.sort("p90_to_final_state", descending=True, nulls_last=True).head(20),
+        view.sort("p90_to_final_state", descending=True, nulls_last=True),
         f"slowest_{noun.replace(' ', '_')}",
         format_mapping=formats,
         selection="single",
@@ -459,12 +493,14 @@ def _theme() -> alt.theme.ThemeConfig:
 alt.theme.register("esper", enable=True)(_theme)
 
 
-def verdict_color(title: str = "Verdict") -> alt.Color:
+def verdict_color(title: str = "Verdict", verdicts: Sequence[str] = VERDICTS) -> alt.Color:
+    """The verdicts' colours (`verdicts`: those the chart draws, in their order)."""
+    colour = dict(zip(VERDICTS, VERDICT_COLORS, strict=True))
     return alt.Color(
         "verdict:N",
         title=title,
-        scale=alt.Scale(domain=VERDICTS, range=VERDICT_COLORS),
-        sort=VERDICTS,
+        scale=alt.Scale(domain=list(verdicts), range=[colour[v] for v in verdicts]),
+        sort=list(verdicts),
     )
 
 

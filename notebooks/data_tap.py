@@ -289,17 +289,21 @@ def _(alt, columns, common, mo, table):
         f"select t.{common.ident(_time)} as t, {_series_sql} as series, "
         f"sum(t.{common.ident(_value)})::double as value from {_from} group by all order by 1"
     )
-    _top = (
-        _series.group_by("series")
+    # one line per series, the largest 8 by their total (a colour each): the title says so
+    _ranked, _title = common.top(
+        _series.filter(_series["series"].is_not_null())
+        .group_by("series")
         .agg(value=_series["value"].sum())
-        .sort("value", descending=True)
-        .head(8)["series"]
-        .to_list()
+        .sort(["value", "series"], descending=[True, False]),
+        f"{_value} by {_time}" + (f" and {_by}, largest total first" if _by else ""),
+        "every row: the table above",
+        n=8,
     )
+    _top = _ranked["series"].to_list()
     tap_chart = (
         alt.Chart(
             _series.filter(_series["series"].is_in(_top) | _series["series"].is_null()),
-            title=f"{_value} by {_time}" + (f" and {_by} (top 8)" if _by else ""),
+            title=_title,
         )
         .mark_line(point=True)
         .encode(

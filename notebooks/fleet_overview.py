@@ -36,6 +36,7 @@ def _(common):
         required=(
             "marts.fleet_compliance",
             "marts.fleet_compliance_daily",
+            "marts.compliance_reasons",
             "marts.stale_devices",
             "marts.credential_expiry",
             "marts.drift_disagreements",
@@ -98,14 +99,15 @@ def _(common, mo, params, where):
         )
     )
 
-    def _label(name, said_by_caption):
-        # the mart's label names the threshold (the only place it is written)
-        return _h[name]["label"].removesuffix(said_by_caption) if name in _h else name
+    def _label(name):
+        # what the number counts, in the mart's words (the only place they are written)
+        return common.label_parts(_h[name]["label"])[0] if name in _h else name
 
-    def _share(name, of):
+    def _share(name):
+        # out of what, in the mart's words: "45.3% of 1,880 devices in service"
         row = _h.get(name)
         return (
-            f"{row['share']:.1%} of {row['denominator']:,} {of}"
+            f"{row['share']:.1%} of {row['denominator']:,} {common.label_parts(row['label'])[1]}"
             if row and row["share"] is not None
             else None
         )
@@ -114,31 +116,31 @@ def _(common, mo, params, where):
         [
             mo.hstack(
                 [
-                    mo.stat(_number("devices"), label="Devices", caption="whole fleet"),
+                    mo.stat(_number("devices"), label=_label("devices"), caption="whole fleet"),
                     mo.stat(
                         _number("compliance_rate"),
-                        label="Compliant",
-                        caption=_share("compliance_rate", "devices in service"),
+                        label=_label("compliance_rate"),
+                        caption=_share("compliance_rate"),
                     ),
                     mo.stat(
                         _number("non_compliant_devices"),
-                        label="Non-compliant",
-                        caption=_share("non_compliant_devices", "devices in service"),
+                        label=_label("non_compliant_devices"),
+                        caption=_share("non_compliant_devices"),
                     ),
                     mo.stat(
                         _number("unverified_devices"),
-                        label="Unverified",
+                        label=_label("unverified_devices"),
                         caption=f"not seen for more than {_judged}, or a value unknown",
                     ),
                     mo.stat(
                         _number("not_seen_devices"),
-                        label=_label("not_seen_devices", " (or never)"),
+                        label=_label("not_seen_devices"),
                         caption="or never checked in",
                     ),
                     mo.stat(
                         _number("low_battery_devices"),
-                        label=_label("low_battery_devices", " (of devices reporting a battery)"),
-                        caption=_share("low_battery_devices", "reporting a battery"),
+                        label=_label("low_battery_devices"),
+                        caption=_share("low_battery_devices"),
                     ),
                 ],
                 widths="equal",
@@ -159,13 +161,14 @@ def _(mo):
 
 
 @app.cell
-def _(alt, devices, mo, pl):
+def _(alt, common, devices, mo, pl):
     _by_platform = devices.group_by("platform").agg(pl.len().alias("devices"))
-    _by_group = (
+    _by_group, _group_title = common.top(
         devices.group_by("group_path")
         .agg(pl.len().alias("devices"))
-        .sort("devices", descending=True)
-        .head(15)
+        .sort(["devices", "group_path"], descending=[True, False], nulls_last=True),
+        "Devices by group, largest first",
+        "every group: the table below",
     )
     _platform = (
         alt.Chart(_by_platform, title="Devices by platform")
@@ -179,7 +182,7 @@ def _(alt, devices, mo, pl):
         .properties(width=260, height=alt.Step(28))
     )
     _group = (
-        alt.Chart(_by_group, title="Devices by group (largest 15)")
+        alt.Chart(_by_group, title=_group_title)
         .mark_bar(color="#2f6fb0")
         .encode(
             x=alt.X("devices:Q", title="Devices"),
@@ -191,6 +194,19 @@ def _(alt, devices, mo, pl):
     fleet_size_chart = alt.hconcat(_platform, _group)
     fleet_size_chart if devices.height else mo.md("No device matches.")
     return (fleet_size_chart,)
+
+
+@app.cell
+def _(common, devices, mo, pl):
+    _groups = (
+        devices.group_by("group_path")
+        .agg(pl.len().alias("devices"))
+        .sort(["devices", "group_path"], descending=[True, False], nulls_last=True)
+    )
+    mo.accordion(
+        {f"Every group ({_groups.height:,})": common.table(_groups, "groups", page_size=15)}
+    ) if devices.height else None
+    return
 
 
 @app.cell
@@ -209,22 +225,39 @@ def _(mo):
 
 @app.cell
 def _(alt, common, devices, pl):
-    _counts = devices.group_by("platform", "verdict").agg(pl.len().alias("devices"))
+    # Shares of the devices in service, as the headline's (marts.headlines compliance_rate):
+    # out-of-service devices are in no rate, so in no bar; the subtitle counts them.
+    _rate = common.headlines()["compliance_rate"]
+    _in_service = [v for v in common.VERDICTS if v != "out_of_service"]
+    _counts = (
+        devices.filter(pl.col("verdict").is_in(_in_service))
+        .group_by("platform", "verdict")
+        .agg(pl.len().alias("devices"))
+    )
+    _out = devices.filter(pl.col("verdict") == "out_of_service").height
     verdict_chart = (
-        alt.Chart(_counts, title="Verdict by platform")
+        alt.Chart(
+            _counts,
+            title=alt.Title(
+                "Verdict by platform",
+                subtitle=f"Share of {common.label_parts(_rate['label'])[1]}, as the headline; "
+                f"{_out:,} out of service are in no share",
+            ),
+        )
         .mark_bar()
         .encode(
             x=alt.X(
-                "devices:Q", stack="normalize", title="Share of devices", axis=alt.Axis(format="%")
+                "devices:Q",
+                stack="normalize",
+                title=f"Share of {common.label_parts(_rate['label'])[1]}",
+                axis=alt.Axis(format="%"),
             ),
             y=alt.Y("platform:N", title=None),
-            color=common.verdict_color(),
+            color=common.verdict_color(verdicts=_in_service),
             order=alt.Order("verdict_order:Q"),
             tooltip=["platform", "verdict", "devices"],
         )
-        .transform_calculate(
-            verdict_order="indexof(['compliant', 'non_compliant', 'unverified', 'out_of_service'], datum.verdict)"
-        )
+        .transform_calculate(verdict_order=f"indexof({_in_service}, datum.verdict)")
         .properties(width=560, height=alt.Step(34))
     )
     verdict_chart
@@ -304,22 +337,20 @@ def _(mo):
 
 
 @app.cell
-def _(alt, devices, mo, pl):
-    # Reasons are specific ("OS 12 below minimum 13 for ANDROID"); count them by the check failed.
-    _checks = {
-        "is_os_current": "OS below the platform minimum",
-        "is_security_patch_current": "Security patch too old",
-        "is_blueprint_in_sync": "Blueprint drift",
-        "has_required_apps": "Required app missing or outdated",
-        "is_agent_current": "Esper agent outdated",
-    }
-    _non = devices.filter(pl.col("verdict") == "non_compliant")
-    _reasons = pl.DataFrame(
-        {
-            "reason": list(_checks.values()),
-            "devices": [_non.filter(pl.col(c).not_()).height for c in _checks],
-        }
-    ).filter(pl.col("devices") > 0)
+def _(alt, common, mo, params, where):
+    # Counted by reason code with the vocabulary's label (sql/vocabulary/reason_codes.csv, through
+    # marts.compliance_reasons), as marts.headlines' top_reasons counts them for the whole fleet.
+    _reasons = common.query(
+        f"""
+        select reason_code, any_value(reason_label) as reason,
+            count(distinct device_id) as devices
+        from marts.compliance_reasons
+        where verdict = 'non_compliant' and reason_kind = 'fail' and {where}
+        group by reason_code
+        order by devices desc, min(reason_position), reason_code
+        """,
+        params,
+    )
     reasons_chart = (
         alt.Chart(
             _reasons, title="Why devices are non-compliant (a device can fail several checks)"
@@ -327,8 +358,8 @@ def _(alt, devices, mo, pl):
         .mark_bar(color="#d83933")
         .encode(
             x=alt.X("devices:Q", title="Non-compliant devices"),
-            y=alt.Y("reason:N", title=None, sort="-x"),
-            tooltip=["reason", "devices"],
+            y=alt.Y("reason:N", title=None, sort="-x", axis=alt.Axis(labelLimit=320)),
+            tooltip=["reason", "reason_code", "devices"],
         )
         .properties(width=480, height=alt.Step(26))
     )

@@ -371,22 +371,29 @@ def _(
 def _(common, mo, pipeline_runs_loaded, pipelines_loaded):
     mo.stop(not pipelines_loaded or not pipeline_runs_loaded)
     # durations in minutes, read as hours or days (`readable.duration`, via `rate_formats`)
+    # A row is labelled with its run's current stage, so its devices are that stage's
+    # (marts.pipeline_rollout), as the chart above and marts.headlines count them; the mart's
+    # own device columns add up every stage reached.
     pipelines_now = common.query(
         """
         select
-            pipeline_name, run_number, run_status,
-            current_stage_order || ' of ' || stages || ' · ' || current_stage_name
+            run.pipeline_name, run.run_number, run.run_status,
+            run.current_stage_order || ' of ' || run.stages || ' · ' || run.current_stage_name
                 as current_stage,
-            current_stage_status, target_devices, succeeded_devices, failed_devices,
-            timed_out_devices, cancelled_devices, in_progress_devices, share_done,
-            waiting_for_approval_since,
-            epoch(as_of - waiting_for_approval_since) / 60 as time_waiting_for_approval,
-            case when run_ended_at is null then epoch(as_of - run_updated_at) / 60 end
+            run.current_stage_status, stage.target_devices, stage.succeeded_devices,
+            stage.failed_devices, stage.timed_out_devices, stage.cancelled_devices,
+            stage.in_progress_devices, stage.share_done,
+            run.waiting_for_approval_since,
+            epoch(now.as_of - run.waiting_for_approval_since) / 60 as time_waiting_for_approval,
+            case when run.run_ended_at is null then epoch(now.as_of - run.run_updated_at) / 60 end
                 as time_since_last_change,
-            is_stalled, is_failing, run_started_at, run_ended_at,
-        from marts.pipeline_rollout_current
-        cross join intermediate.int_as_of
-        order by run_ended_at is not null, pipeline_name, pipeline_id
+            run.is_stalled, run.is_failing, run.run_started_at, run.run_ended_at,
+        from marts.pipeline_rollout_current as run
+        left join marts.pipeline_rollout as stage
+            on stage.pipeline_run_id = run.pipeline_run_id
+            and stage.stage_order = run.current_stage_order
+        cross join intermediate.int_as_of as now
+        order by run.run_ended_at is not null, run.pipeline_name, run.pipeline_id
         """
     )
     pipeline_failures = common.query(
@@ -414,7 +421,8 @@ def _(common, mo, pipeline_runs_loaded, pipelines_loaded):
                 "pipelines_now",
                 format_mapping={**common.rate_formats(pipelines_now), **_share},
                 page_size=15,
-                label="Each pipeline's latest run (marts.pipeline_rollout_current)",
+                label="Each pipeline's latest run (marts.pipeline_rollout_current), its "
+                "devices those of its current stage (marts.pipeline_rollout)",
             ),
             mo.md(
                 "**Failing stages**: the current stage of each run counted as failing above "
@@ -460,14 +468,18 @@ def _(common, mo, wh):
 @app.cell
 def _(alt, apps_now, common, mo, pl):
     mo.stop(apps_now.height == 0, common.nothing("No app inventory has been loaded yet."))
-    _top = apps_now.head(15).with_columns(
-        (pl.col("app_name").fill_null(pl.col("package_name")) + " · " + pl.col("platform")).alias(
-            "app"
+    _top, _title = common.top(
+        apps_now.with_columns(
+            (
+                pl.col("app_name").fill_null(pl.col("package_name")) + " · " + pl.col("platform")
+            ).alias("app"),
+            (pl.col("devices_with_app") / pl.col("reporting_devices")).alias("share_with_app"),
         ),
-        (pl.col("devices_with_app") / pl.col("reporting_devices")).alias("share_with_app"),
+        "Apps now: share of reporting devices on the latest version",
+        "the most installed; every app: the table below",
     )
     _latest = (
-        alt.Chart(_top, title="Apps now: share of reporting devices on the latest version")
+        alt.Chart(_top, title=_title)
         .mark_bar(color="#2e8540")
         .encode(
             y=alt.Y("app:N", title=None, sort="-x"),
@@ -655,7 +667,11 @@ def _(common, mo, rollout_label, wh):
 def _(commands, common, mo, outcome_chart):
     mo.stop(commands.height == 0, common.nothing("No command request with targets yet."))
     command_outcomes_chart = outcome_chart(
-        commands.head(30), "Command outcomes per request (30 most recent)"
+        *common.top(
+            commands,
+            "Command outcomes per request, most recent first",
+            "every request: the tables below",
+        )
     )
     _targets = commands["target_devices"].sum()
     mo.vstack(
@@ -683,11 +699,16 @@ def _(commands, common, mo, outcome_chart):
 
 
 @app.cell
-def _(commands, duration_chart, mo, pl):
+def _(commands, common, duration_chart, mo, pl):
     mo.stop(commands.height == 0)
     command_duration_chart = duration_chart(
-        commands.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
-        "Time to completion: the 20 slowest command requests",
+        *common.top(
+            commands.filter(pl.col("p90_minutes_to_terminal").is_not_null()).sort(
+                "p90_minutes_to_terminal", descending=True
+            ),
+            "Time to completion of command requests, slowest first",
+            "every request: the table below",
+        )
     )
     command_duration_chart
     return (command_duration_chart,)
@@ -778,14 +799,23 @@ def _(common, mo, rollout_label, wh):
 
 
 @app.cell
-def _(common, duration_chart, mo, operations, outcome_chart):
+def _(common, duration_chart, mo, operations, outcome_chart, pl):
     mo.stop(operations.height == 0, common.nothing("No operation with targets yet."))
     operation_outcomes_chart = outcome_chart(
-        operations.head(30), "Operation outcomes (30 most recent)"
+        *common.top(
+            operations,
+            "Operation outcomes, most recent first",
+            "every operation: the tables below",
+        )
     )
     operation_duration_chart = duration_chart(
-        operations.sort("p90_minutes_to_terminal", descending=True, nulls_last=True).head(20),
-        "Time to completion: the 20 slowest operations",
+        *common.top(
+            operations.filter(pl.col("p90_minutes_to_terminal").is_not_null()).sort(
+                "p90_minutes_to_terminal", descending=True
+            ),
+            "Time to completion of operations, slowest first",
+            "every operation: the table below",
+        )
     )
     mo.vstack([operation_outcomes_chart, operation_duration_chart])
     return operation_duration_chart, operation_outcomes_chart

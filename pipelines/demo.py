@@ -204,12 +204,25 @@ def _fleet_lines(con: duckdb.DuckDBPyConnection, numbers: headlines.Headlines) -
         f"  {'out_of_service':<14} {out.value if out else 0:>7,}  "
         f"({headlines.share(out)} of all devices, in no rate)"
     )
-    top = numbers.items("top_reasons")[:3]
+    reasons = numbers.items("top_reasons")
+    top = reasons[:3]
     if top:
-        lines.append(f"  top reasons among the {top[0].denominator or 0:,} non-compliant devices:")
+        # "N of M" when the list is longer than the lines (readable.shown_of: every surface's rule)
+        cut = readable.shown_of(len(top), len(reasons))
+        lines.append(
+            f"  top reasons{f' ({cut}: all in marts.headlines)' if cut else ''} among the "
+            f"{top[0].denominator or 0:,} non-compliant devices:"
+        )
         lines += [f"    {r.label} ({r.item}): {r.value:,} devices" for r in top]
+    worst = len(numbers.items("worst_command_rollouts"))
+    ranked = con.execute(
+        f"select count(failing_rank) from {headlines.marts(con)}.command_rollout"
+    ).fetchone()[0]  # type: ignore[index]
+    cut = readable.shown_of(worst, ranked)
     title = (
-        "\nThe three worst command rollouts (marts.headlines: requests to "
+        "\nThe worst command rollouts"
+        + (f" ({cut} ranked; all in marts.command_rollout.failing_rank)" if cut else "")
+        + " (marts.headlines: requests to "
         f"{headlines.ranked_from_devices(con)} devices or more, by failure + timeout rate):"
     )
     unknown = numbers.number("worst_command_rollouts")  # a row of its own only when unknown

@@ -23,6 +23,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from . import readable
+
 VEGA_LITE = "application/vnd.vegalite.v6+json"
 # The page needs no script and no request: inline styles, inline SVG and `data:` images only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:"
@@ -130,8 +132,8 @@ def table_html(rows: list[dict[str, Any]], total: int | None = None) -> str:
         )
     if total > len(rows):
         parts.append(
-            f'<p class="more cut">first {len(rows):,} of {total:,} rows; the others are in the '
-            "interactive page only</p>"
+            f'<p class="more cut">first {readable.shown_of(len(rows), total)} rows; the others '
+            "are in the interactive page only</p>"
         )
     return "".join(parts)
 

@@ -13,3 +13,10 @@ def duration(minutes: float | None) -> str:
     if minutes < 48 * 60:
         return f"{minutes / 60:.1f} h"
     return f"{minutes / (24 * 60):.1f} days"
+
+
+def shown_of(shown: int, total: int) -> str:
+    """How much of a list a surface shows, in the words every surface uses: ``""`` when it shows
+    all `total` items, else ``"N of M"``. A list, a top-N chart or table, a top-N line of the
+    demo says this in its title, so nothing is cut without saying so."""
+    return "" if shown >= total else f"{shown:,} of {total:,}"

@@ -31,6 +31,12 @@ def _view(rendered, page: str, title: str) -> View:
     return charts(rendered.page(page).dom)[title].view(title)
 
 
+def _view_titled(rendered, page: str, start: str) -> View:
+    """The one chart whose title starts with `start` (a cut list's title goes on "(N of M; ...)")."""
+    (title,) = [t for t in charts(rendered.page(page).dom) if t.startswith(start)]
+    return _view(rendered, page, title)
+
+
 def _distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     """Gap between two boxes (x0, y0, x1, y1): 0 when they touch or overlap."""
     dx = max(a[0] - b[2], b[0] - a[2], 0)
@@ -112,39 +118,58 @@ def test_devices_by_verdict_stacks_every_device_of_each_day(rendered, demo_wareh
         assert abs(drawn_total(segments) - devices) <= pixel
 
 
-def test_verdict_by_platform_draws_each_verdict_s_share(rendered, demo_warehouse) -> None:
+def test_verdict_by_platform_divides_by_the_headline_s_devices_in_service(
+    rendered, demo_warehouse
+) -> None:
+    """Each bar is its platform's devices in service, as the compliance headline's denominator:
+    the compliant shares drawn, times each platform's devices in service, add up to the
+    headline's count of the headline's devices, and the axis names them in the headline's words
+    (an out-of-service device in a bar, "Android 463 of 1,432", fails both)."""
     drawing = charts(rendered.page("fleet_overview").dom)["Verdict by platform"]
     view = drawing.view("Verdict by platform")
     (legend,) = drawing.legends
+    ((value, denominator, label),) = _mart(
+        demo_warehouse,
+        "select value, denominator, label from marts.headlines "
+        "where headline = 'compliance_rate' and item is null",
+    )
     counts: dict[str, dict[str, int]] = {}
     for platform, verdict, devices in _mart(
         demo_warehouse,
-        "select platform, verdict, count(*) from marts.fleet_compliance group by all",
+        "select platform, verdict, count(*) from marts.fleet_compliance where is_in_service "
+        "group by all",
     ):
         counts.setdefault(platform, {})[verdict] = devices
+    assert sum(sum(v.values()) for v in counts.values()) == denominator
+    (words,) = re.findall(r"\(of (.+)\)$", label)  # "devices in service"
+    assert words in view.axis("x").title, (view.axis("x").title, words)
     verdict_of = {colour: verdict for verdict, colour in legend.colours.items()}
-    pixel = view.axis("x").per_pixel
+    x, pixel = view.axis("x"), view.axis("x").per_pixel
+    compliant = 0.0
     for bar in view.bars():
         x0, y0, x1, y1 = bar.box
         platform = view.axis("y").category(y0, y1)
-        share = view.axis("x").value(x1) - view.axis("x").value(x0)
+        share = x.value(x1) - x.value(x0)
         verdicts = counts[platform]
-        expected = verdicts[verdict_of[bar.fill]] / sum(verdicts.values())
-        assert abs(share - expected) <= pixel, (platform, verdict_of[bar.fill])
+        expected = verdicts.get(verdict_of[bar.fill], 0) / sum(verdicts.values())
+        assert abs(share - expected) <= pixel, (platform, verdict_of[bar.fill], share, expected)
+        if verdict_of[bar.fill] == "compliant":
+            compliant += share * sum(verdicts.values())
+    assert abs(compliant - value) <= pixel * denominator, (compliant, value)
 
 
 @pytest.mark.parametrize(
     ("title", "mart", "key"),
     [
-        ("Command outcomes per request (30 most recent)", "command_rollout", "command_request_id"),
-        ("Operation outcomes (30 most recent)", "operation_rollout", "operation_id"),
+        ("Command outcomes per request", "command_rollout", "command_request_id"),
+        ("Operation outcomes", "operation_rollout", "operation_id"),
     ],
 )
 def test_rollout_outcomes_draw_each_outcome_s_share_of_the_targets(
     rendered, demo_warehouse, title, mart, key
 ) -> None:
-    drawing = charts(rendered.page("rollouts").dom)[title]
-    view = drawing.view(title)
+    view = _view_titled(rendered, "rollouts", title)
+    drawing = charts(rendered.page("rollouts").dom)[view.title]
     (legend,) = drawing.legends
     outcomes = list(legend.colours)
     rows = _mart(
@@ -168,8 +193,7 @@ def test_rollout_outcomes_draw_each_outcome_s_share_of_the_targets(
 
 
 def test_apps_now_draws_each_app_s_share_on_its_latest_version(rendered, demo_warehouse) -> None:
-    title = "Apps now: share of reporting devices on the latest version"
-    view = _view(rendered, "rollouts", title)
+    view = _view_titled(rendered, "rollouts", "Apps now: share of reporting devices")
     expected = dict(
         _mart(
             demo_warehouse,
@@ -184,7 +208,7 @@ def test_apps_now_draws_each_app_s_share_on_its_latest_version(rendered, demo_wa
 
 
 def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -> None:
-    view = _view(rendered, "fleet_overview", "Devices by group (largest 15)")
+    view = _view_titled(rendered, "fleet_overview", "Devices by group, largest first")
     expected = {
         str(group): devices
         for group, devices in _mart(
@@ -192,7 +216,7 @@ def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -
         )
     }
     drawn = stacks(view)
-    assert len(drawn) == min(15, len(expected))
+    assert len(drawn) == min(30, len(expected))  # common.CHART_ITEMS (N of M: test_nothing_cut)
     for group, segments in drawn.items():
         assert len(segments) == 1, group
         expected_devices = expected["None" if group == "null" else group]
@@ -202,15 +226,14 @@ def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -
 @pytest.mark.parametrize(
     ("title", "mart", "key"),
     [
-        ("Time to completion: the 20 slowest command requests", "command_rollout",
-         "command_request_id"),
-        ("Time to completion: the 20 slowest operations", "operation_rollout", "operation_id"),
+        ("Time to completion of command requests", "command_rollout", "command_request_id"),
+        ("Time to completion of operations", "operation_rollout", "operation_id"),
     ],
 )  # fmt: skip
 def test_time_to_completion_bars_run_from_p50_to_p90(
     rendered, demo_warehouse, title, mart, key
 ) -> None:
-    view = _view(rendered, "rollouts", title)
+    view = _view_titled(rendered, "rollouts", title)
     expected = {
         row[0]: (row[1] / 60, row[2] / 60)
         for row in _mart(
@@ -337,3 +360,68 @@ def test_pipeline_runs_draw_each_stage_s_progress_in_stage_order(rendered, demo_
                         "stage_order from marts.pipeline_rollout where is_failing"))  # fmt: skip
     assert failing and noted == failing
     assert any(waiting for *_, waiting in stages.values()), "the fixture has a run waiting"
+
+
+def test_the_pipelines_table_shows_the_numbers_of_the_stage_it_names(
+    rendered, demo_warehouse
+) -> None:
+    """A row of the Pipelines table is labelled with its run's current stage: its devices are
+    that stage's, the ones the chart draws in that stage's cell (read from the bars' own
+    data) and marts.headlines counts for a failing run ("11 of 60"), never the whole run's (an
+    ended run too: its last stage's)."""
+    from .test_offline_report import _tables
+
+    dom = rendered.page("rollouts").dom
+    (table,) = [t for t in _tables(dom) if t.columns[:4] == ["pipeline_name", "run_number",
+                                                             "run_status", "current_stage"]]  # fmt: skip
+    view = charts(dom)[PIPELINE_RUNS].view(PIPELINE_RUNS)
+    drawn: dict[tuple[str, int], dict[str, int]] = {}
+    for bar in view.bars():
+        fields = dict(f.split(": ", 1) for f in bar.label.split("; ") if ": " in f)
+        cell = drawn.setdefault((fields["run"], int(fields["stage_order"])), {})
+        cell[fields["part"]] = cell.get(fields["part"], 0) + int(fields["devices"])
+        cell["target"] = int(fields["target_devices"])
+    failing = {
+        label.split(", stage ")[0].replace(" run ", " · run "): (value, denominator)
+        for label, value, denominator in _mart(
+            demo_warehouse,
+            "select label, value, denominator from marts.headlines "
+            "where headline = 'pipeline_runs_failing' and item is not null",
+        )
+    }
+    stages = {
+        (run, order): numbers
+        for run, order, *numbers in _mart(
+            demo_warehouse,
+            "select pipeline_name || ' · run ' || run_number, stage_order, target_devices, "
+            "succeeded_devices, failed_devices + timed_out_devices, in_progress_devices "
+            "from marts.pipeline_rollout",
+        )
+    }
+    compared = headline_compared = ended = 0
+    for row in table.rows:
+        cells = dict(zip(table.columns, row, strict=True))
+        run = f"{cells['pipeline_name']} · run {cells['run_number']}"
+        if not cells["current_stage"]:
+            continue  # a run at no stage yet has no stage's numbers
+        order = int(cells["current_stage"].split(" of ")[0])
+        n = {c: int(cells[c].replace(",", "")) for c in cells if c.endswith("_devices")}
+        # every row, ended or not: the numbers of the stage it names (marts.pipeline_rollout)
+        bad = n["failed_devices"] + n["timed_out_devices"]
+        shown = [n["target_devices"], n["succeeded_devices"], bad, n["in_progress_devices"]]
+        assert shown == stages[(run, order)], (run, order, shown, stages[(run, order)])
+        if cells["run_ended_at"]:
+            ended += 1
+            continue  # an ended run is not drawn
+        cell = drawn[(run, order)]
+        assert n["target_devices"] == cell["target"], (run, n, cell)
+        assert n["succeeded_devices"] == cell.get("succeeded", 0), (run, n, cell)
+        assert bad == cell.get("failed", 0) + cell.get("timed out", 0), (run, n, cell)
+        assert n["in_progress_devices"] == cell.get("in progress", 0), (run, n, cell)
+        done = (cell["target"] - cell.get("in progress", 0)) / cell["target"]
+        assert cells["share_done"] == f"{done:.1%}", (run, cells["share_done"], done)
+        if run in failing:  # the table lists each pipeline's latest run only
+            assert (bad, n["target_devices"]) == failing[run], run
+            headline_compared += 1
+        compared += 1
+    assert compared >= 2 and headline_compared >= 1 and ended >= 1, (compared, ended, failing)

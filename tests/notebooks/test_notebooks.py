@@ -143,7 +143,7 @@ def test_rollouts_shows_adoption_commands_and_a_drill_down(report_run):
         "Apps now: share of reporting devices on the latest version",
         "Version adoption over time",
         "Command outcomes per request",
-        "Time to completion: the 20 slowest command requests",
+        "Time to completion of command requests, slowest first",
         "Operation outcomes",
         "Devices of",
     ):

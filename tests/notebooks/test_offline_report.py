@@ -66,6 +66,7 @@ class Shown:
     section: str | None = None  # the id a link opens the closed section with
     says: str = ""  # its label and any "first N of M" note
     links: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # its header cells
 
 
 class _Tables(HTMLParser):
@@ -79,6 +80,8 @@ class _Tables(HTMLParser):
         self.in_details = self.in_label = self.in_note = False
         self.in_body = False
         self.cell: list[str] | None = None
+        self.header: list[str] | None = None
+        self.label_links: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -86,16 +89,18 @@ class _Tables(HTMLParser):
         if tag == "details" and "rows" in classes:
             self.in_details = True
         elif tag == "table" and not self.in_details:
-            self.tables.append(Shown(says=self.label))
-            self.label = ""
+            self.tables.append(Shown(says=self.label, links=self.label_links))
+            self.label, self.label_links = "", []
         elif tag == "div" and a.get("id", "").startswith("rows-") and self.tables:
             self.tables[-1].section = a["id"]
         elif tag == "p" and "label" in classes:
-            self.in_label, self.label = True, ""
+            self.in_label, self.label, self.label_links = True, "", []
         elif tag == "p" and "cut" in classes:
             self.in_note = True
         elif tag == "a" and (self.in_label or self.in_note):
-            self.tables[-1 if self.in_note else len(self.tables)].links.append(a.get("href", ""))
+            # a label's link belongs to the table after it, a note's to the table before
+            links = self.tables[-1].links if self.in_note else self.label_links
+            links.append(a.get("href", ""))
         elif tag == "tbody":
             self.in_body = True
         elif tag == "tr" and self.in_body:
@@ -105,9 +110,14 @@ class _Tables(HTMLParser):
                 self.tables[-1].rows.append([])
         elif tag == "td" and self.in_body:
             self.cell = []
+        elif tag == "th" and not self.in_details and self.tables:
+            self.header = []
 
     def handle_endtag(self, tag: str) -> None:
-        if tag == "details":
+        if tag == "th" and self.header is not None:
+            self.tables[-1].columns.append("".join(self.header))
+            self.header = None
+        elif tag == "details":
             self.in_details = False
         elif tag == "p":
             self.in_label = self.in_note = False
@@ -119,6 +129,8 @@ class _Tables(HTMLParser):
             self.cell = None
 
     def handle_data(self, data: str) -> None:
+        if self.header is not None:
+            self.header.append(data)
         if self.cell is not None:
             self.cell.append(data)
         if self.in_label:
