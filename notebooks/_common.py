@@ -246,6 +246,72 @@ def banner(wh: Warehouse) -> mo.Html:
     return mo.md(f"Warehouse {code(wh.path)}{as_of} · read-only, one short connection per query")
 
 
+def headline_value(row: dict[str, Any] | None) -> str:
+    """A headline's value as a tile shows it: "1,234", "unknown" when a table family it reads was
+    never loaded (never 0), "–" when the mart has no such row."""
+    if row is None:
+        return "–"
+    if not row.get("is_known", True) or row["value"] is None:
+        return "unknown"
+    return f"{row['value']:,}"
+
+
+def aged(row: dict[str, Any] | None, caption: str | None) -> str | None:
+    """A caption followed by the number's age (marts.headlines `age_note`, escaped: it quotes
+    routes and the API's reasons), when the number is older than the run or unknown."""
+    note = (row or {}).get("age_note")
+    if not note:
+        return caption
+    return f"{caption} · {text(note)}" if caption else text(note)
+
+
+def age_callout(row: dict[str, Any]) -> mo.Html:
+    """What a section shows for a number that is unknown: the mart's words, e.g. "Pipelines:
+    unknown — GET /pipelines/v0/runs/ refused (403) since 2026-10-04" (escaped)."""
+    return mo.callout(mo.md(text(row.get("age_note") or "unknown")), kind="warn")
+
+
+def freshness(path: Path | None = None) -> pl.DataFrame:
+    """Each table family's freshness (intermediate.int_family_freshness): families behind or
+    unknown first; empty for models an earlier release built."""
+    try:
+        return query(
+            "select family_label as family, data_as_of, last_whole_load_at, age_note, "
+            "held_back_by, is_held_back from intermediate.int_family_freshness "
+            "order by is_known, not is_behind, family_label",
+            path=path,
+        )
+    except duckdb.Error:
+        return pl.DataFrame()
+
+
+def freshness_block(path: Path | None = None) -> mo.Html:
+    """The report's freshness block: every table family, the time its data is as of, its last
+    whole load, and what keeps it back (the words of intermediate.int_family_freshness, as
+    `status` prints them)."""
+    families = freshness(path)
+    if families.is_empty():
+        return mo.md("")
+    rows = ["| family | data as of | last whole load | how old, and why | tables held back |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for f in families.iter_rows(named=True):
+        when = f"{f['data_as_of']:%Y-%m-%d %H:%M} UTC" if f["data_as_of"] else "never loaded"
+        whole = f"{f['last_whole_load_at']:%Y-%m-%d %H:%M} UTC" if f["last_whole_load_at"] else "–"
+        note = ("**held back** · " if f["is_held_back"] else "") + (
+            text(f["age_note"]) if f["age_note"] else "current"
+        )
+        held = text(f["held_back_by"]) if f["held_back_by"] else "–"
+        rows.append(f"| {text(f['family'])} | {when} | {whole} | {note} | {held} |")
+    behind = families.filter(pl.col("age_note").is_not_null()).height
+    title = (
+        f"**Freshness**: {behind} of {families.height} table families older than the latest run "
+        "or unknown; numbers drawn from them are judged at their own time and say so"
+        if behind
+        else f"**Freshness**: all {families.height} table families are as of the latest run"
+    )
+    return mo.md(f"{title}\n\n" + "\n".join(rows))
+
+
 def nothing(message: str) -> mo.Html:
     """What a section shows when the warehouse has no rows for it."""
     return mo.callout(mo.md(message), kind="info")
@@ -407,9 +473,12 @@ def worst_rollouts(
 
 def headlines(path: Path | None = None) -> dict[str, dict[str, Any]]:
     """The whole fleet's headline numbers (marts.headlines: their one home), by name; items of a
-    list under ``"<headline>/<item>"``. A notebook shows these and counts none of its own."""
+    list under ``"<headline>/<item>"``. A notebook shows these and counts none of its own.
+
+    Each row carries `age_note` (how old the number is, or why it is unknown: None when current)
+    and `is_known` (False: the number is NULL, never 0)."""
     frame = query(
-        "select headline, item, item_rank, label, value, denominator, share "
+        "select headline, item, item_rank, label, value, denominator, share, age_note, is_known "
         "from marts.headlines order by headline, item_rank nulls first",
         path=path,
     )

@@ -52,6 +52,14 @@ def _(common):
 @app.cell
 def _(common, mo, wh):
     mo.stop(not wh.ok)
+    # how old each family of tables is, and what keeps it back (as `status` prints it)
+    common.freshness_block()
+    return
+
+
+@app.cell
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
     _groups = common.query(
         "select distinct group_path from marts.fleet_compliance "
         "where group_path is not null order by 1"
@@ -89,7 +97,7 @@ def _(common, mo, params, where):
     _h = common.headlines()
 
     def _number(name):
-        return f"{_h[name]['value']:,}" if name in _h else "–"
+        return common.headline_value(_h.get(name))
 
     # the oldest check-in still judged: the last bucket that counts as seen (the admin's seed)
     _judged = common.hours(
@@ -120,7 +128,7 @@ def _(common, mo, params, where):
                     mo.stat(
                         _number("compliance_rate"),
                         label=_label("compliance_rate"),
-                        caption=_share("compliance_rate"),
+                        caption=common.aged(_h.get("compliance_rate"), _share("compliance_rate")),
                     ),
                     mo.stat(
                         _number("non_compliant_devices"),
@@ -485,10 +493,12 @@ def _(common, mo, wh):
         f"{_unknown:,} more (app licence tokens, or a date the API did not give) have no expiry "
         "the warehouse can read: check them in Apple Business Manager."
     )
-    _needing = common.headlines()["credentials_needing_action"]["value"]  # marts.headlines
+    _needing = common.headlines()["credentials_needing_action"]  # marts.headlines
+    _age = f" ({common.aged(_needing, None)})" if _needing["age_note"] else ""
+    mo.stop(not _needing["is_known"], common.age_callout(_needing))
     mo.vstack(
         [
-            mo.md(f"**{_needing:,} credentials** have expired or expire soon:")
+            mo.md(f"**{_needing['value']:,} credentials** have expired or expire soon{_age}:")
             if credentials.height
             else common.nothing("No credential expires within its warning days."),
             *(
@@ -538,11 +548,16 @@ def _(common, mo, params, where):
         for key, row in _h.items()
         if key.startswith("drift_disagreements/")
     )
-    _total = _h["drift_disagreements"]["value"]
+    _total = _h["drift_disagreements"]
+    mo.stop(not _total["is_known"], common.age_callout(_total))
     _selected = f"; {drift.height:,} in this selection" if params else ""
+    _age = f" ({common.aged(_total, None)})" if _total["age_note"] else ""
     mo.vstack(
         [
-            mo.md(f"**{_total:,} devices** where the two verdicts differ ({_counts}){_selected}:"),
+            mo.md(
+                f"**{_total['value']:,} devices** where the two verdicts differ ({_counts})"
+                f"{_selected}{_age}:"
+            ),
             common.table(drift, "drift_disagreements", page_size=10),
         ]
     ) if drift.height else common.nothing("Esper and the warehouse agree on every device here.")
@@ -577,11 +592,14 @@ def _(common, mo, wh):
     )
     _h = common.headlines()  # active users, as `status` and the demo count them
     _wipe, _unknown = _h["users_may_wipe"], _h["users_scopes_unknown"]["value"]
+    mo.stop(not _wipe["is_known"], common.age_callout(_wipe))
+    _age = f" ({common.aged(_wipe, None)})" if _wipe["age_note"] else ""
     mo.vstack(
         [
             mo.md(
                 f"**{_wipe['value']:,} of {_wipe['denominator']:,} active users** may wipe devices"
-                + (f"; the scopes of {_unknown:,} could not be read." if _unknown else ".")
+                + (f"; the scopes of {_unknown:,} could not be read" if _unknown else "")
+                + f"{_age}."
             ),
             common.table(access, "fleet_access", page_size=10),
         ]

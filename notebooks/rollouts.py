@@ -311,12 +311,15 @@ def _(
     pipelines_loaded,
     pipelines_skipped,
 ):
+    # how old the Pipelines numbers are, or why unknown: the mart's words (marts.headlines)
+    _age = common.headlines().get("pipeline_runs_waiting", {}).get("age_note")
     # the run list's refusal says why for all six tables (each child names it as "read from")
     _why = pipelines_skipped.get("pipeline_runs") or next(iter(pipelines_skipped.values()), "")
     _refused = (
         mo.callout(
             mo.md(
-                f"The last load could not read Esper Pipelines: {common.text(_why)}. It skipped "
+                (f"**{common.text(_age)}**. " if _age else "")
+                + f"The last load could not read Esper Pipelines: {common.text(_why)}. It skipped "
                 f"{', '.join(common.code(t) for t in pipelines_skipped)}. A key without the "
                 "`read:pipeline` scope is refused (403), a tenant without Pipelines answers 404; "
                 "what is shown here is what an earlier load read, if any."
@@ -324,6 +327,8 @@ def _(
             kind="warn",
         )
         if pipelines_skipped
+        else mo.callout(mo.md(common.text(_age)), kind="warn")
+        if _age
         else None
     )
     mo.stop(
@@ -343,9 +348,14 @@ def _(
     _h = common.headlines()  # the three numbers' one home: marts.headlines
     _tiles = [
         mo.stat(
-            f"{_h[_name]['value']:,}",
+            common.headline_value(_h[_name]),
             label=_h[_name]["label"].removesuffix(" (of runs not ended)"),
-            caption=f"of {_h[_name]['denominator']:,} runs not ended",
+            caption=common.aged(
+                _h[_name],
+                f"of {_h[_name]['denominator']:,} runs not ended"
+                if _h[_name]["denominator"] is not None
+                else "",
+            ),
         )
         for _name in ("pipeline_runs_waiting", "pipeline_runs_stalled", "pipeline_runs_failing")
         if _name in _h
@@ -384,15 +394,16 @@ def _(common, mo, pipeline_runs_loaded, pipelines_loaded):
             stage.failed_devices, stage.timed_out_devices, stage.cancelled_devices,
             stage.in_progress_devices, stage.share_done,
             run.waiting_for_approval_since,
-            epoch(now.as_of - run.waiting_for_approval_since) / 60 as time_waiting_for_approval,
-            case when run.run_ended_at is null then epoch(now.as_of - run.run_updated_at) / 60 end
-                as time_since_last_change,
+            epoch(run.data_as_of - run.waiting_for_approval_since) / 60
+                as time_waiting_for_approval,
+            case
+                when run.run_ended_at is null then epoch(run.data_as_of - run.run_updated_at) / 60
+            end as time_since_last_change,
             run.is_stalled, run.is_failing, run.run_started_at, run.run_ended_at,
         from marts.pipeline_rollout_current as run
         left join marts.pipeline_rollout as stage
             on stage.pipeline_run_id = run.pipeline_run_id
             and stage.stage_order = run.current_stage_order
-        cross join intermediate.int_as_of as now
         order by run.run_ended_at is not null, run.pipeline_name, run.pipeline_id
         """
     )
