@@ -256,13 +256,15 @@ def headline_value(row: dict[str, Any] | None) -> str:
     return f"{row['value']:,}"
 
 
-def aged(row: dict[str, Any] | None, caption: str | None) -> str | None:
-    """A caption followed by the number's age (marts.headlines `age_note`, escaped: it quotes
-    routes and the API's reasons), when the number is older than the run or unknown."""
+def aged(row: dict[str, Any] | None, caption: str | None, *, markdown: bool = False) -> str | None:
+    """A caption followed by the number's age (marts.headlines `age_note`), when the number is
+    older than the run or unknown. `markdown`: the note is escaped for `mo.md` (it quotes routes
+    and the API's reasons); `mo.stat` escapes its caption itself."""
     note = (row or {}).get("age_note")
     if not note:
         return caption
-    return f"{caption} · {text(note)}" if caption else text(note)
+    note = text(note) if markdown else note
+    return f"{caption} · {note}" if caption else note
 
 
 def age_callout(row: dict[str, Any]) -> mo.Html:

@@ -494,7 +494,7 @@ def _(common, mo, wh):
         "the warehouse can read: check them in Apple Business Manager."
     )
     _needing = common.headlines()["credentials_needing_action"]  # marts.headlines
-    _age = f" ({common.aged(_needing, None)})" if _needing["age_note"] else ""
+    _age = f" ({common.aged(_needing, None, markdown=True)})" if _needing["age_note"] else ""
     mo.stop(not _needing["is_known"], common.age_callout(_needing))
     mo.vstack(
         [
@@ -551,7 +551,7 @@ def _(common, mo, params, where):
     _total = _h["drift_disagreements"]
     mo.stop(not _total["is_known"], common.age_callout(_total))
     _selected = f"; {drift.height:,} in this selection" if params else ""
-    _age = f" ({common.aged(_total, None)})" if _total["age_note"] else ""
+    _age = f" ({common.aged(_total, None, markdown=True)})" if _total["age_note"] else ""
     mo.vstack(
         [
             mo.md(
@@ -593,7 +593,7 @@ def _(common, mo, wh):
     _h = common.headlines()  # active users, as `status` and the demo count them
     _wipe, _unknown = _h["users_may_wipe"], _h["users_scopes_unknown"]["value"]
     mo.stop(not _wipe["is_known"], common.age_callout(_wipe))
-    _age = f" ({common.aged(_wipe, None)})" if _wipe["age_note"] else ""
+    _age = f" ({common.aged(_wipe, None, markdown=True)})" if _wipe["age_note"] else ""
     mo.vstack(
         [
             mo.md(

@@ -528,3 +528,30 @@ def test_status_and_the_demo_print_each_numbers_age_from_the_mart(
     block = out.out.split("freshness (")[1].split("\n\n")[0]
     assert f"Credentials{' ' * 3}" not in block or "unknown — " in block
     assert "HELD BACK: as of " in block and f"{PIPELINES_ROUTE} refused (403)" in block
+
+
+def test_the_report_prints_each_numbers_age_and_the_freshness_block(
+    aged: Path, tmp_path: Path
+) -> None:
+    """The fleet page opens with every table family's freshness; its sections and the rollouts
+    page's Pipelines tiles print the mart's words: the age of a number older than the run, and
+    "unknown" with its reason for one never loaded (never 0)."""
+    numbers = _aged_headlines(aged)
+    waiting = numbers.number("pipeline_runs_waiting")
+    creds = numbers.number("credentials_needing_action")
+    fleet = report.export_notebook(report.NOTEBOOKS_DIR / "fleet_overview.py", tmp_path, aged)
+    assert fleet.ok, fleet.errors
+    _, text = _page_text(fleet.html)
+    with duckdb.connect(str(aged), read_only=True) as con:
+        behind, families = con.execute(
+            "select count(age_note), count(*) from intermediate.int_family_freshness"
+        ).fetchone()
+    assert behind >= 2  # Pipelines, Credentials (and the census, read by full scans only)
+    assert f"Freshness : {behind} of {families} table families" in text
+    assert creds.age_note in text
+    assert f"{creds.value or 0:,} credentials have expired" not in text
+    rollouts = report.export_notebook(report.NOTEBOOKS_DIR / "rollouts.py", tmp_path, aged)
+    assert rollouts.ok, rollouts.errors
+    _, text = _page_text(rollouts.html)
+    assert waiting.age_note in text
+    assert f"of {waiting.denominator:,} runs not ended · {waiting.age_note}" in text
