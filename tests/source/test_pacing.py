@@ -211,6 +211,33 @@ class Run:
         }
 
 
+class _Api:
+    """How `tenant` answers each request sent at a time: its bucket's tokens, its shedder's
+    count of the last second, its weather and 503s (drawn from the simulation's `rng`)."""
+
+    def __init__(self, tenant: Tenant, rng: random.Random) -> None:
+        self.tenant, self.rng = tenant, rng
+        self.tokens, self.filled_at = tenant.rate(0.0), 0.0
+        self.recent: list[float] = []  # the send times of the last second (the shedder's count)
+
+    def answer(self, now: float) -> str:
+        """ "ok", "429" (the bucket is empty, or shed), "weather" or "503"."""
+        tenant, rng = self.tenant, self.rng
+        rate = tenant.rate(now)
+        self.tokens = min(rate, self.tokens + (now - self.filled_at) * rate)
+        self.filled_at = now
+        self.recent.append(now)
+        while self.recent[0] < now - 1.0:
+            self.recent.pop(0)
+        shedding = tenant.shed is not None and len(self.recent) > tenant.shed[0]
+        if rng.random() < tenant.weather(now):
+            return "weather"
+        if self.tokens < 1 or (shedding and rng.random() < tenant.shed[1]):  # type: ignore[index]
+            return "429"
+        self.tokens -= 1
+        return "503" if rng.random() < tenant.unavailable else "ok"
+
+
 def _simulate(
     tenant: Tenant,
     *,
@@ -228,8 +255,7 @@ def _simulate(
     clock = Clock()
     pacer = RatePacer(clock)
     rng = random.Random(seed)
-    recent: list[float] = []  # the send times of the last second (the shedder's count)
-    tokens, filled_at, cooldown = tenant.rate(0.0), 0.0, 0.0
+    api, cooldown = _Api(tenant, rng), 0.0
     sent: list[tuple[float, str]] = []
     done = 0
     # (time, order, kind, worker, failures in a row, paced at); kinds: begin, send, answer
@@ -261,20 +287,7 @@ def _simulate(
             if again is not None:  # the pace was cut while this request waited for its slot
                 at(now + again, "send", worker, strikes, now)
                 continue
-            rate = tenant.rate(now)
-            tokens = min(rate, tokens + (now - filled_at) * rate)
-            filled_at = now
-            recent.append(now)
-            while recent[0] < now - 1.0:
-                recent.pop(0)
-            shedding = tenant.shed is not None and len(recent) > tenant.shed[0]
-            if rng.random() < tenant.weather(now):
-                answer = "weather"
-            elif tokens < 1 or (shedding and rng.random() < tenant.shed[1]):  # type: ignore[index]
-                answer = "429"
-            else:
-                tokens -= 1
-                answer = "503" if rng.random() < tenant.unavailable else "ok"
+            answer = api.answer(now)
             sent.append((now, answer))
             at(now + 0.05, answer, worker, strikes, sent_at)
         elif kind == "ok":
