@@ -49,10 +49,13 @@ class TokenBucketProxy:
         retry_after: bool,
         weather: Callable[[float], float] = lambda t: 0.0,
         unavailable: float = 0.0,
+        shed: tuple[float, float] | None = None,
     ) -> None:
         self.rate_at = rate if callable(rate) else (lambda t, r=rate: r)
         self.rate, self.retry_after = self.rate_at(0.0), retry_after
         self.weather, self.unavailable = weather, unavailable
+        self.shed = shed  # (N, share): that share refused while more than N came in 1 s
+        self.recent: list[float] = []
         self.tokens, self.filled_at = self.rate, time.monotonic()
         self.lock = threading.Lock()
         self.requests = self.refused = 0
@@ -133,9 +136,11 @@ class TokenBucketProxy:
             self.rate = self.rate_at(elapsed)
             self.tokens = min(self.rate, self.tokens + (now - self.filled_at) * self.rate)
             self.filled_at = now
+            self.recent = [t for t in self.recent if t > now - 1.0] + [now]
+            shedding = self.shed is not None and len(self.recent) > self.shed[0]
             if self.rng.random() < self.weather(elapsed):
                 answer = "weather"
-            elif self.tokens < 1:
+            elif self.tokens < 1 or (shedding and self.rng.random() < self.shed[1]):  # type: ignore[index]
                 answer = "429"
             else:
                 self.tokens -= 1
@@ -167,6 +172,7 @@ def first_load(
     latency_ms: float,
     weather: Callable[[float], float] = lambda t: 0.0,
     unavailable: float = 0.0,
+    shed: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """One first load through the proxy; what the proxy counted."""
     from esper_warehouse.pipelines.run.runner import RunSettings, run
@@ -175,7 +181,7 @@ def first_load(
     with Simulator(
         devices=devices, seed=7, api_key=API_KEY, enterprise_id=ENTERPRISE_ID, latency_ms=latency_ms
     ) as sim:
-        proxy = TokenBucketProxy(sim.base_url, rate, retry_after, weather, unavailable)
+        proxy = TokenBucketProxy(sim.base_url, rate, retry_after, weather, unavailable, shed)
         base = proxy.url + urlsplit(sim.base_url).path
         with tempfile.TemporaryDirectory() as folder:
             started = time.monotonic()
@@ -210,9 +216,17 @@ def first_load(
     }
 
 
-def scenarios(devices: int, latency_ms: float) -> list[dict[str, Any]]:
-    """The five scenarios of issue 31, side by side in one run; one row each, with its target."""
+NO_LIMIT = 100_000.0  # a bucket no first load empties
+
+
+def scenarios(devices: int, latency_ms: float, only: str = "") -> list[dict[str, Any]]:
+    """The scenarios of issues 31 and 42, side by side in one run; one row each, with its
+    target. `only`: the scenarios whose number starts with one of these (comma-separated)."""
     rows: list[dict[str, Any]] = []
+    wanted = [w for w in only.split(",") if w]
+
+    def chosen(number: str) -> bool:
+        return not wanted or any(number.startswith(w) for w in wanted)
 
     def row(name: str, figure: str, target: str, met: bool, got: dict[str, Any]) -> None:
         rows.append({"scenario": name, "figure": figure, "target": target, "met": met,
@@ -221,6 +235,24 @@ def scenarios(devices: int, latency_ms: float) -> list[dict[str, Any]]:
         print(f"| {name} | {figure} | {target} | {'yes' if met else '**no**'} |", flush=True)
 
     print("| scenario | measured | target | met |\n|---|---|---|---|", flush=True)
+    if chosen("5"):
+        for seed_run in range(3):  # "not every run": the first refusals' timing varies
+            got = first_load(devices, NO_LIMIT, True, latency_ms, shed=(10.0, 0.2))
+            sending = got["requests"] / got["sending_s"]
+            row(f"5. shedder: 1 in 5 refused while more than 10/s come (run {seed_run + 1})",
+                f"{sending:.1f} sent/s, {got['refused_share']:.1%} refused",
+                "<= 15 sent/s, <= 10 % refused",
+                sending <= 15 and got["refused_share"] <= 0.1, got)  # fmt: skip
+    if chosen("6"):
+        quiet = first_load(devices, NO_LIMIT, True, latency_ms)
+        for seed_run in range(3):
+            got = first_load(devices, NO_LIMIT, True, latency_ms, weather=lambda t: 0.14)
+            ratio = got["seconds"] / quiet["seconds"]
+            row(f"6. 14 % refused at random, no limit (run {seed_run + 1})",
+                f"{got['seconds']:.1f} s vs {quiet['seconds']:.1f} s quiet ({ratio:.1f}x)",
+                "<= 2x the quiet load", ratio <= 2, got)  # fmt: skip
+    if not chosen("1") and not chosen("2") and not chosen("3") and not chosen("4"):
+        return rows
     for rate in (10.0, 20.0, 50.0):
         for retry_after in (True, False):
             got = first_load(devices, rate, retry_after, latency_ms)
@@ -268,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=50)
     parser.add_argument("--before", action="store_true", help="switch the client's pacer off")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--scenarios", action="store_true", help="the five scenarios of issue 31")
+    parser.add_argument("--scenarios", action="store_true",
+                        help="the scenarios of issues 31 (1-4) and 42 (5, 6)")  # fmt: skip
+    parser.add_argument("--only", default="",
+                        help="with --scenarios: these numbers only, e.g. 5,6 or 4a")  # fmt: skip
     args = parser.parse_args(argv)
     if args.before:
         _pacer_off()
@@ -276,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("esper_warehouse").setLevel(logging.ERROR)
     if args.scenarios:
-        rows = scenarios(args.devices, args.latency_ms)
+        rows = scenarios(args.devices, args.latency_ms, args.only)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
         return 0 if all(r["met"] and r["exit_code"] in (0, 6) for r in rows) else 1

@@ -131,8 +131,10 @@ def refused_part(
 
     A 400/403/404 on a per-device or per-id route is a refusal: nothing of that part is loaded,
     the run ends partial and names it, and the part is asked again (`retry`: see
-    `Refusals.skip_part`). Only a 404 whose parent has vanished from its list, read again
-    after the 404, is not one. Any other error is the run's: raised again.
+    `Refusals.skip_part`). Only a 404 whose parent is gone twice is not one: nothing else in
+    this run holds the parent as current (`RunLedger.holds`: a device this run listed), and its
+    list, read again after the 404, leaves it out. A record that leaves its list for a moment
+    is kept and asked again, never retired. Any other error is the run's: raised again.
     """
     status = error.status
     tenant_level = isinstance(error, EsperNotFoundError) and error.tenant_level
@@ -140,7 +142,12 @@ def refused_part(
         raise error
     if isinstance(error, EsperAuthError):
         raise error
-    if status == 404 and not still_listed(ledger, client, parent, part):
+    gone = (
+        status == 404
+        and not ledger.holds(parent.name, str(part))
+        and not still_listed(ledger, client, parent, part)
+    )
+    if gone:
         ledger.refusals.part_done(table, part)
         return False
     noun = parent.name.removesuffix("s").replace("_", " ")  # a device, a blueprint, a role

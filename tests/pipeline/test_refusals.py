@@ -262,3 +262,132 @@ def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(
     assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "device_events")
+
+
+class Flicker:
+    """One device that leaves the device lists for the rest of a run once its apps or feed are
+    asked for: those routes answer 404 for it, and from the first such request on, the lists
+    (v2, legacy, their counts) leave it out, as a tenant may while it re-enrolls a device.
+    `back()` ends it: the device is listed again, unchanged, and its routes answer."""
+
+    def __init__(self, sim, monkeypatch: pytest.MonkeyPatch, device_id: str) -> None:
+        index = sim.world.fleet.ids.index(device_id)
+        order, decide = sim.world.device_order, sim.faults.decide
+        self.sim, self.on, self.hidden = sim, True, False
+
+        def deciding(path: str, offset_paging: bool):
+            if self.on and f"/device/{device_id}/" in path:
+                self.hidden = True
+            return decide(path, offset_paging)
+
+        def ordered(ordering: str) -> list[int]:
+            listed = order(ordering)
+            return [i for i in listed if i != index] if self.on and self.hidden else listed
+
+        monkeypatch.setattr(sim.faults, "decide", deciding)
+        monkeypatch.setattr(sim.world, "device_order", ordered)
+        sim.set_faults(
+            [{"kind": "status", "status": 404, "route": f"/enterprise/*/device/{device_id}/*"}]
+        )
+
+    def back(self) -> None:
+        self.on = False
+        self.sim.clear_faults()
+
+
+def _android_with_apps_and_events(sim, among: set[str] | None = None) -> str:
+    apps = {a["device_id"] for a in sim.truth("device_apps")}
+    events = {e["device_id"] for e in sim.truth("device_events")}
+    return next(
+        d["id"]
+        for d in sim.truth("devices")
+        if apps_route(d) == "legacy"
+        and d["id"] in apps & events
+        and (among is None or d["id"] in among)
+    )
+
+
+def _current_apps(wh: Path, device_id: str) -> set[tuple]:
+    return set(
+        rows(
+            wh, "device_apps", ("id",), f"where _dlt_valid_to is null and device_id = '{device_id}'"
+        )
+    )
+
+
+def _flicker_is_refused_and_kept(run, wh: Path, device_id: str, apps_before: set[tuple]) -> None:
+    """The run that met the flicker: partial, both parts counted, nothing of the device retired."""
+    assert run.exit_code == Exit.PARTIAL, (run.exit_code, run.error)
+    for table in ("device_apps", "device_events"):
+        assert run.unavailable[table].startswith("1 device(s) skipped: "), run.unavailable
+        assert "answered 404" in run.unavailable[table]
+    with reading(wh):
+        assert _current_apps(wh, device_id) == apps_before, "its apps were retired"
+
+
+@pytest.mark.parametrize("then", ["back", "gone"])
+def test_a_device_gone_from_its_list_for_one_night_keeps_its_apps_and_is_asked_again(
+    sim, wh: Path, first_load, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """Gone means gone twice. A nightly reads a changed Android device; its app list and feed
+    answer 404 and the device lists leave it out from then on, although this run listed it: the
+    device is a refused part (exit 6, counted, its current apps kept). The next nightly, with
+    the device back and unchanged, reads its apps and its events; with the device still gone
+    (its record answers 404 too, no list names it), its apps are retired and it is not asked
+    again."""
+    assert first_load(wh).exit_code == 0
+    before = {d["id"]: d["updated_at"] for d in sim.truth("devices")}
+    sim.advance(hours=24)
+    changed = {d["id"] for d in sim.truth("devices") if before.get(d["id"]) != d["updated_at"]}
+    device_id = _android_with_apps_and_events(sim, changed)
+    with reading(wh):
+        apps_before = _current_apps(wh, device_id)
+    assert apps_before, "the first load holds its apps"
+
+    flicker = Flicker(sim, monkeypatch, device_id)
+    refused = load(sim, wh)
+    assert flicker.hidden, "the device left the lists during the nightly"
+    _flicker_is_refused_and_kept(refused, wh, device_id, apps_before)
+
+    if then == "gone":
+        sim.set_faults([
+            {"kind": "status", "status": 404, "route": f"/enterprise/*/device/{device_id}/*"},
+            {"kind": "status", "status": 404, "route": f"/v2/devices/{device_id}*"},
+        ])  # fmt: skip
+        sim.reset_stats()
+        gone = load(sim, wh)
+        assert gone.exit_code == Exit.OK, gone.error
+        assert sim.stats()["routes"]["GET /v2/devices/{id}"] == 1, "its record asked again"
+        with reading(wh):
+            assert _current_apps(wh, device_id) == set(), "gone twice: its apps are retired"
+        sim.reset_stats()
+        assert load(sim, wh).exit_code == Exit.OK
+        assert sim.stats()["routes"].get("GET /v2/devices/{id}", 0) == 0, "not asked again"
+        return
+    flicker.back()
+    again = load(sim, wh)  # the API's clock has not moved: the device is unchanged
+    assert again.mode == "incremental"
+    assert again.exit_code == Exit.OK, again.error
+    with reading(wh):
+        compare(sim, wh, "device_apps")
+        compare(sim, wh, "device_events")
+
+
+def test_a_device_gone_from_its_list_during_a_first_load_gets_its_apps_the_next_night(
+    sim, wh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same flicker during a first load: its walk holds the device, so it is a refused part,
+    not a removed device; the next nightly reads its apps and events (before: never loaded)."""
+    device_id = _android_with_apps_and_events(sim)
+    flicker = Flicker(sim, monkeypatch, device_id)
+    first = load(sim, wh)
+    assert flicker.hidden
+    _flicker_is_refused_and_kept(first, wh, device_id, set())
+
+    flicker.back()
+    again = load(sim, wh)
+    assert again.mode == "incremental"
+    assert again.exit_code == Exit.OK, again.error
+    with reading(wh):
+        compare(sim, wh, "device_apps")
+        compare(sim, wh, "device_events")

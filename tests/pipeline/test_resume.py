@@ -315,3 +315,56 @@ def test_a_slow_first_load_of_a_small_fleet_commits_by_time_and_a_kill_keeps_it(
         routes = sim.stats()["routes"]
         fan_outs = sum(n for route, n in routes.items() if route.endswith(FAN_OUT_ROUTES))
         assert fan_outs <= 2.5 * (SLOW_FLEET - len(held)), routes
+
+
+@pytest.mark.parametrize(
+    ("latency_ms", "in_flight", "minutes"),
+    [(300, 4, 0.1), (100, 2, 0.05)],
+    ids=["13-per-s-6-s", "20-per-s-3-s"],
+)
+def test_a_part_on_a_slow_api_is_committed_about_when_it_is_due(
+    tmp_path: Path, latency_ms: int, in_flight: int, minutes: float
+) -> None:
+    """A first load behind an API answering about 13 (or 20) requests a second: the first part,
+    due after 6 s (3 s), is committed within a few seconds of that, not after the fan-outs of
+    two steps of 100 devices each (about 40 s at 12 requests a second)."""
+    wh = tmp_path / "warehouse.duckdb"
+    due = minutes * 60
+    # the part's last fan-out requests, its normalize and its load, on 2 busy cores
+    bound = due + 6.0
+    with Simulator(
+        devices=SLOW_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
+    ) as sim:
+        sim.set_faults([{"kind": "latency", "ms": latency_ms, "jitter_ms": latency_ms // 5}])
+        env = {
+            "SOURCES__ESPER__COMMIT_EVERY_MINUTES": str(minutes),
+            "SOURCES__ESPER__INITIAL_CONCURRENCY": str(in_flight),
+            "SOURCES__ESPER__MAX_CONCURRENCY": str(in_flight),
+        }
+        proc = cli(sim, wh, "run", env=env)
+        assert proc.stderr is not None
+        started = committed = None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "extract: started (part 1" in line:
+                started = time.monotonic()
+            if "part 1 committed" in line:
+                committed = time.monotonic()
+                break
+            if started is not None and time.monotonic() > started + bound + 10:
+                break
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        answered = sim.stats()["total"]
+    assert started is not None, "".join(seen)
+    assert committed is not None, (
+        f"part 1, due after {due:.0f} s, not committed after {bound + 10:.0f} s"
+    )
+    took = committed - started
+    assert took <= bound, (
+        f"part 1 due after {due:.0f} s, committed after {took:.1f} s ({answered} requests)"
+    )
+    with reading(wh):
+        held = {d for (d,) in _held(wh, "devices", ("id",))}
+    assert 0 < len(held) < SLOW_FLEET, len(held)

@@ -189,6 +189,9 @@ class Tenant:
     weather: Callable[[float], float] = lambda t: 0.0  # share refused 429 whatever the pace
     unavailable: float = 0.0  # share answered 503 (retried with backoff)
     retry_after: float | None = 1.0  # seconds a 429 asks to wait; None: no Retry-After
+    # a load shedder: (N, share): while this client sent more than N requests in the last
+    # second, this share of its requests is refused whatever the bucket holds
+    shed: tuple[float, float] | None = None
 
 
 @dataclass
@@ -208,16 +211,51 @@ class Run:
         }
 
 
-def _simulate(tenant: Tenant, *, answers: int | None = None, seconds: float | None = None) -> Run:
+class _Api:
+    """How `tenant` answers each request sent at a time: its bucket's tokens, its shedder's
+    count of the last second, its weather and 503s (drawn from the simulation's `rng`)."""
+
+    def __init__(self, tenant: Tenant, rng: random.Random) -> None:
+        self.tenant, self.rng = tenant, rng
+        self.tokens, self.filled_at = tenant.rate(0.0), 0.0
+        self.recent: list[float] = []  # the send times of the last second (the shedder's count)
+
+    def answer(self, now: float) -> str:
+        """ "ok", "429" (the bucket is empty, or shed), "weather" or "503"."""
+        tenant, rng = self.tenant, self.rng
+        rate = tenant.rate(now)
+        self.tokens = min(rate, self.tokens + (now - self.filled_at) * rate)
+        self.filled_at = now
+        self.recent.append(now)
+        while self.recent[0] < now - 1.0:
+            self.recent.pop(0)
+        shedding = tenant.shed is not None and len(self.recent) > tenant.shed[0]
+        if rng.random() < tenant.weather(now):
+            return "weather"
+        if self.tokens < 1 or (shedding and rng.random() < tenant.shed[1]):  # type: ignore[index]
+            return "429"
+        self.tokens -= 1
+        return "503" if rng.random() < tenant.unavailable else "ok"
+
+
+def _simulate(
+    tenant: Tenant,
+    *,
+    answers: int | None = None,
+    seconds: float | None = None,
+    serial_s: float = 0.0,
+    seed: int = 7,
+) -> Run:
     """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
     round trips, and the client's rules after a refusal (`policy.RetryPolicy`): a `Retry-After`
     held by every worker (shared cooldown) when the 429 cut the pace, else by that request
     alone; jittered backoff without one, and for a 503. Runs until `answers`
-    requests are answered, or for `seconds`."""
+    requests are answered, or for `seconds`. `serial_s`: for that long one worker only, as a
+    first load reads its first device pages one after another before the fan-outs start."""
     clock = Clock()
     pacer = RatePacer(clock)
-    rng = random.Random(7)
-    tokens, filled_at, cooldown = tenant.rate(0.0), 0.0, 0.0
+    rng = random.Random(seed)
+    api, cooldown = _Api(tenant, rng), 0.0
     sent: list[tuple[float, str]] = []
     done = 0
     # (time, order, kind, worker, failures in a row, paced at); kinds: begin, send, answer
@@ -231,7 +269,7 @@ def _simulate(tenant: Tenant, *, answers: int | None = None, seconds: float | No
         return rng.uniform(0, min(60.0, 0.5 * 2 ** (strikes - 1)))
 
     for worker in range(20):
-        at(0.0, "begin", worker, 0)
+        at(0.0 if worker == 0 else serial_s, "begin", worker, 0)
     seconds = seconds if seconds is not None else (3600.0 if answers else 120.0)
     now = 0.0
     while events:
@@ -249,16 +287,7 @@ def _simulate(tenant: Tenant, *, answers: int | None = None, seconds: float | No
             if again is not None:  # the pace was cut while this request waited for its slot
                 at(now + again, "send", worker, strikes, now)
                 continue
-            rate = tenant.rate(now)
-            tokens = min(rate, tokens + (now - filled_at) * rate)
-            filled_at = now
-            if rng.random() < tenant.weather(now):
-                answer = "weather"
-            elif tokens < 1:
-                answer = "429"
-            else:
-                tokens -= 1
-                answer = "503" if rng.random() < tenant.unavailable else "ok"
+            answer = api.answer(now)
             sent.append((now, answer))
             at(now + 0.05, answer, worker, strikes, sent_at)
         elif kind == "ok":

@@ -298,3 +298,14 @@ class RunLedger:
     scans: Scans = field(default_factory=Scans)
     shared: SharedReads = field(default_factory=SharedReads)
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
+
+    def holds(self, table: str, record_id: str) -> bool:
+        """Whether this run read `record_id` as a current record of `table`: for devices, listed
+        by this run's device scan (the full scan's walk, a nightly's changed devices) or read
+        again by id. A 404 on one of its routes then cannot prove it gone, whatever a list read
+        after it says (`common.refused_part`). Other tables' lists are not recorded: False.
+        """
+        if table != "devices":
+            return False
+        walk = self.plan.walk
+        return self.devices.is_changed(record_id) or (walk is not None and record_id in walk.seen)

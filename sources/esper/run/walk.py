@@ -10,8 +10,9 @@ So a full scan runs in parts (`pipelines.run.runner`) when it lists more devices
 `commit_every_devices`, or whenever `commit_every_minutes` is on (the default). The device list
 is walked once per run; each part but the last takes the next devices of the walk until
 `commit_every_devices` of them need their apps and event feed read (the scan's
-`weekly.FanOutScope`) or `commit_every_minutes` have passed since the part began (checked between
-device pages), fetches those, and is loaded and committed before the next part starts. The last
+`weekly.FanOutScope`) or until `commit_every_minutes` will have passed since the part began by
+the time its fan-outs have read what it handed out (steps sized by their pace: `take`), fetches
+those, and is loaded and committed before the next part starts. The last
 part, built once the walk has handed out every device, reads everything else (catalogues,
 commands, operations, heartbeats, the census) and checks the device count. A part is never cut
 short once built as the last one, since what it reads besides the devices would be read twice;
@@ -39,16 +40,19 @@ from ..http.pages import first_seen, iter_cursor_pages
 from ..tables.devices import DEVICES
 from .state import DescScan
 
-# A part limited by time (`commit_every_minutes`) hands its devices out in steps, at most
-# STEPS_IN_FLIGHT steps ahead of the fan-outs reading them, so that it ends about two steps after
-# its time. A step is what the fan-outs read in 1/STEP_SHARE of the part's time at the pace seen so
-# far in the part, at least TIME_STEP_DEVICES devices needing a fan-out (about 200 requests: 8 s
-# at 25 requests/s). A fast API gets few big steps: every step costs dlt a page per table
-# (measured: 2,000 devices in steps of 100 took 15 % longer in-process than in pages of 1,000).
-TIME_STEP_DEVICES = 100
+# A part limited by time (`commit_every_minutes`) hands its devices out in steps, so that its end
+# follows the clock whatever the API's pace. A step is what the fan-outs read in 1/STEP_SHARE of
+# the part's time at the pace seen so far in the part (the part before's at first), cut to what
+# they can read before the part is due, and at least TIME_STEP_DEVICES devices needing a fan-out
+# (about 40 requests: 3 s at 12 requests/s). At most STEPS_IN_FLIGHT steps are unread by the
+# fan-outs (one while their pace is unknown); the part ends once it is due, or once the steps
+# unread would take the fan-outs until then at their pace. A fast API gets few big steps: every
+# step costs dlt a page per table (measured: 2,000 devices in steps of 100 took 15 % longer
+# in-process than in pages of 1,000).
+TIME_STEP_DEVICES = 20
 STEPS_IN_FLIGHT = 2
 STEP_SHARE = 4
-WAIT_S = 0.01  # between two looks at the fan-outs while STEPS_IN_FLIGHT steps are unread
+WAIT_S = 0.01  # between two looks at the fan-outs while the steps in flight are unread
 
 
 @dataclass
@@ -109,7 +113,9 @@ class DeviceWalk:
         A part limited by time hands its devices out in steps (`_step_size`) and keeps at most
         `STEPS_IN_FLIGHT` steps unread by its `readers` (the fan-outs), so that its time is spent
         reading them, not listing devices far ahead of them; meanwhile it yields None (dlt
-        resolves the fan-outs' futures and asks again). Its clock is read before each step.
+        resolves the fan-outs' futures and asks again). Its clock is read before each step and
+        while it waits: it ends once due, or once what is handed out and unread would keep the
+        fan-outs busy until then (`_due`), so that it is committed about when it is due.
         """
         self.parts += 1
         self._steps, self._read = [], {}
@@ -125,12 +131,14 @@ class DeviceWalk:
         while self.part_devices is None or wanted < self.part_devices:
             size = None
             if ends is not None:
-                while self._in_flight() >= STEPS_IN_FLIGHT:
+                while True:
+                    if self._steps and self._due(began, ends):
+                        return  # (after one step at least: every part moves the walk on)
+                    if self._in_flight() < self._steps_ahead(began):
+                        break
                     time.sleep(WAIT_S)  # not a spin: dlt comes straight back for the next item
                     yield None
-                if self._steps and time.monotonic() >= ends:
-                    return  # (after one step at least: every part moves the walk on)
-                size = self._step_size(began)
+                size = self._step_size(began, ends)
             if not self.has_more():
                 return
             page, taken, step = self._held, 0, 0
@@ -162,17 +170,40 @@ class DeviceWalk:
         """Pages of this part every one of its `readers` has read (under the lock)."""
         return min((self._read.get(r, 0) for r in self.readers), default=len(self._steps))
 
-    def _step_size(self, began: float) -> int:
-        """Devices of the next step: what the fan-outs read in 1/STEP_SHARE of the part's time at
-        the pace seen since the part `began` (before they have read a step of it: the pace of
-        the part before; in the run's first part, TIME_STEP_DEVICES)."""
+    def _progress(self, began: float) -> tuple[float | None, int]:
+        """The fan-outs' pace (devices a second) since the part `began` (before they have read a
+        step of it: the part before's; None in the run's first), and the devices handed out in
+        this part that they have not read yet."""
         with self._lock:
-            read = sum(self._steps[: self._read_steps()])
+            done = self._read_steps()
+            read, unread = sum(self._steps[:done]), sum(self._steps[done:])
         elapsed = time.monotonic() - began
-        pace = read / elapsed if read and elapsed > 0 else self._pace
+        return (read / elapsed if read and elapsed > 0 else self._pace), unread
+
+    def _steps_ahead(self, began: float) -> int:
+        """Steps that may be unread at once: one until the fan-outs' pace is known (a step of an
+        unknown pace may take long enough), then STEPS_IN_FLIGHT."""
+        return STEPS_IN_FLIGHT if self._progress(began)[0] else 1
+
+    def _due(self, began: float, ends: float) -> bool:
+        """Whether the part ends now: its time is over, or the devices handed out and unread
+        take the fan-outs until then at their pace (so the part is committed about when due)."""
+        now = time.monotonic()
+        pace, unread = self._progress(began)
+        return now >= ends or (pace is not None and now + unread / pace >= ends)
+
+    def _step_size(self, began: float, ends: float | None = None) -> int:
+        """Devices of the next step: what the fan-outs read in 1/STEP_SHARE of the part's time at
+        the pace seen since the part `began` (the part before's at first; TIME_STEP_DEVICES in
+        the run's first), and no more than they can read before it `ends` after what they have
+        not read yet; never fewer than TIME_STEP_DEVICES."""
+        pace, unread = self._progress(began)
         if not pace or self.part_seconds is None:
             return TIME_STEP_DEVICES
-        return max(TIME_STEP_DEVICES, int(pace * self.part_seconds / STEP_SHARE))
+        size = pace * self.part_seconds / STEP_SHARE
+        if ends is not None:
+            size = min(size, pace * (ends - time.monotonic()) - unread)
+        return max(TIME_STEP_DEVICES, int(size))
 
     def _remember_pace(self, began: float) -> None:
         """The devices a part's fan-outs read per second, for the first step of the next part

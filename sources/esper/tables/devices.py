@@ -336,7 +336,8 @@ def _asked_again(
         try:
             body = client.get(DEVICE_DETAIL_PATH.format(id=device_id))
         except EsperError as error:
-            refused_part(ledger, client, DEVICE_APPS.name, DEVICES, device_id, error)
+            if not refused_part(ledger, client, DEVICE_APPS.name, DEVICES, device_id, error):
+                ledger.devices.no_apps(device_id)  # gone twice: its apps are retired
             return None  # refused again (counted, asked next run), or gone
         content = body.get("content") if isinstance(body, dict) else None
         return content if isinstance(content, dict) else body if isinstance(body, dict) else None
