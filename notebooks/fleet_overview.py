@@ -565,6 +565,48 @@ def _(common, mo, params, where):
 
 
 @app.cell
+def _(common, mo, params, where, wh):
+    # Esper's security verdict beside the warehouse's patch check (marts.security_disagreements);
+    # the whole fleet's counts from marts.headlines, then this selection's rows
+    mo.stop(not wh.has("marts.security_disagreements"))
+    security = common.query(
+        f"""
+        select disagreement, device_name, platform, group_path, esper_security_state,
+            esper_reason, verdict, our_reason
+        from marts.security_disagreements
+        where {where}
+        order by disagreement, group_path, device_name
+        """,
+        params,
+    )
+    _h = common.headlines()
+    _counts = ", ".join(
+        f"{row['value']:,} {common.text(row['item'])}"
+        for key, row in _h.items()
+        if key.startswith("security_disagreements/")
+    )
+    _total = _h["security_disagreements"]["value"]
+    _selected = f"; {security.height:,} in this selection" if params else ""
+    mo.vstack(
+        [
+            mo.md(
+                "## Where Esper and the warehouse disagree on security\n\n"
+                "Esper rates Android devices from Google's integrity checks and the patch age "
+                "(`sql/vocabulary/security_states.csv`); the warehouse checks the patch age "
+                "against your target. **esper_only**: Esper rates the device at risk while the "
+                "patch check passes. **ours_only**: Esper says secure while the patch check "
+                f"fails.\n\n**{_total:,} devices** where the two verdicts differ "
+                f"({_counts}){_selected}:"
+            ),
+            common.table(security, "security_disagreements", page_size=10),
+        ]
+    ) if security.height else common.nothing(
+        "Esper and the warehouse agree on every device's security here."
+    )
+    return (security,)
+
+
+@app.cell
 def _(mo):
     mo.md(
         """

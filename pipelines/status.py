@@ -210,6 +210,31 @@ def drift_disagreements(numbers: headlines.Headlines | None) -> list[str]:
     return [total.aged(f"{title}: {total.value:,} ({counts})")]
 
 
+def security_disagreements(numbers: headlines.Headlines | None) -> list[str]:
+    """How many devices Esper's security verdict and the warehouse's patch check judge
+    differently (marts.headlines `security_disagreements`), by kind; none when they agree."""
+    total = numbers.number("security_disagreements") if numbers else None
+    title = "devices whose security verdicts differ (marts.security_disagreements)"
+    if total is not None and not total.is_known:
+        return [f"{title}: {total.age_note}"]
+    if total is None or not total.value:
+        return []
+    counts = ", ".join(f"{r.value:,} {r.item}" for r in numbers.items("security_disagreements"))  # type: ignore[union-attr]
+    return [total.aged(f"{title}: {total.value:,} ({counts})")]
+
+
+def slowest_app_rollout(numbers: headlines.Headlines | None) -> list[str]:
+    """The slowest app version rollout in progress (marts.headlines `slowest_app_rollout`, its
+    label naming the app, the version and its days), its devices on it out of those with the
+    app; none when no rollout is in progress."""
+    slowest = numbers.number("slowest_app_rollout") if numbers else None
+    if slowest is not None and not slowest.is_known:
+        return [f"slowest app rollout in progress (marts.app_version_rollout): {slowest.age_note}"]
+    if slowest is None or slowest.denominator is None:
+        return []
+    return [slowest.aged(f"{slowest.label}: {headlines.of(slowest)} (marts.headlines)")]
+
+
 def destructive_access(numbers: headlines.Headlines | None) -> list[str]:
     """Who may wipe, reboot or lock devices (marts.headlines, from marts.fleet_access), counted
     over active users, and how many users' scopes are unknown; none when no user was loaded."""
@@ -293,15 +318,17 @@ def _held_run(kind: str, run: headlines.Headline) -> str:
 
 def morning_check(con: duckdb.DuckDBPyConnection) -> list[str]:
     """What an admin checks first (marts.headlines): credentials that stop management, drift
-    verdicts that differ, who may send destructive commands, devices about to go flat, rollouts
-    that wait or fail."""
+    and security verdicts that differ, who may send destructive commands, devices about to go
+    flat, rollouts that wait or fail, the slowest app rollout in progress."""
     numbers = headlines.read(con)
     return [
         *expiring_credentials(con, numbers),
         *drift_disagreements(numbers),
+        *security_disagreements(numbers),
         *destructive_access(numbers),
         *low_battery(numbers),
         *pipeline_runs(numbers),
+        *slowest_app_rollout(numbers),
     ]
 
 

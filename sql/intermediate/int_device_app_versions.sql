@@ -1,7 +1,9 @@
 -- Every app on every device per validity range, with package and version resolved: legacy
 -- (Android) rows carry them; v2 (Apple/Windows) rows may only carry app and version ids, which
 -- are looked up in the tenant app catalogue. version_key compares versions part by part (looked
--- up in int_app_version_keys, parsed once per distinct version string).
+-- up in int_app_version_keys, parsed once per distinct version string). installed_at is when the
+-- device got this version: the record's own updated_at (updated_on), which the API moves when the
+-- installed app changes, else (and never later than) the load that first held the row.
 -- A view: each reader (int_device_ranges, int_device_required_apps, int_device_app_latest,
 -- app_rollout) reads only the columns and rows it needs, which costs less than writing millions
 -- of rows once (measured: docs/decisions.md).
@@ -42,6 +44,8 @@ resolved as (
         device_apps.valid_from as valid_from,
         device_apps.valid_to as valid_to,
         device_apps.is_current as is_current,
+        least(coalesce(device_apps.updated_at, device_apps.valid_from), device_apps.valid_from)
+            as installed_at,
 
     from device_apps
     left join tenant_app_versions

@@ -90,6 +90,9 @@ create or replace macro pipeline_failing_share() as 0.10;
 -- A rollout is ranked among the worst (failing_rank) from this many target devices: one failed
 -- device out of one would top the list.
 create or replace macro rollout_ranked_from_devices() as 5;
+-- An app version rollout is current (the headline slowest_app_rollout) when the version is the
+-- latest of its app on its platform and first appeared in the fleet this many days before now.
+create or replace macro app_rollout_current_days() as 30;
 
 -- as_label(x): a number as a label prints it, without trailing zeros (24.0 -> '24', 0.5 -> '0.5').
 create or replace macro as_label(x) as

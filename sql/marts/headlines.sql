@@ -132,6 +132,17 @@ pipeline_runs_open as (
     from open_pipeline_runs
 ),
 
+-- the app version rollouts in progress (marts.app_version_rollout), the slowest first
+slowest_app_rollout as (
+    select *
+    from marts.app_version_rollout
+    where is_latest_version
+        and days_to_90_pct is null
+        and first_seen_at >= as_of - to_days(app_rollout_current_days())
+    order by first_seen_at, share_at_or_above, platform, package_name
+    limit 1
+),
+
 scalars as (
     select
         'devices' as headline, fleet.devices as value, null as denominator,
@@ -216,6 +227,34 @@ scalars as (
         'current devices that Esper''s drift verdict and the warehouse''s blueprint check judge '
             || 'differently (or whose Esper drift code is unknown)',
     from fleet
+    union all
+    select
+        'security_disagreements', (select count(*) from marts.security_disagreements),
+        fleet.devices, 'devices', 'Devices whose security verdicts differ',
+        'marts.security_disagreements',
+        'current devices that Esper rates at risk (security_state LOW_RISK, MEDIUM_RISK or '
+            || 'HIGH_RISK) while they pass the warehouse''s security patch check, or rates SECURE '
+            || 'while they fail it (or whose Esper security state is unknown)',
+    from fleet
+    union all
+    select
+        'slowest_app_rollout',
+        coalesce(slowest.devices_at_or_above, 0), slowest.devices_with_app, 'devices',
+        coalesce(
+            'Slowest app rollout in progress: ' || coalesce(slowest.app_name, slowest.package_name)
+                || ' ' || slowest.version_name || ' on ' || slowest.platform || ', first installed '
+                || as_label(round(epoch(slowest.as_of - slowest.first_seen_at) / 86400.0, 1))
+                || ' days ago (of devices with the app)',
+            'No app rollout in progress'
+        ),
+        'marts.app_version_rollout',
+        'of the app versions that are the latest of their app on their platform, first installed '
+            || 'in the fleet within the last ' || as_label(app_rollout_current_days())
+            || ' days and not yet on 90 % of the devices with the app (days_to_90_pct NULL), the '
+            || 'one first installed longest ago (ties: the lower share, then platform, app): its '
+            || 'devices on it or a higher version, out of the current devices with the app',
+    from (select 1)
+    left join slowest_app_rollout as slowest on true
     union all
     select
         'users_may_wipe', count(*) filter (where can_wipe), count(*), 'users',
@@ -334,6 +373,15 @@ items as (
     group by disagreement
     union all
     select
+        'security_disagreements', disagreement,
+        row_number() over (order by disagreement),
+        disagreement, count(*), (select devices from fleet), 'devices',
+        'marts.security_disagreements.disagreement',
+        'devices whose security verdicts differ, by kind of disagreement',
+    from marts.security_disagreements
+    group by disagreement
+    union all
+    select
         'pipeline_runs_waiting', pipeline_run_id,
         row_number() over (order by minutes_waiting desc, pipeline_run_id),
         run_stage_label, minutes_waiting, null, 'minutes',
@@ -383,6 +431,8 @@ headline_families as (
             ('credentials_needing_action', 'credentials'),
             ('drift_disagreements', 'devices'),
             ('drift_disagreements', 'catalogues'),
+            ('security_disagreements', 'devices'),
+            ('slowest_app_rollout', 'devices'),
             ('worst_command_rollouts', 'commands'),
             ('users_may_wipe', 'access'),
             ('users_may_wipe_reboot_or_lock', 'access'),

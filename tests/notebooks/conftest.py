@@ -24,10 +24,20 @@ DEVICES = 300  # enough for every chart to have several platforms, groups and ro
 NIGHTS = 3  # a full load and two nightly runs: a trend of three days
 
 
-def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHTS) -> None:
+# The simulator's records kept beside the demo warehouse, one file per night: the tests that
+# check the marts against numbers worked out independently read them (tests/notebooks/truth.py).
+TRUTH_TABLES = ("devices", "device_apps", "tenant_apps", "tenant_app_versions")
+
+
+def build_demo_warehouse(
+    path: Path, devices: int = DEVICES, nights: int = NIGHTS, truth_dir: Path | None = None
+) -> None:
     """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
     night-by-night incremental load per simulated day, the models built by the last run only (as
-    `pipelines/demo.py` does: every model is rebuilt whole from the raw tables)."""
+    `pipelines/demo.py` does: every model is rebuilt whole from the raw tables). With `truth_dir`,
+    the API's records of `TRUTH_TABLES` as each load read them go to `night-<n>.json` there."""
+    import json
+
     from esper_warehouse.pipelines.demo import DEMO_DATA_TAP
     from esper_warehouse.pipelines.run.runner import RunSettings, run
     from esper_warehouse.simulator import Simulator
@@ -46,6 +56,12 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
                 )
             )
             assert result.exit_code == 0, f"night {night}: {result.status}: {result.error}"
+            if truth_dir is not None:
+                truth_dir.mkdir(parents=True, exist_ok=True)
+                records = {table: sim.truth(table) for table in TRUTH_TABLES}
+                (truth_dir / f"night-{night}.json").write_text(
+                    json.dumps({"as_of": result.as_of.isoformat(), **records}, default=str)
+                )
             sim.advance(hours=24)
 
 
@@ -53,7 +69,9 @@ def build_demo_warehouse(path: Path, devices: int = DEVICES, nights: int = NIGHT
 def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo warehouse, read-only: a test that writes copies it first."""
     folder, _ = built_once(
-        tmp_path_factory, "demo", lambda f: build_demo_warehouse(f / "demo.duckdb")
+        tmp_path_factory,
+        "demo",
+        lambda f: build_demo_warehouse(f / "demo.duckdb", truth_dir=f / "truth"),
     )
     return folder / "demo.duckdb"
 

@@ -64,6 +64,11 @@ def _morning_check(mart: Headlines) -> list[str]:
     )
     drift = _number(mart, "drift_disagreements")
     kinds = ", ".join(f"{_n(r.value)} {r.item}" for r in mart.items("drift_disagreements"))
+    security = _number(mart, "security_disagreements")
+    security_kinds = ", ".join(
+        f"{_n(r.value)} {r.item}" for r in mart.items("security_disagreements")
+    )
+    slowest = _number(mart, "slowest_app_rollout")
     wipe = _number(mart, "users_may_wipe")
     any_ = _number(mart, "users_may_wipe_reboot_or_lock")
     unknown = _number(mart, "users_scopes_unknown")
@@ -72,6 +77,7 @@ def _morning_check(mart: Headlines) -> list[str]:
         _number(mart, f"pipeline_runs_{kind}") for kind in ("waiting", "stalled", "failing")
     )
     assert creds.value and drift.value and wipe.denominator, "the fixture shows every line"
+    assert security.value and slowest.denominator, "the fixture shows every line"
     assert waiting.denominator, "the fixture has Esper Pipelines runs not ended"
     held = {
         "waiting": [f"{r.label} (for {duration(r.value)})"
@@ -94,12 +100,16 @@ def _morning_check(mart: Headlines) -> list[str]:
                   f"({by_status})"),
         re.escape(f"devices whose drift verdicts differ (marts.drift_disagreements): "
                   f"{_n(drift.value)} ({kinds})"),
+        re.escape(f"devices whose security verdicts differ (marts.security_disagreements): "
+                  f"{_n(security.value)} ({security_kinds})"),
         re.escape(f"active users who may wipe devices (marts.fleet_access): {_n(wipe.value)} of "
                   f"{_n(wipe.denominator)}; wipe, reboot or lock: {_n(any_.value)}")
         + (re.escape(f"; scopes unknown for {_n(unknown.value)}") if unknown.value else ""),
         re.escape(f"{low.label}: {_n(low.value)} of {_n(low.denominator)} (marts.headlines; "
                   f"Esper's console counter: {_n(esper.value)})"),
         *pipelines,
+        re.escape(f"{slowest.label}: {_n(slowest.value)} of {_n(slowest.denominator)} "
+                  f"(marts.headlines)"),
     ]  # fmt: skip
 
 

@@ -1,0 +1,291 @@
+-- materialized: table
+-- app_version_rollout: how fast has each app version rolled out, and who is left. One row per
+-- platform, app (package_name) and version installed on any device the warehouse has held
+-- (removed devices included: a version's history is the fleet's). "Now" is the time the devices
+-- family is as of (intermediate.int_devices_as_of); the counts of now are over current devices.
+--
+-- Columns
+--   as_of                        "now": the time the devices family (devices, history, heartbeats,
+--                                installed apps) is as of (intermediate.int_devices_as_of)
+--   data_as_of                   the same time, NULL when the devices were never loaded
+--   age_note                     how old that is, in the words every surface prints (NULL: current)
+--   platform                     the devices' platform (an app is counted per platform)
+--   package_name                 the app, as devices report it
+--   app_name                     its name, as most devices report it
+--   version_name                 the version (version_name, else version_code)
+--   version_key                  version_name as numbers part by part (sorts 14.10 after 14.9)
+--   is_latest_version            the highest version installed on any current device of the
+--                                platform now (app_rollout_current.latest_version)
+--   first_seen_at                the version's first appearance in the fleet: the earliest
+--                                installed_at of any device on it (int_device_app_versions: the app
+--                                record's updated_at, else the load that first held it)
+--   first_seen_day               its UTC day
+--   catalogue_created_at         when the tenant's app catalogue created the version
+--                                (staging.stg_esper__application_versions for Android,
+--                                stg_esper__tenant_app_versions for Apple and Windows); NULL when
+--                                the catalogue does not list it (store apps, an unloaded catalogue)
+--   devices_on_version           current devices with this version installed now
+--   devices_at_or_above          current devices on this version or a higher one now
+--   devices_on_older             current devices with the app on a lower version now (or on a
+--                                version that cannot be read as numbers): still to update;
+--                                listed in marts.app_version_laggards for the latest version
+--   devices_with_app             current devices that report the app now, any version
+--   reporting_devices            current devices of the platform that reported their apps
+--                                (app_rollout_current's denominator)
+--   share_of_reporting           devices_on_version / reporting_devices (as app_rollout shares)
+--   share_at_or_above            devices_at_or_above / devices_with_app: how far the version has
+--                                got among the devices that have the app
+--   days_to_50_pct, days_to_90_pct   days (one decimal) from first_seen_at until 50 % (90 %) of
+--                                devices_with_app had installed this version or a higher one,
+--                                each device at its earliest such install; NULL until reached
+--   p50_minutes_to_install, p90_minutes_to_install   percentiles (continuous) of the minutes from
+--                                first_seen_at to each device's first install of the version,
+--                                over every device that has held it (the first device: 0)
+--   devices_installed            the devices those percentiles are over
+with
+
+as_of as (
+    select * from intermediate.int_devices_as_of
+),
+
+all_devices as (
+    select * from intermediate.int_devices_current
+),
+
+devices as (
+    select * from all_devices
+    where not is_removed
+),
+
+installs as (
+    -- each device's first install of each version it has held
+    select
+        all_devices.platform as platform,
+        app_versions.device_id as device_id,
+        app_versions.package_name as package_name,
+        app_versions.version_name as version_name,
+        any_value(app_versions.version_key) as version_key,
+        mode(app_versions.app_name) as app_name,
+        min(app_versions.installed_at) as installed_at,
+    from intermediate.int_device_app_versions as app_versions
+    inner join all_devices
+        on all_devices.device_id = app_versions.device_id
+    group by all_devices.platform, app_versions.device_id, app_versions.package_name,
+        app_versions.version_name
+),
+
+versions as (
+    select
+        platform,
+        package_name,
+        version_name,
+        any_value(version_key) as version_key,
+        mode(app_name) as app_name,
+        min(installed_at) as first_seen_at,
+    from installs
+    group by platform, package_name, version_name
+),
+
+install_times as (
+    select
+        versions.platform as platform,
+        versions.package_name as package_name,
+        versions.version_name as version_name,
+        quantile_cont(epoch(installs.installed_at - versions.first_seen_at) / 60.0, 0.5)
+            as p50_minutes_to_install,
+        quantile_cont(epoch(installs.installed_at - versions.first_seen_at) / 60.0, 0.9)
+            as p90_minutes_to_install,
+        count(*) as devices_installed,
+    from versions
+    inner join installs
+        on installs.platform = versions.platform
+        and installs.package_name = versions.package_name
+        and installs.version_name is not distinct from versions.version_name
+    group by versions.platform, versions.package_name, versions.version_name
+),
+
+current_installs as (
+    select
+        latest.device_id as device_id,
+        devices.platform as platform,
+        latest.package_name as package_name,
+        latest.version_name as version_name,
+        latest.version_key as version_key,
+    from intermediate.int_device_app_latest as latest
+    inner join devices
+        on devices.device_id = latest.device_id
+),
+
+with_app as (
+    select
+        platform,
+        package_name,
+        count(distinct device_id) as devices_with_app,
+        max(version_key) as latest_version_key,
+    from current_installs
+    group by platform, package_name
+),
+
+reporting as (
+    select
+        platform,
+        count(*) filter (where first_apps_reported_at is not null) as reporting_devices,
+    from devices
+    group by platform
+),
+
+now_counts as (
+    select
+        versions.platform as platform,
+        versions.package_name as package_name,
+        versions.version_name as version_name,
+        count(distinct current_installs.device_id) filter (
+            where current_installs.version_name is not distinct from versions.version_name
+        ) as devices_on_version,
+        count(distinct current_installs.device_id) filter (
+            where current_installs.version_name is not distinct from versions.version_name
+                or current_installs.version_key >= versions.version_key
+        ) as devices_at_or_above,
+    from versions
+    inner join current_installs
+        on current_installs.platform = versions.platform
+        and current_installs.package_name = versions.package_name
+    group by versions.platform, versions.package_name, versions.version_name
+),
+
+adopted as (
+    -- each current device with the app, for each version of it: its earliest install of that
+    -- version or a higher one (NULL: none yet); a device on a higher version before this one
+    -- appeared adopted it at its first appearance
+    select
+        versions.platform as platform,
+        versions.package_name as package_name,
+        versions.version_name as version_name,
+        current_installs.device_id as device_id,
+        case
+            when min(installs.installed_at) is not null
+                then greatest(min(installs.installed_at), any_value(versions.first_seen_at))
+        end as adopted_at,
+    from versions
+    inner join current_installs
+        on current_installs.platform = versions.platform
+        and current_installs.package_name = versions.package_name
+    left join installs
+        on installs.device_id = current_installs.device_id
+        and installs.package_name = versions.package_name
+        and (
+            installs.version_name is not distinct from versions.version_name
+            or installs.version_key >= versions.version_key
+        )
+    group by versions.platform, versions.package_name, versions.version_name,
+        current_installs.device_id
+),
+
+adoption as (
+    -- the time the ceil(50 %) and ceil(90 %) device of devices_with_app adopted the version
+    select
+        adopted.platform as platform,
+        adopted.package_name as package_name,
+        adopted.version_name as version_name,
+        list(adopted.adopted_at order by adopted.adopted_at nulls last) as adopted_times,
+        count(*) as devices_with_app,
+    from adopted
+    group by adopted.platform, adopted.package_name, adopted.version_name
+),
+
+reached as (
+    select
+        platform,
+        package_name,
+        version_name,
+        adopted_times[cast(ceil(0.5 * devices_with_app) as bigint)] as reached_50_pct_at,
+        adopted_times[cast(ceil(0.9 * devices_with_app) as bigint)] as reached_90_pct_at,
+    from adoption
+),
+
+catalogue as (
+    -- the tenant catalogue's versions, by package and by name or code as devices report them
+    select
+        applications.package_name as package_name,
+        unnest([application_versions.release_name, application_versions.version_code])
+            as version_name,
+        application_versions.created_at as created_at,
+    from staging.stg_esper__application_versions as application_versions
+    inner join staging.stg_esper__applications as applications
+        on applications.application_id = application_versions.application_id
+    union all
+    select
+        tenant_apps.package_name,
+        unnest([tenant_app_versions.version_name, tenant_app_versions.version_code]),
+        tenant_app_versions.created_at,
+    from staging.stg_esper__tenant_app_versions as tenant_app_versions
+    inner join staging.stg_esper__tenant_apps as tenant_apps
+        on tenant_apps.tenant_app_id = tenant_app_versions.tenant_app_id
+),
+
+catalogue_versions as (
+    select
+        package_name,
+        version_name,
+        min(created_at) as catalogue_created_at,
+    from catalogue
+    where version_name is not null
+    group by package_name, version_name
+),
+
+final as (
+    select
+        as_of.as_of as as_of,
+        as_of.data_as_of as data_as_of,
+        as_of.age_note as age_note,
+        versions.platform as platform,
+        versions.package_name as package_name,
+        versions.app_name as app_name,
+        versions.version_name as version_name,
+        versions.version_key as version_key,
+        coalesce(versions.version_key = with_app.latest_version_key, false) as is_latest_version,
+        versions.first_seen_at as first_seen_at,
+        utc_date(versions.first_seen_at) as first_seen_day,
+        catalogue_versions.catalogue_created_at as catalogue_created_at,
+        coalesce(now_counts.devices_on_version, 0) as devices_on_version,
+        coalesce(now_counts.devices_at_or_above, 0) as devices_at_or_above,
+        coalesce(with_app.devices_with_app, 0) - coalesce(now_counts.devices_at_or_above, 0)
+            as devices_on_older,
+        coalesce(with_app.devices_with_app, 0) as devices_with_app,
+        coalesce(reporting.reporting_devices, 0) as reporting_devices,
+        cast(coalesce(now_counts.devices_on_version, 0) as double)
+            / nullif(reporting.reporting_devices, 0) as share_of_reporting,
+        cast(coalesce(now_counts.devices_at_or_above, 0) as double)
+            / nullif(with_app.devices_with_app, 0) as share_at_or_above,
+        round(epoch(reached.reached_50_pct_at - versions.first_seen_at) / 86400.0, 1)
+            as days_to_50_pct,
+        round(epoch(reached.reached_90_pct_at - versions.first_seen_at) / 86400.0, 1)
+            as days_to_90_pct,
+        install_times.p50_minutes_to_install as p50_minutes_to_install,
+        install_times.p90_minutes_to_install as p90_minutes_to_install,
+        install_times.devices_installed as devices_installed,
+    from versions
+    cross join as_of
+    left join install_times
+        on install_times.platform = versions.platform
+        and install_times.package_name = versions.package_name
+        and install_times.version_name is not distinct from versions.version_name
+    left join with_app
+        on with_app.platform = versions.platform
+        and with_app.package_name = versions.package_name
+    left join now_counts
+        on now_counts.platform = versions.platform
+        and now_counts.package_name = versions.package_name
+        and now_counts.version_name is not distinct from versions.version_name
+    left join reached
+        on reached.platform = versions.platform
+        and reached.package_name = versions.package_name
+        and reached.version_name is not distinct from versions.version_name
+    left join reporting
+        on reporting.platform = versions.platform
+    left join catalogue_versions
+        on catalogue_versions.package_name = versions.package_name
+        and catalogue_versions.version_name = versions.version_name
+)
+
+select * from final
