@@ -22,7 +22,7 @@ from typing import Any
 import dlt
 import duckdb
 from esper_warehouse.sources.esper import RunLedger, esper
-from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
+from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError, redact
 
 from ..exit_codes import LOADED, Exit
 from ..warehouse import (
@@ -296,8 +296,7 @@ class _Run:
         else:
             result.exit_code = exit_code_for(error)
             # the last guard: a text the server wrote (a body's field names) may hold the key
-            client = self.current_client()
-            result.error = client.redact(error_text(error)) if client else error_text(error)
+            result.error = redact(error_text(error))
             problem = file_problem(self.settings.warehouse, error)
             if problem is not None and problem[0] != Exit.LOCKED:  # a lock's own words say more
                 result.exit_code, result.error = problem

@@ -1,4 +1,4 @@
-"""Where requests may go: the base URL, `next` links, route templates and redaction.
+"""Where requests may go: the base URL, `next` links, route templates, the key's checks.
 
 `Origin` turns a path or a `next` link into a URL under the configured base path and origin, or
 refuses it before anything is sent, so the bearer token never travels to another host. A link
@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from .errors import EsperConfigError
+from .errors import EsperConfigError, keep_secret
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -236,6 +236,7 @@ def check_key(api_key: str) -> str:
             "the API key contains characters that cannot be sent in an HTTP header "
             "(spaces, control or non-ASCII characters)"
         )
+    keep_secret(key)
     return key
 
 
