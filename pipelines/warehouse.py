@@ -48,13 +48,22 @@ READ_ONLY_MARKERS = ("Read-only file system", "Permission denied")
 STORAGE_VERSION = "v1.5.0"
 
 
-def create_if_missing(warehouse: Path) -> None:
+def create_if_missing(warehouse: Path) -> bool:
     """An empty warehouse file in STORAGE_VERSION when none is there yet (dlt, DuckDB and our
-    own connections would create it in DuckDB's default format)."""
-    if not warehouse.exists():
-        duckdb.connect(
-            str(warehouse), config={"storage_compatibility_version": STORAGE_VERSION}
-        ).close()
+    own connections would create it in DuckDB's default format); True when it was created."""
+    if warehouse.exists():
+        return False
+    duckdb.connect(
+        str(warehouse), config={"storage_compatibility_version": STORAGE_VERSION}
+    ).close()
+    return True
+
+
+def remove_created(warehouse: Path) -> None:
+    """Remove a warehouse file (and DuckDB's write-ahead log beside it) that a run created and
+    loaded nothing into: an empty file would pass for a warehouse (`report`, the notebooks)."""
+    for path in (warehouse, warehouse.with_name(warehouse.name + ".wal")):
+        path.unlink(missing_ok=True)
 
 
 class WarehouseLocked(Exception):

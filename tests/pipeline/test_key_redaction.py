@@ -62,6 +62,7 @@ def test_run_and_doctor_quote_the_server_without_the_key(
     server = serve(lambda seen: answer(kind))
     _environment(monkeypatch, server.url)
     warehouse = tmp_path / "warehouse.duckdb"
+    duckdb.connect(str(warehouse)).close()  # there before: the failed run is recorded in it
     report = tmp_path / "doctor.json"
 
     code = cli.main(["run", "--warehouse", str(warehouse), "--no-models", "--lock-timeout", "5"])

@@ -7,6 +7,7 @@ know is said as such, at the first attempt, never after 9 retries.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 from esper_warehouse.pipelines import cli
 from esper_warehouse.pipelines.exit_codes import Exit
 
-from tests.conftest import ENTERPRISE_ID
+from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.source.test_inputs import plain_port  # noqa: F401 (a fixture)
 
 KEY = "sk-test-messages-0123456789abcdef"
@@ -128,3 +129,177 @@ def test_a_name_lookup_failure_is_one_attempt_that_says_so(
     assert says.format(host="https://acme-api.example.invalid") in out.out + out.err
     assert resolver["asked"] == (1 if how == "single" else 2), "one lookup per tenant"
     assert seconds < 15
+
+
+# ------------------------------------------------------------------ tried as a new user would
+
+PLACEHOLDER_EID = "00000000-0000-4000-8000-000000000001"  # tenants.example.toml's example id
+
+
+@pytest.fixture
+def beside_the_demo(
+    shared_first_load: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A folder holding only `demo.duckdb` (a loaded warehouse with its models), the current one."""
+    from esper_warehouse.pipelines.models import build_models
+
+    shutil.copy(shared_first_load.warehouse, tmp_path / "demo.duckdb")
+    build_models(tmp_path / "demo.duckdb")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_failed_first_run_leaves_no_warehouse_for_report_status_or_the_notebooks(
+    sim: Any,
+    beside_the_demo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An example enterprise id pasted: the run fails (exit 2) and leaves no
+    `esper_warehouse.duckdb`; `status` and `report` then say there is none and name the demo's,
+    exit 2, and write no page; the notebooks read the demo's file."""
+    monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
+    monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
+    monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", PLACEHOLDER_EID)
+
+    assert cli.main(["run"]) == Exit.CONFIG
+    out = capsys.readouterr()
+    assert f"the enterprise id ({PLACEHOLDER_EID})" in out.out + out.err
+    assert not (beside_the_demo / "esper_warehouse.duckdb").exists()
+    assert not (beside_the_demo / "esper_warehouse.duckdb.wal").exists()
+
+    for command in (["status"], ["report", "--out", "report"]):
+        assert cli.main(command) == Exit.CONFIG, command
+        err = capsys.readouterr().err
+        assert "there is no warehouse file" in err and "read it with --warehouse demo.duckdb" in err
+    assert not (beside_the_demo / "report").exists()
+    assert _notebooks_warehouse() == beside_the_demo / "demo.duckdb"
+
+
+def test_a_failed_nightly_keeps_its_warehouse_and_records_the_failure(
+    sim: Any, first_load: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The neighbour: a warehouse that was there before the run is never removed."""
+    import duckdb
+
+    from tests.pipeline.helpers import load
+
+    warehouse = tmp_path / "warehouse.duckdb"
+    first_load(warehouse)
+    sim.set_faults([{"kind": "status", "status": 401}])
+    result = load(sim, warehouse)
+    assert result.exit_code == Exit.CONFIG, result.error
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        statuses = [s for (s,) in con.execute("select status from esper._esper_runs").fetchall()]
+    assert sorted(statuses) == ["failed", "ok"]
+
+
+def _notebooks_warehouse() -> Path:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
+    import _common
+
+    return _common.warehouse_path()
+
+
+def test_the_notebooks_never_prefer_a_warehouse_without_models(
+    beside_the_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An `esper_warehouse.duckdb` with no models beside the demo's: the notebooks read the
+    demo's; once it has models, it is read first again (as before)."""
+    import duckdb
+    from esper_warehouse.pipelines.models import build_models
+
+    real = beside_the_demo / "esper_warehouse.duckdb"
+    duckdb.connect(str(real)).close()
+    assert _notebooks_warehouse() == beside_the_demo / "demo.duckdb"
+    build_models(real)
+    assert _notebooks_warehouse() == real
+
+
+@pytest.mark.parametrize("command", ["status", "report"])
+def test_status_and_report_on_a_warehouse_no_run_loaded_exit_2_with_the_next_command(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file `models --create` made (models, no run): exit 2, the command to run; no page."""
+    warehouse = tmp_path / "esper_warehouse.duckdb"
+    assert cli.main(["models", "--create", "--warehouse", str(warehouse)]) == Exit.OK
+    capsys.readouterr()
+    extra = ["--out", str(tmp_path / "report")] if command == "report" else []
+
+    code = cli.main([command, "--warehouse", str(warehouse), *extra])
+    err = capsys.readouterr().err
+
+    assert code == Exit.CONFIG, err
+    assert f"no run has loaded {warehouse} yet: run `esper-warehouse run --warehouse" in err
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("option", ["--out", "--charts"])
+def test_report_into_a_folder_that_cannot_be_written_is_one_line_and_exit_2(
+    option: str,
+    shared_first_load: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Tests run as root, for whom no folder is read-only: the operating system's refusal is
+    injected where the report first writes into the folder."""
+    import errno
+
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(shared_first_load.warehouse, warehouse)
+    refused = tmp_path / "ro" / "pages"
+    real_mkdir = Path.mkdir
+
+    def mkdir(path: Path, *args: Any, **kwargs: Any) -> None:
+        if path == refused:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    folders = {"--out": str(tmp_path / "out"), option: str(refused)}
+    code = cli.main(
+        ["report", "--warehouse", str(warehouse), *(w for o in folders.items() for w in o)]
+    )
+    err = capsys.readouterr().err
+
+    assert code == Exit.CONFIG, err
+    assert (
+        f"{refused} cannot be written (Read-only file system): pass {option} with a folder" in err
+    )
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["single", "tenants"])
+def test_an_unset_key_is_one_line_naming_its_variable(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _run(how, tmp_path, "https://acme-api.example.invalid/api", monkeypatch)
+    monkeypatch.delenv("SOURCES__ESPER__API_KEY", raising=False)
+    monkeypatch.delenv("KEY_ONE", raising=False)
+
+    code = cli.main(argv)
+    out = capsys.readouterr()
+
+    assert code == Exit.CONFIG, out.err
+    variable = "SOURCES__ESPER__API_KEY" if how == "single" else "KEY_ONE"
+    lines = [line for line in (out.out + out.err).splitlines() if variable in line]
+    assert lines, out.out + out.err
+    said = out.out + out.err
+    assert "(Environment Variables," not in said and "dlthub.com" not in said, "dlt's dump"
+
+
+def test_run_into_a_folder_that_does_not_exist_says_so_and_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `status`, `models`, `report` and `publish` say (tests/pipeline/test_warehouse_files.py):
+    the folder is named, and the run's lock does not create it."""
+    _tenant(monkeypatch, "https://acme-api.example.invalid/api")
+    gone = tmp_path / "no" / "such"
+    code = cli.main(["run", "--warehouse", str(gone / "x.duckdb")])
+    err = capsys.readouterr().err
+    assert code == Exit.CONFIG, err
+    assert f"the folder {gone} does not exist" in err
+    assert not (tmp_path / "no").exists()

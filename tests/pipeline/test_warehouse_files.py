@@ -213,7 +213,7 @@ def _neighbour(kind: str, pristine: Path, tmp_path: Path, holders: list) -> Path
 
 NEIGHBOURS = {
     "missing": (Exit.CONFIG, "there is no warehouse file {resolved}"),
-    "no-folder": (Exit.CONFIG, "there is no warehouse file {resolved}"),
+    "no-folder": (Exit.CONFIG, "the folder {path.parent} does not exist"),
     "folder": (Exit.CONFIG, "{path} is a folder, not a warehouse file"),
     "held": (Exit.LOCKED, "{path} " + HELD),
 }
