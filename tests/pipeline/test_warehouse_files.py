@@ -165,6 +165,7 @@ def test_a_read_only_folder_ends_the_run_with_its_line_and_exit_2(
     def refused(path: Any, *args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
+    (tmp_path / "ro").mkdir()  # a folder that is there, and refuses what is written in it
     monkeypatch.setattr(warehouse, "run_lock_path", lambda wh: tmp_path / "ro" / "x.lock")
     monkeypatch.setattr(Path, "mkdir", refused)
     code = cli.main(["run", "--warehouse", str(tmp_path / "ro" / "esper_warehouse.duckdb")])
