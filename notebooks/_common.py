@@ -9,6 +9,7 @@ notebook left open never holds the lock the nightly load needs.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -69,15 +70,42 @@ class WarehouseBusyError(RuntimeError):
 
 def warehouse_path() -> Path:
     """The warehouse file: ``$ESPER_WAREHOUSE``, else the first of ``DEFAULT_FILES`` found in the
-    current directory or the repository (``./esper_warehouse.duckdb`` when there is none)."""
+    current directory or the repository that has models, else the first found
+    (``./esper_warehouse.duckdb`` when there is none). The banner names the file read.
+
+    A file without models (a failed first run's, `models` never run) is never read in place of
+    one with them (`make demo`'s), whichever comes first.
+    """
     configured = os.environ.get(WAREHOUSE_ENV)
     if configured:
         return Path(configured).expanduser().resolve()
-    for folder in dict.fromkeys((Path.cwd().resolve(), REPO_ROOT)):
-        for name in DEFAULT_FILES:
-            if (folder / name).exists():
-                return folder / name
-    return Path.cwd().resolve() / DEFAULT_FILES[0]
+    found = tuple(
+        (folder / name, (folder / name).stat().st_mtime)
+        for folder in dict.fromkeys((Path.cwd().resolve(), REPO_ROOT))
+        for name in DEFAULT_FILES
+        if (folder / name).exists()
+    )
+    return _first_with_models(found) if found else Path.cwd().resolve() / DEFAULT_FILES[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _first_with_models(found: tuple[tuple[Path, float], ...]) -> Path:
+    """The first of the files `found` (path, modified) that has models, else the first: asked
+    once per set of files as modified (every query asks `warehouse_path`)."""
+    return next((path for path, _ in found if _has_models(path)), found[0][0])
+
+
+def _has_models(path: Path) -> bool:
+    """True when the file has the marts, or cannot be asked (held by the nightly load, damaged):
+    such a file is a warehouse, and its own page says why it cannot be read."""
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            row = con.execute(
+                "select count(*) from information_schema.tables where table_schema = 'marts'"
+            ).fetchone()
+    except duckdb.Error:
+        return True
+    return bool(row and row[0])
 
 
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:

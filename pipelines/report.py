@@ -32,7 +32,8 @@ import duckdb
 from esper_warehouse import data_path
 
 from . import offline
-from .status import open_failure
+from .exit_codes import Exit
+from .status import no_run_message, open_failure
 
 NOTEBOOKS_DIR = data_path("notebooks")
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
@@ -226,15 +227,16 @@ def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[
     return written
 
 
-def unreadable(warehouse: Path) -> tuple[int, str] | None:
+def unreadable(warehouse: Path, dataset: str = "esper") -> tuple[int, str] | None:
     """Why the file cannot be opened read-only (`open_failure`: held by another process,
-    damaged or not a DuckDB file, ...) with its exit code; None when it opens."""
+    damaged or not a DuckDB file, ...) or holds no run yet (`no_run_message`, exit 2), with
+    its exit code; None when it opens and a run has loaded it."""
     try:
         with duckdb.connect(str(warehouse), read_only=True) as con:
-            con.execute("select count(*) from duckdb_tables()").fetchone()
+            empty = no_run_message(con, warehouse, dataset)
     except duckdb.Error as error:
         return open_failure(warehouse, error)
-    return None
+    return (Exit.CONFIG, empty) if empty is not None else None
 
 
 if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.report`: the command

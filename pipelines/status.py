@@ -14,20 +14,49 @@ from . import headlines, readable
 from .commands import DEMO_WAREHOUSE
 from .exit_codes import Exit
 from .run.bookkeeping import unfinished_first_load, unreadable_lines
-from .warehouse import file_problem
+from .warehouse import file_problem, path_problem
 
 
 def missing_message(warehouse: Path) -> str:
     """What `status`, `models`, `report` and `publish` say about a warehouse file that is not
-    there; beside the demo's file, how to read that one (never read in its place)."""
+    there; beside the demo's file, how to read that one (never read in its place). A path in
+    a folder that does not exist says so (`path_problem`), as every command does."""
+    if (problem := path_problem(warehouse)) is not None:
+        return problem[1]
     text = (
         f"there is no warehouse file {warehouse.expanduser().resolve()}; run `esper-warehouse "
         "run` (or `demo`) first, or pass --warehouse with the file's path"
     )
+    return text + _beside_the_demo(warehouse)
+
+
+def _beside_the_demo(warehouse: Path) -> str:
     demo = warehouse.parent / DEMO_WAREHOUSE.name
     if warehouse.name != DEMO_WAREHOUSE.name and demo.is_file():
-        text += f" (the demo's warehouse {demo} is here: read it with --warehouse {demo})"
-    return text
+        return f" (the demo's warehouse {demo} is here: read it with --warehouse {demo})"
+    return ""
+
+
+def no_run_message(con: duckdb.DuckDBPyConnection, warehouse: Path, dataset: str) -> str | None:
+    """What `status` and `report` say (exit 2) of a warehouse no run has recorded itself in
+    (`models --create` made it, or another tool), with the command to run; None when one has.
+
+    Such a file has nothing to show: `status` would list empty sections, `report` would write
+    "no models yet" pages over a good report, both with exit 0.
+    """
+    runs = con.execute(
+        "select count(*) from information_schema.tables "
+        "where table_schema = ? and table_name = '_esper_runs'",
+        [dataset],
+    ).fetchone()[0]  # type: ignore[index]
+    if runs:
+        runs = con.execute(f'select count(*) from "{dataset}"._esper_runs').fetchone()[0]  # type: ignore[index]
+    if runs:
+        return None
+    return (
+        f"no run has loaded {warehouse} yet: run `esper-warehouse run --warehouse {warehouse}` "
+        "first (or `esper-warehouse demo`)" + _beside_the_demo(warehouse)
+    )
 
 
 def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
@@ -42,8 +71,8 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
     """Print the warehouse's state; opens the file read-only, briefly.
 
     Exit codes: 0, 7 a table family held back by refusals longer than
-    `freshness_warn_after_hours()` (sql/macros; a morning check's signal), 2 no such file, 5 held
-    by another process, 1 any other failure to open it.
+    `freshness_warn_after_hours()` (sql/macros; a morning check's signal), 2 no such file or no
+    run recorded in it, 5 held by another process, 1 any other failure to open it.
     """
     if not warehouse.exists():
         print(f"error: {missing_message(warehouse)}", file=sys.stderr)
@@ -55,6 +84,9 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
         print(f"error: {message}", file=sys.stderr)
         return code
     try:
+        if (empty := no_run_message(con, warehouse, dataset)) is not None:
+            print(f"error: {empty}", file=sys.stderr)
+            return Exit.CONFIG
         print(render(con, dataset))
         held = [f for f in freshness(con) if f.is_held_back]
     finally:

@@ -11,6 +11,8 @@ import errno
 import fcntl
 import logging
 import os
+import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,13 +48,22 @@ READ_ONLY_MARKERS = ("Read-only file system", "Permission denied")
 STORAGE_VERSION = "v1.5.0"
 
 
-def create_if_missing(warehouse: Path) -> None:
+def create_if_missing(warehouse: Path) -> bool:
     """An empty warehouse file in STORAGE_VERSION when none is there yet (dlt, DuckDB and our
-    own connections would create it in DuckDB's default format)."""
-    if not warehouse.exists():
-        duckdb.connect(
-            str(warehouse), config={"storage_compatibility_version": STORAGE_VERSION}
-        ).close()
+    own connections would create it in DuckDB's default format); True when it was created."""
+    if warehouse.exists():
+        return False
+    duckdb.connect(
+        str(warehouse), config={"storage_compatibility_version": STORAGE_VERSION}
+    ).close()
+    return True
+
+
+def remove_created(warehouse: Path) -> None:
+    """Remove a warehouse file (and DuckDB's write-ahead log beside it) that a run created and
+    loaded nothing into: an empty file would pass for a warehouse (`report`, the notebooks)."""
+    for path in (warehouse, warehouse.with_name(warehouse.name + ".wal")):
+        path.unlink(missing_ok=True)
 
 
 class WarehouseLocked(Exception):
@@ -60,13 +71,27 @@ class WarehouseLocked(Exception):
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
-    """The error and those it wraps (dlt's `exception`, then Python's cause or context)."""
+    """The error and those it wraps (dlt's `exception`, then Python's cause or context, except a
+    context the code hid: `raise ... from None` says the error it replaced is not the cause)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        current = getattr(current, "exception", None) or current.__cause__ or current.__context__
+        context = None if current.__suppress_context__ else current.__context__
+        current = getattr(current, "exception", None) or current.__cause__ or context
+
+
+# OSErrors that are the network's, never a file's: an SSL error's `errno` is the TLS library's
+# own code (1 for `WRONG_VERSION_NUMBER`, which is EPERM's number), a name lookup's is negative.
+NETWORK_ERRORS = (ssl.SSLError, socket.gaierror, socket.herror, ConnectionError, TimeoutError)
+
+
+def _is_files(error: BaseException) -> bool:
+    """True for an error that speaks of a file: DuckDB's, or the operating system's about one."""
+    if isinstance(error, duckdb.Error):
+        return True
+    return isinstance(error, OSError) and not isinstance(error, NETWORK_ERRORS)
 
 
 def _found(
@@ -83,7 +108,7 @@ def _found(
     quoting an API answer ("Permission denied", in a refused route's message) is no file's problem.
     """
     for item in _chain(error):
-        if not any_error and not isinstance(item, OSError | duckdb.Error):
+        if not any_error and not _is_files(item):
             continue
         if (isinstance(item, OSError) and item.errno in codes) or any(
             marker in str(item) for marker in markers

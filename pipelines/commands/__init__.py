@@ -48,14 +48,28 @@ SUBCOMMANDS: tuple[str, ...] = (
 )
 
 
+# Where the one redaction lives (`redact`): looked up, never imported here (it loads dlt).
+_REDACTION_MODULE = "esper_warehouse.sources.esper.http.errors"
+
+
+class RedactingFormatter(logging.Formatter):
+    """Every line written, traceback included, with the process's API keys taken out.
+
+    The source's `errors.redact` is looked up among the loaded modules: until a client is built
+    it is not loaded and the process knows no key (so `status` still starts without dlt).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        errors = sys.modules.get(_REDACTION_MODULE)
+        return errors.redact(text) if errors is not None else text
+
+
 def _setup_logging(verbose: bool) -> None:
     level = logging.DEBUG if verbose or os.environ.get("ESPER_WAREHOUSE__DEBUG") else logging.INFO
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
+    logging.basicConfig(level=level, stream=sys.stderr, force=True)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     if not verbose:
         for noisy in ("httpx", "httpcore", "dlt"):
             logging.getLogger(noisy).setLevel(logging.WARNING)

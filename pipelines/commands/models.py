@@ -16,7 +16,7 @@ from .. import models
 from ..exit_codes import Exit
 from ..model_files import ModelError, SeedsMissing
 from ..status import missing_message, open_failure
-from ..warehouse import file_problem
+from ..warehouse import file_problem, path_problem
 from . import Subcommand, apply_options, shared_options
 
 
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     apply_options(args)
     warehouse: Path = args.warehouse
     if not warehouse.exists() and not args.create:
-        print(f"error: {missing_message(warehouse)} (or pass --create)", file=sys.stderr)
+        create = "" if path_problem(warehouse) else " (or pass --create)"
+        print(f"error: {missing_message(warehouse)}{create}", file=sys.stderr)
         return Exit.CONFIG
     if warehouse.exists() and (unfinished := models.unfinished_load(warehouse, args.dataset)):
         print(f"error: {unfinished}; no model was built from part of the fleet", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from .. import extras, report
@@ -64,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: error: {message}; no page was written", file=sys.stderr)
         return code
 
+    for folder, option in ((args.out, "--out"), (args.charts, "--charts")):
+        if folder is not None and (refused := _unwritable(folder, option)) is not None:
+            print(f"report: error: {refused}; no page was written", file=sys.stderr)
+            return Exit.CONFIG
     print(
         f"report: exporting {len(report.notebooks())} notebooks from {warehouse} into {args.out}/"
     )
@@ -93,6 +98,21 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.FAILED
     print(f"report: open {(args.out / 'index.html').resolve()}")
     return Exit.OK
+
+
+def _unwritable(folder: Path, option: str) -> str | None:
+    """Why the report cannot write into `folder` (made when missing), tried by writing there:
+    the operating system's own answer, not a guess from permissions; None when it can."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        said = error.strerror or type(error).__name__
+        return (
+            f"{folder} cannot be written ({said}): pass {option} with a folder this user may write"
+        )
+    return None
 
 
 SUBCOMMAND = Subcommand("write the report (pipelines.report)", main=main)

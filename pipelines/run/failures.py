@@ -51,12 +51,35 @@ def error_text(error: BaseException) -> str:
     raised and what the nearest error around it said, never just `StopIteration:`.
     """
     cause = root_cause(error)
+    if (missing := missing_setting(cause)) is not None:
+        return missing
     if str(cause):
         return f"{type(cause).__name__}: {cause}"
     chain = _chain(error)
     text = f"{type(cause).__name__} (no message), raised at {_raised_at(chain)}"
     around = next((e for e in reversed(chain[:-1]) if str(e)), None)
     return f"{text}; around it: {type(around).__name__}: {around}" if around else text
+
+
+def missing_setting(error: BaseException) -> str | None:
+    """One line naming the environment variable of each setting dlt found nowhere, else None.
+
+    dlt's own message lists every place it looked, 25 lines for one unset key; what an admin
+    needs is the variable to set (its `secrets.toml` place is the same name in sections).
+    """
+    if type(error).__name__ != "ConfigFieldMissingException":
+        return None
+    names = []
+    for field, traces in getattr(error, "traces", {}).items():
+        keys = [t.key for t in traces if "Environment" in str(t.provider) and "__" in t.key]
+        # the source's own variable: SOURCES__ESPER__API_KEY, the shortest in its section
+        ours = sorted((k for k in keys if k.startswith("SOURCES__ESPER__")), key=len)
+        names.append(ours[0] if ours else field)
+    listed = " and ".join(names) or "a setting"
+    return (
+        f"{listed} is not set: export it (or set it in .dlt/secrets.toml); nothing was requested "
+        "or loaded"
+    )
 
 
 def _chain(error: BaseException) -> list[BaseException]:

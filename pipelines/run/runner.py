@@ -22,13 +22,15 @@ from typing import Any
 import dlt
 import duckdb
 from esper_warehouse.sources.esper import RunLedger, esper
-from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError
+from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError, redact
 
 from ..exit_codes import LOADED, Exit
 from ..warehouse import (
     WarehouseLocked,
     create_if_missing,
     file_problem,
+    path_problem,
+    remove_created,
     run_lock,
     wait_for_file,
     with_lock_wait,
@@ -77,6 +79,10 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         )
         log.error("run not started: %s", text)
         return RunResult("-", Exit.CONFIG, "failed", error=f"EsperConfigError: {text}")
+    if settings.destination == "duckdb" and (problem := path_problem(settings.warehouse)):
+        code, text = problem  # the lock beside the file would create a folder named by mistake
+        log.error("run not started: %s", text)
+        return RunResult("-", code, "failed", error=text)
     with ExitStack() as stack:
         try:
             stack.enter_context(run_lock(settings.warehouse, settings.lock_timeout_s))
@@ -140,6 +146,8 @@ class _Run:
         self.read: set[str] = set()  # the tables this run's resources read, over all its parts
         self.marker = Path()  # where this run notes its appends: set by prepare()
         self.interrupted_appends: list[str] = []
+        self.created = False  # this run created the warehouse file
+        self.load_started = False  # something was (or is being) loaded into it
 
     def current_client(self) -> Any:
         return self.client or self.ledger.plan.client
@@ -160,13 +168,14 @@ class _Run:
         # an earlier run's load did not complete
         self.interrupted_appends = read_appended(self.marker)
         wait_for_file(settings.warehouse, settings.lock_timeout_s)
-        if settings.destination == "duckdb":
-            create_if_missing(settings.warehouse)  # before dlt creates it in the default format
+        if settings.destination == "duckdb":  # before dlt creates it in the default format
+            self.created = create_if_missing(settings.warehouse)
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
         if pipeline.has_pending_data:
             log.info("load: finishing a previous run's pending packages first")
+            self.load_started = True
             pipeline.normalize()
             with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s)
         self.source_options = {**checked, **settings.source_options}
@@ -233,6 +242,7 @@ class _Run:
         assert self.pipeline is not None
         log.info("load: started")
         self.stage = "load"
+        self.load_started = True
         # DuckDB: waits for the file here, then holds it, so nothing below meets a lock
         self.held = hold_warehouse(self.settings, self.ledger.plan.device_count)
         self.pipeline.load(credentials=self.held)
@@ -298,8 +308,7 @@ class _Run:
         else:
             result.exit_code = exit_code_for(error)
             # the last guard: a text the server wrote (a body's field names) may hold the key
-            client = self.current_client()
-            result.error = client.redact(error_text(error)) if client else error_text(error)
+            result.error = redact(error_text(error))
             problem = file_problem(self.settings.warehouse, error)
             if problem is not None and problem[0] != Exit.LOCKED:  # a lock's own words say more
                 result.exit_code, result.error = problem
@@ -328,9 +337,24 @@ class _Run:
                 client.close()
 
     def outcome(self) -> RunResult:
-        """Record the run (unless the warehouse stayed locked), then build the models."""
+        """Record the run (unless the warehouse stayed locked), then build the models.
+
+        A run that created the warehouse file and failed before anything was loaded or is
+        pending removes it instead: an empty file would pass for a warehouse (`report` and
+        the notebooks would read it, `status` would show a run), and the failure is said on
+        stderr and in the summary.
+        """
         result = self.result
         result.seconds = time.monotonic() - self.started
+        if self._nothing_loaded_into_a_new_file():
+            if self.held is not None:
+                self.held.close()
+            remove_created(self.settings.warehouse)
+            log.info(
+                "run: nothing was loaded, so no warehouse file is left at %s",
+                self.settings.warehouse,
+            )
+            return result
         try:
             if self.pipeline is not None and result.exit_code != Exit.LOCKED:
                 record(self.pipeline, self.settings, result, self.started_at)
@@ -340,6 +364,12 @@ class _Run:
         if result.exit_code in LOADED and self.settings.build_models:
             build_models(self.settings, result)
         return result
+
+    def _nothing_loaded_into_a_new_file(self) -> bool:
+        """This run created the file, failed, and left nothing loaded nor pending for it."""
+        if not self.created or self.result.exit_code in LOADED or self.load_started:
+            return False
+        return self.pipeline is None or not self.pipeline.has_pending_data
 
 
 # DuckDB's memory for the load when none is set, by fleet size: more memory loads a smaller fleet

@@ -26,7 +26,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .http.errors import EsperResponseError
+from .http.errors import REDACTED, EsperResponseError, redact, secret_pattern
 from .times import parse_time
 
 log = logging.getLogger("esper_warehouse.source")
@@ -41,6 +41,7 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "json": pa.string(),
 }
 ROW_VERSION = "_row_hash"  # the scd2 row version column: a hash of the record's content
+SHOWN_CHARS = 60  # a served value quoted in a warning or an error is cut to this many characters
 
 
 @dataclass(frozen=True)
@@ -189,9 +190,16 @@ class Unreadable:
 
 
 def _shown(value: Any) -> str:
-    """A value for the log: whole, or only its kind and length when long (never cut)."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"a {type(value).__name__} of {len(text)} characters"
+    """A value the API served, for a warning or an error: redacted whole, then cut short.
+
+    A server may echo anything into a field, the request's own `Authorization` header included:
+    the key is taken out before the cut (a key cut first no longer matches), and a long value
+    shows its start and its length, enough to find the record.
+    """
+    text = redact(repr(value))
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[: SHOWN_CHARS - 3]}... (a {type(value).__name__} of {len(text)} characters)"
 
 
 def _read_int(value: Any) -> int:
@@ -434,7 +442,24 @@ def to_arrow(
         arrays[ROW_VERSION] = pa.array([_content_hash(r) for r in records], pa.string())
     if not arrays:
         return pa.table({})
-    return pa.table(arrays)
+    return pa.table(_without_keys(arrays))
+
+
+def _without_keys(arrays: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """Every text column with the API key taken out (`errors.redact`'s pattern): a server that
+    echoes the request's `Authorization` header into a field never puts the key in the
+    warehouse. One scan per text column of a page (~18 ms per 150,000 values); a column is
+    rewritten only when it holds a key."""
+    pattern = secret_pattern()
+    if pattern is None:
+        return arrays
+    out = dict(arrays)
+    for name, array in arrays.items():
+        if not pa.types.is_string(array.type) or array.null_count == len(array):
+            continue
+        if pc.any(pc.match_substring_regex(array, pattern, ignore_case=True)).as_py():
+            out[name] = pc.replace_substring_regex(array, f"(?i){pattern}", REDACTED)
+    return out
 
 
 def _content_hash(record: Mapping[str, Any]) -> str:

@@ -105,3 +105,36 @@ def test_readme_which_tables_are_behind(demo_warehouse: Path) -> None:
     behind = {row[0]: row[3] for row in readme if row[3] is not None}
     assert set(behind) <= {"Device census (full scans)"}, behind
     assert all("not read by the runs since" in note for note in behind.values())
+
+
+def test_readme_compliance_trend_covers_the_last_30_days_of_the_data(demo_warehouse: Path) -> None:
+    """Dated from the data's own "now" (`marts.headlines.as_of`), never the reader's clock: on
+    the simulator's warehouse, whose clock is not today's, it returns every day it holds."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        readme = con.execute(_readme_query("Compliance trend per platform")).fetchall()
+        days = con.execute(
+            "select count(distinct day) from marts.fleet_compliance_daily, "
+            "(select max(as_of)::date as today from marts.headlines) "
+            "where day between today - 30 and today"
+        ).fetchone()[0]  # type: ignore[index]
+    assert days >= 3, "the demo warehouse holds three nights"
+    assert len({day for day, *_ in readme}) == days
+    assert all(rate is None or 0 <= rate <= 1 for *_, rate in readme)
+
+
+def _commands(block: str) -> list[str]:
+    """The commands of a README shell block: continued lines joined, comments and quoted
+    strings left out (a `[...]` inside quotes is the command's own text)."""
+    text = re.sub(r"\\\n", " ", block)
+    lines = [re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines()]
+    return [re.sub(r"'[^']*'|\"[^\"]*\"", "''", line) for line in lines if line.strip()]
+
+
+def test_readme_shell_blocks_run_as_pasted() -> None:
+    """No `[--option value]` in a command: pasted, the shell passes the brackets on (or globs
+    them) and the command refuses its words. Optional words are said in a comment."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh|shell)\n(.*?)```", readme, re.S)
+    assert blocks
+    bracketed = [c for b in blocks for c in _commands(b) if re.search(r"\[[^\]]*\]", c)]
+    assert bracketed == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import duckdb
@@ -61,6 +62,7 @@ def test_run_and_doctor_quote_the_server_without_the_key(
     server = serve(lambda seen: answer(kind))
     _environment(monkeypatch, server.url)
     warehouse = tmp_path / "warehouse.duckdb"
+    duckdb.connect(str(warehouse)).close()  # there before: the failed run is recorded in it
     report = tmp_path / "doctor.json"
 
     code = cli.main(["run", "--warehouse", str(warehouse), "--no-models", "--lock-timeout", "5"])
@@ -82,3 +84,131 @@ def test_run_and_doctor_quote_the_server_without_the_key(
     }
     leaks = {where: key_fragments(text) for where, text in texts.items() if key_fragments(text)}
     assert sorted(leaks) == [], leaks
+
+
+def _fragments_in_any_case(text: str, key: str) -> list[str]:
+    """`key_fragments` of `key` in `text`, whatever the case of either."""
+    return key_fragments(text.lower(), key.lower())
+
+
+def _warehouse_dump(warehouse: Path) -> str:
+    """Every value of every table of the warehouse, as text."""
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        tables = con.execute(
+            "select table_schema, table_name from information_schema.tables"
+        ).fetchall()
+        rows = [
+            con.execute(f'select * from "{schema}"."{name}"').fetchall() for schema, name in tables
+        ]
+    return json.dumps(rows, default=str)
+
+
+@pytest.mark.parametrize("nightly", [False, True], ids=["first load", "nightly"])
+def test_a_key_the_server_echoes_into_fields_is_cut_from_every_text_and_the_warehouse(
+    sim: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    nightly: bool,
+) -> None:
+    """A server echoing the request's `Authorization` header into a typed field (`last_seen`,
+    read as NULL, quoted in the unreadable-value warning) and, upper-cased, into a text field
+    (`alias`, loaded): the warning quotes it cut short with the key taken out, and no piece of
+    the key, in any case, is in stdout, stderr, the run record or any table."""
+    from esper_warehouse.pipelines import cli
+
+    from tests.conftest import API_KEY
+
+    warehouse = tmp_path / "warehouse.duckdb"
+    monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
+    monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
+    monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
+    argv = ["run", "--warehouse", str(warehouse), "--resources", "devices", "--no-models"]
+    if nightly:
+        assert cli.main(argv) == 0
+        sim.advance(hours=2)
+        argv.append("--full")  # every device read again, through the echoing server
+    capsys.readouterr()
+    header = f"Bearer {API_KEY}"
+    echo = {"kind": "drift", "variant": "value", "route": "/v2/devices/"}
+    sim.set_faults(
+        [
+            {**echo, "field": "last_seen", "value": header},
+            {**echo, "field": "alias", "value": header.upper()},
+        ]
+    )
+
+    code = cli.main(argv)
+    out = capsys.readouterr()
+
+    assert code == 0, out.err
+    assert "devices.last_seen: 'Bearer [redacted]' cannot be read as timestamp" in out.err
+    texts = {"stdout": out.out, "stderr": out.err, "warehouse": _warehouse_dump(warehouse)}
+    leaks = {where: _fragments_in_any_case(t, API_KEY) for where, t in texts.items()}
+    assert {where: found for where, found in leaks.items() if found} == {}
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        aliases = {a for (a,) in con.execute("select alias from esper.devices").fetchall()}
+    assert aliases == {"BEARER [redacted]"}, "the text is loaded, the key taken out"
+
+
+def test_a_long_value_in_an_unreadable_value_warning_is_cut_after_the_key_is_taken_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A value quoted in a warning is cut short; a key straddling the cut loses no piece to it."""
+    from esper_warehouse.sources.esper.arrow import SHOWN_CHARS, Unreadable, cols, to_arrow
+    from esper_warehouse.sources.esper.http.errors import keep_secret
+
+    keep_secret(KEY)
+
+    class Table:
+        name = "devices"
+        columns = cols("last_seen", "timestamp")
+        keep_extra = False
+        extra = MappingProxyType({})
+        identifying: frozenset[str] = frozenset()
+
+    quoted = []
+    for start in range(SHOWN_CHARS - len(KEY), SHOWN_CHARS):
+        value = "x" * start + KEY.swapcase() + "y" * 200
+        tally = Unreadable()
+        with caplog.at_level("WARNING"):
+            caplog.clear()
+            to_arrow([{"last_seen": value}], Table(), unreadable=tally)
+        quoted.append(caplog.text)
+    assert all("cannot be read as timestamp" in t for t in quoted)
+    assert [t for t in quoted if _fragments_in_any_case(t, KEY)] == []
+    assert all("y" * 100 not in t for t in quoted), "the value is cut short"
+
+
+def test_a_redirect_to_a_host_named_by_the_key_is_said_without_it(
+    serve: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 302 to `http://<key>.example.invalid/`: the error names the redirect's host lower-cased;
+    the key is taken out whatever its case, in stdout, stderr and the run record (a warehouse
+    that exists already: a nightly run records its failure there)."""
+    key = KEY.replace("_", "-")  # a host name's characters
+    server = serve(lambda seen: Reply(302, {}, {"Location": f"http://{key}.example.invalid/x"}))
+    _environment(monkeypatch, server.url)
+    monkeypatch.setenv("SOURCES__ESPER__API_KEY", key)
+    warehouse = tmp_path / "warehouse.duckdb"
+    duckdb.connect(str(warehouse)).close()
+
+    code = cli_main(["run", "--warehouse", str(warehouse), "--no-models", "--lock-timeout", "5"])
+    out = capsys.readouterr()
+
+    assert code == 3, out.err
+    assert "answered an unexpected redirect (HTTP 302) to http://[redacted].example.invalid" in (
+        out.err
+    )
+    texts = {"stdout": out.out, "stderr": out.err, "esper._esper_runs": _warehouse_text(warehouse)}
+    leaks = {where: _fragments_in_any_case(t, key) for where, t in texts.items()}
+    assert {where: found for where, found in leaks.items() if found} == {}
+
+
+def cli_main(argv: list[str]) -> int:
+    from esper_warehouse.pipelines import cli
+
+    return cli.main(argv)

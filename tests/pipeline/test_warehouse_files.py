@@ -165,6 +165,7 @@ def test_a_read_only_folder_ends_the_run_with_its_line_and_exit_2(
     def refused(path: Any, *args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
+    (tmp_path / "ro").mkdir()  # a folder that is there, and refuses what is written in it
     monkeypatch.setattr(warehouse, "run_lock_path", lambda wh: tmp_path / "ro" / "x.lock")
     monkeypatch.setattr(Path, "mkdir", refused)
     code = cli.main(["run", "--warehouse", str(tmp_path / "ro" / "esper_warehouse.duckdb")])
@@ -213,7 +214,7 @@ def _neighbour(kind: str, pristine: Path, tmp_path: Path, holders: list) -> Path
 
 NEIGHBOURS = {
     "missing": (Exit.CONFIG, "there is no warehouse file {resolved}"),
-    "no-folder": (Exit.CONFIG, "there is no warehouse file {resolved}"),
+    "no-folder": (Exit.CONFIG, "the folder {path.parent} does not exist"),
     "folder": (Exit.CONFIG, "{path} is a folder, not a warehouse file"),
     "held": (Exit.LOCKED, "{path} " + HELD),
 }

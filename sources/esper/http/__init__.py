@@ -27,6 +27,7 @@ from .errors import (
     EsperNotFoundError,
     EsperResponseError,
     EsperUnavailableError,
+    redact,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "EsperResponseError",
     "EsperUnavailableError",
     "RouteStats",
+    "redact",
 ]

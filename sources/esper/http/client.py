@@ -56,7 +56,7 @@ import httpcore
 import httpx
 import orjson
 
-from .errors import STOP_POLL_S, EsperConfigError, EsperError, EsperInterrupted
+from .errors import STOP_POLL_S, EsperConfigError, EsperError, EsperInterrupted, redact
 from .origin import Origin, check_key
 from .pacing import AdaptiveLimiter, RatePacer
 from .policy import Retry, RetryPolicy, Value, classify, failed_attempt, parse_date
@@ -437,9 +437,8 @@ class EsperClient:
                 self._server_time = date
 
     def redact(self, text: str) -> str:
-        """Remove the API key from text built from server answers (belt and braces)."""
-        key = self._pools.key()
-        return text.replace(key, "[redacted]") if key else text
+        """`errors.redact`: every API key of the process taken out of `text`, in any case or form."""
+        return redact(text)
 
 
 def check_limits(
@@ -578,10 +577,6 @@ class Pools:
         if pool is None:
             pool = self._thread.http = self._pools[next(self._turn) % len(self._pools)]
         return pool
-
-    def key(self) -> str:
-        """The key, for redaction only (the headers are the same in every pool)."""
-        return self._pools[0].headers.get("authorization", "").removeprefix("Bearer ")
 
     def close(self) -> None:
         """Close every pool."""

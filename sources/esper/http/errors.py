@@ -8,13 +8,63 @@ codes (`pipelines/exit_codes.py`): `EsperConfigError` and `EsperAuthError` are s
 
 from __future__ import annotations
 
+import re
+import threading
+from urllib.parse import quote, quote_plus
+
 # How soon a stopped client's requests end (`EsperInterrupted`): every wait of the client (a
 # socket read, a free slot, a wait between attempts) wakes this often to look at the stop flag.
 STOP_POLL_S = 0.25
 
 
+REDACTED = "[redacted]"
+_secrets_lock = threading.Lock()
+_secrets: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+
+
+def keep_secret(key: str) -> None:
+    """Take `key` out of every text `redact` is given from now on, for the life of the process.
+
+    Called with every API key a client is built with (`origin.check_key`): the texts that leave
+    (log lines, error messages, the run record, a value quoted in a warning) are made after the
+    client and may outlive it.
+    """
+    global _pattern
+    if not key:
+        return
+    # The forms a key takes in a text a server or a library writes: as sent, percent-encoded
+    # in a URL, and in any case (a host name is lower-cased; so is a header echoed by some
+    # servers): matched case-insensitively.
+    forms = {key, quote(key, safe=""), quote_plus(key)}
+    with _secrets_lock:
+        _secrets.update(forms)
+        alternatives = sorted(_secrets, key=len, reverse=True)  # the longest form first
+        _pattern = re.compile("|".join(map(re.escape, alternatives)), re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """`text` with every API key of this process replaced by ``[redacted]``.
+
+    The one redaction: every text that leaves the program goes through it (errors of this
+    package as they are made, log lines as they are written, the run's error as it is
+    recorded, a value quoted in a warning). A text is redacted whole before it is cut for
+    people (`policy.clip`), so no cut keeps a piece of a key.
+    """
+    pattern = _pattern
+    return pattern.sub(REDACTED, text) if pattern is not None and text else text
+
+
+def secret_pattern() -> str | None:
+    """`redact`'s pattern (case-insensitive alternatives), for Arrow's regex kernels; None while
+    no key is known."""
+    pattern = _pattern
+    return pattern.pattern if pattern is not None else None
+
+
 class EsperError(Exception):
-    """Base of every error the client raises. Its message never contains the API key.
+    """Base of every error the client raises. Its message never contains the API key: it is
+    redacted (`redact`) as the error is made, whatever text the caller built it from.
 
     Attributes:
         status: The HTTP status of the last answer, or None (no answer, or not an HTTP problem).
@@ -22,7 +72,7 @@ class EsperError(Exception):
     """
 
     def __init__(self, message: str, *, status: int | None = None, route: str | None = None):
-        super().__init__(message)
+        super().__init__(redact(message))
         self.status = status
         self.route = route
 

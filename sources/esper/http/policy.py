@@ -48,7 +48,7 @@ from .errors import (
     EsperResponseError,
     EsperUnavailableError,
 )
-from .origin import location_origin, tls_setting_error
+from .origin import location_origin, name_lookup_error, tls_setting_error
 
 if TYPE_CHECKING:
     from .client import EsperClient, RouteStats
@@ -140,13 +140,16 @@ def failed_attempt(error: Exception, origin: str, redact: Callable[[str], str]) 
     """An attempt that got no answer, as a retry; None for an error that is not the network's.
 
     Raises:
-        EsperConfigError: A TLS handshake that is the base URL's fault (the same on every
-            attempt: never retried).
+        EsperConfigError: A TLS handshake that is the base URL's fault, or a host name DNS does
+            not know (the same on every attempt: never retried).
+        EsperAPIError: The DNS resolver did not answer (it has retried already: never retried).
     """
     if isinstance(error, httpx.TimeoutException):
         reason = f"timeout ({type(error).__name__}: {error})"
     elif (refused := tls_setting_error(error, origin)) is not None:
         raise refused from None
+    elif (unknown := name_lookup_error(error, origin)) is not None:
+        raise unknown from None
     elif isinstance(error, httpx.TransportError):
         reason = f"connection failed ({type(error).__name__}: {error})"
     elif isinstance(error, httpx.DecodingError):
