@@ -386,7 +386,9 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
             f"from {ds}._esper_runs order by started_at desc limit 10"
         ).fetchall()
     if runs:
-        out.append("last runs:")
+        (recorded,) = con.execute(f"select count(*) from {ds}._esper_runs").fetchone()  # type: ignore[misc]
+        cut = readable.shown_of(len(runs), recorded)
+        out.append(f"last runs ({cut}; all in esper._esper_runs):" if cut else "last runs:")
         for row in runs:
             out.append(
                 f"  {row[0]:%Y-%m-%d %H:%M}  as of {row[1]}  {row[2]:<11} {row[3]:<22} "
