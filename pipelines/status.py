@@ -38,21 +38,24 @@ def _beside_the_demo(warehouse: Path) -> str:
 
 
 def no_run_message(con: duckdb.DuckDBPyConnection, warehouse: Path, dataset: str) -> str | None:
-    """What `status` and `report` say (exit 2) of a warehouse no run has recorded itself in
-    (`models --create` made it, or another tool), with the command to run; None when one has.
+    """What `status` and `report` say (exit 2) of a warehouse no run has recorded itself in nor
+    loaded a device into (`models --create` made it), with the command to run; else None.
 
     Such a file has nothing to show: `status` would list empty sections, `report` would write
     "no models yet" pages over a good report, both with exit 0.
     """
-    runs = con.execute(
-        "select count(*) from information_schema.tables "
-        "where table_schema = ? and table_name = '_esper_runs'",
-        [dataset],
-    ).fetchone()[0]  # type: ignore[index]
-    if runs:
-        runs = con.execute(f'select count(*) from "{dataset}"._esper_runs').fetchone()[0]  # type: ignore[index]
-    if runs:
-        return None
+    tables = {
+        name
+        for (name,) in con.execute(
+            "select table_name from information_schema.tables where table_schema = ? "
+            "and table_name in ('_esper_runs', 'devices')",
+            [dataset],
+        ).fetchall()
+    }
+    # a run recorded, or devices a killed first load committed (it had no time to record)
+    for table in sorted(tables):
+        if con.execute(f'select count(*) from "{dataset}"."{table}"').fetchone()[0]:  # type: ignore[index]
+            return None
     return (
         f"no run has loaded {warehouse} yet: run `esper-warehouse run --warehouse {warehouse}` "
         "first (or `esper-warehouse demo`)" + _beside_the_demo(warehouse)

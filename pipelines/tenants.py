@@ -225,6 +225,7 @@ def tenant_settings(tenant: Tenant, base: RunSettings) -> RunSettings:
         load_memory_limit=base.load_memory_limit,
         build_models=base.build_models,
         pipeline_name=tenant.pipeline_name,
+        keep_failed_first=True,
         source_options={
             **base.source_options,
             "base_url": tenant.base_url,

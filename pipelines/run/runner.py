@@ -366,8 +366,14 @@ class _Run:
         return result
 
     def _nothing_loaded_into_a_new_file(self) -> bool:
-        """This run created the file, failed, and left nothing loaded nor pending for it."""
-        if not self.created or self.result.exit_code in LOADED or self.load_started:
+        """This run created the file, failed, and left nothing loaded nor pending for it.
+
+        An interrupted run is not one: Ctrl-C is the user's own act, and its record says where
+        it stopped and what the next run does (README, exit 130)."""
+        code = self.result.exit_code
+        if not self.created or self.settings.keep_failed_first or self.load_started:
+            return False
+        if code in LOADED or code == Exit.INTERRUPTED:
             return False
         return self.pipeline is None or not self.pipeline.has_pending_data
 

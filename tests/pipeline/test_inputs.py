@@ -5,9 +5,11 @@ output's reader stops early (`status | head`) ends quietly."""
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
@@ -87,9 +89,12 @@ def test_an_enterprise_id_with_spaces_around_it_loads(sim, tmp_path: Path) -> No
     assert process.returncode == Exit.OK, err[-2000:]
 
 
-def test_status_into_a_reader_that_stopped_reading_ends_quietly(tmp_path: Path) -> None:
+def test_status_into_a_reader_that_stopped_reading_ends_quietly(
+    tmp_path: Path, shared_first_load: Any
+) -> None:
     """`esper-warehouse status | head`: the reader has gone before the output is written."""
     wh = tmp_path / "esper_warehouse.duckdb"
+    shutil.copy(shared_first_load.warehouse, wh)  # a loaded one: status has lines to write
     build_models(wh)
     process = subprocess.Popen(
         [sys.executable, "-m", "esper_warehouse.pipelines.cli", "status", "--warehouse", str(wh)],
