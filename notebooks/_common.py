@@ -322,16 +322,6 @@ def freshness_block(path: Path | None = None) -> mo.Html:
     families = freshness(path)
     if families.is_empty():
         return mo.md("")
-    rows = ["| family | data as of | last whole load | how old, and why | tables held back |",
-            "|---|---|---|---|---|"]  # fmt: skip
-    for f in families.iter_rows(named=True):
-        when = f"{f['data_as_of']:%Y-%m-%d %H:%M} UTC" if f["data_as_of"] else "never loaded"
-        whole = f"{f['last_whole_load_at']:%Y-%m-%d %H:%M} UTC" if f["last_whole_load_at"] else "–"
-        note = ("**held back** · " if f["is_held_back"] else "") + (
-            text(f["age_note"]) if f["age_note"] else "current"
-        )
-        held = text(f["held_back_by"]) if f["held_back_by"] else "–"
-        rows.append(f"| {text(f['family'])} | {when} | {whole} | {note} | {held} |")
     behind = families.filter(pl.col("age_note").is_not_null()).height
     title = (
         f"**Freshness**: {behind} of {families.height} table families older than the latest run "
@@ -339,7 +329,13 @@ def freshness_block(path: Path | None = None) -> mo.Html:
         if behind
         else f"**Freshness**: all {families.height} table families are as of the latest run"
     )
-    return mo.md(f"{title}\n\n" + "\n".join(rows))
+    shown = families.with_columns(
+        pl.when(pl.col("is_held_back"))
+        .then(pl.lit("held back: ") + pl.col("age_note"))
+        .otherwise(pl.col("age_note").fill_null("current"))
+        .alias("age_note")
+    ).drop("is_held_back")
+    return mo.vstack([mo.md(title), table(shown, "freshness", page_size=20)])
 
 
 def nothing(message: str) -> mo.Html:

@@ -585,6 +585,10 @@ def _(common, mo, params, where, wh):
         for key, row in _h.items()
         if key.startswith("security_disagreements/")
     )
+    mo.stop(
+        not _h["security_disagreements"]["is_known"],
+        common.age_callout(_h["security_disagreements"]),
+    )
     _total = _h["security_disagreements"]["value"]
     _selected = f"; {security.height:,} in this selection" if params else ""
     mo.vstack(

@@ -558,6 +558,7 @@ def test_the_report_prints_each_numbers_age_and_the_freshness_block(
         ).fetchone()
     assert behind >= 2  # Pipelines, Credentials (and the census, read by full scans only)
     assert f"Freshness : {behind} of {families} table families" in text
+    assert "held back: Pipelines" not in text and "held back: as of " in text
     assert creds.age_note in text
     assert f"{creds.value or 0:,} credentials have expired" not in text
     rollouts = report.export_notebook(report.NOTEBOOKS_DIR / "rollouts.py", tmp_path, aged)

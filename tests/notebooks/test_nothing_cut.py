@@ -101,6 +101,7 @@ FIRST_FAILING = "(select {key} from marts.{mart} where failing_rank = 1)"
 # Every table of every page, in page order: its first columns and its mart's rows.
 TABLES: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "fleet_overview": [
+        (("family", "data_as_of"), "select count(*) from intermediate.int_family_freshness"),
         (("group_path", "devices"), GROUPS),
         (("device_name", "platform", "group_path", "reasons"),
          "select count(*) from marts.fleet_compliance where verdict = 'non_compliant'"),
@@ -110,6 +111,7 @@ TABLES: dict[str, list[tuple[tuple[str, ...], str]]] = {
          "select count(*) from marts.credential_expiry "
          "where status in ('expired', 'expiring', 'unreadable')"),
         (("disagreement",), "select count(*) from marts.drift_disagreements"),
+        (("disagreement", "device_name"), "select count(*) from marts.security_disagreements"),
         (("name", "email"), "select count(*) from marts.fleet_access"),
     ],
     "rollouts": [
