@@ -23,6 +23,8 @@
 --   warehouse_as_of      the warehouse's "now" (intermediate.int_as_of)
 --   freshness            current (loaded by the latest loaded run, or as new as it), behind (older
 --                        than warehouse_as_of), unknown (never loaded)
+--   age_note             the table's age in the words of int_family_freshness.age_note: NULL when
+--                        current; 'as of <time> UTC (<age>: <reason>)'; 'unknown — <reason>'
 with
 
 as_of as (
@@ -117,7 +119,7 @@ held_back as (
     group by treated.table_name
 ),
 
-final as (
+joined as (
     select
         tables.table_name,
         tables.family,
@@ -143,6 +145,30 @@ final as (
     left join held_back
         on held_back.table_name = tables.table_name
     cross join as_of
+),
+
+final as (
+    select
+        *,
+        case
+            when held_back_since is null then null
+            when route is not null
+                then route || ' refused (' || http_status || ') since '
+                    || strftime(timezone('UTC', held_back_since), '%Y-%m-%d')
+            else regexp_replace(why, '^skipped: ', '') || ' since '
+                || strftime(timezone('UTC', held_back_since), '%Y-%m-%d')
+        end as reason,
+    from joined
 )
 
-select * from final
+select
+    * exclude (reason),
+    case
+        when freshness = 'unknown'
+            then 'unknown — ' || coalesce(reason, 'not loaded yet')
+        when freshness = 'behind'
+            then 'as of ' || strftime(timezone('UTC', last_loaded_at), '%Y-%m-%d %H:%M') || ' UTC ('
+                || age_label(last_loaded_at, warehouse_as_of) || ': '
+                || coalesce(reason, 'not read by the runs since') || ')'
+    end as age_note,
+from final

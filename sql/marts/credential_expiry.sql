@@ -3,10 +3,11 @@
 -- twice, the loader keeps the copy that expires first (sources/esper/tables/credentials.py).
 --
 -- Columns
---   as_of               "now" days_left and status are judged at: the time the credentials family
---                       (certificates, tokens, profiles) is as of (intermediate.int_family_freshness),
---                       never a newer "now" a run reached without reading them
---   data_as_of          the same time (NULL: never loaded; then the mart has no rows)
+--   as_of               "now" days_left and status are judged at: the time the credential's own
+--                       table (certificates, DEP tokens, VPP tokens, profiles) was last loaded
+--                       (intermediate.int_table_freshness), never a newer "now" a run reached
+--                       without reading it
+--   data_as_of          the same time (NULL: never loaded; then the table has no rows)
 --   age_note            how old that is, in the words every surface prints (NULL: current)
 --   credential_kind     apns_certificate, dep_token, vpp_token or provisioning_profile
 --   credential_id       the API's id of the certificate, token or profile
@@ -27,11 +28,13 @@
 --   stops_when_expired  what stops working when it expires
 with
 
+-- the time each credential's table was last loaded: its days are counted from there
 as_of as (
     select
-        data_as_of as as_of,
+        table_name,
+        last_loaded_at as as_of,
         age_note,
-    from intermediate.int_family_freshness
+    from intermediate.int_table_freshness
     where family = 'credentials'
 ),
 
@@ -41,16 +44,18 @@ kinds as (
 
 credentials as (
     select 'apns_certificate' as credential_kind, certificate_id as credential_id,
-        apple_id as credential_name, expires_at, expires_as_served
+        apple_id as credential_name, expires_at, expires_as_served,
+        'apns_certificates' as table_name,
     from staging.stg_esper__apns_certificates
     union all
-    select 'dep_token', token_id, token_name, expires_at, expires_as_served
+    select 'dep_token', token_id, token_name, expires_at, expires_as_served, 'dep_tokens'
     from staging.stg_esper__dep_tokens
     union all
-    select 'vpp_token', token_id, null, null, null
+    select 'vpp_token', token_id, null, null, null, 'vpp_tokens'
     from staging.stg_esper__vpp_tokens
     union all
-    select 'provisioning_profile', profile_id, profile_name, expires_at, expires_as_served
+    select 'provisioning_profile', profile_id, profile_name, expires_at, expires_as_served,
+        'provisioning_profiles'
     from staging.stg_esper__provisioning_profiles
 ),
 
@@ -76,7 +81,8 @@ final as (
         kinds.warning_days,
         kinds.stops_when_expired,
     from credentials
-    cross join as_of
+    left join as_of
+        on as_of.table_name = credentials.table_name
     left join kinds
         on credentials.credential_kind = kinds.credential_kind
 )
