@@ -1,6 +1,7 @@
 -- pipeline_rollout: how far has each run of each Esper Pipeline got, stage by stage? One row per
 -- pipeline run and stage of its pipeline (a stage the run has not reached yet has a row too,
--- with status 'not_started' and no targets). Statuses are the spec's lowercase enums
+-- with status 'not_started' and no targets; a run of a pipeline without stages, which the spec
+-- makes invalid, has one row with no stage). Statuses are the spec's lowercase enums
 -- (docs/spec/README.md "Esper Pipelines"); a stage run's targets are its target runs (one per
 -- device).
 --
@@ -352,7 +353,7 @@ final as (
         as_of.age_note as age_note,
     from runs
     cross join as_of
-    inner join stages on stages.pipeline_id = runs.pipeline_id
+    left join stages on stages.pipeline_id = runs.pipeline_id
     left join stage_runs
         on stage_runs.pipeline_run_id = runs.pipeline_run_id
         and stage_runs.stage_id = stages.stage_id

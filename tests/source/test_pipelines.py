@@ -101,13 +101,15 @@ def expected_rollout(truth: Truth, order: dict[str, int]) -> dict[tuple, tuple]:
     for t in truth("pipeline_target_runs"):
         targets.setdefault(t["stage_run_id"], Counter())[ENDED.get(t["status"], "in_progress")] += 1
     expected = {}
+    kinds = ("succeeded", "failed", "timed_out", "cancelled", "in_progress")
     for run in truth("pipeline_runs"):
+        if not any(s["pipeline_id"] == run["pipeline_id"] for s in truth("pipeline_stages")):
+            expected[(run["id"], None)] = ("not_started", 0, *(0 for _ in kinds))  # no stage
         for stage in truth("pipeline_stages"):
             if stage["pipeline_id"] != run["pipeline_id"]:
                 continue
             sr = stage_run.get((run["id"], stage["id"]))
             c = targets.get(sr["id"], Counter()) if sr else Counter()
-            kinds = ("succeeded", "failed", "timed_out", "cancelled", "in_progress")
             expected[(run["id"], order[stage["id"]])] = (
                 sr["status"] if sr else "not_started",
                 sum(c.values()),
@@ -135,12 +137,14 @@ def expected_flags(
         changed[run_of[target_run["stage_run_id"]]].append(_time(target_run["updated_at"]))
     flags = {}
     for run in truth("pipeline_runs"):
-        stages = sorted(o for (r, o) in rollout if r == run["id"])
+        stages = sorted(o for (r, o) in rollout if r == run["id"] and o is not None)
         last = max(reached.get(run["id"], []), default=None)
-        held = last if last is not None else stages[0]
+        held = last if last is not None else (stages or [None])[0]
         is_open = run["status"] not in OUTCOME
         updated = max([_time(run["updated_at"]), *changed.get(run["id"], [])])
         stalled = is_open and run["status"] != "waiting" and updated < as_of - timedelta(hours=24)
+        if not stages:  # a pipeline without stages: one row, no stage, no flag
+            flags[(run["id"], None)] = (False, False)
         for stage in stages:
             _, targets, _, failed, timed_out, *_ = rollout[(run["id"], stage)]
             failing = is_open and stage == last and failed + timed_out > 0.10 * targets
@@ -226,6 +230,8 @@ def _assert_plans_in_the_rollout(sim, wh: Path, order: dict[str, int]) -> None:
             released[sr["pipeline_run_id"]] = versions[version]
     expected = {}
     for run in sim.truth("pipeline_runs"):
+        if not any(s["pipeline_id"] == run["pipeline_id"] for s in sim.truth("pipeline_stages")):
+            expected[(run["id"], None)] = (None, None, None, 0)  # a pipeline without stages
         for stage in sim.truth("pipeline_stages"):
             if stage["pipeline_id"] != run["pipeline_id"]:
                 continue
@@ -244,7 +250,7 @@ def _assert_plans_in_the_rollout(sim, wh: Path, order: dict[str, int]) -> None:
             "planned_targets from marts.pipeline_rollout"
         ).fetchall()
     assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
-    kinds = {v[2] for v in expected.values()}
+    kinds = {v[2] for v in expected.values()} - {None}
     assert kinds == {"devices", "groups"}  # the simulator holds both kinds of target lists
     assert any("version code" in v[1] for v in expected.values())  # a run's release shown
 
