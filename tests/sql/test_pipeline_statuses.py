@@ -180,3 +180,69 @@ def test_a_run_whose_devices_moved_recently_is_not_stalled(week: list[Night]) ->
             if run["status"] not in OUTCOME and run["status"] != "waiting" and old:
                 cases += run["id"] not in stalled
     assert cases, "no open run with an old record and recent target runs in the week"
+
+
+def _places(stages: list[dict[str, Any]]) -> dict[str, int]:
+    """Each stage's place in its pipeline's list, from 1."""
+    places: Counter = Counter()
+    out = {}
+    for stage in stages:
+        places[stage["pipeline_id"]] += 1
+        out[stage["id"]] = places[stage["pipeline_id"]]
+    return out
+
+
+def test_stage_order_holds_when_the_stage_list_comes_back_reversed(
+    sim, tmp_path: Path, first_load
+) -> None:
+    """The spec gives stages no order field (docs/contracts.md): a night whose stage lists come
+    back reversed changes the list positions the loader records, not the mart's stage order,
+    which the runs' stage runs tell; a groups list stands for the devices in its groups (and
+    their subgroups), as the simulator's devices and groups say."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.set_faults([{"kind": "reversed", "route": "/pipelines/v0/pipelines/*/stages/"}])
+    sim.advance(hours=24)
+    assert load(sim, wh, resources=NIGHTLY).exit_code == 0
+    build_models(wh)
+    truth = _places(sim.truth("pipeline_stages"))
+    with duckdb.connect(str(wh), read_only=True) as con:
+        listed = dict(
+            con.execute(
+                "select stage_id, stage_order from staging.stg_esper__pipeline_stages"
+            ).fetchall()
+        )
+        shown = con.execute(
+            "select distinct stage_id, stage_order, target_type, planned_devices "
+            "from marts.pipeline_rollout where stage_id is not null"
+        ).fetchall()
+    assert listed != truth  # the fault reversed the lists
+    reached = {s["stage_id"] for s in sim.truth("pipeline_stage_runs")}
+    # the runs reached most stages; those none reached follow, in list order (here the last)
+    assert len(reached & set(truth)) >= len(truth) - 1
+    assert {stage: order for stage, order, *_ in shown} == truth
+
+    parent = {g["id"]: (g["parent"] or "").rstrip("/").split("/")[-1] for g in sim.truth("groups")}
+
+    def within(group: str | None, listed_groups: set[str]) -> bool:
+        while group:
+            if group in listed_groups:
+                return True
+            group = parent.get(group)
+        return False
+
+    groups: dict[str, set[str]] = {}
+    devices: dict[str, set[str]] = {}
+    for target in sim.truth("pipeline_stage_targets"):
+        if target["target_list_type"] == "GROUPS":
+            groups.setdefault(target["stage_id"], set()).add(target["device_group_id"])
+        else:
+            devices.setdefault(target["stage_id"], set()).add(target["device_id"])
+    for stage, members in groups.items():
+        devices[stage] = {d["id"] for d in sim.truth("devices") if within(d["group_id"], members)}
+    planned = {stage: n for stage, _order, _type, n in shown}
+    assert planned == {stage: len(ids) for stage, ids in devices.items()}
+    kinds = {kind for _s, _o, kind, _n in shown}
+    assert "groups" in kinds
+    group_stages = [s for s, _o, kind, _n in shown if kind == "groups"]
+    assert all(planned[s] > len(groups[s]) for s in group_stages)  # devices, not groups
