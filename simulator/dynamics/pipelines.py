@@ -21,12 +21,13 @@ Runs are scripted relative to the start (``SCRIPT``), so whatever the seed the d
 holds, at its start, a finished release, a run that timed out waiting for an approval that never
 came (21 days), a paused run whose stage timed out (7 days, its undispatched target runs too),
 a run cancelled mid-stage, a run WAITING for approval (given 5.5 days after it is asked) and the
-OS update policy started the day before, whose fleet stage waits on devices gone dark (it has
-not changed for more than a day two days after the start); after the start, the OS update
-policy every 12 days, an app release every 14 days and a store rollout whose approver takes 10
-days. So a tenant two days on (the tests' warehouse) and two weeks on (the demo's) each hold
-runs not ended of every kind the morning check counts: running, waiting for an approval,
-stalled a day or more, failing. The policy changes no app, so the runs about the start move
+OS update policy started the day before, whose fleet stage waits on devices gone dark (its own
+record has not changed for more than a day two days after the start, but its target runs have:
+the dark devices' commands time out; not stalled); after the start, the OS update policy every
+12 days, an app release every 14 days and a store rollout whose approver takes 10 days. So a
+tenant two days on (the tests' warehouse) and two weeks on (the demo's) each hold runs not
+ended of every kind the morning check counts: running, waiting for an approval, stalled a day
+or more (a showcase run, below), failing. The policy changes no app, so the runs about the start move
 no device's apps (the nightly's app re-reads stay those of the fleet's own changes).
 
 Two more pipelines show the statuses of the spec a run passes through too quickly for a nightly
@@ -38,7 +39,8 @@ sees it: a run PENDING, QUEUED or PROCESSING; a stage run PROCESSING whose targe
 PENDING; a target run PROCESSING (its command being created) or RUNNING (its device taking
 hours); a target run and stage run COMPLETE, and a run COMPLETE, before their outcome. The
 device succeeds, so those runs end in SUCCESS. In a week of nights from the start every run
-and target run status of the spec is read at least once.
+and target run status of the spec is read at least once. A run of it every 4 days is stuck for 3
+days (nothing in it changes): the stalled run of the two days on and two weeks on.
 
 A stage run dispatches its target runs in batches (``DISPATCH_BATCH`` every ``DISPATCH_EVERY``):
 each is one command request of the tenant to its device (`CommandsAndOperations.issue_to_device`,
@@ -96,9 +98,12 @@ WIFI, DRAFT = 3, 4  # the showcase pipelines
 # after that long); ``verdict`` (a complete target run and stage run before their outcome),
 # ``run_verdict`` (a complete run before its outcome)). Each is read, at the next midnight, in
 # the step it holds. Eight days before the start an admin pauses a run before its target run
-# is dispatched: the stage run, and that target run, time out 7 days later.
+# is dispatched: the stage run, and that target run, time out 7 days later. From the start,
+# every 4 days, a run whose target run is stuck for 3 days creating its command: nothing in it
+# changes, so it is stalled from the next day but one (38 hours unchanged at the midnight read).
 SHOWCASE: tuple[tuple[int, int, int, dict[str, Any]], ...] = (
     (-8, 9, WIFI, {"holds": {"dispatch": HOUR}, "pause": (0, 600)}),
+    (0, 10, WIFI, {"holds": {"target_processing": 3 * DAY}, "every": 4 * DAY}),
     (0, 12, DRAFT, {"holds": {}}),
     (0, 23, WIFI, {"holds": {"pending": 2 * HOUR}}),
     (1, 22, WIFI, {"holds": {"dispatch": 3 * HOUR}}),
