@@ -14,7 +14,13 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
-from esper_warehouse.simulator.faults import Faults, apply_drift, rewrite_next, swap_page_edges
+from esper_warehouse.simulator.faults import (
+    Faults,
+    apply_drift,
+    reverse_page,
+    rewrite_next,
+    swap_page_edges,
+)
 from esper_warehouse.simulator.http import LEGACY, ApiError, Req, error_body
 from esper_warehouse.simulator.routes import ROUTES, Handler, truth_tables
 from esper_warehouse.simulator.state import World
@@ -193,6 +199,8 @@ class SimApp:
         status, payload = self._handle(scope, query, params, body, family, handler)
         if status == 200 and decision.disorder:
             payload = self._out_of_order(scope, query, route_params, body, family, handler, payload)
+        if status == 200 and decision.reverse:
+            payload = reverse_page(payload)
         if status == 200 and decision.drift:
             payload = apply_drift(payload, decision.drift)
         if status == 200 and (decision.next_scheme or decision.next_host is not None):

@@ -35,7 +35,9 @@ devices come back online and upload events stamped up to ``days`` in the past (t
 their ``updated_at`` and ``last_seen`` to the upload time; the events keep their old
 ``created_on`` and get new ids). ``out_of_order``: on the matching offset lists, the last item of
 every page trades places with the first item of the next page, so the pages of a newest-first
-list are not in order across their boundaries (see `swap_page_edges`).
+list are not in order across their boundaries (see `swap_page_edges`). ``reversed``: on the
+matching lists, each page's items come in reverse order (a list whose order the spec does not
+promise, such as a pipeline's stages: `reverse_page`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ KINDS = frozenset(
         "clock_skew",
         "late_events",
         "out_of_order",
+        "reversed",
         "next_http",
         "next_foreign_host",
         "query_canceled",
@@ -146,6 +149,7 @@ class Decision:
     insert: int = 0
     drift: list[dict[str, Any]] = field(default_factory=list)
     disorder: bool = False
+    reverse: bool = False
     next_scheme: str | None = None  # next_http
     next_host: str | None = None  # next_foreign_host ("" = the default other host)
     cancel_query: bool = False  # query_canceled
@@ -252,6 +256,8 @@ class Faults:
             d.drift.append(a)
         elif f.kind == "out_of_order":
             d.disorder = True
+        elif f.kind == "reversed":
+            d.reverse = True
         elif f.kind == "next_http":
             d.next_scheme = str(a.get("scheme") or "http")
         elif f.kind == "next_foreign_host":
@@ -428,6 +434,15 @@ def apply_drift(payload: Any, drifts: list[dict[str, Any]]) -> Any:
                         node[leaf] = spec["names"].get(str(node[leaf]), str(node[leaf]))
                     else:
                         node[leaf] = None
+    return payload
+
+
+def reverse_page(payload: Any) -> Any:
+    """A list answer (a copy) whose page holds the same items in reverse order."""
+    payload = orjson.loads(orjson.dumps(payload))
+    envelope = _envelope_of(payload)
+    if isinstance(envelope, dict) and isinstance(envelope.get("results"), list):
+        envelope["results"].reverse()
     return payload
 
 

@@ -387,10 +387,13 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
             d.probe(table.name, table.path, table.name, page)
     # Any other per-parent route, asked about its parent list's first item. Its answer is
     # compared by shape and never kept (a user's detail holds the user's API token).
+    # A parent that says it started (`started_at`: a pipeline run, a stage run) is preferred: one
+    # just created (a run still pending) has no children yet to probe the routes below it with.
     for table in TABLES.values():
         if table.parent and table.name not in d.tables:
-            parent = _id(_first(d.bodies.get(table.parent)), table.parent_key)
-            d.probe(table.name, table.path, table.name, parent=parent)
+            body = d.bodies.get(table.parent)
+            item = _first(body, lambda i: i.get("started_at") is not None) or _first(body)
+            d.probe(table.name, table.path, table.name, parent=_id(item, table.parent_key))
     _probe_stage_members(d, page)
     if data_tap_sql is not None:
         _probe_data_tap(d, data_tap_sql)

@@ -40,6 +40,8 @@ class EngineBase:
         # same with or without them; scheduled steps are (action, index) pairs
         self.book = PipelineBook()
         self.pipe_rng = random.Random(f"{seed}:pipelines")
+        # the showcase pipelines' own (pipelines.SHOWCASE): the scripted runs stay as they were
+        self.show_rng = random.Random(f"{seed}:pipelines:showcase")
         self.pipe_steps: list[tuple[str, int]] = []
         self.pipe_plans: list[tuple[int, dict]] = []  # runs to start: (pipeline, admin's acts)
 

@@ -118,7 +118,8 @@ class CommandsAndOperations(EngineBase):
             name: a command of `catalog.COMMANDS`.
             **how: ``args`` (the command's arguments), ``install`` ((app, version) an INSTALL
                 puts on the device on success), ``created_by`` (the index of a person of
-                `people.PEOPLE`, who may send it).
+                `people.PEOPLE`, who may send it), ``plan`` ((seconds after ``ts``, state)
+                steps a scripted device follows instead of a drawn path).
         """
         f = self.f
         r = len(f.commands)
@@ -130,7 +131,11 @@ class CommandsAndOperations(EngineBase):
         f.commands.append(req)
         f.command_index[req.id] = r
         s = len(f.statuses)
-        plan = self._status_plan(device, ts, C.CMD_QUEUED, rng)
+        scripted = how.get("plan")
+        if scripted is None:
+            plan = self._status_plan(device, ts, C.CMD_QUEUED, rng)
+        else:
+            plan = [(ts + after, state) for after, state in scripted]  # type: ignore[attr-defined]
         st = CommandStatus(new_id(rng), r, device, C.CMD_QUEUED, ts, ts, plan=plan)
         f.statuses.append(st)
         f.status_index[st.id] = s

@@ -47,6 +47,7 @@ class Pipeline:
     gated: bool  # a stage starts only once an admin approves it (the run WAITs until then)
     created: int
     app: int = -1
+    showcase: bool = False  # its runs draw from their own RNG (pipelines.SHOWCASE)
     stages: list[int] = field(default_factory=list)
     runs: list[int] = field(default_factory=list)
 
@@ -83,6 +84,7 @@ class Run:
     pause: tuple[int, int] | None = None  # (stage, seconds after it starts) the admin pauses
     cancel: tuple[int, int] | None = None  # (stage, seconds after it starts) the admin cancels
     paused: bool = False
+    holds: dict[str, int] = field(default_factory=dict)  # seconds each step takes (SHOWCASE)
 
 
 @dataclass(slots=True)
@@ -114,6 +116,7 @@ class TargetRun:
     started: int | None = None
     ended: int | None = None
     command: int = -1
+    verdict: int = 0  # seconds it stays complete once its command ended, before its outcome
 
 
 @dataclass
@@ -139,16 +142,25 @@ class PipelineBook:
         return self.index.get(kind, {}).get(key.lower())
 
 
-def target_state(f: Fleet, t: TargetRun) -> tuple[str, int, int | None, int]:
+def target_state(
+    f: Fleet, t: TargetRun, now: int | None = None
+) -> tuple[str, int, int | None, int]:
     """(status, updated, ended, command status index or -1) of target run ``t`` now.
 
     Before dispatch, and once cancelled, timed out or invalid, the stored status stands;
-    otherwise the status follows the command's (``TARGET_OF_COMMAND``).
+    otherwise the status follows the command's (``TARGET_OF_COMMAND``). A target run with a
+    ``verdict`` is complete for that long once its command ended (the spec: a complete target
+    run moves on to success or failure), then has its outcome. ``now``: the clock's time unless
+    given (a step of the clock asks at its own time).
     """
     if t.command < 0 or t.status in ("cancelled", "timeout", "invalid"):
         return t.status, t.updated, t.ended, -1
     s = f.commands[t.command].statuses[0]
     st = f.statuses[s]
     status = TARGET_OF_COMMAND[st.state]
-    ended = st.updated if status in ENDED else None
-    return status, max(t.updated, st.updated), ended, s
+    if status not in ENDED:
+        return status, max(t.updated, st.updated), None, s
+    if (f.now if now is None else now) < st.updated + t.verdict:
+        return "complete", max(t.updated, st.updated), None, s
+    ended = st.updated + t.verdict
+    return status, max(t.updated, ended), ended, s

@@ -118,7 +118,7 @@ pipeline_run_stages as (
             || rollout.stage_order || ' ' || rollout.stage_name as run_stage_label,
         floor(epoch(rollout.data_as_of - rollout.waiting_for_approval_since) / 60)
             as minutes_waiting,
-        floor(epoch(rollout.data_as_of - rollout.run_updated_at) / 60) as minutes_unchanged,
+        floor(epoch(rollout.data_as_of - rollout.last_change_at) / 60) as minutes_unchanged,
     from marts.pipeline_rollout as rollout
     where rollout.is_run_open
 ),
@@ -293,8 +293,9 @@ scalars as (
             || ' h (of runs not ended)',
         'marts.pipeline_rollout.is_stalled',
         'Esper Pipelines runs not ended and not waiting for an approval whose last change '
-            || '(updated_at) is more than ' || as_label(pipeline_stalled_after_hours())
-            || ' hours old, out of the runs not yet ended',
+            || '(the run, its stage runs or their target runs: last_change_at) is more than '
+            || as_label(pipeline_stalled_after_hours()) || ' hours old, out of the runs not yet '
+            || 'ended',
     from pipeline_runs_open
     union all
     select
@@ -396,7 +397,8 @@ items as (
         row_number() over (order by minutes_unchanged desc, pipeline_run_id),
         run_stage_label, minutes_unchanged, null, 'minutes',
         'marts.pipeline_rollout.is_stalled',
-        'each stalled run, at the stage it is at: the whole minutes since its last change',
+        'each stalled run, at the stage it is at: the whole minutes since its last change '
+            || '(last_change_at)',
     from pipeline_run_stages
     where is_stalled
     union all

@@ -1,6 +1,7 @@
 -- pipeline_rollout: how far has each run of each Esper Pipeline got, stage by stage? One row per
 -- pipeline run and stage of its pipeline (a stage the run has not reached yet has a row too,
--- with status 'not_started' and no targets). Statuses are the spec's lowercase enums
+-- with status 'not_started' and no targets; a run of a pipeline without stages, which the spec
+-- makes invalid, has one row with no stage). Statuses are the spec's lowercase enums
 -- (docs/spec/README.md "Esper Pipelines"); a stage run's targets are its target runs (one per
 -- device).
 --
@@ -8,17 +9,24 @@
 --   pipeline_id, pipeline_name       the pipeline
 --   pipeline_run_id, run_number      the run (run_number counts from 1 per pipeline)
 --   run_status                       the run's status (waiting: held for an approval)
---   stage_id, stage_order, stage_name   the stage; stage_order is its place in the pipeline, from 1
+--   stage_id, stage_order, stage_name   the stage; stage_order is its place in the pipeline, from 1:
+--                                    the order the pipeline's runs reached its stages in (their
+--                                    stage runs' start), then, for stages no run has reached, the
+--                                    order of the API's stage list (the spec gives no order field:
+--                                    docs/contracts.md)
 --   stage_run_id                     the stage run (NULL: not reached)
 --   status                           the stage run's status; 'not_started' when not reached
 --   target_devices                   the stage run's target runs (devices)
---   succeeded_devices                target runs in success or complete
+--   succeeded_devices                target runs in success
 --   failed_devices                   target runs in failure or invalid
 --   timed_out_devices                target runs in timeout
 --   cancelled_devices                target runs in cancelled
---   in_progress_devices              target runs not yet ended (pending, queued, processing,
---                                    dispatched, running)
---   share_done                       ended target runs / target_devices (NULL without targets)
+--   in_progress_devices              target runs without an outcome yet (pending, queued,
+--                                    processing, dispatched, running, and complete: the spec's
+--                                    complete target run has finished running and still moves on
+--                                    to success or failure)
+--   share_done                       target runs with an outcome / target_devices (NULL without
+--                                    targets)
 --   started_at, ended_at             the stage run's (ended_at NULL while open)
 --   hours_taken                      (ended_at, or data_as_of while open) - started_at, in hours
 --   waiting_for_approval_since       on the first stage not reached of a run that is waiting: when
@@ -28,14 +36,20 @@
 --                                    (command_statuses of its command_id on that device, else the
 --                                    target run's own command_meta reason; '(no reason given)'),
 --                                    most devices first; device_names: up to 3 of them, by name
---   is_run_open                      the run has not ended: pending, queued, processing, running or
---                                    waiting (the runs marts.headlines counts)
---   run_updated_at                   the run's last change (its updated_at)
+--   is_run_open                      the run has not ended with an outcome: pending, queued,
+--                                    processing, running, waiting or complete (the spec's complete
+--                                    run still moves on to success or failure); the runs
+--                                    marts.headlines counts
+--   run_updated_at                   the run record's own last change (its updated_at)
+--   last_change_at                   the newest change anywhere in the run: the latest updated_at
+--                                    of the run, its stage runs and their target runs (a device
+--                                    reporting on its command moves its target run)
 --   is_stalled                       on the stage a stalled run is at (its last stage reached, its
---                                    first when none is): a run not ended and not waiting whose
---                                    last change (run_updated_at) is more than
+--                                    first when none is): a run not ended and not waiting in which
+--                                    nothing changed (last_change_at) for more than
 --                                    pipeline_stalled_after_hours() (sql/macros) before data_as_of;
---                                    false elsewhere
+--                                    target runs still in progress do not keep a run from being
+--                                    stalled, only their changes do; false elsewhere
 --   is_failing                       on the last stage reached of a run not ended, when more than
 --                                    pipeline_failing_share() (sql/macros) of that stage's target
 --                                    devices failed or timed out; false elsewhere
@@ -48,18 +62,22 @@
 --   target_type                      the stage's target list type: devices or groups
 --   planned_targets                  devices (a devices list) or groups (a groups list) the stage
 --                                    targets, listed before a run reaches it
+--   planned_devices                  the devices those lists stand for now: a devices list's devices,
+--                                    and a groups list's groups resolved to the devices the
+--                                    warehouse has in them (int_devices_current, not removed; a
+--                                    group's subgroups included), each device once
 --   data_as_of                       the time the Pipelines tables are as of (the API time of their
 --                                    last load, intermediate.int_family_freshness): "now" for the
 --                                    clocks above (hours_taken, is_stalled); NULL: never loaded
 --   age_note                         how old that is, in the words every surface prints (NULL:
 --                                    loaded by the latest run)
-with
+with recursive
 
 runs as (
     select * from staging.stg_esper__pipeline_runs
 ),
 
-stages as (
+listed_stages as (
     select * from staging.stg_esper__pipeline_stages
 ),
 
@@ -81,19 +99,61 @@ as_of as (
     where family = 'pipelines'
 ),
 
+-- a stage's place: the spec gives stages no order field, and a list may come back in any order.
+-- A stage run starts only once the one before it ended, so the runs that reached a stage tell
+-- its place (its earliest place among a run's stage runs, by start); stages no run reached
+-- follow, in list order
+reached_places as (
+    select
+        stage_id,
+        row_number() over (
+            partition by pipeline_run_id order by started_at, stage_run_id
+        ) as place,
+    from stage_runs
+),
+
+stages as (
+    select
+        listed_stages.* exclude (stage_order),
+        row_number() over (
+            partition by listed_stages.pipeline_id
+            order by places.place nulls last, listed_stages.stage_order, listed_stages.stage_id
+        ) as stage_order,
+    from listed_stages
+    left join (
+        select stage_id, min(place) as place from reached_places group by stage_id
+    ) as places on places.stage_id = listed_stages.stage_id
+),
+
 per_stage_run as (
     select
         stage_run_id,
         count(*) as target_devices,
-        count(*) filter (where status in ('success', 'complete')) as succeeded_devices,
+        count(*) filter (where status = 'success') as succeeded_devices,
         count(*) filter (where status in ('failure', 'invalid')) as failed_devices,
         count(*) filter (where status = 'timeout') as timed_out_devices,
         count(*) filter (where status = 'cancelled') as cancelled_devices,
         count(*) filter (
-            where status in ('pending', 'queued', 'processing', 'dispatched', 'running')
+            where status in ('pending', 'queued', 'processing', 'dispatched', 'running', 'complete')
         ) as in_progress_devices,
+        max(updated_at) as last_target_change_at,
     from target_runs
     group by stage_run_id
+),
+
+-- the newest change anywhere in a run: the run, its stage runs, their target runs
+run_changes as (
+    select
+        runs.pipeline_run_id,
+        greatest(
+            any_value(runs.updated_at),
+            max(stage_runs.updated_at),
+            max(per_stage_run.last_target_change_at)
+        ) as last_change_at,
+    from runs
+    left join stage_runs on stage_runs.pipeline_run_id = runs.pipeline_run_id
+    left join per_stage_run on per_stage_run.stage_run_id = stage_runs.stage_run_id
+    group by runs.pipeline_run_id
 ),
 
 failures as (
@@ -150,6 +210,36 @@ planned_targets as (
         ) as target_type,
         count(*) as planned_targets,
     from staging.stg_esper__pipeline_stage_targets
+    group by stage_id
+),
+
+-- each group with itself and every group below it
+group_tree(group_id, member_group_id) as (
+    select group_id, group_id from staging.stg_esper__groups
+    union
+    select tree.group_id, children.group_id
+    from group_tree as tree
+    inner join staging.stg_esper__groups as children
+        on children.parent_group_id = tree.member_group_id
+),
+
+planned_devices as (
+    select
+        stage_id,
+        count(distinct device_id) as planned_devices,
+    from (
+        select stage_id, device_id
+        from staging.stg_esper__pipeline_stage_targets
+        where target_list_type = 'DEVICES'
+        union all
+        select targets.stage_id, devices.device_id
+        from staging.stg_esper__pipeline_stage_targets as targets
+        inner join group_tree on group_tree.group_id = targets.device_group_id
+        inner join intermediate.int_devices_current as devices
+            on devices.group_id = group_tree.member_group_id
+            and not devices.is_removed
+        where targets.target_list_type = 'GROUPS'
+    )
     group by stage_id
 ),
 
@@ -228,12 +318,15 @@ final as (
                 then runs.updated_at
         end as waiting_for_approval_since,
         coalesce(top_reasons.top_failure_reasons, []) as top_failure_reasons,
-        runs.status in ('pending', 'queued', 'processing', 'running', 'waiting') as is_run_open,
+        runs.status in ('pending', 'queued', 'processing', 'running', 'waiting', 'complete')
+            as is_run_open,
         runs.updated_at as run_updated_at,
+        run_changes.last_change_at,
         coalesce(
             is_run_open
             and runs.status <> 'waiting'
-            and runs.updated_at < as_of.as_of - to_hours(pipeline_stalled_after_hours())
+            and run_changes.last_change_at
+            < as_of.as_of - to_hours(pipeline_stalled_after_hours())
             and stages.stage_order
             = coalesce(position.last_reached_order, position.first_order),
             false
@@ -255,11 +348,12 @@ final as (
         end as operation_summary,
         planned_targets.target_type,
         coalesce(planned_targets.planned_targets, 0) as planned_targets,
+        coalesce(planned_devices.planned_devices, 0) as planned_devices,
         as_of.as_of as data_as_of,
         as_of.age_note as age_note,
     from runs
     cross join as_of
-    inner join stages on stages.pipeline_id = runs.pipeline_id
+    left join stages on stages.pipeline_id = runs.pipeline_id
     left join stage_runs
         on stage_runs.pipeline_run_id = runs.pipeline_run_id
         and stage_runs.stage_id = stages.stage_id
@@ -267,6 +361,8 @@ final as (
     left join top_reasons on top_reasons.stage_run_id = stage_runs.stage_run_id
     left join first_unreached on first_unreached.pipeline_run_id = runs.pipeline_run_id
     left join position on position.pipeline_run_id = runs.pipeline_run_id
+    left join run_changes on run_changes.pipeline_run_id = runs.pipeline_run_id
+    left join planned_devices on planned_devices.stage_id = stages.stage_id
     left join planned_operations on planned_operations.stage_id = stages.stage_id
     left join planned_targets on planned_targets.stage_id = stages.stage_id
     left join run_releases on run_releases.pipeline_run_id = runs.pipeline_run_id

@@ -16,7 +16,10 @@
 --                                    those target runs by status (as in pipeline_rollout)
 --   share_done                       ended target runs / target_devices (NULL without targets)
 --   waiting_for_approval_since       when the run began to wait for an approval (NULL: not waiting)
---   run_updated_at                   that run's last change
+--   run_updated_at                   that run record's own last change (its updated_at)
+--   last_change_at                   the newest change anywhere in that run (as in
+--                                    marts.pipeline_rollout: the run, its stage runs, their
+--                                    target runs)
 --   is_stalled, is_failing           that run is stalled, or failing, at its current stage (the
 --                                    flags of marts.pipeline_rollout, on whichever stage they are)
 --   current_stage_target_devices, current_stage_succeeded_devices, current_stage_failed_devices,
@@ -58,6 +61,7 @@ per_run as (
         max(waiting_for_approval_since) as waiting_for_approval_since,
         bool_or(is_stalled) as is_stalled,
         bool_or(is_failing) as is_failing,
+        max(last_change_at) as last_change_at,
     from rollout
     group by pipeline_run_id
 ),
@@ -86,6 +90,7 @@ final as (
             / nullif(per_run.target_devices, 0) as share_done,
         per_run.waiting_for_approval_since,
         latest.updated_at as run_updated_at,
+        per_run.last_change_at,
         coalesce(per_run.is_stalled, false) as is_stalled,
         coalesce(per_run.is_failing, false) as is_failing,
         current_stage.target_devices as current_stage_target_devices,

@@ -84,8 +84,12 @@ def test_pipelines_equal_the_truth_first_and_after_a_night(sim, tmp_path: Path, 
     _assert_plans_in_the_rollout(sim, wh, order)
 
 
-ENDED = {"success": "succeeded", "complete": "succeeded", "failure": "failed",
-         "invalid": "failed", "timeout": "timed_out", "cancelled": "cancelled"}  # fmt: skip
+# a target run's outcome by its status; the others (pending ... running, and complete: it still
+# moves on to success or failure, the spec's tag description) have none yet
+ENDED = {"success": "succeeded", "failure": "failed", "invalid": "failed",
+         "timeout": "timed_out", "cancelled": "cancelled"}  # fmt: skip
+# the spec's run statuses with an outcome; a complete run still moves on to success or failure
+OUTCOME = {"success", "failure", "cancelled", "invalid", "timeout"}
 
 
 def expected_rollout(truth: Truth, order: dict[str, int]) -> dict[tuple, tuple]:
@@ -97,13 +101,15 @@ def expected_rollout(truth: Truth, order: dict[str, int]) -> dict[tuple, tuple]:
     for t in truth("pipeline_target_runs"):
         targets.setdefault(t["stage_run_id"], Counter())[ENDED.get(t["status"], "in_progress")] += 1
     expected = {}
+    kinds = ("succeeded", "failed", "timed_out", "cancelled", "in_progress")
     for run in truth("pipeline_runs"):
+        if not any(s["pipeline_id"] == run["pipeline_id"] for s in truth("pipeline_stages")):
+            expected[(run["id"], None)] = ("not_started", 0, *(0 for _ in kinds))  # no stage
         for stage in truth("pipeline_stages"):
             if stage["pipeline_id"] != run["pipeline_id"]:
                 continue
             sr = stage_run.get((run["id"], stage["id"]))
             c = targets.get(sr["id"], Counter()) if sr else Counter()
-            kinds = ("succeeded", "failed", "timed_out", "cancelled", "in_progress")
             expected[(run["id"], order[stage["id"]])] = (
                 sr["status"] if sr else "not_started",
                 sum(c.values()),
@@ -116,27 +122,41 @@ def expected_flags(
     truth: Truth, order: dict[str, int], rollout: dict[tuple, tuple], as_of: datetime
 ) -> dict[tuple, tuple[bool, bool]]:
     """(run id, stage order) -> (is_stalled, is_failing) by the README's definitions, from the
-    API's records: a run not ended and not waiting, unchanged for more than 24 hours, is
-    stalled at its last stage reached (its first when none is); a run not ended fails at its last
-    stage reached when more than 10 % of that stage's devices failed or timed out."""
+    API's records: a run not ended and not waiting in which nothing (the run, its stage runs,
+    their target runs) changed for more than 24 hours is stalled at its last stage reached (its
+    first when none is); a run not ended fails at its last stage reached when more than 10 % of
+    that stage's devices failed or timed out."""
     reached: dict[str, list[int]] = {}
+    changed: dict[str, list[datetime]] = {}
+    run_of = {}
     for stage_run in truth("pipeline_stage_runs"):
         reached.setdefault(stage_run["pipeline_run_id"], []).append(order[stage_run["stage_id"]])
+        run_of[stage_run["id"]] = stage_run["pipeline_run_id"]
+        changed.setdefault(stage_run["pipeline_run_id"], []).append(_time(stage_run["updated_at"]))
+    for target_run in truth("pipeline_target_runs"):
+        changed[run_of[target_run["stage_run_id"]]].append(_time(target_run["updated_at"]))
     flags = {}
     for run in truth("pipeline_runs"):
-        stages = sorted(o for (r, o) in rollout if r == run["id"])
+        stages = sorted(o for (r, o) in rollout if r == run["id"] and o is not None)
         last = max(reached.get(run["id"], []), default=None)
-        held = last if last is not None else stages[0]
-        is_open = run["status"] not in RUN_ENDED
-        updated = run["updated_at"]
-        if isinstance(updated, str):
-            updated = datetime.fromisoformat(updated.replace("Z", "+00:00"))
+        held = last if last is not None else (stages or [None])[0]
+        is_open = run["status"] not in OUTCOME
+        updated = max([_time(run["updated_at"]), *changed.get(run["id"], [])])
         stalled = is_open and run["status"] != "waiting" and updated < as_of - timedelta(hours=24)
+        if not stages:  # a pipeline without stages: one row, no stage, no flag
+            flags[(run["id"], None)] = (False, False)
         for stage in stages:
             _, targets, _, failed, timed_out, *_ = rollout[(run["id"], stage)]
             failing = is_open and stage == last and failed + timed_out > 0.10 * targets
             flags[(run["id"], stage)] = (stalled and stage == held, failing)
     return flags
+
+
+def _time(value: str | datetime) -> datetime:
+    """A timestamp as the API (ISO text) or the warehouse (a datetime) gives it."""
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
 
 
 def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
@@ -171,7 +191,7 @@ def _assert_marts_equal_the_truth(sim, wh: Path, order: dict[str, int]) -> None:
     assert {(r[0], r[1]): (r[9], r[10]) for r in rows} == flags
     assert any(failing for _, failing in flags.values())
     statuses = [r["status"] for r in sim.truth("pipeline_runs")]
-    open_runs = [s for s in statuses if s not in RUN_ENDED]
+    open_runs = [s for s in statuses if s not in OUTCOME]
     assert counted["pipeline_runs_waiting"] == (open_runs.count("waiting"), len(open_runs))
     for kind, at in (("stalled", 0), ("failing", 1)):
         runs = {run for (run, _), flag in flags.items() if flag[at]}
@@ -210,6 +230,8 @@ def _assert_plans_in_the_rollout(sim, wh: Path, order: dict[str, int]) -> None:
             released[sr["pipeline_run_id"]] = versions[version]
     expected = {}
     for run in sim.truth("pipeline_runs"):
+        if not any(s["pipeline_id"] == run["pipeline_id"] for s in sim.truth("pipeline_stages")):
+            expected[(run["id"], None)] = (None, None, None, 0)  # a pipeline without stages
         for stage in sim.truth("pipeline_stages"):
             if stage["pipeline_id"] != run["pipeline_id"]:
                 continue
@@ -228,7 +250,7 @@ def _assert_plans_in_the_rollout(sim, wh: Path, order: dict[str, int]) -> None:
             "planned_targets from marts.pipeline_rollout"
         ).fetchall()
     assert {(r[0], r[1]): tuple(r[2:]) for r in rows} == expected
-    kinds = {v[2] for v in expected.values()}
+    kinds = {v[2] for v in expected.values()} - {None}
     assert kinds == {"devices", "groups"}  # the simulator holds both kinds of target lists
     assert any("version code" in v[1] for v in expected.values())  # a run's release shown
 
