@@ -1,3 +1,4 @@
+-- materialized: table
 -- "Now" for the device models, one row, in the columns of intermediate.int_as_of: the time the
 -- devices family (devices, their history, heartbeats, installed apps) is as of
 -- (intermediate.int_family_freshness), so last seen, patch age and the device x day spine are

@@ -1,3 +1,4 @@
+-- materialized: table
 -- The as-of of each table family (seeds.table_families): the "now" every clock rule over the
 -- family's tables is judged at (a run that could not read them does not move it), and the words
 -- every surface prints of a number drawn from them. Read by the marts (data_as_of, age_note),

@@ -1,3 +1,4 @@
+-- materialized: table
 -- How old each raw table is: the one home of "how old is this table". One row per raw table (the
 -- declared ones, and the Data Tap tables a run has read), from the runs' records (_esper_runs).
 -- Only loaded runs count (ok or partial, sql/vocabulary/run_statuses.csv); their API time (as_of)

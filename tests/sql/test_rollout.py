@@ -58,7 +58,8 @@ def test_versions_order_as_numbers(daily):
 
 def test_current_rollout_state(rollout_wh):
     rows = query_fn(rollout_wh)(
-        "select * exclude (as_of) from marts.app_rollout_current order by platform, package_name"
+        "select * exclude (as_of, data_as_of, age_note) from marts.app_rollout_current "
+        "order by platform, package_name"
     )
     assert rows == [
         {
