@@ -25,7 +25,8 @@ NIGHTS = 3  # a full load and two nightly runs: a trend of three days
 
 
 # The simulator's records kept beside the demo warehouse, one file per night: the tests that
-# check the marts against numbers worked out independently read them (tests/notebooks/truth.py).
+# check the marts against numbers worked out independently read them
+# (tests/notebooks/test_rollout_questions.py).
 TRUTH_TABLES = ("devices", "device_apps", "tenant_apps", "tenant_app_versions")
 
 

@@ -49,9 +49,10 @@ def test_device_page_has_declared_types_flattened_fields_and_extras() -> None:
 
 
 def test_row_hash_follows_content() -> None:
-    a = to_arrow([{"id": "1", "version_code": "1"}], TABLES["device_apps"], row_hash=True)
-    b = to_arrow([{"version_code": "1", "id": "1"}], TABLES["device_apps"], row_hash=True)
-    c = to_arrow([{"id": "1", "version_code": "2"}], TABLES["device_apps"], row_hash=True)
+    apps = TABLES["device_apps"]  # keyed (device_id, id): both are given
+    a = to_arrow([{"device_id": "d", "id": "1", "version_code": "1"}], apps, row_hash=True)
+    b = to_arrow([{"version_code": "1", "id": "1", "device_id": "d"}], apps, row_hash=True)
+    c = to_arrow([{"device_id": "d", "id": "1", "version_code": "2"}], apps, row_hash=True)
     assert a.column("_row_hash") == b.column("_row_hash")
     assert a.column("_row_hash") != c.column("_row_hash")
 
