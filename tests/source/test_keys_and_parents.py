@@ -108,6 +108,7 @@ def test_a_null_cursor_is_refused_not_loaded_first_load_and_nightly(
     of `device_history` (which grew by one such row per device each night)."""
     some = [d["id"] for d in sim.truth("devices")][::50]
     sim.set_faults([_null("/v2/devices/", "updated_at", some)])
+    (tmp_path / "first").mkdir()  # a run never creates its warehouse's folder
     result = load(sim, tmp_path / "first" / "warehouse.duckdb", resources=["devices"])
     _ended_naming(result, "devices.updated_at")
     assert f"{len(some)} of" in result.error
@@ -140,6 +141,7 @@ def test_children_without_their_parents_id_belong_to_the_parent_asked(
     `pipeline_id`, stage runs without `pipeline_run_id`, target runs without `stage_run_id`
     are each the child of the parent whose route served them, first load and nightly."""
     sim.set_faults([_rename(route, field, "gone")])
+    (tmp_path / "first").mkdir()  # a run never creates its warehouse's folder
     first = load(sim, tmp_path / "first" / "warehouse.duckdb")
     assert first.exit_code == 0, first.error
     _assert_equal_to_truth(sim, tmp_path / "first" / "warehouse.duckdb")
