@@ -382,21 +382,25 @@ def _probe_all(d: Doctor, data_tap_sql: str | None) -> None:
     d.probe("device_events", e["device_events"].path, "device_events", page,
             parent=device_id)  # fmt: skip
     d.probe("status_metrics", e["status_metrics"].path, "status_metrics")
-    for table in TABLES.values():  # any other declared list: one page, derived from its `Table`
+    _probe_declared(d, page)
+    _probe_stage_members(d, page)
+    if data_tap_sql is not None:
+        _probe_data_tap(d, data_tap_sql)
+
+
+def _probe_declared(d: Doctor, page: dict[str, int]) -> None:
+    """Every declared table not probed by hand: a list's page; a per-parent route asked about its
+    parent's first item, compared by shape, never kept (a user's detail holds the user's API
+    token). A parent that has started (`started_at`: a pipeline or stage run) is preferred: a
+    run still pending has no children yet to probe the routes below it with."""
+    for table in TABLES.values():
         if table.probed_as_list and table.name not in d.tables:
             d.probe(table.name, table.path, table.name, page)
-    # Any other per-parent route, asked about its parent list's first item. Its answer is
-    # compared by shape and never kept (a user's detail holds the user's API token).
-    # A parent that says it started (`started_at`: a pipeline run, a stage run) is preferred: one
-    # just created (a run still pending) has no children yet to probe the routes below it with.
     for table in TABLES.values():
         if table.parent and table.name not in d.tables:
             body = d.bodies.get(table.parent)
             item = _first(body, lambda i: i.get("started_at") is not None) or _first(body)
             d.probe(table.name, table.path, table.name, parent=_id(item, table.parent_key))
-    _probe_stage_members(d, page)
-    if data_tap_sql is not None:
-        _probe_data_tap(d, data_tap_sql)
 
 
 def _probe_stage_members(d: Doctor, page: dict[str, int]) -> None:
