@@ -35,16 +35,7 @@ tables as (
 causes as (
     select
         family,
-        arg_min(
-            case
-                when route is not null
-                    then route || ' refused (' || http_status || ') since '
-                        || strftime(timezone('UTC', held_back_since), '%Y-%m-%d')
-                else regexp_replace(why, '^skipped: ', '') || ' since '
-                    || strftime(timezone('UTC', held_back_since), '%Y-%m-%d')
-            end,
-            (read_from is not null, held_back_since, table_name)
-        ) as reason,
+        arg_min(reason, (read_from is not null, held_back_since, table_name)) as reason,
         min(held_back_since) as held_back_since,
     from tables
     where held_back_since is not null

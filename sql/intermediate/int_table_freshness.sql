@@ -24,6 +24,8 @@
 --   warehouse_as_of      the warehouse's "now" (intermediate.int_as_of)
 --   freshness            current (loaded by the latest loaded run, or as new as it), behind (older
 --                        than warehouse_as_of), unknown (never loaded)
+--   reason               why it is behind or unknown since held_back_since, in the words of
+--                        int_family_freshness.reason (NULL: no refusal since its last load)
 --   age_note             the table's age in the words of int_family_freshness.age_note: NULL when
 --                        current; 'as of <time> UTC (<age>: <reason>)'; 'unknown — <reason>'
 with
@@ -163,7 +165,7 @@ final as (
 )
 
 select
-    * exclude (reason),
+    *,
     case
         when freshness = 'unknown'
             then 'unknown — ' || coalesce(reason, 'not loaded yet')
