@@ -5,7 +5,7 @@ kinds of name are checked wherever prose is written (the comments and docstrings
 file in git, and the README, contracts and recipes; `docs/decisions.md` is history and may name
 what is gone):
 
-- a file path (`run/walk.py`, `sql/marts/fleet_compliance.sql`, `README.md`): some file or
+- a file path (`scan/walk.py`, `sql/marts/fleet_compliance.sql`, `README.md`): some file or
   folder in git ends with it (a file of another repository is written `owner/repo:path`);
 - an attribute of a capitalised owner (`Table.hints`; constants such as `DEVICES` are not
   owners): the owner is a class of the repository that has the attribute (itself or a base
@@ -198,7 +198,7 @@ def test_comments_docstrings_and_documents_name_only_what_exists() -> None:
 
 def test_the_check_finds_a_moved_module_a_lost_attribute_and_a_missing_function() -> None:
     assert list(_dangling("see `sources/esper/weekly.py`", True)) == ["sources/esper/weekly.py"]
-    assert list(_dangling("see sources/esper/run/walk.py", True)) == []
+    assert list(_dangling("see sources/esper/scan/walk.py", True)) == []
     assert list(_dangling("`Table.endpoint` says", True)) == ["Table.endpoint"]
     assert list(_dangling("`Table.hints` says", True)) == []
     assert list(_dangling("`Endpoint.loaded_with` says", True)) == ["Endpoint.loaded_with"]

@@ -108,7 +108,7 @@ UNFINISHED = ("failed", "interrupted")
 def unfinished_first_load(con: Any, ds: str) -> str | None:
     """What `status` and `models` say when devices are loaded but no full scan has completed.
 
-    A first load in parts (sources/esper/run/walk.py) commits devices part by part: until one full
+    A first load in parts (sources/esper/scan/walk.py) commits devices part by part: until one full
     scan ends, the warehouse holds part of the fleet. None when there is no such first load.
 
     Args:

@@ -102,7 +102,7 @@ def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
 
 
 def append_into(source: Any, tables: Sequence[str]) -> None:
-    """The resources that fill `tables` append (the later parts of a first load, `walk.py`)."""
+    """The resources that fill `tables` append (the later parts of a first load, `scan/walk.py`)."""
     for resource in source.selected_resources.values():
         if resource.table_name in tables and not _is_scd2(resource.write_disposition):
             resource.apply_hints(write_disposition="append")

@@ -17,9 +17,9 @@ AFTER_INTERRUPT = {
     "after the load": "everything extracted was loaded; the next run checks it again",
     "between parts": "no part was in progress",
 }
-# Said instead of "this run" once parts of it are committed (sources/esper/run/walk.py).
+# Said instead of "this run" once parts of it are committed (sources/esper/scan/walk.py).
 IN_PROGRESS = "the part in progress"
-KEPT = ": the next run goes on from them"  # said of committed parts (sources/esper/run/walk.py)
+KEPT = ": the next run goes on from them"  # said of committed parts (sources/esper/scan/walk.py)
 
 
 def interrupted_text(stage: str, committed_parts: int, progress: str) -> str:

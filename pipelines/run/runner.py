@@ -107,7 +107,7 @@ def _run_locked(settings: RunSettings, client: EsperClient | None) -> RunResult:
     restore_signals = stop_client_on_signals(state.current_client)
     try:
         state.prepare()
-        while not state.load_part():  # one pass, or the parts of a big full scan (walk.py)
+        while not state.load_part():  # one pass, or the parts of a big full scan (scan/walk.py)
             pass
         state.after_load()
     except BaseException as error:
@@ -141,7 +141,7 @@ class _Run:
         self.source_options: dict[str, Any] = {}
         self.held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
         self.stage = "start"  # the step in progress, for what an interruption leaves
-        self.committed_parts = 0  # of a full scan loaded in parts (sources/esper/run/walk.py)
+        self.committed_parts = 0  # of a full scan loaded in parts (sources/esper/scan/walk.py)
         self.appended: list[str] = []  # tables this run appends into (`append_on_first_load`)
         self.read: set[str] = set()  # the tables this run's resources read, over all its parts
         self.marker = Path()  # where this run notes its appends: set by prepare()

@@ -52,7 +52,7 @@ class RunResult:
     # table -> how this run treated it (loaded, partial, kept, skipped; route, status, why):
     # every table its resources read (`Refusals.treatments`), the freshness model's input
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
-    parts: int = 0  # parts of a full scan in parts committed by this run (walk.py)
+    parts: int = 0  # parts of a full scan in parts committed by this run (scan/walk.py)
     unreadable: dict[str, int] = field(default_factory=dict)  # table.column -> values read as NULL
     # How the run was paced (EsperClient.pacing): requests answered (not 429), their average
     # rate, the 429s the pacer judged not this run's doing, the pace it ended at (None: unpaced).

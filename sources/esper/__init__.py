@@ -16,7 +16,8 @@ from . import settings as s
 from .common import Options
 from .http import EsperClient
 from .run.ledger import RunLedger
-from .run.opening import open_run, plan_full_scan
+from .scan.devices import device_apps, device_census, device_history, devices
+from .scan.opening import open_run, plan_full_scan
 from .tables import LISTS
 from .tables.catalogues import (
     application_versions,
@@ -28,15 +29,7 @@ from .tables.catalogues import (
 )
 from .tables.commands import command_requests, command_statuses, operation_devices, operations
 from .tables.data_tap import data_tap_resources
-from .tables.devices import (
-    DEVICE_APPS,
-    DEVICES,
-    device_apps,
-    device_census,
-    device_history,
-    devices,
-    heartbeats,
-)
+from .tables.devices import DEVICE_APPS, DEVICES, heartbeats
 from .tables.events import DEVICE_EVENTS, device_events, device_events_of_page
 
 
@@ -76,7 +69,7 @@ def esper(
     worker threads per device page, alongside. On an incremental run device events come last:
     they read which devices had activity in the other tables (`Table.after`).
 
-    A full scan is loaded in parts (`run/walk.py`) when it lists more than `commit_every_devices`
+    A full scan is loaded in parts (`scan/walk.py`) when it lists more than `commit_every_devices`
     devices or `commit_every_minutes` is on: while devices remain, this returns the next part
     (devices, history, installed apps and feeds of the next `commit_every_devices` devices to
     read, or of those read within `commit_every_minutes`); the pipeline loads it, commits, and

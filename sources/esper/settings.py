@@ -25,7 +25,7 @@ REQUEST_TIMEOUT_S = 60.0  # a whole attempt: connect, headers and body
 MAX_RETRY_WAIT_S = 300.0
 HEARTBEAT_START_DAYS = 365.0
 # A full scan of more devices is committed in parts of this many devices' apps and feeds (about
-# 2,000 requests, 80 s at 25 requests/s): a killed first load loses at most one part (walk.py).
+# 2,000 requests, 80 s at 25 requests/s): a killed first load loses at most one part (scan/walk.py).
 COMMIT_EVERY_DEVICES = 1000
 # ... and every full scan commits its devices read so far after this many minutes (0 = never): a
 # slow or throttled first load of a small tenant keeps its work when a scheduler kills it.

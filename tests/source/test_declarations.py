@@ -26,7 +26,7 @@ from esper_warehouse.pipelines.shapes import families, reference
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS, RunPlan
-from esper_warehouse.sources.esper.run.walk import DeviceWalk
+from esper_warehouse.sources.esper.scan.walk import DeviceWalk
 from esper_warehouse.sources.esper.table import TS
 from esper_warehouse.sources.esper.tables import MODULES, TABLES
 

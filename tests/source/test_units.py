@@ -9,6 +9,7 @@ import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
 from esper_warehouse.sources.esper.http.pages import Page
 from esper_warehouse.sources.esper.run.state import DescScan
+from esper_warehouse.sources.esper.scan.devices import software_by_id, software_of, with_software
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import (
     DataTapError,
@@ -16,7 +17,6 @@ from esper_warehouse.sources.esper.tables.data_tap_jobs import (
     run_query,
     table_name,
 )
-from esper_warehouse.sources.esper.tables.devices import software_by_id, software_of, with_software
 
 from tests.live_shapes import document, route, synthesize
 

@@ -1,12 +1,12 @@
-"""A full scan's walk in parts limited by time (`sources/esper/run/walk.py`), without requests."""
+"""A full scan's walk in parts limited by time (`sources/esper/scan/walk.py`), without requests."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from esper_warehouse.sources.esper.run import walk as walk_module
-from esper_warehouse.sources.esper.run.walk import TIME_STEP_DEVICES, DeviceWalk
+from esper_warehouse.sources.esper.scan import walk as walk_module
+from esper_warehouse.sources.esper.scan.walk import TIME_STEP_DEVICES, DeviceWalk
 
 FAN_OUTS = ("device_apps", "device_events")
 

@@ -125,7 +125,7 @@ class EsperClient:
         self.origin = Origin(base_url, enterprise_id)
         self.key_name = key_name  # where the key came from, named when the API refuses it
         # Set by the run once its first requests proved the key and the enterprise id
-        # (`run/opening.py`): from then on a 403/404 on a tenant-level route is a missing
+        # (`scan/opening.py`): from then on a 403/404 on a tenant-level route is a missing
         # capability (`EsperUnavailableError`), not a wrong setting.
         self.settings_proven = False
         check_limits(min_concurrency, max_concurrency, max_retries, timeout, backoff_base,

@@ -23,8 +23,8 @@ from .refusals import Refusals
 
 if TYPE_CHECKING:
     from ..http import EsperClient
-    from .scope import FanOutScope
-    from .walk import DeviceWalk
+    from ..scan.scope import FanOutScope
+    from ..scan.walk import DeviceWalk
 
 T = TypeVar("T")
 
@@ -35,12 +35,12 @@ TIME_KEYS = {"timestamp", "updated_at"}  # key fields the API sends as ISO text
 class RunPlan:
     """What this run is: decided as it opens, never changed by a resource.
 
-    Written by `run/opening.py` only: `open_run` makes it, `plan_full_scan` adds a full scan's
+    Written by `scan/opening.py` only: `open_run` makes it, `plan_full_scan` adds a full scan's
     fan-out scope and walk, and the source marks each part of a full scan it builds
     (`building_last`, `esper._resources`); each writes a new plan (`dataclasses.replace`) into
     `RunLedger.plan`. Read by the resources, and by the pipeline's runner (mode, API time,
     parts) and its reconciliation (the API time). The walk is the one object that moves: it hands
-    out a full scan's devices part by part (`walk.py`, under its own lock).
+    out a full scan's devices part by part (`scan/walk.py`, under its own lock).
     """
 
     client: EsperClient | None = None  # the run's client (its counters feed the run summary)
@@ -59,7 +59,7 @@ class RunPlan:
 
     @property
     def in_parts(self) -> bool:
-        """Whether this run is a full scan committed in parts (`walk.py`)."""
+        """Whether this run is a full scan committed in parts (`scan/walk.py`)."""
         return self.walk is not None and self.walk.parted
 
     def last_part(self) -> bool:
@@ -76,7 +76,7 @@ class RunPlan:
 class DeviceNews:
     """What the device scan tells its fan-outs, and what the apps fan-out tells the pipeline.
 
-    Written by `tables/devices.py`: `devices` names each device whose apps and feed this run
+    Written by `scan/devices.py`: `devices` names each device whose apps and feed this run
     reads (`changed`, with its apps route: a changed device on a nightly, a device in the scope
     of a full scan, a device asked again after a refusal); `device_apps` names each device whose
     complete app list came back empty or gone (`no_apps`). Read by `device_apps` (`apps_route`),
@@ -253,7 +253,7 @@ class SharedReads:
 
     Written by whichever resource asks for a name first (`read_once`; the others wait for it).
     Read by the same callers through `read_once`: `tables/catalogues.py` (`shared_list`),
-    `common.still_listed`, `tables/devices.py` (the legacy list's software fields),
+    `common.still_listed`, `scan/devices.py` (the legacy list's software fields),
     `tables/events.py` (the event marks) and `tables/pipelines.py` (the stage lists, the runs'
     children, the stages' plans). One lock per name: a read never waits for another
     name's.

@@ -22,9 +22,9 @@ class Refusals:
 
     Written by the resources through `common.py` (`skip_unavailable`: `mark_unavailable` and
     `skip_dependents`; `refused_part`: `skip_part`, `part_done`; `keep_if_refused`:
-    `mark_skipped`), by `tables/devices.py` (`leave_out`: the legacy list refused) and Data Tap
+    `mark_skipped`), by `scan/devices.py` (`leave_out`: the legacy list refused) and Data Tap
     (`mark_unavailable`). `run/state.py` (`bind_retries`) gives it the run's writable dict of
-    parts to ask again, `run/opening.py` the tables read from each table (`dependents`). Read by
+    parts to ask again, `scan/opening.py` the tables read from each table (`dependents`). Read by
     the resources (`is_skipped`, `to_retry`), and by the pipeline after the load
     (`skipped` for the run record, `is_skipped` for reconciliation). Under a lock: the fan-outs
     refuse from dlt's worker threads.

@@ -1,37 +1,24 @@
-"""Devices and what hangs off them: history, census, installed apps, last-seen heartbeats."""
+"""Devices and what hangs off them: history, census, installed apps, last-seen heartbeats.
+
+The declarations of the device tables, and the heartbeats' resource. The other device tables are
+loaded by the devices scan (`scan/devices.py`): the list, its history and census, each device's
+installed apps.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from collections.abc import Iterator
+from datetime import timedelta
 
 import dlt
 import pyarrow as pa
 
-from ..common import (
-    REFUSED,
-    ROWS_PER_BATCH,
-    Options,
-    apps_route,
-    refused_part,
-    unless_skipped,
-)
-from ..http import EsperClient, EsperError, EsperUnavailableError
-from ..http.pages import fan_out, first_seen, iter_cursor_pages, parse_page, read_all
+from ..common import Options, unless_skipped
+from ..http import EsperClient
+from ..http.pages import read_all
 from ..run.ledger import RunLedger
-from ..run.state import (
-    DEVICES_FULL_SCAN_AT,
-    DEVICES_INCREMENTAL_AT,
-    FIRST_LOAD_STARTED,
-    HEARTBEATS_SEEN,
-    DescScan,
-    advance_cursor,
-    bind_retries,
-    cursor_state,
-    read_from,
-)
+from ..run.state import HEARTBEATS_SEEN, advance_cursor, read_from
 from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 from ..times import iso
 from ..vocabulary import device_state_code, device_state_text
@@ -164,262 +151,6 @@ DEVICE_APPS = Table(
     ),
 )
 TABLES = (DEVICES, DEVICE_HISTORY, DEVICE_CENSUS, HEARTBEATS, DEVICE_APPS)  # fmt: skip
-
-# ---------------------------------------------------------------------------------- devices
-
-
-def device_count(client: EsperClient) -> int | None:
-    """The API's device count: offset mode with limit=1 (cursor pages carry no count)."""
-    body = client.get(DEVICES.path, {"limit": 1, "offset": 0})
-    return parse_page(body, where=DEVICES.path).count
-
-
-@dlt.resource(**DEVICES.hints())
-def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
-    """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
-
-    A full scan reads the run's `DeviceWalk` (`RunPlan.walk`): the whole list, or its next part
-    when the scan is committed in parts (`walk.py`). The part that ends the walk checks it
-    against the API's count; if devices are missing (a device that changes while the scan runs
-    moves ahead of the cursor), the list is read a second time. Only then does the cursor move.
-    """
-    bind_retries(ledger)  # every part: the parts refused before are asked again
-    since = read_from("devices", opts.lag, ledger)
-    if since is None:
-        yield from _full_scan(client, ledger, opts)
-        return
-    software = _software(client, ledger, opts)
-    scan = DescScan(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
-    pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
-    seen: set[tuple[Any, ...]] = set()
-    for _page, fresh in scan.pages(pages):
-        items = first_seen(DEVICES.require(fresh), seen, DEVICES.key)
-        for item in items:
-            ledger.devices.changed(item["id"], apps_route(item))
-            with_software(item, software)
-        if items:
-            yield DEVICES.page(items, ledger.unreadable)
-    listed = {key[0] for key in seen}
-    asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
-    yield from _asked_again(client, ledger, asked_again, software)
-    advance_cursor("devices", scan.newest)
-    cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
-
-
-def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
-    """This run's part of the complete device list; the part that ends it checks the count."""
-    plan = ledger.plan
-    walk, scope = plan.walk, plan.fan_out_scope  # sources/esper/run/scope.py
-    assert walk is not None  # a full scan's, planned as the run opened (`plan_full_scan`)
-    software = _software(client, ledger, opts)  # read once per run, by its first part
-
-    # devices whose apps or feed an earlier run was refused: asked again in this scan
-    refused = {d for t in (DEVICE_APPS.name, "device_events") for d in ledger.refusals.to_retry(t)}
-
-    def needs(item: dict) -> bool:
-        """Whether the scan reads this device's apps and feed (noted for the fan-outs)."""
-        if scope is not None and not scope.needs(item) and str(item.get("id")) not in refused:
-            return False
-        ledger.devices.changed(item["id"], apps_route(item))
-        return True
-
-    def pages(parts: Iterator[list[dict] | None]) -> Iterator[pa.Table | None]:
-        for items in parts:
-            if items is None:  # the walk waits for its fan-outs: dlt resolves their futures
-                yield None
-                continue
-            for item in items:
-                with_software(item, software)
-            yield DEVICES.page(items, ledger.unreadable)
-
-    yield from pages(walk.take(needs))
-    if not plan.completed_full_scan:  # kept from the first part until the first load ends
-        cursor_state().setdefault(FIRST_LOAD_STARTED, iso(plan.as_of or datetime.now(UTC)))
-    if not walk.exhausted or not plan.building_last:
-        # a part: the next one goes on from here. A part whose walk reached the list's end is
-        # not the last part either (that one reads the catalogues): the count, the cursor and
-        # `devices_full_scan_at` are committed with the last part, beside the census, so that
-        # a kill during the last part leaves a first load unfinished, not an incremental one.
-        return
-    count = device_count(client)
-    if count is not None and len(walk.seen) < count:
-        log.info(
-            "devices: %d read for a count of %d, reading the list again", len(walk.seen), count
-        )
-        yield from pages(walk.again(needs))
-    ledger.scans.expect("devices", count if count is not None else len(walk.seen))
-    ledger.scans.add("devices", 0, ({"id": i} for i in walk.seen), ("id",))
-    advance_cursor("devices", walk.newest)
-    cursor_state()[DEVICES_FULL_SCAN_AT] = iso(plan.as_of or datetime.now().astimezone())
-
-
-def _software(client: EsperClient, ledger: RunLedger, opts: Options) -> dict[str, dict[str, Any]]:
-    """`android_software`, read once per run: every part of a full scan uses the first's."""
-    return ledger.shared.read_once(
-        "legacy device list", lambda: android_software(client, ledger, opts)
-    )
-
-
-def android_software(
-    client: EsperClient, ledger: RunLedger, opts: Options
-) -> dict[str, dict[str, Any]]:
-    """Patch level and build number of every device, from the legacy device list.
-
-    `/v2/devices/` list items carry neither (live route 15); the legacy list does, in camelCase
-    (`softwareInfo.securityPatchLevel`, `androidBuildNumber`; live route 14). Reading it whole costs
-    one request per 250 devices (400 at 100,000), against one `/v2/devices/{id}` detail per
-    changed device (2,000 a night at 2 % change; 100,000 on a first load): docs/decisions.md.
-    """
-    limit = min(opts.page_size or PAGE_SIZE, PAGE_SIZE)
-    path = LEGACY_DEVICES_PATH.format(eid=client.enterprise_id)
-    try:
-        read = read_all(client, path, limit=limit, parallel=True, keep=software_of)
-        return software_by_id(read.items)
-    except EsperUnavailableError as error:  # the devices still load, without these two fields
-        ledger.refusals.leave_out(DEVICES.name, legacy_list_refused(error))
-        return {}
-
-
-def legacy_list_refused(error: EsperUnavailableError) -> str:
-    """What the devices table lacks when the legacy device list is refused (for `skipped`)."""
-    return (
-        "Android security patch levels and build numbers: "
-        f"{error.route} answered {error.status} ({error.reason})"
-    )
-
-
-def software_of(item: dict) -> dict[str, Any] | None:
-    """`{id, software: {security_patch_level, os_build_number}}` of a legacy device list item;
-    None when it carries neither (all the list is read for: not the item whole)."""
-    info = item.get("softwareInfo") or {}
-    if not isinstance(info, dict) or not item.get("id"):
-        return None
-    patch, build = info.get("securityPatchLevel"), info.get("androidBuildNumber")
-    if not (patch or build):
-        return None
-    return {
-        "id": str(item["id"]),
-        "software": {"security_patch_level": patch, "os_build_number": build},
-    }
-
-
-def software_by_id(kept: Iterable[dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
-    """Device id -> `{security_patch_level, os_build_number}` from what `software_of` kept."""
-    return {one["id"]: one["software"] for one in kept if one is not None}
-
-
-def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
-    """Fill a device's missing `software_info` patch level and build number (in place).
-
-    A value the v2 record carries itself wins (the detail route and some tenants may serve it).
-    """
-    extra = software.get(item.get("id"))  # type: ignore[arg-type]
-    if not extra:
-        return
-    info = item.get("software_info")
-    info = dict(info) if isinstance(info, dict) else {}
-    for name, value in extra.items():
-        if info.get(name) is None and value is not None:
-            info[name] = value
-    item["software_info"] = info
-
-
-def _asked_again(
-    client: EsperClient, ledger: RunLedger, device_ids: list[str], software: dict[str, Any]
-) -> Iterator[pa.Table]:
-    """Devices whose apps an earlier run was refused, and that this run did not list: their
-    records are read again one by one, so that `device_apps` asks for their apps again."""
-    if not device_ids:
-        return
-
-    def fetch(device_id: str) -> dict | None:
-        try:
-            body = client.get(DEVICE_DETAIL_PATH.format(id=device_id))
-        except EsperError as error:
-            if not refused_part(ledger, client, DEVICE_APPS.name, DEVICES, device_id, error):
-                ledger.devices.no_apps(device_id)  # gone twice: its apps are retired
-            return None  # refused again (counted, asked next run), or gone
-        content = body.get("content") if isinstance(body, dict) else None
-        return content if isinstance(content, dict) else body if isinstance(body, dict) else None
-
-    items = [item for _, item in fan_out(client, device_ids, fetch) if item and item.get("id")]
-    for item in items:
-        ledger.devices.changed(item["id"], apps_route(item))
-        with_software(item, software)
-    if items:
-        yield DEVICES.page(items, ledger.unreadable)
-
-
-@dlt.transformer(**DEVICE_HISTORY.hints())
-def device_history(page: pa.Table) -> Iterator[pa.Table]:
-    """Every device version the devices scan sees (one row per id and `updated_at`)."""
-    yield page
-
-
-@dlt.resource(**DEVICE_CENSUS.hints())
-def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
-    """The devices present in this complete scan (full scans; after `devices` has ended the walk).
-
-    Read from the run's walk, not from the device pages: when the scan is committed in parts
-    (`walk.py`), the census is written whole, once, by the last part.
-    """
-    census_at, walk = ledger.plan.as_of, ledger.plan.walk
-    assert walk is not None  # a full scan's: the census is read on full scans only
-    rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in walk.seen.items()]
-    for start in range(0, len(rows), ROWS_PER_BATCH):
-        yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH], ledger.unreadable)
-
-
-@dlt.transformer(
-    **DEVICE_APPS.hints(),  # scd2; its validity boundary is set per run (`__init__.py`)
-    # In a dlt worker thread: a page's fan-out runs while the device scan and the other
-    # resources go on (the client's limiter bounds the requests of all fan-outs together).
-    parallelized=True,
-)
-def device_apps(
-    page: pa.Table, client: EsperClient, ledger: RunLedger, opts: Options
-) -> Iterator[pa.Table]:
-    """Each changed device's complete app list (Android: legacy route; Apple/Windows: v2).
-
-    scd2 with merge key `device_id`: an app missing from its device's new list is retired
-    (`_dlt_valid_to` = this run's API time); devices not in this run are left as they were.
-    """
-    ids = page.column("id").to_pylist()
-    targets = [(d, route) for d in ids if (route := ledger.devices.apps_route(d))]
-    limit, key = DEVICE_APPS.limit(opts.page_size), DEVICE_APPS.key
-
-    def fetch(target: tuple[str, str]) -> Any:
-        device_id, route = target
-        path = (
-            DEVICE_APPS.path_for(client, device_id)
-            if route == "legacy"
-            else (V2_DEVICE_APPS_PATH.format(id=device_id))
-        )
-        try:
-            read = read_all(client, path, limit=limit)
-        except EsperError as error:
-            if refused_part(
-                ledger, client, DEVICE_APPS.name, DEVICES, device_id, error, retry=route
-            ):
-                return REFUSED  # counted; its stored apps are neither retired nor replaced
-            return None  # the device is gone (no longer listed): its apps are retired
-        ledger.refusals.part_done(DEVICE_APPS.name, device_id)
-        return read
-
-    rows: list[dict] = []
-    for (device_id, route), read in fan_out(client, targets, fetch, bulk=True):
-        if read is REFUSED:
-            continue
-        if read is None or not read.items:  # device gone, or its list is empty
-            ledger.devices.no_apps(device_id)  # scd2 cannot retire without a row
-            continue
-        items = [{**i, "device_id": device_id, "route": route} for i in read.items]
-        ledger.scans.add("device_apps", read.count, items, key)
-        rows.extend(items)
-    ledger.plan.page_read(DEVICE_APPS.name)  # a part limited by time hands out more (`walk.py`)
-    if rows:
-        yield DEVICE_APPS.page(rows, ledger.unreadable, row_hash=True)
-
 
 HEARTBEAT_AHEAD = timedelta(days=30)  # the window's end past the API's `Date`
 

@@ -136,7 +136,7 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     resources noted in the run's ledger (`DeviceNews`, `FeedNews`).
     """
     plan = ledger.plan
-    # A run resuming an unfinished first load (walk.py) holds the feeds of the devices it skips
+    # A run resuming an unfinished first load (scan/walk.py) holds the feeds of the devices it skips
     # as they were when their part committed: activity since then (`RunPlan.resumed_from`) counts.
     counts = plan.completed_full_scan or not plan.full_scan or plan.resumed_from is not None
     active = ledger.feeds.active_devices() if counts else set()
@@ -156,11 +156,13 @@ def device_events_of_page(
     (`parallelized`: a dlt worker thread) together with the page's installed apps, while the
     rest of the source extracts. Devices seen only in command statuses or operations are not
     in the (complete) device list because they were removed: their feeds would answer 404.
-    A full scan in parts (`walk.py`) reads here the feeds of the devices in its scope.
+    A full scan in parts (`scan/walk.py`) reads here the feeds of the devices in its scope.
     """
     wanted = [d for d in page.column("id").to_pylist() if ledger.devices.is_changed(d)]
     yield from _event_feeds(client, ledger, opts, wanted, bulk=True)
-    ledger.plan.page_read(DEVICE_EVENTS.name)  # a part limited by time hands out more (`walk.py`)
+    ledger.plan.page_read(
+        DEVICE_EVENTS.name
+    )  # a part limited by time hands out more (`scan/walk.py`)
 
 
 # ------------------------------------------------------------------------------ watermarks

@@ -10,7 +10,7 @@ So a full scan runs in parts (`pipelines.run.runner`) when it lists more devices
 `commit_every_devices`, or whenever `commit_every_minutes` is on (the default). The device list
 is walked once per run; each part but the last takes the next devices of the walk until
 `commit_every_devices` of them need their apps and event feed read (the scan's
-`weekly.FanOutScope`) or until `commit_every_minutes` will have passed since the part began by
+`scope.FanOutScope`) or until `commit_every_minutes` will have passed since the part began by
 the time its fan-outs have read what it handed out (steps sized by their pace: `take`), fetches
 those, and is loaded and committed before the next part starts. The last
 part, built once the walk has handed out every device, reads everything else (catalogues,
@@ -37,8 +37,8 @@ from typing import Any
 
 from ..http import EsperClient
 from ..http.pages import first_seen, iter_cursor_pages
+from ..run.state import DescScan
 from ..tables.devices import DEVICES
-from .state import DescScan
 
 # A part limited by time (`commit_every_minutes`) hands its devices out in steps, so that its end
 # follows the clock whatever the API's pace. A step is what the fan-outs read in 1/STEP_SHARE of

@@ -6,13 +6,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from ..http import EsperClient
+from ..run.ledger import RunLedger, RunPlan
+from ..run.state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
 from ..tables import DEPENDENTS
 from ..tables.catalogues import GROUPS
-from ..tables.devices import DEVICES, device_count
+from ..tables.devices import DEVICES
 from ..times import parse_time
-from .ledger import RunLedger, RunPlan
+from .devices import device_count
 from .scope import fan_out_scope
-from .state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
 from .walk import DeviceWalk
 
 
