@@ -18,6 +18,7 @@ from .http import EsperClient
 from .run.ledger import RunLedger
 from .scan.devices import device_apps, device_census, device_history, devices
 from .scan.opening import open_run, plan_full_scan
+from .scan.walk import planned_walk
 from .tables import LISTS
 from .tables.catalogues import (
     application_versions,
@@ -150,9 +151,9 @@ def _resources(
     apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.plan.as_of})
     plan = ledger.plan = replace(ledger.plan, building_last=ledger.plan.last_part())
     if not plan.building_last:  # a full scan in parts: the next devices and their fan-outs
-        assert plan.walk is not None  # (only a full scan's walk comes in parts)
         page_events = device_list | device_events_of_page(**run)
-        plan.walk.readers = (DEVICE_APPS.name, DEVICE_EVENTS.name)  # each page's fan-outs
+        # the fan-outs that read each page the walk hands out
+        planned_walk(ledger).readers = (DEVICE_APPS.name, DEVICE_EVENTS.name)
         return (device_list, device_list | device_history, device_list | apps, page_events)
     # Both forms load the table `device_events` under the resource name `device_events`. dlt
     # starts resources in the order of this tuple, so the per-page form sits next to the apps

@@ -15,20 +15,42 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from ..arrow import Unreadable, unreadable_key
 from ..times import NotATime, parse_time
 from .refusals import Refusals
 
-if TYPE_CHECKING:
-    from ..http import EsperClient
-    from ..scan.scope import FanOutScope
-    from ..scan.walk import DeviceWalk
-
 T = TypeVar("T")
 
 TIME_KEYS = {"timestamp", "updated_at"}  # key fields the API sends as ISO text
+
+
+class Walk(Protocol):
+    """A full scan's walk of the device list, as the run and its readers see it: the scan's
+    `DeviceWalk` (`scan/walk.py`), which this layer names only by what it is asked."""
+
+    parts: int  # parts handed out so far
+    seen: dict[str, Any]  # device id -> the `updated_at` listed
+
+    @property
+    def parted(self) -> bool: ...
+
+    def has_more(self) -> bool: ...
+
+    def read_by(self, reader: str) -> None: ...
+
+
+class Scope(Protocol):
+    """A full scan's per-device decision, as its readers see it: the scan's `FanOutScope`
+    (`scan/scope.py`)."""
+
+    @property
+    def everything(self) -> bool: ...
+
+    def in_rotation(self, device_id: str) -> bool: ...
+
+    def needs(self, item: dict[str, Any]) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -43,14 +65,16 @@ class RunPlan:
     out a full scan's devices part by part (`scan/walk.py`, under its own lock).
     """
 
-    client: EsperClient | None = None  # the run's client (its counters feed the run summary)
+    # the run's `EsperClient`, kept for the runner (its counters feed the run summary); this
+    # layer sends no request, so it holds it as a plain object
+    client: object | None = None
     as_of: datetime | None = None  # the API's time as the run opened; None: not opened yet
     full_scan: bool = False
     device_count: int | None = None  # the API's count as the run opened
     completed_full_scan: bool = False  # a full scan has completed before (else: a first load)
     resumed_from: datetime | None = None  # a resumed first load: the API time of its first part
-    fan_out_scope: FanOutScope | None = None  # a full scan's (None on incremental runs)
-    walk: DeviceWalk | None = None  # a full scan's walk of the device list, shared by its parts
+    fan_out_scope: Scope | None = None  # a full scan's (None on incremental runs)
+    walk: Walk | None = None  # a full scan's walk of the device list, shared by its parts
     building_last: bool = True  # whether the source built now is the run's last part
 
     @property

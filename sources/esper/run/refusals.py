@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..http import EsperError, EsperUnavailableError
+    from ..http.errors import EsperError, EsperUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -16,17 +16,23 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import dlt
 
 from ..times import cursor_time, iso, parse_time
 from .ledger import RunLedger
 
-if TYPE_CHECKING:
-    from ..http.pages import Page
-
 log = logging.getLogger("esper_warehouse.source")
+
+
+class Paged(Protocol):
+    """A page of a list as the early stop reads it: its items (`http/pages.py`'s `Page`)."""
+
+    items: list[dict]
+
+
+P = TypeVar("P", bound=Paged)
 
 CURSORS = "cursors"
 # When the last complete device list was read (the weekly full scan's clock), and the last
@@ -148,7 +154,7 @@ class DescScan:
             self.stopped = True
         return kept
 
-    def pages(self, pages: Iterable[Page]) -> Iterator[tuple[Page, list[dict]]]:
+    def pages(self, pages: Iterable[P]) -> Iterator[tuple[P, list[dict]]]:
         """Walk pages, yielding each with its kept items, until the early stop applies."""
         for page in pages:
             yield page, self.keep(page.items)

@@ -41,6 +41,7 @@ from ..tables.devices import (
     V2_DEVICE_APPS_PATH,
 )
 from ..times import iso
+from .walk import planned_walk
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -86,8 +87,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
 def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
     """This run's part of the complete device list; the part that ends it checks the count."""
     plan = ledger.plan
-    walk, scope = plan.walk, plan.fan_out_scope  # sources/esper/scan/scope.py
-    assert walk is not None  # a full scan's, planned as the run opened (`plan_full_scan`)
+    walk, scope = planned_walk(ledger), plan.fan_out_scope  # walk.py, scope.py
     software = _software(client, ledger, opts)  # read once per run, by its first part
 
     # devices whose apps or feed an earlier run was refused: asked again in this scan
@@ -240,8 +240,7 @@ def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     Read from the run's walk, not from the device pages: when the scan is committed in parts
     (`walk.py`), the census is written whole, once, by the last part.
     """
-    census_at, walk = ledger.plan.as_of, ledger.plan.walk
-    assert walk is not None  # a full scan's: the census is read on full scans only
+    census_at, walk = ledger.plan.as_of, planned_walk(ledger)  # (full scans only)
     rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in walk.seen.items()]
     for start in range(0, len(rows), ROWS_PER_BATCH):
         yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH], ledger.unreadable)

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..http import EsperClient
 from ..http.pages import first_seen, iter_cursor_pages
+from ..run.ledger import RunLedger
 from ..run.state import DescScan
 from ..tables.devices import DEVICES
 
@@ -249,3 +250,14 @@ class DeviceWalk:
                 self.seen[str(item.get("id"))] = item.get(DEVICES.cursor_field)
             if fresh:
                 yield fresh
+
+
+def planned_walk(ledger: RunLedger) -> DeviceWalk:
+    """The run's walk of the device list: a full scan's, planned as it opened (`plan_full_scan`).
+
+    The ledger names it by what the run asks of it (`run.ledger.Walk`); the scan's resources and
+    the source use the whole `DeviceWalk`.
+    """
+    walk = ledger.plan.walk
+    assert isinstance(walk, DeviceWalk), f"no full scan's walk in this run: {walk!r}"
+    return walk
