@@ -1,14 +1,24 @@
-"""pipelines/, sources/ and simulator/ import each other without a cycle (issue 20).
+"""pipelines/, sources/ and simulator/ import each other without a cycle (issue 20), and the
+source's modules sit in layers that import only downwards (issue 44).
 
 The graph is read from the files (ast), not by importing them: every `import` and `from ...
 import` of an `esper_warehouse.*` module counts, at the top of a module and inside a function
 alike, so an import moved into a function cannot hide a cycle. `from package import name` is an
 edge to the submodule `package.name` when there is one, else to the package itself. Imports under
-`if TYPE_CHECKING:` never run and are left out (annotations only: simulator/datatap/__init__.py names
-`state.World` so), and so are those under `if __name__ == "__main__":`: they run only in the
-module started as a script (`python -m esper_warehouse.pipelines.models`), which is `__main__`,
-not the module its import finds, so they cannot close a cycle (`models.py` hands over to
-`commands/models.py` so, which imports `models`).
+`if TYPE_CHECKING:` never run: the cycle check of the whole repository leaves them out
+(annotations only: simulator/datatap/__init__.py names `state.World` so), but within
+sources/esper they count, for its layers and for its own cycle check: a type named from a layer
+above ties the layers together as surely as a call does. Imports under `if __name__ ==
+"__main__":` are left out: they run only in the module started as a script (`python -m
+esper_warehouse.pipelines.models`), which is `__main__`, not the module its import finds, so they
+cannot close a cycle (`models.py` hands over to `commands/models.py` so, which imports `models`).
+
+The layers of sources/esper, bottom first (`LAYERS`; why: docs/decisions.md, "Layers"): `http`
+sends every request; `run` keeps one run's bookkeeping and sends none; `tables` and the devices
+`scan` read the tenant through them; the source function (`esper`) on top. The modules they all
+share sit between: `times` and `vocabulary` at the ground, `arrow`, `table` and `settings` (a
+table's declaration and its Arrow pages) above `http`, `common` (what the resources share) above
+`run`. A module imports its own layer or one below it; an import running back up fails the test.
 
 The subcommands (pipelines/commands/) call into the library; the library never imports a
 subcommand's module (it may read the shared options' defaults from the package).
@@ -48,8 +58,9 @@ def _imported(node: ast.Import | ast.ImportFrom, name: str, path: Path) -> list[
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement of a module, in functions too, except under `if TYPE_CHECKING:`."""
+def _imports(tree: ast.AST, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, in functions too, except under `if TYPE_CHECKING:`
+    (unless `typing`) and under `if __name__ == "__main__":`."""
     found: list[ast.Import | ast.ImportFrom] = []
     pending: list[ast.AST] = [tree]
     while pending:
@@ -57,7 +68,7 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
         elif isinstance(node, ast.If) and (
-            "TYPE_CHECKING" in ast.unparse(node.test) or _runs_as_script(node.test)
+            (not typing and "TYPE_CHECKING" in ast.unparse(node.test)) or _runs_as_script(node.test)
         ):
             pending.extend(node.orelse)
             continue
@@ -70,12 +81,15 @@ def _runs_as_script(test: ast.expr) -> bool:
     return ast.unparse(test).replace("'", '"') == '__name__ == "__main__"'
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports (anywhere in its file)."""
+def import_graph(typing: bool = False, texts: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (anywhere in its file; `typing`: under `if
+    TYPE_CHECKING:` too). `texts`: module -> source read in place of its file (a test's)."""
     known = modules()
     graph: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        text = (texts or {}).get(name)
+        tree = ast.parse(path.read_text() if text is None else text, str(path))
+        for node in _imports(tree, typing):
             targets = _imported(node, name, path)
             if isinstance(node, ast.ImportFrom):
                 submodules = [t for t in targets[1:] if t in known]
@@ -156,3 +170,96 @@ def test_no_library_module_imports_a_subcommand() -> None:
         if not name.startswith(commands) and name != f"{PACKAGE}.pipelines.cli"
     }
     assert {name: found for name, found in callers.items() if found} == {}
+
+
+SOURCE = f"{PACKAGE}.sources.esper"
+# The layers of sources/esper, bottom first, each with the top-level modules and packages in it
+# ("": the package itself, the source function).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("times", "vocabulary")),  # how API times and vocabulary codes read
+    ("http", ("http",)),  # every request: client, policy, pacing, pages, errors, origin
+    ("declarations", ("arrow", "table", "settings")),  # `Table`, its Arrow pages; the settings
+    ("run", ("run",)),  # one run's ledger, refusals and dlt state: no request, no table
+    ("shared", ("common",)),  # what the resources share: options, refused routes and parts
+    ("tables", ("tables",)),  # one module per table family: its declarations and resources
+    ("scan", ("scan",)),  # the devices scan: the run's opening, scope, walk, its resources
+    ("source", ("",)),  # `esper`: the table of contents
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer (index in `LAYERS`) of a module of sources/esper; None: placed in none."""
+    top = module.removeprefix(SOURCE).removeprefix(".").split(".")[0]
+    return next((i for i, (_, names) in enumerate(LAYERS) if top in names), None)
+
+
+def source_graph(typing: bool = True, texts: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """The import graph of sources/esper alone, TYPE_CHECKING imports included by default."""
+    graph = import_graph(typing, texts)
+    inside = {name for name in graph if name == SOURCE or name.startswith(SOURCE + ".")}
+    return {name: graph[name] & inside for name in sorted(inside)}
+
+
+def _short(module: str) -> str:
+    return module.removeprefix(SOURCE).removeprefix(".") or "esper"
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that runs back up a layer (`run.ledger -> tables.devices (run imports
+    tables)`), or from or to a module placed in no layer."""
+    found = []
+    for name, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            low, high = layer_of(name), layer_of(target)
+            if low is None or high is None:
+                found.append(f"{_short(name)} -> {_short(target)} (no layer)")
+            elif high > low:
+                found.append(
+                    f"{_short(name)} -> {_short(target)} ({LAYERS[low][0]} imports {LAYERS[high][0]})"
+                )
+    return found
+
+
+def test_every_module_of_the_source_has_a_layer() -> None:
+    assert [name for name in source_graph() if layer_of(name) is None] == []
+
+
+def test_the_source_imports_only_downwards_type_checking_included() -> None:
+    """`http` <- `run` <- `tables` <- `scan` <- the source, with the shared modules between."""
+    found = layer_violations(source_graph())
+    assert found == [], "imports running back up a layer:\n" + "\n".join(found)
+
+
+def test_no_import_cycle_in_the_source_type_checking_included() -> None:
+    cycle = find_cycle(source_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_run_sends_no_request() -> None:
+    """Of `http`, the run's modules name only the errors a refusal records."""
+    reaching = {
+        name: sorted(t for t in imported if layer_of(t) == 1 and t != f"{SOURCE}.http.errors")
+        for name, imported in source_graph().items()
+        if layer_of(name) == 3
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}
+
+
+def test_a_type_checking_import_running_up_or_closing_a_cycle_is_reported() -> None:
+    """The rule fails on an import under `if TYPE_CHECKING:` from `run/` to `tables/`, and on
+    the circle such an import closes, though neither runs."""
+    ledger, state = f"{SOURCE}.run.ledger", f"{SOURCE}.run.state"
+    typed = "\nif TYPE_CHECKING:\n    from ..tables.devices import DEVICES\n"
+    texts = {ledger: modules()[ledger].read_text() + typed}
+    assert f"{SOURCE}.tables.devices" not in import_graph(texts=texts)[ledger]  # never runs
+    assert layer_violations(source_graph(texts=texts)) == [
+        "run.ledger -> tables.devices (run imports tables)"
+    ]
+    assert layer_violations({f"{SOURCE}.scan.walk": {f"{SOURCE}.table", f"{SOURCE}.x"}}) == [
+        "scan.walk -> x (no layer)"
+    ]
+    typed = "\nif TYPE_CHECKING:\n    from ..scan.devices import devices\n"
+    graph = source_graph(texts={state: modules()[state].read_text() + typed})
+    above_http = {name: graph[name] for name in graph if layer_of(name) != 1}  # (http's own)
+    cycle = find_cycle({name: imported & set(above_http) for name, imported in above_http.items()})
+    assert cycle is not None and state in cycle and f"{SOURCE}.scan.devices" in cycle
