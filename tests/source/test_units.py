@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from esper_warehouse.sources.esper.arrow import to_arrow
 from esper_warehouse.sources.esper.http.pages import Page
-from esper_warehouse.sources.esper.run.state import DescScan
+from esper_warehouse.sources.esper.run.state import EarlyStop
 from esper_warehouse.sources.esper.scan.devices import software_by_id, software_of, with_software
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import (
@@ -63,13 +63,13 @@ def _page(*stamps: str) -> Page:
 
 def test_early_stop_only_while_order_is_descending() -> None:
     stop = datetime(2026, 10, 5, tzinfo=UTC)
-    ordered = DescScan("created_at", stop)
+    ordered = EarlyStop("created_at", stop)
     pages = [_page("2026-10-09T00:00:00Z", "2026-10-07T00:00:00Z"), _page("2026-10-04T00:00:00Z")]
     pages.append(_page("2026-10-01T00:00:00Z"))
     read = list(ordered.pages(pages))
     assert len(read) == 2 and ordered.stopped  # the third page is never requested
 
-    shuffled = DescScan("created_at", stop)
+    shuffled = EarlyStop("created_at", stop)
     pages = [_page("2026-10-07T00:00:00Z", "2026-10-09T00:00:00Z"), _page("2026-10-04T00:00:00Z")]
     pages.append(_page("2026-10-08T00:00:00Z"))
     read = list(shuffled.pages(pages))

@@ -19,8 +19,8 @@ through `EsperClient`, which refuses `next` links that leave the configured orig
 
 Below the walks, how much of a list a table reads: a whole list checked against its count
 (`read_all`, read twice when short), each key once per run (`first_seen`), and fan-outs over
-parents (`fan_out`, `batches`). Where an incremental read stops (`DescScan`) belongs to the
-cursors: `run/state.py`.
+parents (`fan_out`, `batches`). Where an incremental read stops (`EarlyStop`) belongs to the
+watermarks: `run/state.py`.
 
 Every walk ends: besides a page that says there is no more, an empty page, a link or cursor seen
 before, `_Progress` stops a list that keeps sending items it already sent (an API ignoring

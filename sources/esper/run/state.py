@@ -1,13 +1,17 @@
-"""What the source keeps in dlt state between runs: every key, named once, and how cursors move:
-where an incremental read starts (`read_from`), where it stops (`DescScan`, on a list served
-newest first) and what it leaves for the next run (`advance_cursor`).
+"""What the source keeps in dlt state between runs: every key, named once, and how a watermark
+moves: where an incremental read starts (`read_from`), where it stops (`EarlyStop`, on a list
+served newest first) and what it leaves for the next run (`advance_watermark`).
 
-Everything lives in the source state's `cursors` dict, written only after a resource has
-yielded everything it read, so a run that fails part-way leaves it where it was (dlt commits
-state together with the load package). Watermarks are keyed by table name (`devices`,
-`command_requests`, ...); the other keys are below. Per-device event watermarks are read from
-the warehouse instead (`tables/events.py`), and a Data Tap query's incremental cursor is its
-resource's own state (`tables/data_tap.py`).
+A watermark is the newest value read of a record field (`Table.cursor`; dlt calls it an
+incremental cursor); a page cursor is the API's token for the next page (`http/pages.py`), never
+kept between runs.
+
+Everything lives in the source state's `cursors` dict (`kept_state`), written only after a
+resource has yielded everything it read, so a run that fails part-way leaves it where it was
+(dlt commits state together with the load package). Watermarks are keyed by table name
+(`devices`, `command_requests`, ...); the other keys are below. Per-device event watermarks are
+read from the warehouse instead (`tables/events.py`), and a Data Tap query's watermark (the
+newest value of its `cursor` column) is its resource's own state (`tables/data_tap.py`).
 """
 
 from __future__ import annotations
@@ -66,8 +70,9 @@ REFUSED_PARTS = "refused_parts"
 DATA_TAP_REQUESTS = "data_tap_requests"
 
 
-def cursor_state() -> dict[str, Any]:
-    """The source state's `cursors` dict: every key below lives in it."""
+def kept_state() -> dict[str, Any]:
+    """What the source keeps between runs, the source state's `cursors` dict (named so in the
+    warehouses that hold it): every key below lives in it."""
     return dlt.current.source_state().setdefault(CURSORS, {})  # type: ignore[no-any-return]
 
 
@@ -76,10 +81,10 @@ def read_from(
 ) -> datetime | None:
     """Where an incremental read starts: the stored watermark minus the lag; None = everything.
 
-    `also_full`: the watermark holds on a full scan too (a cursor that says which rows moved,
+    `also_full`: the watermark holds on a full scan too (a watermark that says which rows moved,
     not how much to read: command-status and operation-device activity).
     """
-    mark = cursor_state().get(name)
+    mark = kept_state().get(name)
     plan = ledger.plan
     if also_full and not mark and plan.resumed_from is not None:
         # a resumed first load: everything since its first part committed is activity
@@ -89,11 +94,11 @@ def read_from(
     return parse_time(mark) - lag  # type: ignore[operator]
 
 
-def advance_cursor(name: str, newest: datetime | None) -> None:
+def advance_watermark(name: str, newest: datetime | None) -> None:
     """Move a watermark forward (never back) once everything up to it has been yielded."""
     if newest is None:
         return
-    state = cursor_state()
+    state = kept_state()
     old = parse_time(state.get(name))
     if old is None or newest > old:
         state[name] = iso(newest)
@@ -106,19 +111,24 @@ def bind_retries(ledger: RunLedger) -> None:
     commits with the run's data, so the fan-outs' worker threads write into it through the
     lock of `RunLedger.refusals`, and a run that fails commits nothing of it.
     """
-    ledger.refusals.keep_retries_in(cursor_state().setdefault(REFUSED_PARTS, {}))
+    ledger.refusals.keep_retries_in(kept_state().setdefault(REFUSED_PARTS, {}))
 
 
 @dataclass
-class DescScan:
+class EarlyStop:
     """Early stop on a list served newest first, only while the order really is newest first.
 
-    Items older than `stop_at` are dropped. Paging stops at the first page that reaches below
-    `stop_at`, provided every cursor value seen so far ran in non-increasing order; once the
-    order is seen broken, the whole list is read and filtered instead.
+    Items older than `stop_at` (the watermark less the lag) are dropped. Paging stops at the
+    first page that reaches below `stop_at`, provided every watermark value seen so far ran in
+    non-increasing order; once the order is seen broken, the whole list is read and filtered
+    instead. `newest` is the watermark to leave for the next run.
+
+    Attributes:
+        fields: the record field the watermark follows (`Table.cursor`), or several, the first
+            an item has read.
     """
 
-    cursor: str | tuple[str, ...]
+    fields: str | tuple[str, ...]
     stop_at: datetime | None
     ordered: bool = True
     stopped: bool = False
@@ -126,7 +136,7 @@ class DescScan:
     _last: datetime | None = field(default=None, repr=False)
 
     def value(self, item: Mapping[str, Any]) -> datetime | None:
-        names = (self.cursor,) if isinstance(self.cursor, str) else self.cursor
+        names = (self.fields,) if isinstance(self.fields, str) else self.fields
         name = next((n for n in names if item.get(n)), None)
         return None if name is None else cursor_time(item[name], name)
 
@@ -140,7 +150,7 @@ class DescScan:
                 if self._last is not None and ts > self._last:
                     if self.ordered:
                         log.info(
-                            "%s order is not newest first: reading the whole list", self.cursor
+                            "%s order is not newest first: reading the whole list", self.fields
                         )
                     self.ordered = False
                 self._last = ts

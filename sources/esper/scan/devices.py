@@ -24,10 +24,10 @@ from ..run.state import (
     DEVICES_FULL_SCAN_AT,
     DEVICES_INCREMENTAL_AT,
     FIRST_LOAD_STARTED,
-    DescScan,
-    advance_cursor,
+    EarlyStop,
+    advance_watermark,
     bind_retries,
-    cursor_state,
+    kept_state,
     read_from,
 )
 from ..table import PAGE_SIZE
@@ -54,12 +54,14 @@ def device_count(client: EsperClient) -> int | None:
 
 @dlt.resource(**DEVICES.hints())
 def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
-    """Cursor pages, newest `updated_at` first; stop at watermark - lag, or read all (full scan).
+    """The list paged by the API's page cursor, newest `updated_at` first; the read stops at the
+    watermark less the lag (`EarlyStop`), or reads everything (a full scan).
 
     A full scan reads the run's `DeviceWalk` (`RunPlan.walk`): the whole list, or its next part
     when the scan is committed in parts (`walk.py`). The part that ends the walk checks it
     against the API's count; if devices are missing (a device that changes while the scan runs
-    moves ahead of the cursor), the list is read a second time. Only then does the cursor move.
+    moves to the head of the list, behind the page cursor), the list is read a second time.
+    Only then does the watermark move.
     """
     bind_retries(ledger)  # every part: the parts refused before are asked again
     since = read_from("devices", opts.lag, ledger)
@@ -67,10 +69,10 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         yield from _full_scan(client, ledger, opts)
         return
     software = _software(client, ledger, opts)
-    scan = DescScan(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
+    stop = EarlyStop(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
     pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
     seen: set[tuple[Any, ...]] = set()
-    for _page, fresh in scan.pages(pages):
+    for _page, fresh in stop.pages(pages):
         items = first_seen(DEVICES.require(fresh), seen, DEVICES.key)
         for item in items:
             ledger.devices.changed(item["id"], apps_route(item))
@@ -80,8 +82,8 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     listed = {key[0] for key in seen}
     asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
     yield from _asked_again(client, ledger, asked_again, software)
-    advance_cursor("devices", scan.newest)
-    cursor_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
+    advance_watermark("devices", stop.newest)
+    kept_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
 
 
 def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:
@@ -111,10 +113,10 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
 
     yield from pages(walk.take(needs))
     if not plan.completed_full_scan:  # kept from the first part until the first load ends
-        cursor_state().setdefault(FIRST_LOAD_STARTED, iso(plan.as_of or datetime.now(UTC)))
+        kept_state().setdefault(FIRST_LOAD_STARTED, iso(plan.as_of or datetime.now(UTC)))
     if not walk.exhausted or not plan.building_last:
         # a part: the next one goes on from here. A part whose walk reached the list's end is
-        # not the last part either (that one reads the catalogues): the count, the cursor and
+        # not the last part either (that one reads the catalogues): the count, the watermark and
         # `devices_full_scan_at` are committed with the last part, beside the census, so that
         # a kill during the last part leaves a first load unfinished, not an incremental one.
         return
@@ -126,8 +128,8 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
         yield from pages(walk.again(needs))
     ledger.scans.expect("devices", count if count is not None else len(walk.seen))
     ledger.scans.add("devices", 0, ({"id": i} for i in walk.seen), ("id",))
-    advance_cursor("devices", walk.newest)
-    cursor_state()[DEVICES_FULL_SCAN_AT] = iso(plan.as_of or datetime.now().astimezone())
+    advance_watermark("devices", walk.newest)
+    kept_state()[DEVICES_FULL_SCAN_AT] = iso(plan.as_of or datetime.now().astimezone())
 
 
 def _software(client: EsperClient, ledger: RunLedger, opts: Options) -> dict[str, dict[str, Any]]:

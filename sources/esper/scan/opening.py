@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..http import EsperClient
 from ..run.ledger import RunLedger, RunPlan
-from ..run.state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, cursor_state
+from ..run.state import DEVICES_FULL_SCAN_AT, FIRST_LOAD_STARTED, kept_state
 from ..tables import DEPENDENTS
 from ..tables.catalogues import GROUPS
 from ..tables.devices import DEVICES
@@ -31,10 +31,10 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     check_enterprise(client)
     client.settings_proven = True
     as_of = client.server_time or datetime.now(UTC)
-    last_full = parse_time(cursor_state().get(DEVICES_FULL_SCAN_AT))
+    last_full = parse_time(kept_state().get(DEVICES_FULL_SCAN_AT))
     resumed_from = None
     if last_full is None:  # a first load; committed parts of an earlier run make it a resume
-        resumed_from = parse_time(cursor_state().get(FIRST_LOAD_STARTED))
+        resumed_from = parse_time(kept_state().get(FIRST_LOAD_STARTED))
     ledger.plan = RunPlan(
         client=client,
         as_of=as_of,

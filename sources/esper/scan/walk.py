@@ -17,8 +17,8 @@ part, built once the walk has handed out every device, reads everything else (ca
 commands, operations, heartbeats, the census) and checks the device count. A part is never cut
 short once built as the last one, since what it reads besides the devices would be read twice;
 hence a full scan parted by time starts with a devices part whatever the fleet's size, and a small
-fleet read within the time is two parts: its devices, then the rest. Only the last part writes
-the devices cursor.
+fleet read within the time is two parts: its devices, then the rest. Only the last part moves
+the devices watermark.
 
 A run killed part-way leaves its committed parts in the warehouse. The next run is therefore a
 full scan again; its fan-out scope skips the devices the warehouse already holds at their listed
@@ -38,7 +38,7 @@ from typing import Any
 from ..http import EsperClient
 from ..http.pages import first_seen, iter_cursor_pages
 from ..run.ledger import RunLedger
-from ..run.state import DescScan
+from ..run.state import EarlyStop
 from ..tables.devices import DEVICES
 
 # A part limited by time (`commit_every_minutes`) hands its devices out in steps, so that its end
@@ -78,10 +78,10 @@ class DeviceWalk:
     seen: dict[str, Any] = field(default_factory=dict)  # id -> listed `updated_at`
     parts: int = 0  # parts handed out so far
     exhausted: bool = False
-    newest: datetime | None = None  # the newest `updated_at` listed: the cursor once complete
+    newest: datetime | None = None  # the newest `updated_at` listed: the watermark once complete
     _keys: set[tuple[Any, ...]] = field(default_factory=set, repr=False)
-    _scan: DescScan = field(
-        default_factory=lambda: DescScan(DEVICES.cursor_field, None), repr=False
+    _stop: EarlyStop = field(
+        default_factory=lambda: EarlyStop(DEVICES.cursor_field, None), repr=False
     )
     _pages: Iterator[list[dict]] | None = field(default=None, repr=False)
     _held: list[dict] = field(default_factory=list, repr=False)
@@ -219,13 +219,13 @@ class DeviceWalk:
     def again(self, needs: Callable[[dict], bool]) -> Iterator[list[dict]]:
         """The whole list read once more: the devices not handed out yet (a short first walk).
 
-        A device that changes while the list is walked moves ahead of the cursor; a walk that
-        counted fewer devices than the API reads the list again for them.
+        A device that changes while the list is walked moves to the head of the list, behind the
+        page cursor; a walk that counted fewer devices than the API reads the list again for them.
         """
         if self._pages is not None:
             self._pages.close()  # ends the first walk's read-ahead
         self._pages, self._held, self.exhausted = None, [], False
-        self._scan = DescScan(DEVICES.cursor_field, None)
+        self._stop = EarlyStop(DEVICES.cursor_field, None)
         part, self.part_devices, self.part_seconds = (
             (self.part_devices, self.part_seconds),
             None,
@@ -243,8 +243,8 @@ class DeviceWalk:
         return self._pages
 
     def _fresh(self, pages: Any) -> Iterator[list[dict]]:
-        for _page, items in self._scan.pages(pages):
-            self.newest = max(filter(None, (self.newest, self._scan.newest)), default=None)
+        for _page, items in self._stop.pages(pages):
+            self.newest = max(filter(None, (self.newest, self._stop.newest)), default=None)
             fresh = first_seen(DEVICES.require(items), self._keys, DEVICES.key)
             for item in fresh:
                 self.seen[str(item.get("id"))] = item.get(DEVICES.cursor_field)

@@ -24,7 +24,7 @@ from ..common import (
 from ..http import EsperClient, EsperError
 from ..http.pages import ListRead, fan_out, read_all
 from ..run.ledger import RunLedger
-from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, cursor_state
+from ..run.state import APPLICATION_HEADS, BLUEPRINT_HEADS, kept_state
 from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 
 log = logging.getLogger("esper_warehouse.source")
@@ -304,7 +304,7 @@ def blueprint_versions(
     `updated_at`) differ from the last run's have their version list read again. A full scan
     (weekly by default) reads every list.
     """
-    state = cursor_state()
+    state = kept_state()
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
     known = {} if ledger.plan.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
@@ -351,7 +351,7 @@ def application_versions(
     run re-reads only the version lists of applications whose `latest_version.id` differs from the
     last run's (and of applications not seen before); a full scan reads every list.
     """
-    state = cursor_state()
+    state = kept_state()
     heads = dict(zip(_col_arrow(page, "id"), _col_arrow(page, "latest_version__id"), strict=True))
     known = {} if ledger.plan.full_scan else state.get(APPLICATION_HEADS, {})
     changed = [a for a, head in heads.items() if head is None or known.get(a) != head]

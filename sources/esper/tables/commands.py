@@ -19,9 +19,9 @@ from ..run.state import (
     OPEN_REQUESTS,
     OPERATION_DEVICES_SEEN,
     STATUSES_SEEN,
-    DescScan,
-    advance_cursor,
-    cursor_state,
+    EarlyStop,
+    advance_watermark,
+    kept_state,
     read_from,
 )
 from ..settings import STATUS_BATCH_SIZE
@@ -119,7 +119,7 @@ def _desc_list(
     reconciled. `fallback`: the field read where an item lacks the cursor."""
     since = read_from(table.name, opts.lag, ledger)
     cursor = table.cursor_field
-    scan = DescScan((cursor, fallback) if fallback else cursor, since)
+    scan = EarlyStop((cursor, fallback) if fallback else cursor, since)
     key = table.key
     seen: set[tuple[Any, ...]] = set()
     count = 0
@@ -131,7 +131,7 @@ def _desc_list(
             yield table.page(items, ledger.unreadable), items
     if since is None:  # a complete read of the whole list: reconcile it with its count
         ledger.scans.add(table.name, count, (dict(zip(key, k, strict=True)) for k in seen), key)
-    advance_cursor(table.name, scan.newest)
+    advance_watermark(table.name, scan.newest)
 
 
 @dlt.resource(**COMMAND_REQUESTS.hints())
@@ -161,7 +161,7 @@ def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> I
 
 
 def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    state = cursor_state()
+    state = kept_state()
     new_requests = ledger.commands.new_requests()
     requests = set(state.get(OPEN_REQUESTS, [])) | new_requests
     # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
@@ -194,7 +194,7 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
         if read.items:
             yield COMMAND_STATUSES.page(read.items, ledger.unreadable)
     state[OPEN_REQUESTS] = sorted(r for r in open_requests if r)
-    advance_cursor(STATUSES_SEEN, newest)
+    advance_watermark(STATUSES_SEEN, newest)
 
 
 @dlt.resource(**OPERATIONS.hints())
@@ -219,7 +219,7 @@ def operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> 
 
 
 def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    state = cursor_state()
+    state = kept_state()
     previously_open = set(state.get(OPEN_OPERATIONS, []))
     changed = ledger.commands.changed_operations()
     active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
@@ -260,4 +260,4 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
         yield OPERATION_DEVICES.page(rows, ledger.unreadable)
     still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
     state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open | refused)
-    advance_cursor(OPERATION_DEVICES_SEEN, newest)
+    advance_watermark(OPERATION_DEVICES_SEEN, newest)

@@ -18,7 +18,7 @@ from ..common import Options, unless_skipped
 from ..http import EsperClient
 from ..http.pages import read_all
 from ..run.ledger import RunLedger
-from ..run.state import HEARTBEATS_SEEN, advance_cursor, read_from
+from ..run.state import HEARTBEATS_SEEN, advance_watermark, read_from
 from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
 from ..times import iso
 from ..vocabulary import device_state_code, device_state_text
@@ -185,4 +185,4 @@ def _heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     if read.items:
         yield HEARTBEATS.page(read.items, ledger.unreadable)
     seen = (HEARTBEATS.cursor_time(item) for item in read.items)
-    advance_cursor(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))
+    advance_watermark(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))

@@ -41,7 +41,7 @@ from ..common import (
 )
 from ..http import EsperClient
 from ..run.ledger import RunLedger
-from ..run.state import PIPELINE_RUNS_SEEN, advance_cursor, read_from
+from ..run.state import PIPELINE_RUNS_SEEN, advance_watermark, read_from
 from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
 from ..times import parse_time
 from .catalogues import (
@@ -343,7 +343,7 @@ def _children(
         if items:
             yield table.page(items, ledger.unreadable)
         if table is PIPELINE_TARGET_RUNS and not read.refused:  # the last of the three
-            advance_cursor(PIPELINE_RUNS_SEEN, read.newest)
+            advance_watermark(PIPELINE_RUNS_SEEN, read.newest)
 
 
 @dlt.resource(**PIPELINE_STAGE_RUNS.hints())
