@@ -10,7 +10,10 @@ what is gone):
 - an attribute of a capitalised owner (`Table.hints`; constants such as `DEVICES` are not
   owners): the owner is a class of the repository that has the attribute (itself or a base
   defined here), or a schema of the OpenAPI subsets in docs/spec/;
-- `module.name` for a module of the repository, in a comment or docstring: the module defines it.
+- `module.name` for a module of the repository, in a comment or docstring: the module defines it;
+- in sources/esper, `module.Name` where `Name` is defined by some module of the repository
+  (`weekly.FanOutScope`, `reads.read_all`): `module` is a module, of the repository or
+  importable (a variable's attribute, `plan.walk`, names nothing defined at the top of a module).
 
 Names that are not the repository's own (dlt's, DuckDB's, SQL tables that share a module's name)
 are not judged.
@@ -19,6 +22,7 @@ are not judged.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import json
 import re
@@ -40,6 +44,7 @@ DOCUMENTS = (
 
 PATH = re.compile(r"(?<![\w/.:~-])((?:[A-Za-z_][\w-]*/)*[A-Za-z_][\w-]*\.(?:py|sql|md))(?![\w.(])")
 DOTTED = re.compile(r"`([A-Za-z_]\w*)\.([A-Za-z_]\w*)")
+QUALIFIED = re.compile(r"`([a-z_]\w*)\.([A-Za-z_]\w*)")  # `module.Name`, `module.function`
 # `x.md(...)`-like attribute calls read as file names (marimo's `mo.md`, a connection's `.sql`).
 NOT_FILES = {"mo.md", "con.sql"}
 # Module names that are also SQL schemas or tables, dlt objects or settings sections: `esper.x`,
@@ -205,3 +210,62 @@ def test_the_check_finds_a_moved_module_a_lost_attribute_and_a_missing_function(
     assert list(_dangling("`DeviceGroup.parent` (a schema)", True)) == []
     assert list(_dangling("`models.create_raw_tables` makes", True)) == ["models.create_raw_tables"]
     assert list(_dangling("`raw_contract.raw_tables` makes", True)) == []
+
+
+@cache
+def _module_names() -> tuple[frozenset[str], frozenset[str]]:
+    """The names a module goes by (its file's or package's stem, an import's alias; the SQL
+    schemas too, the folders of sql/: `seeds.work_states` is a table), and the names defined at
+    the top of any module (functions, classes, assignments: not imports)."""
+    stems = {path.name for path in (ROOT / "sql").iterdir() if path.is_dir()}
+    defined: set[str] = set()
+    for f in _python_files():
+        path = Path(f)
+        stems.add(path.parent.name if path.stem == "__init__" else path.stem)
+        tree = ast.parse((ROOT / f).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                stems.update(a.asname for a in node.names if a.asname)
+        defined |= {
+            name
+            for name in _top_names(tree)
+            if not any(
+                isinstance(node, ast.Import | ast.ImportFrom)
+                and name in {(a.asname or a.name).split(".")[0] for a in node.names}
+                for node in tree.body
+            )
+        }
+    return frozenset(stems), frozenset(defined)
+
+
+def _not_modules(line: str) -> Iterator[str]:
+    """`module.Name` references whose module is no module (`weekly.FanOutScope`)."""
+    stems, defined = _module_names()
+    for m in QUALIFIED.finditer(line):
+        module, name = m.groups()
+        if name not in defined or module in stems:
+            continue
+        try:
+            importable = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            importable = False
+        if not importable:
+            yield f"{module}.{name}"
+
+
+def test_a_module_named_in_the_source_exists() -> None:
+    found = [
+        f"{f}:{n}: {token}"
+        for f in _python_files()
+        if f.startswith("sources/esper/")
+        for n, line, _ in _prose(f)
+        for token in _not_modules(line)
+    ]
+    assert found == [], "names of modules that do not exist:\n" + "\n".join(found)
+
+
+def test_the_module_check_finds_a_module_that_does_not_exist() -> None:
+    assert list(_not_modules("the scan's `weekly.FanOutScope` decides")) == ["weekly.FanOutScope"]
+    assert list(_not_modules("`reads.read_all` reads")) == ["reads.read_all"]
+    assert list(_not_modules("`scope.FanOutScope` and `pages.read_all` and `httpx.Client`")) == []
+    assert list(_not_modules("the run's `plan.walk`, `item.get`, `pa.Table`")) == []

@@ -106,7 +106,7 @@ class Table:
         parent: a per-parent list (`{id}` in `path`): the table whose items fill `{id}`, with
             their field `parent_key`. `doctor` and the conformance test probe it with the first
             item of the parent's list.
-        prefer_copy: for a whole list that serves one key more than once (`reads.read_all`),
+        prefer_copy: for a whole list that serves one key more than once (`pages.read_all`),
             `prefer_copy(kept, other)` is the copy kept; None keeps the last one read.
         doc: what README's "Raw tables" and docs/spec/README.md say of the table (`Doc`).
         family: the family whose freshness the table shares (`tables.FAMILY_LABELS`: a line of
