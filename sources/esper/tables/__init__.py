@@ -1,4 +1,5 @@
-"""Every raw table of the source: one `Table` declaration per table, beside its resource.
+"""Every raw table of the source: one `Table` declaration per table, beside its resource (the
+device tables' resources but heartbeats are the devices scan's: `scan/devices.py`).
 
 One module per part of the tenant: `devices` (devices, history, census, heartbeats, installed
 apps), `catalogues` (groups, geofences, blueprints, tenant apps, the app catalogue), `credentials`
