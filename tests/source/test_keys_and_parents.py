@@ -234,6 +234,7 @@ FILLED = {
     ("device_apps", "device_id"),
     ("status_metrics", "snapshot_date"),
     ("user_groups", "user_id"),
+    ("user_profiles", "id"),  # the legacy id the route names
     ("role_scopes", "role_id"),
     ("pipeline_stage_targets", "stage_id"),
     ("pipeline_stage_targets", "target_list_id"),

@@ -308,8 +308,9 @@ def blueprint_versions(
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
     known = {} if ledger.plan.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
+    # a version is a blueprint record: its `id` is the blueprint's, the one asked
     refused = yield from read_versions(
-        BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts
+        BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts, "id"
     )
     # a refused list keeps its old head, so the next run reads it again
     state[BLUEPRINT_HEADS] = {**known, **{b: h for b, h in heads.items() if b not in refused}}
