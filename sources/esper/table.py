@@ -3,16 +3,16 @@
 A declaration says where the table comes from (route, page size), how rows are identified and
 kept up to date (key, cursor, write disposition), which table it comes with, its declared
 columns, how `doctor` probes it, and what the documents say of it (`Doc`). Everything else is
-derived from it: the resource's dlt hints (`Table.hints`), the Arrow pages (`Table.page`), the
+derived from it: the resource's dlt hints (`Table.hints`; a list read whole each run gets its
+resource too: `whole_list`), the Arrow pages (`Table.page`), the
 empty raw tables the SQL build starts from (`pipelines/raw_contract.py`), Dagster's raw assets,
 `doctor`'s probes of plain lists, `run --resources` companions, and the rows of README's "Raw
 tables" and docs/spec/README.md's route table (`pipelines/table_docs.py` writes them).
 
-Example:
+Example (a list read whole each run: its resource is made from the declaration):
     >>> GEOFENCES = Table("geofences", "/v0/enterprise/{eid}/geofence/", ("id",),
-    ...                   disposition="replace", columns=(*cols("id name"), Col("radius", INT)))
-    >>> @dlt.resource(**GEOFENCES.hints())
-    ... def geofences(client, ledger, opts): ...
+    ...                   disposition="replace", columns=(*cols("id name"), Col("radius", INT)),
+    ...                   whole_list="own")
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from .times import NotATime, parse_time
 if TYPE_CHECKING:
     from .http import EsperClient
 
-__all__ = ["BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Table", "cols", "flat"]
+__all__ = [
+    "BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Table", "WholeList", "cols", "flat",
+]  # fmt: skip
 
 TS, INT, BOOL, JSON = "timestamp", "bigint", "bool", "json"
 
@@ -48,6 +50,14 @@ PAGE_SIZE = 250
 # - scd2: dlt's history of versions, validity at the run's API time (`__init__.py` sets it); rows
 #   of a merge key absent from a new read are retired; `key` is unique among the current rows.
 Disposition = Literal["merge", "insert-only", "replace", "scd2"]
+
+# A tenant-level list read whole each run, whose resource is made from its declaration
+# (`tables.LISTS`, through `catalogues.list_resource`):
+# - own: read for this table alone; a 403/404 skips it for the run (`optional_whole_list`).
+# - shared: read once per run and shared with the tables read from it (`optional_shared_list`);
+#   a 403/404 skips them all.
+# - core: a list every tenant has (groups): a refusal is the run's (`whole_list`).
+WholeList = Literal["own", "shared", "core"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,9 @@ class Table:
         doc: what README's "Raw tables" and docs/spec/README.md say of the table (`Doc`).
         family: the family whose freshness the table shares (`tables.FAMILY_LABELS`: a line of
             `status`'s freshness block, the inputs of a mart's clock); None: its module's name.
+        whole_list: how a tenant-level list read whole each run is read (`WholeList`): its
+            resource is then made from this declaration, none is written by hand; None: its
+            module writes the resource.
     """
 
     name: str
@@ -132,6 +145,7 @@ class Table:
     prefer_copy: Callable[[dict, dict], dict] | None = field(default=None, compare=False)
     doc: Doc = field(default=Doc(), compare=False)
     family: str | None = None
+    whole_list: WholeList | None = None
 
     @property
     def probed_as_list(self) -> bool:

@@ -15,6 +15,7 @@ from esper_warehouse.pipelines.shapes import (
 from esper_warehouse.pipelines.shapes.reference import reference
 from esper_warehouse.simulator import Simulator
 from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables.pipelines import PIPELINE_RUNS, PIPELINES
 
 from tests.conftest import ENTERPRISE_ID
 from tests.simulator.conftest import make_client
@@ -394,7 +395,7 @@ def test_pipeline_routes_validate(client):
     in the spec's shapes (`docs/spec/esper-pipelines-v0-subset.json`, quirks P1-P3)."""
     p, runs = "/pipelines/v0/pipelines/{pipeline_id}", "/pipelines/v0/runs/{pipeline_run_id}"
     sr, tl = "/pipelines/v0/stageruns/{stage_run_id}", p + "/targetlists/{targetlist_id}"
-    for pipe in _valid(client, "/pipelines/v0/pipelines/", "/pipelines/v0/pipelines/"):
+    for pipe in _valid(client, PIPELINES.path, PIPELINES.path):
         base = f"/pipelines/v0/pipelines/{pipe['id']}"
         _valid(client, p + "/", f"{base}/")
         _valid(client, p + "/runs/", f"{base}/runs/", ordering="-run_number")
@@ -410,7 +411,7 @@ def test_pipeline_routes_validate(client):
                 _valid(client, tl + "/targets/", f"{base}/targetlists/{tlist['id']}/targets/")
                 groups = f"{base}/targetlists/{tlist['id']}/devicegroups/"
                 _valid(client, tl + "/devicegroups/", groups)
-    for run in _valid(client, "/pipelines/v0/runs/", "/pipelines/v0/runs/", limit=7):
+    for run in _valid(client, PIPELINE_RUNS.path, PIPELINE_RUNS.path, limit=7):
         base = f"/pipelines/v0/pipelines/{run['pipeline_id']}/runs/{run['id']}/"
         _valid(client, p + "/runs/{pipeline_run_id}/", base)
         for stage_run in _valid(

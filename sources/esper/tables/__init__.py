@@ -17,6 +17,10 @@ docs/recipes/add-a-resource.md.
 
 from __future__ import annotations
 
+from types import ModuleType
+
+from dlt.extract.resource import DltResource
+
 from ..table import Table
 from . import (
     access,
@@ -28,12 +32,29 @@ from . import (
     pipelines,
     status_metrics,
 )
+from .catalogues import list_resource
 
 MODULES = (devices, catalogues, commands, events, status_metrics, credentials, access, pipelines)
 TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in module.TABLES}
-# The resources of tenant-level lists read whole, with no parent and no order to keep: the
-# source reads them all, in this order (a new one is added in its module's `LISTS`).
-LISTS = tuple(read for module in MODULES for read in getattr(module, "LISTS", ()))
+
+
+def _lists(module: ModuleType) -> tuple[DltResource, ...]:
+    """A module's tenant-level reads, in its `TABLES` order: each whole list's resource made
+    from its declaration (`Table.whole_list`), and the resources the module writes (`LISTS`)."""
+    written = {resource.name: resource for resource in getattr(module, "LISTS", ())}
+    for table in module.TABLES:
+        if table.whole_list is not None:
+            if table.name in written:
+                raise ValueError(f"{table.name}: a whole list's resource is made, not written")
+            written[table.name] = list_resource(table)
+    ordered = [written.pop(table.name) for table in module.TABLES if table.name in written]
+    return (*ordered, *written.values())
+
+
+# The resources of tenant-level lists, with no parent and no order to keep beyond their
+# module's: the source reads them all, in this order. A list read whole is a declaration's
+# `whole_list`; another such read goes in its module's `LISTS`.
+LISTS = tuple(read for module in MODULES for read in _lists(module))
 
 
 # Families: the tables whose freshness is told as one (a line of `status`'s freshness block) and

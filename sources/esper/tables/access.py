@@ -41,7 +41,7 @@ from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object, fan_out
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, Col, Doc, Table, cols, flat
-from .catalogues import optional_shared_list, shared_list
+from .catalogues import shared_list
 
 # Fields of an answer that are credentials, dropped at any depth before a page is built.
 SECRET_FIELDS = frozenset({"token"})
@@ -65,6 +65,7 @@ USERS = Table(
         envelope="content-list (`prev`), no code or message; items without role, `last_login` "
         "or `is_active`",
     ),
+    whole_list="shared",
 )
 USER_PROFILES = Table(
     "user_profiles",
@@ -139,6 +140,7 @@ ROLES = Table(
         envelope="`{count, roles}`: no links, read by `offset` until `count`",
         evidence="spec (esper-cli authz2.yaml)",
     ),
+    whole_list="shared",
 )
 ROLE_SCOPES = Table(
     "role_scopes",
@@ -230,12 +232,6 @@ def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Ite
         yield table.page(rows, ledger.unreadable)
 
 
-@dlt.resource(**USERS.hints())
-def users(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """The tenant's users (authn2), reconciled with the list's count."""
-    yield from optional_shared_list(USERS, client, ledger, opts)
-
-
 def _profile_rows(parent: Parent, body: Any, where: str) -> list[dict] | OtherParent:
     """The legacy detail of the user asked: its `id` is the legacy id the route named, and
     `profile.authn_user_id` the authn2 user (`user_id`) it was read for."""
@@ -287,12 +283,6 @@ def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
         yield from _yield_rows(USER_GROUPS, ledger, rows)
 
 
-@dlt.resource(**ROLES.hints())
-def roles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """The tenant's roles (authz2), reconciled with the list's count."""
-    yield from optional_shared_list(ROLES, client, ledger, opts)
-
-
 def _scope_rows(parent: Parent, body: Any, where: str) -> list[dict] | OtherParent:
     return of_parent(bare_items(body, where=where), "role_id", parent[0])
 
@@ -309,4 +299,4 @@ def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
 
 
 # Read in this order beside the other tenant-level lists (`tables/__init__.py`).
-LISTS = (users, user_profiles, user_groups, roles, role_scopes)
+LISTS = (user_profiles, user_groups, role_scopes)  # and `users`, `roles`: `Table.whole_list`

@@ -31,7 +31,7 @@ from ..http import EsperClient
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols, flat
 from ..times import parse_time, us_date
-from .catalogues import optional_shared_list, optional_whole_list, read_versions, shared_list
+from .catalogues import read_versions, shared_list
 
 
 def _expiry(record: dict, path: tuple[str, ...]) -> Any:
@@ -80,6 +80,7 @@ APNS_CERTIFICATES = Table(
         envelope="`{code, message, content: {count, previous, next, results}}`",
         evidence="spec (esper-cli v0.yaml)",
     ),
+    whole_list="own",
 )
 DEP_TOKENS = Table(
     "dep_tokens",
@@ -103,6 +104,7 @@ DEP_TOKENS = Table(
         envelope="`{code, message, content: {count, prev, next, results}}`",
         evidence="spec (esper-cli v0.yaml)",
     ),
+    whole_list="own",
 )
 PROVISIONING_PROFILES = Table(
     "provisioning_profiles",
@@ -126,6 +128,7 @@ PROVISIONING_PROFILES = Table(
         envelope="content-list (`prev`)",
         evidence="spec (esper-cli v2.yaml)",
     ),
+    whole_list="shared",
 )
 VPP_TOKENS = Table(
     "vpp_tokens",
@@ -146,6 +149,7 @@ VPP_TOKENS = Table(
         "token (`key`), which the source drops",
         evidence="spec (esper-cli v0.yaml)",
     ),
+    whole_list="own",
 )
 PROVISIONING_PROFILE_VERSIONS = Table(
     "provisioning_profile_versions",
@@ -178,33 +182,6 @@ TABLES = (
 )  # fmt: skip
 
 
-@dlt.resource(**APNS_CERTIFICATES.hints())
-def apns_certificates(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Apple push certificates: when one expires, no iOS, iPadOS or tvOS device gets commands."""
-    yield from optional_whole_list(APNS_CERTIFICATES, client, ledger, opts)
-
-
-@dlt.resource(**DEP_TOKENS.hints())
-def dep_tokens(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Enrolment (DEP) tokens: when one expires, new Apple devices cannot enrol."""
-    yield from optional_whole_list(DEP_TOKENS, client, ledger, opts)
-
-
-@dlt.resource(**PROVISIONING_PROFILES.hints())
-def provisioning_profiles(
-    client: EsperClient, ledger: RunLedger, opts: Options
-) -> Iterator[pa.Table]:
-    """Provisioning profiles: when one expires, the in-house apps it signs stop launching."""
-    yield from optional_shared_list(PROVISIONING_PROFILES, client, ledger, opts)
-
-
-@dlt.resource(**VPP_TOKENS.hints())
-def vpp_tokens(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """App licence (VPP) tokens: when one expires, App Store apps stop installing. The API
-    declares no expiry for them, so `marts.credential_expiry` lists them as `unknown`."""
-    yield from optional_whole_list(VPP_TOKENS, client, ledger, opts)
-
-
 @dlt.resource(**PROVISIONING_PROFILE_VERSIONS.hints())
 def provisioning_profile_versions(
     client: EsperClient, ledger: RunLedger, opts: Options
@@ -223,10 +200,4 @@ def provisioning_profile_versions(
         )
 
 
-LISTS = (
-    apns_certificates,
-    dep_tokens,
-    vpp_tokens,
-    provisioning_profiles,
-    provisioning_profile_versions,
-)
+LISTS = (provisioning_profile_versions,)  # the whole lists' resources: `Table.whole_list`
