@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from .http import EsperClient
 
 __all__ = [
-    "BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Table", "WholeList", "cols", "flat",
+    "BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Evidence", "Table", "WholeList",
+    "cols", "flat",
 ]  # fmt: skip
 
 TS, INT, BOOL, JSON = "timestamp", "bigint", "bool", "json"
@@ -61,6 +62,28 @@ WholeList = Literal["own", "shared", "core"]
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Where the shape of a route that no live recording and no OpenAPI subset holds is written,
+    in a form a test checks (tests/simulator/test_conformance.py): a file of docs/spec/ that
+    documents the route's GET, transcribed from `source`. Such a route's shape is an assumption
+    resting on that file, never on nothing.
+
+    Attributes:
+        file: the file in docs/spec/: an OpenAPI file (`esper-pipelines-v0-subset.json`: its
+            `paths` hold the route, and the simulator's answer is validated against it) or notes
+            transcribed from Esper's OpenAPI files (`openapi-notes-credentials-access.md`: a
+            `### GET <route>` heading).
+        source: the file of Esper's own the facts come from (`esper-cli authz2.yaml`).
+    """
+
+    file: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"spec ({self.source})"
+
+
+@dataclass(frozen=True)
 class Doc:
     """What the documents say of a table beyond its route and key, written once here:
     `python -m esper_warehouse.pipelines.table_docs` writes README's "Raw tables" row and the
@@ -74,15 +97,16 @@ class Doc:
             `cc-list`, `content-list (previous)`, `bare object`) and what it holds that a reader
             of the wire must know. Tables sharing a route: the first one declared says it.
         evidence: what the route's shape rests on beyond live-shapes.json and the OpenAPI
-            subset (`spec (esper-cli v0.yaml)`, `docs (...)`); `live <n>` is read from the
-            former, and `spec` from the latter when nothing else is said.
+            subset: for a route neither holds, an `Evidence` (checked); else words (`docs
+            (...)`). `live <n>` is read from the former, and `spec` from the latter when
+            nothing else is said.
     """
 
     read: str = ""
     columns: str = ""
     kept: str = ""
     envelope: str = ""
-    evidence: str = ""
+    evidence: str | Evidence = ""
 
 
 @dataclass(frozen=True)

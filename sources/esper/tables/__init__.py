@@ -1,13 +1,7 @@
 """Every raw table of the source: one `Table` declaration per table, beside its resource.
 
-One module per part of the tenant: `devices` (devices, history, census, heartbeats, installed
-apps), `catalogues` (groups, geofences, blueprints, tenant apps, the app catalogue), `credentials`
-(Apple push certificates, enrolment tokens, provisioning profiles), `commands` (command
-requests and statuses, operations and their devices), `events` (device event feeds),
-`status_metrics`, `access` (users, their profiles and group access, roles and their scopes),
-`pipelines` (Esper Pipelines: pipelines, stages with their planned operations and targets, runs,
-stage and target runs), and `data_tap` (tables named by the user's queries, declared at run
-time).
+One module per part of the tenant (`MODULES`, each with its `TABLES`; its docstring says what it
+holds). Data Tap's tables are named by the user's queries and declared at run time (`data_tap`).
 
 `TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
 build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, the rows of

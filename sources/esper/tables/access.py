@@ -40,8 +40,9 @@ from ..common import (
 from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object, fan_out
 from ..run.ledger import RunLedger
-from ..table import BOOL, INT, JSON, Col, Doc, Table, cols, flat
+from ..table import BOOL, INT, JSON, Col, Doc, Evidence, Table, cols, flat
 from .catalogues import shared_list
+from .credentials import NOTES  # the notes on these routes' shapes too
 
 # Fields of an answer that are credentials, dropped at any depth before a page is built.
 SECRET_FIELDS = frozenset({"token"})
@@ -120,7 +121,7 @@ USER_GROUPS = Table(
         "table)",
         kept="replaced each run; skipped like `users` (a 403 on `/authz2/*` skips it alone)",
         envelope="bare object `{group_ids, has_all_group_access}`",
-        evidence="spec (esper-cli authz2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli authz2.yaml"),
     ),
 )
 ROLES = Table(
@@ -138,7 +139,7 @@ ROLES = Table(
         kept="replaced each run, reconciled with the count; a 403/404 skips it and "
         "`role_scopes` (exit 6)",
         envelope="`{count, roles}`: no links, read by `offset` until `count`",
-        evidence="spec (esper-cli authz2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli authz2.yaml"),
     ),
     whole_list="shared",
 )
@@ -162,7 +163,7 @@ ROLE_SCOPES = Table(
         "like `roles`. Staging splits the name into `scope_action`, `scope_resource`, "
         "`scope_qualifier`",
         envelope="bare array of `{id, name, description, scope_type, organization_type}`",
-        evidence="spec (esper-cli authz2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli authz2.yaml"),
     ),
 )
 TABLES = (USERS, USER_PROFILES, USER_GROUPS, ROLES, ROLE_SCOPES)

@@ -42,7 +42,7 @@ from ..common import (
 from ..http import EsperClient
 from ..run.ledger import RunLedger
 from ..run.state import PIPELINE_RUNS_SEEN, advance_cursor, read_from
-from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
+from ..table import BOOL, INT, JSON, TS, Col, Doc, Evidence, Table, cols
 from ..times import parse_time
 from .catalogues import (
     VersionLists,
@@ -54,7 +54,7 @@ from .catalogues import (
 # The spec's run statuses that can no longer change (stage and target runs share them).
 RUN_ENDED = frozenset({"complete", "success", "failure", "cancelled", "invalid", "timeout"})
 _AUDIT = (Col("created_by", INT), Col("updated_by", INT), *cols("created_at updated_at", TS))
-_SPEC = "spec (esper-cli pipelines-v0.yaml)"
+_SPEC = Evidence("esper-pipelines-v0-subset.json", "esper-cli pipelines-v0.yaml")
 
 PIPELINES = Table(
     "pipelines",
