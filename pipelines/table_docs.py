@@ -81,7 +81,7 @@ def evidence(table: Table) -> str:
     neither, `spec` when the OpenAPI subset has the route."""
     number = live_number(table.path)
     found = [f"live {number}"] if number is not None else []
-    found += [table.doc.evidence] if table.doc.evidence else []
+    found += [str(table.doc.evidence)] if table.doc.evidence else []
     if not found and spec_reference("GET", table.path) is not None:
         found.append("spec")
     return "; ".join(found)

@@ -3,17 +3,10 @@
 Paths are relative to ``/api``; envelopes, parameter names and defaults follow the live evidence,
 then the OpenAPI subset, path by path. Handlers run under the world lock (taken by the app).
 
-One module per API area declares ``AREA = Area(routes=..., truth=...)`` (`routes/area.py`):
-
-- ``devices``: v2 and legacy devices, heartbeats, a device's event feed;
-- ``groups`` and ``blueprints``: device groups and blueprints;
-- ``apps``: tenant apps, the Android application catalogue, a device's installed apps;
-- ``commands`` and ``operations``: commands with their statuses, operations with their parts;
-- ``reports``: the status-metrics report and the Data Tap queries;
-- ``geofences``, ``credentials``, ``access``: areas simulated whole, records included.
-
-A new module with an ``AREA`` is served and its tables have a truth, with no other file to touch.
-``envelopes`` holds the list and success envelopes and id lookups every area uses.
+One module per API area declares ``AREA = Area(routes=..., truth=...)`` (`routes/area.py`); its
+docstring says what it serves, and ``AREAS`` holds the modules found (named here by no list, which
+would go stale). A new module with an ``AREA`` is served and its tables have a truth, with no
+other file to touch. A route a table's declaration names is read from it (``GROUPS.path``).
 """
 
 from __future__ import annotations

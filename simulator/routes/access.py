@@ -30,6 +30,7 @@ from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, v2_list
 from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import iso
+from esper_warehouse.sources.esper.tables.access import ROLES, USERS
 
 TOKEN_MARK = "SIMULATED-SECRET-API-TOKEN"
 HOUR = DAY // 24
@@ -242,10 +243,10 @@ def _role_scopes(w: World, req: Req) -> tuple[int, Body]:
 
 AREA = Area(
     routes=(
-        Route("GET", "/authn2/v1/users/", V2, _users_list),
+        Route("GET", USERS.path, V2, _users_list),
         Route("GET", "/user/{id}/", LEGACY, _user_detail),
         Route("GET", "/authz2/v1/users/{id}/groups", V2, _user_groups),
-        Route("GET", "/authz2/v1/roles/", V2, _roles_list),
+        Route("GET", ROLES.path, V2, _roles_list),
         Route("GET", "/authz2/v1/roles/{id}/scopes", V2, _role_scopes),
     ),
     truth={

@@ -24,6 +24,12 @@ from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, ok, v2_list
 from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import iso
+from esper_warehouse.sources.esper.tables.credentials import (
+    APNS_CERTIFICATES,
+    DEP_TOKENS,
+    PROVISIONING_PROFILES,
+    VPP_TOKENS,
+)
 
 DEFAULT_DAYS = {
     "apns_certificates": (20.0,),
@@ -230,10 +236,10 @@ def _version_list(w: World, req: Req) -> tuple[int, Body]:
 
 AREA = Area(
     routes=(
-        Route("GET", "/tenant/v0/apnscertificates/", V2, _apns_list),
-        Route("GET", "/tenant/v0/deptokens/", V2, _dep_list),
-        Route("GET", "/tenant/v0/vpptokens/", V2, _vpp_list),
-        Route("GET", "/v2/provisioning-profiles", V2, _profile_list),
+        Route("GET", APNS_CERTIFICATES.path, V2, _apns_list),
+        Route("GET", DEP_TOKENS.path, V2, _dep_list),
+        Route("GET", VPP_TOKENS.path, V2, _vpp_list),
+        Route("GET", PROVISIONING_PROFILES.path, V2, _profile_list),
         Route("GET", "/v2/provisioning-profiles/{id}/versions", V2, _version_list),
     ),
     truth={

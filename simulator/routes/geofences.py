@@ -15,6 +15,7 @@ from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, legacy_list
 from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.timeutil import iso
+from esper_warehouse.sources.esper.tables.catalogues import GEOFENCES
 
 ACTIONS = ("LOCK", "BEEP", "NOTIFY")
 
@@ -52,6 +53,6 @@ def geofence_list(w: World, req: Req) -> tuple[int, Body]:
 
 
 AREA = Area(
-    routes=(Route("GET", "/v0/enterprise/{eid}/geofence/", LEGACY, geofence_list),),
+    routes=(Route("GET", GEOFENCES.path, LEGACY, geofence_list),),
     truth={"geofences": geofences},
 )

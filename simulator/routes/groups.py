@@ -7,6 +7,7 @@ from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, legacy_list
 from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.wire.base import Record
+from esper_warehouse.sources.esper.tables.catalogues import GROUPS
 
 
 def devicegroups(w: World, req: Req) -> tuple[int, Body]:
@@ -45,7 +46,7 @@ def truth_groups(w: World) -> list[Record]:
 AREA = Area(
     routes=(
         Route("GET", "/v2/subgroups", LEGACY, subgroups),
-        Route("GET", "/enterprise/{eid}/devicegroup/", LEGACY, devicegroups),
+        Route("GET", GROUPS.path, LEGACY, devicegroups),
     ),
     truth={"groups": truth_groups},
 )

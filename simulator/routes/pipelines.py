@@ -25,6 +25,7 @@ from esper_warehouse.simulator.routes.area import Area, Route
 from esper_warehouse.simulator.routes.envelopes import Body, content_list, ok
 from esper_warehouse.simulator.state import World
 from esper_warehouse.simulator.wire.base import Record
+from esper_warehouse.sources.esper.tables.pipelines import PIPELINE_RUNS, PIPELINES
 
 RUN_STATUSES = ("pending", "queued", "processing", "running", "waiting", "complete", "success",
                 "failure", "cancelled", "invalid", "timeout")  # fmt: skip
@@ -294,7 +295,7 @@ RUN = "/pipelines/v0/runs/{pipeline_run_id}"
 STAGE_RUN = "/pipelines/v0/stageruns/{stage_run_id}"
 AREA = Area(
     routes=(
-        Route("GET", "/pipelines/v0/pipelines/", V2, pipelines_list),
+        Route("GET", PIPELINES.path, V2, pipelines_list),
         Route("GET", PIPE + "/", V2, pipeline_detail),
         Route("GET", PIPE + "/stages/", V2, stages_list),
         Route("GET", PIPE + "/stages/{stage_id}/", V2, stage_detail),
@@ -308,7 +309,7 @@ AREA = Area(
         Route("GET", "/pipelines/v0/stages/{stage_id}/targetlists/", V2, stage_target_lists),
         Route("GET", TARGET_LIST + "/targets/", V2, targets_of_list),
         Route("GET", TARGET_LIST + "/devicegroups/", V2, groups_of_list),
-        Route("GET", "/pipelines/v0/runs/", V2, runs_list),
+        Route("GET", PIPELINE_RUNS.path, V2, runs_list),
         Route("GET", PIPE + "/runs/", V2, pipeline_runs),
         Route("GET", PIPE + "/runs/{pipeline_run_id}/", V2, run_detail),
         Route("GET", RUN + "/stageruns/", V2, stage_runs),

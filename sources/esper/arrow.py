@@ -151,7 +151,7 @@ def missing_key(column: str, missing: int, total: int, route: str | None = None)
 def unreadable_key(column: str, value: Any, type_: str, reason: str) -> UnreadableKey:
     """The error of a key or cursor value (of `column`, `table.column`) that cannot be read."""
     return UnreadableKey(
-        f"{column}: {_shown(value)} cannot be read as {type_} ({reason}); it is the table's key "
+        f"{column}: {shown(value)} cannot be read as {type_} ({reason}); it is the table's key "
         "or cursor, which is never loaded as NULL"
     )
 
@@ -178,7 +178,7 @@ class Unreadable:
             log.warning(
                 "%s: %s cannot be read as %s (%s); loaded as NULL, counted in the run record",
                 column,
-                _shown(example),
+                shown(example),
                 type_,
                 why,
             )
@@ -189,7 +189,7 @@ class Unreadable:
             return dict(sorted(self._counts.items()))
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A value the API served, for a warning or an error: redacted whole, then cut short.
 
     A server may echo anything into a field, the request's own `Authorization` header included:

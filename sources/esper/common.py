@@ -9,7 +9,7 @@ whose route refuses it is skipped and counted, and asked again by the next run
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import dlt
 
-from .arrow import missing_key
+from .arrow import missing_key, shown
 from .http import (
     EsperAuthError,
     EsperClient,
@@ -164,19 +164,26 @@ class OtherParent:
 
     part: str
     value: object
+    column: str | None = None  # the field naming it, when not the column the caller checks
 
 
-def of_parent(items: list[dict], column: str, part: str) -> list[dict] | OtherParent:
+def of_parent(
+    items: list[dict],
+    column: str,
+    part: str,
+    named: Callable[[dict], Iterable[object]] | None = None,
+) -> list[dict] | OtherParent:
     """A per-parent list's items, each with `column` = `part`, the parent the request named.
 
     The parent is the one asked, never the id an item repeats: an item without it belongs to
     `part` all the same; an item naming another parent makes the whole part suspect (which of
-    the two is it?): `OtherParent`, refused by the caller (`refuse_other_parents`).
+    the two is it?): `OtherParent`, refused by the caller (`refuse_other_parents`). `named`:
+    the ids an item repeats of its parent, where it is not only `column` (a link, a nested id).
     """
     for item in items:
-        value = item.get(column)
-        if value is not None and value != "" and str(value) != str(part):
-            return OtherParent(part, value)
+        for value in named(item) if named is not None else (item.get(column),):
+            if value is not None and value != "" and str(value) != str(part):
+                return OtherParent(part, value, column)
     return [{**item, column: part} for item in items]
 
 
@@ -197,9 +204,10 @@ def refuse_other_parents(
     first = others[0]
     ledger.refusals.mark_skipped(
         table.name,
-        f"{len(others)} {noun}(s) left out: GET {route or table.path} served items whose {column} names "
-        f"another {noun} than the one asked (e.g. {str(first.value)[:40]!r} for "
-        f"{str(first.part)[:40]!r}); read again next run",
+        f"{len(others)} {noun}(s) left out: GET {route or table.path} served items whose "
+        f"{first.column or column} names "
+        f"another {noun} than the one asked (e.g. {shown(first.value)} for {shown(first.part)}); "
+        "read again next run",
     )
 
 

@@ -3,16 +3,16 @@
 A declaration says where the table comes from (route, page size), how rows are identified and
 kept up to date (key, cursor, write disposition), which table it comes with, its declared
 columns, how `doctor` probes it, and what the documents say of it (`Doc`). Everything else is
-derived from it: the resource's dlt hints (`Table.hints`), the Arrow pages (`Table.page`), the
+derived from it: the resource's dlt hints (`Table.hints`; a list read whole each run gets its
+resource too: `whole_list`), the Arrow pages (`Table.page`), the
 empty raw tables the SQL build starts from (`pipelines/raw_contract.py`), Dagster's raw assets,
 `doctor`'s probes of plain lists, `run --resources` companions, and the rows of README's "Raw
 tables" and docs/spec/README.md's route table (`pipelines/table_docs.py` writes them).
 
-Example:
+Example (a list read whole each run: its resource is made from the declaration):
     >>> GEOFENCES = Table("geofences", "/v0/enterprise/{eid}/geofence/", ("id",),
-    ...                   disposition="replace", columns=(*cols("id name"), Col("radius", INT)))
-    >>> @dlt.resource(**GEOFENCES.hints())
-    ... def geofences(client, ledger, opts): ...
+    ...                   disposition="replace", columns=(*cols("id name"), Col("radius", INT)),
+    ...                   whole_list="own")
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ from .times import NotATime, parse_time
 if TYPE_CHECKING:
     from .http import EsperClient
 
-__all__ = ["BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Table", "cols", "flat"]
+__all__ = [
+    "BOOL", "INT", "JSON", "TS", "Col", "Disposition", "Doc", "Evidence", "Table", "WholeList",
+    "cols", "flat",
+]  # fmt: skip
 
 TS, INT, BOOL, JSON = "timestamp", "bigint", "bool", "json"
 
@@ -49,6 +52,36 @@ PAGE_SIZE = 250
 #   of a merge key absent from a new read are retired; `key` is unique among the current rows.
 Disposition = Literal["merge", "insert-only", "replace", "scd2"]
 
+# A tenant-level list read whole each run, whose resource is made from its declaration
+# (`tables.LISTS`, through `catalogues.list_resource`):
+# - own: read for this table alone; a 403/404 skips it for the run (`optional_whole_list`).
+# - shared: read once per run and shared with the tables read from it (`optional_shared_list`);
+#   a 403/404 skips them all.
+# - core: a list every tenant has (groups): a refusal is the run's (`whole_list`).
+WholeList = Literal["own", "shared", "core"]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where the shape of a route that no live recording and no OpenAPI subset holds is written,
+    in a form a test checks (tests/simulator/test_conformance.py): a file of docs/spec/ that
+    documents the route's GET, transcribed from `source`. Such a route's shape is an assumption
+    resting on that file, never on nothing.
+
+    Attributes:
+        file: the file in docs/spec/: an OpenAPI file (`esper-pipelines-v0-subset.json`: its
+            `paths` hold the route, and the simulator's answer is validated against it) or notes
+            transcribed from Esper's OpenAPI files (`openapi-notes-credentials-access.md`: a
+            `### GET <route>` heading).
+        source: the file of Esper's own the facts come from (`esper-cli authz2.yaml`).
+    """
+
+    file: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"spec ({self.source})"
+
 
 @dataclass(frozen=True)
 class Doc:
@@ -64,15 +97,16 @@ class Doc:
             `cc-list`, `content-list (previous)`, `bare object`) and what it holds that a reader
             of the wire must know. Tables sharing a route: the first one declared says it.
         evidence: what the route's shape rests on beyond live-shapes.json and the OpenAPI
-            subset (`spec (esper-cli v0.yaml)`, `docs (...)`); `live <n>` is read from the
-            former, and `spec` from the latter when nothing else is said.
+            subset: for a route neither holds, an `Evidence` (checked); else words (`docs
+            (...)`). `live <n>` is read from the former, and `spec` from the latter when
+            nothing else is said.
     """
 
     read: str = ""
     columns: str = ""
     kept: str = ""
     envelope: str = ""
-    evidence: str = ""
+    evidence: str | Evidence = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +145,9 @@ class Table:
         doc: what README's "Raw tables" and docs/spec/README.md say of the table (`Doc`).
         family: the family whose freshness the table shares (`tables.FAMILY_LABELS`: a line of
             `status`'s freshness block, the inputs of a mart's clock); None: its module's name.
+        whole_list: how a tenant-level list read whole each run is read (`WholeList`): its
+            resource is then made from this declaration, none is written by hand; None: its
+            module writes the resource.
     """
 
     name: str
@@ -132,6 +169,7 @@ class Table:
     prefer_copy: Callable[[dict, dict], dict] | None = field(default=None, compare=False)
     doc: Doc = field(default=Doc(), compare=False)
     family: str | None = None
+    whole_list: WholeList | None = None
 
     @property
     def probed_as_list(self) -> bool:

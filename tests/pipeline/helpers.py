@@ -16,36 +16,34 @@ import httpx
 import orjson
 from esper_warehouse.pipelines.run.runner import RunResult, RunSettings, run
 from esper_warehouse.sources.esper.http import EsperClient
+from esper_warehouse.sources.esper.tables import TABLES as DECLARED
 from esper_warehouse.sources.esper.times import parse_time
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# table -> (key columns, fields that must equal the truth)
-COMPARED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "devices": (("id",), ("updated_at", "state", "os_version", "group_id")),
-    "groups": (("id",), ("name", "device_count")),
-    "blueprints": (("id",), ("version_id", "updated_at")),
-    "blueprint_versions": (("version_id",), ("id",)),
-    "tenant_apps": (("id",), ("package_name", "updated_at")),
-    "tenant_app_versions": (("id",), ("app_id", "version_code")),
-    "applications": (("id",), ("package_name", "application_name")),  # v1 items: no updated_on
-    "application_versions": (("id",), ("application_id", "version_code")),
-    "device_apps": (("device_id", "id"), ("route", "package_name", "version_code")),
-    "command_requests": (("id",), ("command",)),
-    "command_statuses": (("id",), ("state", "updated_at")),
-    "operations": (("id",), ("state", "updated_at")),
-    "operation_devices": (("id",), ("state", "updated_at")),
-    "device_events": (("id",), ("device_id", "created_on")),
-    "pipeline_runs": (("id",), ("status", "updated_at")),
-    "pipeline_stage_runs": (("id",), ("status", "updated_at")),
-    "pipeline_target_runs": (("id",), ("status", "command_id")),
-    "pipeline_stage_operations": (("id",), ("stage_id", "operation_type", "args")),
-    "pipeline_stage_targets": (
-        ("id", "stage_id", "target_list_id"),
-        ("target_list_type", "device_id", "device_group_id", "is_active"),
-    ),
+# table -> the fields that must equal the truth, row by row of its key (its declaration's)
+COMPARED: dict[str, tuple[str, ...]] = {
+    "devices": ("updated_at", "state", "os_version", "group_id"),
+    "groups": ("name", "device_count"),
+    "blueprints": ("version_id", "updated_at"),
+    "blueprint_versions": ("id",),
+    "tenant_apps": ("package_name", "updated_at"),
+    "tenant_app_versions": ("app_id", "version_code"),
+    "applications": ("package_name", "application_name"),  # v1 items: no updated_on
+    "application_versions": ("application_id", "version_code"),
+    "device_apps": ("route", "package_name", "version_code"),
+    "command_requests": ("command",),
+    "command_statuses": ("state", "updated_at"),
+    "operations": ("state", "updated_at"),
+    "operation_devices": ("state", "updated_at"),
+    "device_events": ("device_id", "created_on"),
+    "pipeline_runs": ("status", "updated_at"),
+    "pipeline_stage_runs": ("status", "updated_at"),
+    "pipeline_target_runs": ("status", "command_id"),
+    "pipeline_stage_operations": ("stage_id", "operation_type", "args"),
+    "pipeline_stage_targets": ("target_list_type", "device_id", "device_group_id", "is_active"),
 }
 TABLES = [*COMPARED, "heartbeats"]
 
@@ -159,8 +157,11 @@ def rows(warehouse: Path, table: str, columns: tuple[str, ...], where: str = "")
             con.close()
 
 
-def compare(sim: Any, warehouse: Path, table: str, *, exact: bool = True) -> None:
-    """The warehouse table holds every truth record with equal key fields, no duplicates.
+def compare(
+    sim: Any, warehouse: Path, table: str, *, exact: bool = True, fields: tuple[str, ...] = ()
+) -> None:
+    """The warehouse table holds every truth record with equal key fields, no duplicates; the
+    key is the table's declared key, the fields `fields` (default: `COMPARED[table]`).
 
     `exact`: no other rows either (after a nightly, removed records legitimately remain).
     """
@@ -170,7 +171,7 @@ def compare(sim: Any, warehouse: Path, table: str, *, exact: bool = True) -> Non
         missing = {d: t for d, t in truth.items() if got.get(d) != t}
         assert not missing, f"heartbeats: {len(missing)} devices differ, e.g. {list(missing)[:3]}"
         return
-    key, fields = COMPARED[table]
+    key, fields = DECLARED[table].key, fields or COMPARED[table]
     where = "where _dlt_valid_to is null" if table == "device_apps" else ""
     stored = rows(warehouse, table, key + fields, where)
     keys = [r[: len(key)] for r in stored]

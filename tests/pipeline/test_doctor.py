@@ -19,12 +19,14 @@ from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables.catalogues import GROUPS
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
 
 from tests import live_shapes
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import with_body
+from tests.routes import glob
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,7 +132,7 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
         (  # optional in the spec's reference, the table's key all the same (issue 42)
             {
                 "variant": "rename",
-                "route": "/enterprise/*/devicegroup/",
+                "route": glob(GROUPS),
                 "field": "id",
                 "to": "uid",
             },

@@ -13,6 +13,13 @@ import pytest
 from esper_warehouse.pipelines import models
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.status import status
+from esper_warehouse.sources.esper.tables.access import ROLES
+from esper_warehouse.sources.esper.tables.credentials import (
+    APNS_CERTIFICATES,
+    PROVISIONING_PROFILES,
+)
+
+from tests.routes import glob
 
 from .helpers import load
 
@@ -22,11 +29,11 @@ FAMILIES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "pipelines": (("/pipelines/v0/*",), "pipeline_runs_%", "GET /pipelines/v0/runs/"),
     "commands": (("/commands/v0/status/*",), "worst_command_rollouts", "GET /commands/v0/status/"),
     "credentials": (
-        ("/tenant/v0/apnscertificates/*",),
+        (glob(APNS_CERTIFICATES) + "*",),
         "credentials_needing_action",
-        "GET /tenant/v0/apnscertificates/",
+        f"GET {APNS_CERTIFICATES.path}",
     ),
-    "access": (("/authz2/v1/roles/*",), "users_%", "GET /authz2/v1/roles/"),
+    "access": ((glob(ROLES) + "*",), "users_%", f"GET {ROLES.path}"),
     # every device's app list refused: nothing of the apps is newer, so the devices family (and
     # every compliance number, judged at its time) stays where it was
     "devices": (
@@ -110,7 +117,7 @@ def test_credentials_expiry_is_counted_at_the_time_the_credentials_were_read(
     )
     with duckdb.connect(str(wh), read_only=True) as con:
         before = con.execute(query).fetchall()
-    refused_night(sim, wh, ("/tenant/v0/*", "/v2/provisioning-profiles*"))
+    refused_night(sim, wh, ("/tenant/v0/*", glob(PROVISIONING_PROFILES) + "*"))
     with duckdb.connect(str(wh), read_only=True) as con:
         after = con.execute(query).fetchall()
     assert [row[:4] for row in after] == [row[:4] for row in before]

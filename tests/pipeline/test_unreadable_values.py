@@ -16,6 +16,10 @@ from typing import Any
 import duckdb
 import orjson
 import pytest
+from esper_warehouse.sources.esper.tables.credentials import (
+    APNS_CERTIFICATES,
+    PROVISIONING_PROFILES,
+)
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 
@@ -127,14 +131,14 @@ def test_odd_credential_and_scope_values_through_the_command_line(
     scopes = sorted(i for i in scope_ids if scope_ids.count(i) == 1)
     sim.set_faults(
         [
-            _value("/tenant/v0/apnscertificates/", "meta.cert_expiry_on", "next spring"),
+            _value(APNS_CERTIFICATES.path, "meta.cert_expiry_on", "next spring"),
             _value(
-                "/v2/provisioning-profiles",
+                PROVISIONING_PROFILES.path,
                 "expiration_date",
                 "+275760-09-13T00:00:00Z",
                 profiles[:1],
             ),
-            _value("/v2/provisioning-profiles", "expiration_date", 1790000000000, profiles[1:2]),
+            _value(PROVISIONING_PROFILES.path, "expiration_date", 1790000000000, profiles[1:2]),
             _value("/authz2/v1/roles/*/scopes", "scope_type", "ADMIN", scopes[:2]),
         ]
     )

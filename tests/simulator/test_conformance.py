@@ -1,7 +1,13 @@
 """Every route's responses (first, middle and last pages; each platform; each error) validate
-against the OpenAPI subset (quirks handled in pipelines/shapes/openapi.py only)."""
+against the OpenAPI subset (quirks handled in pipelines/shapes/openapi.py only). A declared route
+that neither the live recording nor the subset holds is an assumption: its declaration names the
+file of docs/spec/ that documents it (`Evidence`), checked here, and validated against it when
+that file is an OpenAPI file."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import httpx
 import pytest
@@ -12,13 +18,20 @@ from esper_warehouse.pipelines.shapes import (
     read_paths,
     required_paths,
 )
-from esper_warehouse.pipelines.shapes.reference import reference
+from esper_warehouse.pipelines.shapes.reference import norm_path, reference
 from esper_warehouse.simulator import Simulator
+from esper_warehouse.sources.esper.table import Doc, Evidence, Table
 from esper_warehouse.sources.esper.tables import TABLES
+from esper_warehouse.sources.esper.tables.pipelines import PIPELINE_RUNS, PIPELINES
 
 from tests.conftest import ENTERPRISE_ID
 from tests.simulator.conftest import make_client
-from tests.simulator.openapi import validate_datatap, validate_pipelines, validate_response
+from tests.simulator.openapi import (
+    PIPELINES_SUBSET,
+    validate_datatap,
+    validate_pipelines,
+    validate_response,
+)
 
 EID = ENTERPRISE_ID
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
@@ -370,6 +383,60 @@ def test_every_declared_list_answers_as_the_api_recorded(client, shared_sim, tab
                       required_paths(table.name, ref.record))  # fmt: skip
     check_answer(resp.json(), ref, compare)
     assert [f for f in compare.findings if f.severity == BREAK] == []
+    if ref.basis == "none":
+        assumed(table, resp.json())
+
+
+SPEC = PIPELINES_SUBSET.parent  # docs/spec/
+
+
+def assumed(table: Table, body: Any = None) -> None:
+    """A route with no live or spec reference: its declaration names, as an `Evidence`, a file
+    of docs/spec/ documenting its GET (an OpenAPI file's `paths`, or a `### GET <route>` heading
+    of the notes transcribed from Esper's OpenAPI files); an OpenAPI file judges `body` too."""
+    evidence, where = table.doc.evidence, f"{table.name}: GET {table.path}"
+    assert isinstance(evidence, Evidence), (
+        f"{where} has no live or spec reference: declare its shape an assumption with "
+        f"`Evidence(<file of docs/spec/>, <source>)`, not {evidence!r}"
+    )
+    path = SPEC / evidence.file
+    assert path.is_file(), f"{where}: its evidence names {evidence.file}, not a file of docs/spec/"
+    route = norm_path(table.path)
+    if path.suffix == ".json":
+        paths = json.loads(path.read_text(encoding="utf-8"))["paths"]
+        found = [p for p in paths if norm_path(p) == route and "get" in paths[p]]
+        assert found, f"{where}: {evidence.file} documents no GET of this route"
+        assert path == PIPELINES_SUBSET, f"{where}: no validator reads {evidence.file}"
+        if body is not None:
+            validate_pipelines(found[0], 200, body)
+        return
+    headings = [
+        line.split()[2]
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#") and line.split()[1:2] == ["GET"]
+    ]
+    assert route in map(norm_path, headings), (
+        f"{where}: {evidence.file} has no `GET` heading for it"
+    )
+
+
+NOT_DOCUMENTED = [
+    Doc(),
+    Doc(evidence="spec (esper-cli v9.yaml)"),  # words, not a checked form
+    Doc(evidence=Evidence("esper-v9.yaml", "esper-cli v9.yaml")),  # no such file
+    Doc(evidence=Evidence("openapi-notes-credentials-access.md", "esper-cli v0.yaml")),
+    Doc(evidence=Evidence("esper-pipelines-v0-subset.json", "esper-cli pipelines-v0.yaml")),
+]
+
+
+@pytest.mark.parametrize("doc", NOT_DOCUMENTED, ids=["none", "words", "no-file", "md", "json"])
+def test_a_route_without_a_reference_fails_unless_its_evidence_documents_it(doc: Doc) -> None:
+    """A route no reference holds, declared with no evidence, with words, or with a file that
+    does not document it, fails the check the declared lists go through above."""
+    table = Table("made_up", "/v0/made-up/{id}/things/", ("id",), doc=doc)
+    assert reference("GET", table.path).basis == "none"
+    with pytest.raises(AssertionError):
+        assumed(table)
 
 
 def _valid(client: httpx.Client, template: str, url: str, **params: object) -> list[dict]:
@@ -394,7 +461,7 @@ def test_pipeline_routes_validate(client):
     in the spec's shapes (`docs/spec/esper-pipelines-v0-subset.json`, quirks P1-P3)."""
     p, runs = "/pipelines/v0/pipelines/{pipeline_id}", "/pipelines/v0/runs/{pipeline_run_id}"
     sr, tl = "/pipelines/v0/stageruns/{stage_run_id}", p + "/targetlists/{targetlist_id}"
-    for pipe in _valid(client, "/pipelines/v0/pipelines/", "/pipelines/v0/pipelines/"):
+    for pipe in _valid(client, PIPELINES.path, PIPELINES.path):
         base = f"/pipelines/v0/pipelines/{pipe['id']}"
         _valid(client, p + "/", f"{base}/")
         _valid(client, p + "/runs/", f"{base}/runs/", ordering="-run_number")
@@ -410,7 +477,7 @@ def test_pipeline_routes_validate(client):
                 _valid(client, tl + "/targets/", f"{base}/targetlists/{tlist['id']}/targets/")
                 groups = f"{base}/targetlists/{tlist['id']}/devicegroups/"
                 _valid(client, tl + "/devicegroups/", groups)
-    for run in _valid(client, "/pipelines/v0/runs/", "/pipelines/v0/runs/", limit=7):
+    for run in _valid(client, PIPELINE_RUNS.path, PIPELINE_RUNS.path, limit=7):
         base = f"/pipelines/v0/pipelines/{run['pipeline_id']}/runs/{run['id']}/"
         _valid(client, p + "/runs/{pipeline_run_id}/", base)
         for stage_run in _valid(

@@ -7,6 +7,7 @@ import time
 import httpx
 import pytest
 from esper_warehouse.simulator import Simulator
+from esper_warehouse.sources.esper.tables.credentials import APNS_CERTIFICATES
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.simulator.conftest import make_client
@@ -142,7 +143,7 @@ def test_value_drift_serves_a_value_in_the_records_named(sim):
         [
             {"kind": "drift", "variant": "value", "route": "/v2/devices/", "field": "last_seen",
              "value": "0000-00-00T00:00:00Z", "ids": devices[:2]},
-            {"kind": "drift", "variant": "value", "route": "/tenant/v0/apnscertificates/",
+            {"kind": "drift", "variant": "value", "route": APNS_CERTIFICATES.path,
              "field": "meta.cert_expiry_on", "value": "next spring"},
             {"kind": "drift", "variant": "value", "route": "/authz2/v1/roles/*/scopes",
              "field": "scope_type", "value": "ADMIN"},
@@ -150,7 +151,7 @@ def test_value_drift_serves_a_value_in_the_records_named(sim):
     )  # fmt: skip
     with make_client(sim) as c:
         items = c.get("/v2/devices/", params={"limit": 1000}).json()["content"]["results"]
-        certificates = c.get("/tenant/v0/apnscertificates/").json()["content"]["results"]
+        certificates = c.get(APNS_CERTIFICATES.path).json()["content"]["results"]
         scopes = c.get(f"/authz2/v1/roles/{role}/scopes").json()
     odd = sorted(i["id"] for i in items if i.get("last_seen") == "0000-00-00T00:00:00Z")
     assert odd == devices[:2]

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from esper_warehouse.pipelines.shapes import shape_of, shape_problems
 from esper_warehouse.simulator import Simulator
+from esper_warehouse.sources.esper.tables.access import USERS
 
 from tests.conftest import ENTERPRISE_ID
 from tests.live_shapes import document, route
@@ -97,7 +98,7 @@ ROUTES: dict[str, Any] = {
     ),
     # Live: one user asked about by its legacy id, on both routes.
     "/user/{user_id}/": lambda ids: f"/user/{ids['legacy_user']}/",
-    "/authn2/v1/users/": lambda ids: f"/authn2/v1/users/?legacy_user_id={ids['legacy_user']}",
+    USERS.path: lambda ids: f"/authn2/v1/users/?legacy_user_id={ids['legacy_user']}",
 }
 
 # Keys the simulator serves beyond the live sample, each with its reason. A path is the key's
@@ -139,7 +140,7 @@ EXTRA_KEYS: dict[str, dict[str, str]] = {
     "/commands/v0/status/": {},
     "/v2/enterprise/{enterprise_id}/report/status-metrics": {},
     "/user/{user_id}/": {},
-    "/authn2/v1/users/": {},
+    USERS.path: {},
 }
 
 

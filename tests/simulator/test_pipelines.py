@@ -13,6 +13,7 @@ from datetime import datetime
 import httpx
 import pytest
 from esper_warehouse.simulator import Simulator
+from esper_warehouse.sources.esper.tables.pipelines import PIPELINE_RUNS, PIPELINES
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
 from tests.simulator.conftest import make_client
@@ -20,7 +21,7 @@ from tests.simulator.openapi import validate_pipelines
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 DAY = 86_400
-RUNS = "/pipelines/v0/runs/"
+RUNS = PIPELINE_RUNS.path
 TERMINAL = {"success", "failure", "cancelled", "timeout", "invalid"}
 
 
@@ -96,7 +97,7 @@ def test_the_tenant_runs_are_every_pipelines_runs_and_filter_and_order_as_asked(
     everyone = _all(client, RUNS)
     per_pipeline = [
         r
-        for p in _all(client, "/pipelines/v0/pipelines/")
+        for p in _all(client, PIPELINES.path)
         for r in _all(client, f"/pipelines/v0/pipelines/{p['id']}/runs/")
     ]
     assert sorted(r["id"] for r in everyone) == sorted(r["id"] for r in per_pipeline)
@@ -124,10 +125,10 @@ def test_the_tenant_runs_are_every_pipelines_runs_and_filter_and_order_as_asked(
             f"/pipelines/v0/stageruns/{UNKNOWN}/targetruns/",
             {},
         ),
-        ("/pipelines/v0/runs/", RUNS, {"status": "WAITING"}),
-        ("/pipelines/v0/runs/", RUNS, {"ordering": "created_at"}),
-        ("/pipelines/v0/runs/", RUNS, {"limit": "many"}),
-        ("/pipelines/v0/pipelines/", "/pipelines/v0/pipelines/", {"ordering": "-created_at"}),
+        (PIPELINE_RUNS.path, RUNS, {"status": "WAITING"}),
+        (PIPELINE_RUNS.path, RUNS, {"ordering": "created_at"}),
+        (PIPELINE_RUNS.path, RUNS, {"limit": "many"}),
+        (PIPELINES.path, PIPELINES.path, {"ordering": "-created_at"}),
         (
             "/pipelines/v0/stages/{stage_id}/targetlists/",
             "/pipelines/v0/stages/not-a-uuid/targetlists/",
@@ -163,7 +164,7 @@ def test_a_key_without_read_pipeline_is_refused_and_the_rest_still_answers(sim, 
     the `status` fault refuses `/pipelines/*` with 403 in the spec's error body; other routes
     answer as before."""
     sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/*"}])
-    for url in ("/pipelines/v0/pipelines/", RUNS, f"{RUNS}{UNKNOWN}/stageruns/"):
+    for url in (PIPELINES.path, RUNS, f"{RUNS}{UNKNOWN}/stageruns/"):
         resp = api.get(url)
         assert resp.status_code == 403
         assert resp.json()["code"] == 403

@@ -16,7 +16,7 @@ from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.status import morning_check
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id, set_role_scopes
-from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, without_secrets
+from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, USERS, without_secrets
 
 from tests.pipeline.helpers import load, with_body
 
@@ -271,7 +271,7 @@ class _DeletedMeanwhile(httpx.BaseTransport):
         response = self.inner.handle_request(request)
         if request.url.path.endswith(self.detail) and response.status_code == 404:
             self.deleted = True
-        if self.deleted and request.url.path.endswith("/authn2/v1/users/"):
+        if self.deleted and request.url.path.endswith(USERS.path):
             response.read()
             body = json.loads(response.content)
             page = body["content"]

@@ -11,9 +11,11 @@ from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.status import expiring_credentials
 from esper_warehouse.simulator.routes.credentials import VPP_KEY_PREFIX, serve_expiry, set_expiry
+from esper_warehouse.sources.esper.tables.credentials import VPP_TOKENS
 from esper_warehouse.sources.esper.times import us_date
 
 from tests.pipeline.helpers import load
+from tests.routes import glob
 
 TABLES = (
     "apns_certificates",
@@ -146,7 +148,7 @@ def test_partial_nightlies_move_now_and_the_credentials_days(
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
     sim.truth("dep_tokens")  # this simulator fixes its expiry dates now, as the copied load's did
-    sim.set_faults([{"kind": "status", "status": 403, "route": "/tenant/v0/vpptokens/*"}])
+    sim.set_faults([{"kind": "status", "status": 403, "route": glob(VPP_TOKENS) + "*"}])
     for _night in range(5):
         sim.advance(hours=24)
         nightly = load(sim, wh, resources=["apns_certificates", "dep_tokens", "vpp_tokens"])

@@ -8,8 +8,10 @@ from pathlib import Path
 import duckdb
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.sources.esper.tables.catalogues import GEOFENCES
 
 from tests.pipeline.helpers import load
+from tests.routes import glob
 
 COLUMNS = ["id", "name", "latitude", "longitude", "radius", "radius_unit", "device_count"]
 
@@ -39,7 +41,7 @@ def test_geofences_equal_the_truth_and_are_staged(sim, tmp_path: Path, first_loa
 def test_a_tenant_without_geofences_loads_everything_else(sim, tmp_path: Path, first_load) -> None:
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
-    sim.set_faults([{"kind": "status", "status": 403, "route": "/v0/enterprise/*/geofence/*"}])
+    sim.set_faults([{"kind": "status", "status": 403, "route": glob(GEOFENCES) + "*"}])
     sim.advance(hours=24)
     # geofences and another list; a whole tenant with one route refused is test_partial_tenant's
     nightly = load(sim, wh, resources=["geofences", "groups"])

@@ -16,12 +16,14 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.sources.esper.tables import TABLES, read_from
+from esper_warehouse.sources.esper.tables.catalogues import GROUPS
 from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
 
 from tests.pipeline.helpers import load
+from tests.routes import glob
 from tests.source.test_pipelines import _assert_equal_to_truth
 
-GROUPS = "/enterprise/*/devicegroup/"
+GROUPS = glob(GROUPS)
 TARGET_RUNS = "/pipelines/v0/stageruns/*/targetruns/"
 STAGE_RUNS = "/pipelines/v0/runs/*/stageruns/"
 STAGES = "/pipelines/v0/pipelines/*/stages/"
@@ -234,6 +236,7 @@ FILLED = {
     ("device_apps", "device_id"),
     ("status_metrics", "snapshot_date"),
     ("user_groups", "user_id"),
+    ("user_profiles", "id"),  # the legacy id the route names
     ("role_scopes", "role_id"),
     ("pipeline_stage_targets", "stage_id"),
     ("pipeline_stage_targets", "target_list_id"),

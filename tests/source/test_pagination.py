@@ -23,6 +23,8 @@ from esper_warehouse.sources.esper.http.pages import (
     parse_page,
     read_all,
 )
+from esper_warehouse.sources.esper.tables.access import ROLES
+from esper_warehouse.sources.esper.tables.credentials import PROVISIONING_PROFILES
 
 from tests.live_shapes import route, routes, synthesize
 
@@ -249,16 +251,16 @@ def test_a_linkless_list_is_walked_by_offset_until_its_count() -> None:
     """authz2 roles: `{count, roles}` with no links; the next offset until `count` items came,
     page by page or planned from the count (the API may clamp the page size)."""
     api = OffsetAPI(records(45), envelope="roles", max_limit=20)
-    pages = list(iter_pages(client_for(api), "/authz2/v1/roles/", limit=50))
+    pages = list(iter_pages(client_for(api), ROLES.path, limit=50))
     assert [len(p.items) for p in pages] == [20, 20, 5]
     assert all_items(pages) == records(45)
     assert [u.params["offset"] for u in api.requests] == ["0", "20", "40"]
     api = OffsetAPI(records(45), envelope="roles", max_limit=20)
-    pages = list(iter_pages_parallel(client_for(api), "/authz2/v1/roles/", limit=50))
+    pages = list(iter_pages_parallel(client_for(api), ROLES.path, limit=50))
     assert all_items(pages) == records(45)
     assert sorted(int(u.params["offset"]) for u in api.requests) == [0, 20, 40]
     one = OffsetAPI(records(3), envelope="roles")
-    assert all_items(iter_pages(client_for(one), "/authz2/v1/roles/", limit=50)) == records(3)
+    assert all_items(iter_pages(client_for(one), ROLES.path, limit=50)) == records(3)
     assert len(one.requests) == 1
 
 
@@ -577,7 +579,7 @@ def test_read_all_of_a_list_serving_one_id_twice_keeps_it_once_and_counts_it_onc
     """Two records with one id in every pass: one item, counted once (not "missing"), the copy
     `prefer` picks kept (by default the last read)."""
     rows = [*records(6), {"id": "r00002", "n": -2}]
-    path = "/v2/provisioning-profiles"
+    path = PROVISIONING_PROFILES.path
     read = read_all(client_for(OffsetAPI(rows, envelope="v2")), path, limit=3)
     assert (len(read.items), read.count) == (6, 6)
     assert {i["id"]: i["n"] for i in read.items}["r00002"] == -2

@@ -1,14 +1,8 @@
 """Every raw table of the source: one `Table` declaration per table, beside its resource (the
 device tables' resources but heartbeats are the devices scan's: `scan/devices.py`).
 
-One module per part of the tenant: `devices` (devices, history, census, heartbeats, installed
-apps), `catalogues` (groups, geofences, blueprints, tenant apps, the app catalogue), `credentials`
-(Apple push certificates, enrolment tokens, provisioning profiles), `commands` (command
-requests and statuses, operations and their devices), `events` (device event feeds),
-`status_metrics`, `access` (users, their profiles and group access, roles and their scopes),
-`pipelines` (Esper Pipelines: pipelines, stages with their planned operations and targets, runs,
-stage and target runs), and `data_tap` (tables named by the user's queries, declared at run
-time).
+One module per part of the tenant (`MODULES`, each with its `TABLES`; its docstring says what it
+holds). Data Tap's tables are named by the user's queries and declared at run time (`data_tap`).
 
 `TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
 build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, the rows of
@@ -17,6 +11,10 @@ docs/recipes/add-a-resource.md.
 """
 
 from __future__ import annotations
+
+from types import ModuleType
+
+from dlt.extract.resource import DltResource
 
 from ..table import Table
 from . import (
@@ -29,12 +27,29 @@ from . import (
     pipelines,
     status_metrics,
 )
+from .catalogues import list_resource
 
 MODULES = (devices, catalogues, commands, events, status_metrics, credentials, access, pipelines)
 TABLES: dict[str, Table] = {table.name: table for module in MODULES for table in module.TABLES}
-# The resources of tenant-level lists read whole, with no parent and no order to keep: the
-# source reads them all, in this order (a new one is added in its module's `LISTS`).
-LISTS = tuple(read for module in MODULES for read in getattr(module, "LISTS", ()))
+
+
+def _lists(module: ModuleType) -> tuple[DltResource, ...]:
+    """A module's tenant-level reads, in its `TABLES` order: each whole list's resource made
+    from its declaration (`Table.whole_list`), and the resources the module writes (`LISTS`)."""
+    written = {resource.name: resource for resource in getattr(module, "LISTS", ())}
+    for table in module.TABLES:
+        if table.whole_list is not None:
+            if table.name in written:
+                raise ValueError(f"{table.name}: a whole list's resource is made, not written")
+            written[table.name] = list_resource(table)
+    ordered = [written.pop(table.name) for table in module.TABLES if table.name in written]
+    return (*ordered, *written.values())
+
+
+# The resources of tenant-level lists, with no parent and no order to keep beyond their
+# module's: the source reads them all, in this order. A list read whole is a declaration's
+# `whole_list`; another such read goes in its module's `LISTS`.
+LISTS = tuple(read for module in MODULES for read in _lists(module))
 
 
 # Families: the tables whose freshness is told as one (a line of `status`'s freshness block) and

@@ -27,12 +27,22 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import REFUSED, Options, keep_if_refused, refused_part, skip_unavailable
+from ..common import (
+    REFUSED,
+    Options,
+    OtherParent,
+    keep_if_refused,
+    of_parent,
+    refuse_other_parents,
+    refused_part,
+    skip_unavailable,
+)
 from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object, fan_out
 from ..run.ledger import RunLedger
-from ..table import BOOL, INT, JSON, Col, Doc, Table, cols, flat
-from .catalogues import optional_shared_list, shared_list
+from ..table import BOOL, INT, JSON, Col, Doc, Evidence, Table, cols, flat
+from .catalogues import shared_list
+from .credentials import NOTES  # the notes on these routes' shapes too
 
 # Fields of an answer that are credentials, dropped at any depth before a page is built.
 SECRET_FIELDS = frozenset({"token"})
@@ -56,6 +66,7 @@ USERS = Table(
         envelope="content-list (`prev`), no code or message; items without role, `last_login` "
         "or `is_active`",
     ),
+    whole_list="shared",
 )
 USER_PROFILES = Table(
     "user_profiles",
@@ -110,7 +121,7 @@ USER_GROUPS = Table(
         "table)",
         kept="replaced each run; skipped like `users` (a 403 on `/authz2/*` skips it alone)",
         envelope="bare object `{group_ids, has_all_group_access}`",
-        evidence="spec (esper-cli authz2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli authz2.yaml"),
     ),
 )
 ROLES = Table(
@@ -128,8 +139,9 @@ ROLES = Table(
         kept="replaced each run, reconciled with the count; a 403/404 skips it and "
         "`role_scopes` (exit 6)",
         envelope="`{count, roles}`: no links, read by `offset` until `count`",
-        evidence="spec (esper-cli authz2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli authz2.yaml"),
     ),
+    whole_list="shared",
 )
 ROLE_SCOPES = Table(
     "role_scopes",
@@ -151,7 +163,7 @@ ROLE_SCOPES = Table(
         "like `roles`. Staging splits the name into `scope_action`, `scope_resource`, "
         "`scope_qualifier`",
         envelope="bare array of `{id, name, description, scope_type, organization_type}`",
-        evidence="spec (esper-cli authz2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli authz2.yaml"),
     ),
 )
 TABLES = (USERS, USER_PROFILES, USER_GROUPS, ROLES, ROLE_SCOPES)
@@ -167,20 +179,26 @@ def without_secrets(value: Any) -> Any:
     return value
 
 
+Parent = tuple[str, Any]  # (the parent's key, the id its route names)
+
+
 def _per_parent(
     table: Table,
     client: EsperClient,
     ledger: RunLedger,
-    parents: list[tuple[str, str]],
-    rows_of: Callable[[str, Any, str], list[dict]],
+    parents: list[Parent],
+    rows_of: Callable[[Parent, Any, str], list[dict] | OtherParent],
+    column: str,
 ) -> list[dict] | None:
-    """One request per (parent key, id in the path), concurrently; `rows_of(key, body, where)`
-    makes the rows. A parent whose record is gone meanwhile (a 404, and no longer in its list)
-    is left out. None when the API refused some parent (counted): the table keeps what it
-    holds (`keep_if_refused`), as replacing it would drop the refused parents' rows."""
+    """One request per parent, concurrently; `rows_of(parent, body, where)` makes the rows,
+    each with the parent asked in `column` (`common.of_parent`: an answer naming another
+    parent refuses its part, named). A parent whose record is gone meanwhile (a 404, and no
+    longer in its list) is left out. None when some parent was refused (counted): the table
+    keeps what it holds (`keep_if_refused`), as replacing it would drop the refused parents'
+    rows."""
     parent_table = TABLES_BY_NAME[table.parent or ""]
 
-    def fetch(parent: tuple[str, str]) -> Any:
+    def fetch(parent: Parent) -> Any:
         try:
             return client.get(table.path_for(client, parent[1]))
         except EsperError as error:
@@ -191,12 +209,19 @@ def _per_parent(
 
     rows: list[dict] = []
     refused: set[str] = set()
+    others: list[OtherParent] = []
     where = f"GET {table.path}"
-    for (key, _), body in fan_out(client, parents, fetch):
+    for parent, body in fan_out(client, parents, fetch):
         if body is REFUSED:
-            refused.add(key)
+            refused.add(parent[0])
         elif body is not None:
-            rows.extend(rows_of(key, body, where))
+            read = rows_of(parent, body, where)
+            if isinstance(read, OtherParent):
+                others.append(read)
+                refused.add(parent[0])
+            else:
+                rows.extend(read)
+    refuse_other_parents(ledger, table, parent_table, column, others)
     return None if keep_if_refused(ledger, table, refused) else rows
 
 
@@ -208,14 +233,20 @@ def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Ite
         yield table.page(rows, ledger.unreadable)
 
 
-@dlt.resource(**USERS.hints())
-def users(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """The tenant's users (authn2), reconciled with the list's count."""
-    yield from optional_shared_list(USERS, client, ledger, opts)
+def _profile_rows(parent: Parent, body: Any, where: str) -> list[dict] | OtherParent:
+    """The legacy detail of the user asked: its `id` is the legacy id the route named, and
+    `profile.authn_user_id` the authn2 user (`user_id`) it was read for."""
+    user_id, legacy_id = parent
+    profile = without_secrets(bare_object(body, where=where))
+    rows = of_parent([profile], "id", legacy_id)
+    if isinstance(rows, OtherParent):
+        return rows
+    return of_parent(rows, "user_id", user_id, _authn_user)
 
 
-def _profile_rows(user_id: str, body: Any, where: str) -> list[dict]:
-    return [{**without_secrets(bare_object(body, where=where)), "user_id": user_id}]
+def _authn_user(item: dict) -> tuple[object, object]:
+    nested = item.get("profile")
+    return item.get("user_id"), nested.get("authn_user_id") if isinstance(nested, dict) else None
 
 
 @dlt.resource(**USER_PROFILES.hints())
@@ -225,23 +256,22 @@ def user_profiles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     with skip_unavailable(ledger, USER_PROFILES.name):
         read = shared_list(USERS, client, ledger, opts)
         parents = [
-            (str(u["user_id"]), str(u["legacy_user_id"]))
+            (str(u["user_id"]), u["legacy_user_id"])  # as served: the row's `id` if it lacks one
             for u in USERS.require(read.items)
             if u.get("legacy_user_id") is not None
         ]
-        rows = _per_parent(USER_PROFILES, client, ledger, parents, _profile_rows)
+        rows = _per_parent(USER_PROFILES, client, ledger, parents, _profile_rows, "id")
         yield from _yield_rows(USER_PROFILES, ledger, rows)
 
 
-def _group_rows(user_id: str, body: Any, where: str) -> list[dict]:
+def _group_rows(parent: Parent, body: Any, where: str) -> list[dict] | OtherParent:
     access = bare_object(body, where=where)
-    return [
-        {
-            "user_id": user_id,
-            "has_all_group_access": access.get("has_all_group_access"),
-            "group_ids": access.get("group_ids"),
-        }
-    ]
+    row = {
+        "user_id": access.get("user_id"),  # the spec's `UserGroups` has none: filled as asked
+        "has_all_group_access": access.get("has_all_group_access"),
+        "group_ids": access.get("group_ids"),
+    }
+    return of_parent([row], "user_id", parent[0])
 
 
 @dlt.resource(**USER_GROUPS.hints())
@@ -250,18 +280,12 @@ def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     with skip_unavailable(ledger, USER_GROUPS.name):
         read = shared_list(USERS, client, ledger, opts)
         parents = [(str(u["user_id"]), str(u["user_id"])) for u in USERS.require(read.items)]
-        rows = _per_parent(USER_GROUPS, client, ledger, parents, _group_rows)
+        rows = _per_parent(USER_GROUPS, client, ledger, parents, _group_rows, "user_id")
         yield from _yield_rows(USER_GROUPS, ledger, rows)
 
 
-@dlt.resource(**ROLES.hints())
-def roles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """The tenant's roles (authz2), reconciled with the list's count."""
-    yield from optional_shared_list(ROLES, client, ledger, opts)
-
-
-def _scope_rows(role_id: str, body: Any, where: str) -> list[dict]:
-    return [{**scope, "role_id": role_id} for scope in bare_items(body, where=where)]
+def _scope_rows(parent: Parent, body: Any, where: str) -> list[dict] | OtherParent:
+    return of_parent(bare_items(body, where=where), "role_id", parent[0])
 
 
 @dlt.resource(**ROLE_SCOPES.hints())
@@ -271,9 +295,9 @@ def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     with skip_unavailable(ledger, ROLE_SCOPES.name):
         read = shared_list(ROLES, client, ledger, opts)
         parents = [(str(r["id"]), str(r["id"])) for r in ROLES.require(read.items)]
-        rows = _per_parent(ROLE_SCOPES, client, ledger, parents, _scope_rows)
+        rows = _per_parent(ROLE_SCOPES, client, ledger, parents, _scope_rows, "role_id")
         yield from _yield_rows(ROLE_SCOPES, ledger, rows)
 
 
 # Read in this order beside the other tenant-level lists (`tables/__init__.py`).
-LISTS = (users, user_profiles, user_groups, roles, role_scopes)
+LISTS = (user_profiles, user_groups, role_scopes)  # and `users`, `roles`: `Table.whole_list`

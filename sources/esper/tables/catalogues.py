@@ -9,6 +9,7 @@ from typing import Any
 
 import dlt
 import pyarrow as pa
+from dlt.extract.resource import DltResource
 
 from ..common import (
     REFUSED,
@@ -51,6 +52,7 @@ GROUPS = Table(
         Col("created_on", TS),
     ),
     doc=Doc(kept="replaced each run", envelope="legacy-list"),
+    whole_list="core",
 )
 BLUEPRINTS = Table(
     "blueprints",
@@ -160,6 +162,7 @@ GEOFENCES = Table(
         "the last list (exit 6)",
         envelope="legacy-list (`count`, `next`, `previous`)",
     ),
+    whole_list="own",
 )
 TABLES = (
     GROUPS, BLUEPRINTS, BLUEPRINT_VERSIONS, TENANT_APPS, TENANT_APP_VERSIONS, APPLICATIONS,
@@ -281,12 +284,6 @@ def loaded_versions(table: Table, lists: VersionLists, ledger: RunLedger) -> Ite
         yield table.page(lists.rows, ledger.unreadable)
 
 
-@dlt.resource(**GROUPS.hints())
-def groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Device groups: a small list, replaced each run."""
-    yield from whole_list(GROUPS, client, ledger, opts)
-
-
 @dlt.resource(**BLUEPRINTS.hints())
 def blueprints(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Blueprints (their latest version each): merged each run."""
@@ -308,8 +305,9 @@ def blueprint_versions(
     heads = dict(zip(_col_arrow(page, "id"), _heads(page), strict=True))
     known = {} if ledger.plan.full_scan else state.get(BLUEPRINT_HEADS, {})
     changed = [b for b, head in heads.items() if head is None or known.get(b) != head]
+    # a version is a blueprint record: its `id` is the blueprint's, the one asked
     refused = yield from read_versions(
-        BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts
+        BLUEPRINT_VERSIONS, BLUEPRINTS, changed, client, ledger, opts, "id"
     )
     # a refused list keeps its old head, so the next run reads it again
     state[BLUEPRINT_HEADS] = {**known, **{b: h for b, h in heads.items() if b not in refused}}
@@ -408,12 +406,18 @@ def optional_whole_list(
     yield from unless_skipped(ledger, table.name, lambda: whole_list(table, client, ledger, opts))
 
 
-@dlt.resource(**GEOFENCES.hints())
-def geofences(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Geofences: a small list, replaced each run; skipped on a tenant without the feature."""
-    yield from optional_whole_list(GEOFENCES, client, ledger, opts)
+# How a `Table.whole_list` is read, by its kind (`table.WholeList`).
+LIST_READERS = {"own": optional_whole_list, "shared": optional_shared_list, "core": whole_list}
 
 
-# Tenant-level lists read whole each run, with nothing before or after them: the source reads
-# them in this order, beside the other lists (`__init__.py`).
-LISTS = (groups, geofences)
+def list_resource(table: Table) -> DltResource:
+    """The resource of a tenant-level list read whole each run (`Table.whole_list`), made from
+    its declaration: nothing about the list is written twice."""
+    read = LIST_READERS[table.whole_list or ""]
+
+    def rows(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
+        yield from read(table, client, ledger, opts)
+
+    rows.__name__ = rows.__qualname__ = table.name
+    rows.__doc__ = f"`{table.name}`: {table.doc.kept or 'read whole each run'}."
+    return dlt.resource(rows, **table.hints())

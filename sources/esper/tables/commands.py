@@ -10,7 +10,16 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import REFUSED, ROWS_PER_BATCH, Options, refused_part, unless_skipped
+from ..common import (
+    REFUSED,
+    ROWS_PER_BATCH,
+    Options,
+    OtherParent,
+    of_parent,
+    refuse_other_parents,
+    refused_part,
+    unless_skipped,
+)
 from ..http import EsperClient, EsperError
 from ..http.pages import batches, fan_out, first_seen, iter_pages, read_all, url_id
 from ..run.ledger import RunLedger
@@ -239,6 +248,7 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
     rows: list[dict] = []
     gone: set[str] = set()
     refused: set[str] = set()  # asked again next run: kept open
+    others: list[OtherParent] = []
     for operation_id, read in fan_out(client, sorted(previously_open | set(changed)), fetch):
         if read is REFUSED:
             refused.add(operation_id)
@@ -246,18 +256,24 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
         if read is None:
             gone.add(operation_id)
             continue
-        ledger.scans.add("operation_devices", read.count, read.items, key)
-        for item in read.items:
+        items = of_parent(read.items, "operation_id", operation_id)  # the operation asked
+        if isinstance(items, OtherParent):
+            others.append(items)
+            refused.add(operation_id)
+            continue
+        ledger.scans.add("operation_devices", read.count, items, key)
+        for item in items:
             ts = OPERATION_DEVICES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
             if active_since is None or ts is None or ts >= active_since:
                 ledger.feeds.active([item.get("device_id")])
-        rows.extend(read.items)
+        rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
             yield OPERATION_DEVICES.page(rows, ledger.unreadable)
             rows = []
     if rows:
         yield OPERATION_DEVICES.page(rows, ledger.unreadable)
+    refuse_other_parents(ledger, OPERATION_DEVICES, OPERATIONS, "operation_id", others)
     still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
     state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open | refused)
     advance_watermark(OPERATION_DEVICES_SEEN, newest)

@@ -29,9 +29,12 @@ import pyarrow as pa
 from ..common import Options, skip_unavailable
 from ..http import EsperClient
 from ..run.ledger import RunLedger
-from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols, flat
+from ..table import BOOL, INT, JSON, TS, Col, Doc, Evidence, Table, cols, flat
 from ..times import parse_time, us_date
-from .catalogues import optional_shared_list, optional_whole_list, read_versions, shared_list
+from .catalogues import read_versions, shared_list
+
+# The notes transcribed from Esper's OpenAPI files for these routes (none is recorded live)
+NOTES = "openapi-notes-credentials-access.md"
 
 
 def _expiry(record: dict, path: tuple[str, ...]) -> Any:
@@ -78,8 +81,9 @@ APNS_CERTIFICATES = Table(
         "reconciliation shortfall. A tenant without Apple services (403/404) skips the table and "
         "keeps the last list (exit 6)",
         envelope="`{code, message, content: {count, previous, next, results}}`",
-        evidence="spec (esper-cli v0.yaml)",
+        evidence=Evidence(NOTES, "esper-cli v0.yaml"),
     ),
+    whole_list="own",
 )
 DEP_TOKENS = Table(
     "dep_tokens",
@@ -101,8 +105,9 @@ DEP_TOKENS = Table(
         "`apns_certificates` reads; NULL, counted, when it cannot be). Skipped like "
         "`apns_certificates`",
         envelope="`{code, message, content: {count, prev, next, results}}`",
-        evidence="spec (esper-cli v0.yaml)",
+        evidence=Evidence(NOTES, "esper-cli v0.yaml"),
     ),
+    whole_list="own",
 )
 PROVISIONING_PROFILES = Table(
     "provisioning_profiles",
@@ -124,8 +129,9 @@ PROVISIONING_PROFILES = Table(
         "`expiration_date_text` (as served). Skipped like `apns_certificates`. The signed "
         "`download_url` is never loaded",
         envelope="content-list (`prev`)",
-        evidence="spec (esper-cli v2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli v2.yaml"),
     ),
+    whole_list="shared",
 )
 VPP_TOKENS = Table(
     "vpp_tokens",
@@ -144,8 +150,9 @@ VPP_TOKENS = Table(
         "(`key`) is never loaded. Skipped like `apns_certificates`",
         envelope="`{code, message, content: {count, previous, next, results}}`; items carry the "
         "token (`key`), which the source drops",
-        evidence="spec (esper-cli v0.yaml)",
+        evidence=Evidence(NOTES, "esper-cli v0.yaml"),
     ),
+    whole_list="own",
 )
 PROVISIONING_PROFILE_VERSIONS = Table(
     "provisioning_profile_versions",
@@ -170,39 +177,12 @@ PROVISIONING_PROFILE_VERSIONS = Table(
         "`provisions_all_devices`; no `download_url`. A refused route skips this table alone; a "
         "profile whose versions are refused keeps the table as it was (exit 6)",
         envelope="v2-list (`prev`), newest expiry first; 404 for an unknown profile",
-        evidence="spec (esper-cli v2.yaml)",
+        evidence=Evidence(NOTES, "esper-cli v2.yaml"),
     ),
 )
 TABLES = (
     APNS_CERTIFICATES, DEP_TOKENS, VPP_TOKENS, PROVISIONING_PROFILES, PROVISIONING_PROFILE_VERSIONS,
 )  # fmt: skip
-
-
-@dlt.resource(**APNS_CERTIFICATES.hints())
-def apns_certificates(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Apple push certificates: when one expires, no iOS, iPadOS or tvOS device gets commands."""
-    yield from optional_whole_list(APNS_CERTIFICATES, client, ledger, opts)
-
-
-@dlt.resource(**DEP_TOKENS.hints())
-def dep_tokens(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Enrolment (DEP) tokens: when one expires, new Apple devices cannot enrol."""
-    yield from optional_whole_list(DEP_TOKENS, client, ledger, opts)
-
-
-@dlt.resource(**PROVISIONING_PROFILES.hints())
-def provisioning_profiles(
-    client: EsperClient, ledger: RunLedger, opts: Options
-) -> Iterator[pa.Table]:
-    """Provisioning profiles: when one expires, the in-house apps it signs stop launching."""
-    yield from optional_shared_list(PROVISIONING_PROFILES, client, ledger, opts)
-
-
-@dlt.resource(**VPP_TOKENS.hints())
-def vpp_tokens(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """App licence (VPP) tokens: when one expires, App Store apps stop installing. The API
-    declares no expiry for them, so `marts.credential_expiry` lists them as `unknown`."""
-    yield from optional_whole_list(VPP_TOKENS, client, ledger, opts)
 
 
 @dlt.resource(**PROVISIONING_PROFILE_VERSIONS.hints())
@@ -223,10 +203,4 @@ def provisioning_profile_versions(
         )
 
 
-LISTS = (
-    apns_certificates,
-    dep_tokens,
-    vpp_tokens,
-    provisioning_profiles,
-    provisioning_profile_versions,
-)
+LISTS = (provisioning_profile_versions,)  # the whole lists' resources: `Table.whole_list`

@@ -24,9 +24,10 @@ from typing import Any
 import dlt
 import pyarrow as pa
 
-from ..common import ROWS_PER_BATCH, Options, refused_part
-from ..http import EsperClient, EsperError
-from ..http.pages import Page, fan_out, iter_pages
+from ..arrow import shown
+from ..common import ROWS_PER_BATCH, Options, OtherParent, of_parent, refused_part
+from ..http import EsperClient, EsperError, EsperResponseError
+from ..http.pages import Page, fan_out, iter_pages, url_id
 from ..run.ledger import RunLedger
 from ..table import INT, TS, Col, Doc, Table, cols
 from ..times import parse_time
@@ -99,17 +100,20 @@ def _event_feeds(
             # or the device is gone (no longer listed)
             refused_part(ledger, client, DEVICE_EVENTS.name, DEVICES, device_id, error)
             return None
-        ledger.refusals.part_done(DEVICE_EVENTS.name, device_id)
         # One row per event id (`FeedScan` keys them): an event arriving while the feed is paged
         # shifts the offsets and repeats an item on the next page (events load insert-only).
-        return scan.result(), scan.count, not scan.stopped
+        items = of_parent(scan.result(), "device_id", device_id, _device_named)
+        if isinstance(items, OtherParent):
+            _refuse_feed(ledger, items)
+            return None
+        ledger.refusals.part_done(DEVICE_EVENTS.name, device_id)
+        return items, scan.count, not scan.stopped
 
     rows: list[dict] = []
-    for device_id, result in fan_out(client, device_ids, fetch, bulk=bulk):
+    for _device, result in fan_out(client, device_ids, fetch, bulk=bulk):
         if result is None:
             continue
         items, count, complete = result
-        items = [{**i, "device_id": device_id} for i in items]
         if complete:
             ledger.scans.add("device_events", count, items, DEVICE_EVENTS.key)
         rows.extend(items)
@@ -118,6 +122,28 @@ def _event_feeds(
             rows = []
     if rows:
         yield DEVICE_EVENTS.page(rows, ledger.unreadable)
+
+
+def _device_named(item: dict) -> tuple[object, object]:
+    """The device an event names: its `device_id`, if served, and its `device` link's id."""
+    return item.get("device_id"), url_id(item.get("device"))
+
+
+def _refuse_feed(ledger: RunLedger, other: OtherParent) -> None:
+    """A feed whose events name another device: nothing of it is loaded (whose events are
+    they?), the device is counted and asked again by the next run, as a refused feed is."""
+    answer = EsperResponseError(
+        f"GET {DEVICE_EVENTS.path} served events of another device",
+        route=f"GET {DEVICE_EVENTS.path}",
+        status=200,
+    )
+    meaning = "its events name another device than the one asked"
+    ledger.refusals.skip_part(DEVICE_EVENTS.name, other.part, answer, meaning, noun="device")
+    log.warning(
+        "device_events: the feed of %s names %s: not loaded, asked again next run",
+        shown(other.part),
+        shown(other.value),
+    )
 
 
 def _marks(ledger: RunLedger) -> dict[str, EventMark] | None:

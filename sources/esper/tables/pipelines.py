@@ -42,12 +42,11 @@ from ..common import (
 from ..http import EsperClient
 from ..run.ledger import RunLedger
 from ..run.state import PIPELINE_RUNS_SEEN, advance_watermark, read_from
-from ..table import BOOL, INT, JSON, TS, Col, Doc, Table, cols
+from ..table import BOOL, INT, JSON, TS, Col, Doc, Evidence, Table, cols
 from ..times import parse_time
 from .catalogues import (
     VersionLists,
     loaded_versions,
-    optional_shared_list,
     read_version_lists,
     shared_list,
 )
@@ -55,7 +54,7 @@ from .catalogues import (
 # The spec's run statuses that can no longer change (stage and target runs share them).
 RUN_ENDED = frozenset({"complete", "success", "failure", "cancelled", "invalid", "timeout"})
 _AUDIT = (Col("created_by", INT), Col("updated_by", INT), *cols("created_at updated_at", TS))
-_SPEC = "spec (esper-cli pipelines-v0.yaml)"
+_SPEC = Evidence("esper-pipelines-v0-subset.json", "esper-cli pipelines-v0.yaml")
 
 PIPELINES = Table(
     "pipelines",
@@ -76,6 +75,7 @@ PIPELINES = Table(
         envelope="apps-envelope `{code, message, content: {count, next, previous, results}}`",
         evidence=_SPEC,
     ),
+    whole_list="shared",
 )
 PIPELINE_STAGES = Table(
     "pipeline_stages",
@@ -118,6 +118,7 @@ PIPELINE_RUNS = Table(
         envelope="apps-envelope, newest first",
         evidence=_SPEC,
     ),
+    whole_list="shared",
 )
 PIPELINE_STAGE_RUNS = Table(
     "pipeline_stage_runs",
@@ -236,12 +237,6 @@ TABLES = (
 )  # fmt: skip
 
 
-@dlt.resource(**PIPELINES.hints())
-def pipelines(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """The tenant's pipelines, replaced each run."""
-    yield from optional_shared_list(PIPELINES, client, ledger, opts)
-
-
 @dlt.resource(**PIPELINE_STAGES.hints())
 def pipeline_stages(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Every pipeline's stages, numbered in the order the API lists them."""
@@ -277,12 +272,6 @@ def _numbered(page: pa.Table) -> pa.Table:
     return page.set_column(
         page.schema.get_field_index("stage_order"), "stage_order", pa.array(order, pa.int64())
     )
-
-
-@dlt.resource(**PIPELINE_RUNS.hints())
-def pipeline_runs(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
-    """Every run of every pipeline, replaced each run (the run list is small)."""
-    yield from optional_shared_list(PIPELINE_RUNS, client, ledger, opts)
 
 
 def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tuple[list[str], Any]:
@@ -491,8 +480,8 @@ def pipeline_stage_targets(
     yield from _stage_plan(PIPELINE_STAGE_TARGETS, client, ledger, opts)
 
 
-LISTS = (
-    pipelines, pipeline_stages, pipeline_runs,
+LISTS = (  # and `pipelines`, `pipeline_runs`: `Table.whole_list`
+    pipeline_stages,
     pipeline_stage_runs, pipeline_stage_run_operations, pipeline_target_runs,
     pipeline_stage_operations, pipeline_stage_targets,
 )  # fmt: skip
