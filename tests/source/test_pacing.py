@@ -238,6 +238,16 @@ class _Api:
         return "503" if rng.random() < tenant.unavailable else "ok"
 
 
+class _Unpaced(RatePacer):
+    """A pacer that never paces: every request sent at once, every 429 waiting for itself."""
+
+    def reserve(self) -> float:
+        return 0.0
+
+    def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
+        return False
+
+
 def _simulate(
     tenant: Tenant,
     *,
@@ -245,15 +255,18 @@ def _simulate(
     seconds: float | None = None,
     serial_s: float = 0.0,
     seed: int = 7,
+    paced: bool = True,
 ) -> Run:
     """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
     round trips, and the client's rules after a refusal (`policy.RetryPolicy`): a `Retry-After`
     held by every worker (shared cooldown) when the 429 cut the pace, else by that request
     alone; jittered backoff without one, and for a 503. Runs until `answers`
     requests are answered, or for `seconds`. `serial_s`: for that long one worker only, as a
-    first load reads its first device pages one after another before the fan-outs start."""
+    first load reads its first device pages one after another before the fan-outs start.
+    `paced=False`: a pacer that never paces, every 429 waiting for itself (what the refusals
+    cost by themselves)."""
     clock = Clock()
-    pacer = RatePacer(clock)
+    pacer = RatePacer(clock) if paced else _Unpaced(clock)
     rng = random.Random(seed)
     api, cooldown = _Api(tenant, rng), 0.0
     sent: list[tuple[float, str]] = []

@@ -69,6 +69,8 @@ WEATHER_MARGIN = 0.05  # refusals within weather + this (or 3 standard errors) a
 WEATHER_MAX = 0.5  # a refused share above this is not weather
 RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
 LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
+KNOWN_ANSWERS = 20  # the first cut waits for this many answers and MIN_SPAN_S of traffic ...
+DEEP_RATE = 8.0  # a trial below the first refusals is never slower (TRIAL_ANSWERS in ~4 s)
 
 
 def _noise(share: float, answers: int) -> float:
@@ -88,6 +90,56 @@ class _Trial:
     cuts: int = 1  # the cuts undone with it (2 when it follows the run's first)
     answers: int = 0  # answers to requests paced after the cut
     refused: int = 0
+    deep: bool = False  # a trial below the pace that first drew refusals
+
+    @property
+    def counts_from(self) -> float:
+        """Answers to requests paced after this count (a deep trial's from a second after)."""
+        return self.at + (MIN_SPAN_S if self.deep else 0.0)
+
+    def done(self) -> bool:
+        """Enough answers to judge the cut. A trial where most answers are refusals is over
+        early (that is never weather); a trial below the first refusals as soon as two come
+        (weather refuses at every pace, a limit below it not at all)."""
+        if self.deep:
+            return self.refused >= 2 or self.answers >= TRIAL_ANSWERS
+        overshot = self.refused >= TRIAL_REFUSALS and self.refused > 0.6 * self.answers
+        return overshot or self.answers >= TRIAL_ANSWERS
+
+
+class _FirstRefusals:
+    """The pace that first drew refusals, and whether the share was seen below it (lock held
+    by the pacer).
+
+    A limit (a token bucket, a load shedder refusing a share above N a second) refuses nothing
+    below the pace it first refused; weather refuses the same share at every pace. A cut from
+    far above such a limit changes nothing, so weather is called only once a trial *below* the
+    first refusals saw the same share. That pace is the answers accepted in the second before
+    the run's first refusal (a per-second count, what a bucket or shedder counts), cut by `CUT`;
+    and never slower than `DEEP_RATE` (under weather the first refusal comes after a handful of
+    answers, by chance). Its answers count from a second after the cut: a bucket or shedder
+    counts the second before.
+    """
+
+    def __init__(self) -> None:
+        self.accepted: int | None = None  # answers accepted in the second before the first 429
+        self._oks: deque[float] = deque()  # times of accepted answers until then
+        self.shown = False  # a trial below it saw the share: weather is weather from now on
+
+    def note(self, now: float, throttled: bool) -> None:
+        if self.accepted is not None:
+            return
+        while self._oks and self._oks[0] < now - 1.0:
+            self._oks.popleft()
+        if throttled:
+            self.accepted = len(self._oks)
+            self._oks.clear()
+        else:
+            self._oks.append(now)
+
+    def pace(self) -> float:
+        """The pace of a trial below the first refusals."""
+        return max(DEEP_RATE, CUT * (self.accepted or 0))
 
 
 class RatePacer:
@@ -115,6 +167,7 @@ class RatePacer:
         self._grown_at = 0.0
         self._first_sent: float | None = None
         self._lately = 0.0  # the refused share, an average over about SHARE_ANSWERS answers
+        self._first = _FirstRefusals()
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -171,14 +224,14 @@ class RatePacer:
             if throttled:
                 self._refused.append(now)
             self._latest.append(throttled)
+            self._first.note(now, throttled)
             trial = self._trial
             if trial is not None and paced_at > trial.at:
+                if paced_at <= trial.counts_from:
+                    return False  # paced while the API still counted the faster pace
                 trial.answers += 1
                 trial.refused += throttled
-                # A trial where most answers are refusals is over early: that is never weather.
-                overshot = trial.refused >= TRIAL_REFUSALS and trial.refused > 0.6 * trial.answers
-                done = overshot or trial.answers >= TRIAL_ANSWERS
-                return done and self._judge(trial, now, self._measure(now))
+                return trial.done() and self._judge(trial, now, self._measure(now))
             # The refused share lately, to forget weather that cleared (the neighbour left):
             # it only lowers the weather, and only once halved (a low sample of a steady share
             # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
@@ -198,6 +251,8 @@ class RatePacer:
             # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
             if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
                 return True  # too early to tell a rate: everyone waits, nothing is learnt
+            if not self._answers_known(now):
+                return False  # the first cut waits for the share: this one waits for itself
             return self._cut(now, self._measure(now), self._share())
 
     def _measure(self, now: float) -> float | None:
@@ -212,6 +267,18 @@ class RatePacer:
     def _share(self) -> float:
         """The refused share of the latest answers (lock held)."""
         return sum(self._latest) / len(self._latest) if self._latest else 0.0
+
+    def _answers_known(self, now: float) -> bool:
+        """Whether the run's first cut may come now (lock held): after `MIN_SPAN_S` of traffic
+        and `KNOWN_ANSWERS` answers (a first second of one request at a time, while the first
+        pages load, says nothing of the API's rate), or at once when most answers are refused
+        (never weather: the bucket is empty)."""
+        if self._last_cut > float("-inf"):
+            return True
+        if self._share() >= WEATHER_MAX and sum(self._latest) >= TRIAL_REFUSALS:
+            return True
+        assert self._first_sent is not None
+        return now - self._first_sent >= MIN_SPAN_S and len(self._latest) >= KNOWN_ANSWERS
 
     def _weather_limit(self) -> float:
         """The refused share of the latest answers still called weather (lock held)."""
@@ -310,6 +377,10 @@ class RatePacer:
             return False
         if not trial.judged:
             return self._cut(now, accepted, after, undo=trial)
+        if not self._first.shown:
+            if not trial.deep and self.rate is not None and self.rate > self._first.pace():
+                return self._cut_below(now, after, trial)
+            self._first.shown = True
         # The refused share held at a lower pace: not this run's doing.
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
@@ -326,6 +397,22 @@ class RatePacer:
             pace,
         )
         return False
+
+    def _cut_below(self, now: float, share: float, undo: _Trial) -> bool:
+        """Put a pace below the first refusals on trial, before calling the share weather
+        (lock held): `undo`'s cuts are undone with it if the share holds there too.
+
+        Returns:
+            True (the pace was cut).
+        """
+        self._trial = _Trial(now, undo.rate_before, undo.ceiling_before, share,
+                             cuts=undo.cuts + 1, deep=True)  # fmt: skip
+        self.rate = self._first.pace()
+        self.ceiling = self.rate / CUT  # refusals came above it: grow back slowly past it
+        self._last_cut = self._grown_at = now
+        self.cuts += 1
+        log.debug("the same refusals at a lower pace: trying %.1f requests/s", self.rate)
+        return True
 
     def _grow(self, now: float) -> None:
         """Raise the pace for the time since the last growth (lock held).
