@@ -70,7 +70,8 @@ WEATHER_MAX = 0.5  # a refused share above this is not weather
 RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
 LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
 KNOWN_ANSWERS = 20  # the first cut waits for this many answers and MIN_SPAN_S of traffic ...
-DEEP_RATE = 8.0  # a trial below the first refusals is never slower (TRIAL_ANSWERS in ~4 s)
+DEEP_RATE = 8.0  # a trial below the first refusals is never slower than this ...
+DEEP_ANSWERS = 40  # ... and, when nothing is refused, ends after this many answers
 
 
 def _noise(share: float, answers: int) -> float:
@@ -99,10 +100,10 @@ class _Trial:
 
     def done(self) -> bool:
         """Enough answers to judge the cut. A trial where most answers are refusals is over
-        early (that is never weather); a trial below the first refusals as soon as two come
+        early (that is never weather); a trial below the first refusals at the first refusal
         (weather refuses at every pace, a limit below it not at all)."""
         if self.deep:
-            return self.refused >= 2 or self.answers >= TRIAL_ANSWERS
+            return self.refused >= 1 or self.answers >= DEEP_ANSWERS
         overshot = self.refused >= TRIAL_REFUSALS and self.refused > 0.6 * self.answers
         return overshot or self.answers >= TRIAL_ANSWERS
 
@@ -139,7 +140,7 @@ class _FirstRefusals:
 
     def pace(self) -> float:
         """The pace of a trial below the first refusals."""
-        return max(DEEP_RATE, CUT * (self.accepted or 0))
+        return max(DEEP_RATE, (self.accepted or 0) / 4)
 
 
 class RatePacer:
@@ -168,6 +169,7 @@ class RatePacer:
         self._first_sent: float | None = None
         self._lately = 0.0  # the refused share, an average over about SHARE_ANSWERS answers
         self._first = _FirstRefusals()
+        self._undone_at = -math.inf  # when cuts were last undone (their trial called weather)
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -252,14 +254,14 @@ class RatePacer:
             if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
                 return True  # too early to tell a rate: everyone waits, nothing is learnt
             if not self._answers_known(now):
-                return False  # the first cut waits for the share: this one waits for itself
-            return self._cut(now, self._measure(now), self._share())
+                return False  # a cut waits for a second of answers: this one waits for itself
+            return self._cut(now, self._measure(now, self._since(now)), self._share())
 
-    def _measure(self, now: float) -> float | None:
+    def _measure(self, now: float, since: float = -math.inf) -> float | None:
         """The answered rate now, remembered as the run's best if it is (lock held). Measured
         only when a decision needs it: counting the window on every answer would cost the hot
         path O(window) per request."""
-        accepted = self._accepted_rate(now)
+        accepted = self._accepted_rate(now, since)
         if accepted is not None and accepted > self.best:
             self.best = accepted
         return accepted
@@ -273,28 +275,38 @@ class RatePacer:
         and `KNOWN_ANSWERS` answers (a first second of one request at a time, while the first
         pages load, says nothing of the API's rate), or at once when most answers are refused
         (never weather: the bucket is empty)."""
-        if self._last_cut > float("-inf"):
-            return True
+        if self._last_cut > -math.inf:
+            return now - self._undone_at >= MIN_SPAN_S
         if self._share() >= WEATHER_MAX and sum(self._latest) >= TRIAL_REFUSALS:
             return True
         assert self._first_sent is not None
-        return now - self._first_sent >= MIN_SPAN_S and len(self._latest) >= KNOWN_ANSWERS
+        return now - self._first_sent >= 2 * MIN_SPAN_S and len(self._latest) >= KNOWN_ANSWERS
+
+    def _since(self, now: float) -> float:
+        """The sends a cut is measured on (lock held): those since cuts were last undone (a
+        window holding a slower trial understates the rate), and for a first cut that waited
+        for the answers, those after the run's first second."""
+        if self._last_cut > -math.inf or self._first_sent is None:
+            return self._undone_at
+        late = self._first_sent + MIN_SPAN_S
+        return late if now - late >= MIN_SPAN_S else -math.inf
 
     def _weather_limit(self) -> float:
         """The refused share of the latest answers still called weather (lock held)."""
         return self.weather + max(WEATHER_MARGIN, 3 * _noise(self.weather, SHARE_ANSWERS))
 
-    def _accepted_rate(self, now: float) -> float | None:
+    def _accepted_rate(self, now: float, since: float = -math.inf) -> float | None:
         """Requests sent and not refused per second over the last window (lock held).
 
         Sent, not answered: a 429 comes back before the answers of the requests sent with it,
         so counting answers would understate the rate. Over at least MIN_SPAN_S: the first
         requests of a run use the bucket's saved tokens. Slots reserved for later are not sent.
         """
-        accepted = sum(1 for t in self._sent if t <= now) - len(self._refused)
-        if accepted <= 0 or not self._sent:
+        sent = [t for t in self._sent if since < t <= now]
+        accepted = len(sent) - sum(1 for t in self._refused if t > since)
+        if accepted <= 0 or not sent:
             return None
-        return accepted / max(MIN_SPAN_S, now - self._sent[0])
+        return accepted / max(MIN_SPAN_S, now - sent[0])
 
     def _floor(self) -> float:
         return FLOOR_SHARE * self.best if self.best else MIN_RATE
@@ -361,10 +373,15 @@ class RatePacer:
             # (the window's count may still hold the bucket's saved tokens, or a wait that held
             # every request).
             accepted = self.rate * (1 - after)
+        before = trial.share_before
+        if trial.deep and trial.refused:  # refused below the first refusals' pace: weather
+            self._first.shown = True
+            answers = TRIAL_ANSWERS + trial.answers  # the share over this trial and the last
+            return self._weather(trial, now, (before * TRIAL_ANSWERS + trial.refused) / answers)
         if after <= RESIDUE:
             self.weather = 0.0
             return False
-        weather, before = self.weather, trial.share_before
+        weather = self.weather
         if after < weather / 2:
             self.weather = after  # less than the weather at a lower pace: some was this run's
         helped = after - weather < (before - weather) / 2 and (
@@ -381,13 +398,22 @@ class RatePacer:
             if not trial.deep and self.rate is not None and self.rate > self._first.pace():
                 return self._cut_below(now, after, trial)
             self._first.shown = True
-        # The refused share held at a lower pace: not this run's doing.
+        return self._weather(trial, now, after)
+
+    def _weather(self, trial: _Trial, now: float, share: float) -> bool:
+        """The refused share held at a lower pace: not this run's doing (lock held). The cuts
+        on trial are undone and the share remembered as the weather.
+
+        Returns:
+            False (no cut).
+        """
+        after = share
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
         self._lately = max(self._lately, self.weather)
         self.cuts -= trial.cuts
         self.rate, self.ceiling = trial.rate_before, trial.ceiling_before
-        self._grown_at = now
+        self._grown_at = self._undone_at = now
         self._next = now
         pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
         (log.info if news else log.debug)(
