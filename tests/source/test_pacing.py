@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import pytest
 from esper_warehouse.sources.esper.http.pacing import (
     CUT,
+    DEEP_ANSWERS,
+    DEEP_RATE,
     FLOOR_SHARE,
     SHARE_ANSWERS,
     TRIAL_ANSWERS,
@@ -33,7 +35,7 @@ class Clock:
         return self.now
 
 
-def _traffic(pacer: RatePacer, clock: Clock, per_second: int = 20, seconds: int = 2) -> None:
+def _traffic(pacer: RatePacer, clock: Clock, per_second: int = 20, seconds: int = 3) -> None:
     """Requests sent and answered at `per_second` for `seconds`, none refused."""
     for _ in range(per_second * seconds):
         clock.now += 1 / per_second
@@ -133,6 +135,14 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     assert pacer.rate > 5 * ceiling, "a raised limit is found again within a minute"
 
 
+def _below_the_first_refusals(pacer: RatePacer, clock: Clock, refused_every: int) -> None:
+    """Answers to a trial below the pace that first drew refusals: a second of them the API
+    still counted at the faster pace (not the trial's), then the trial's own, up to the first
+    refusal (or DEEP_ANSWERS of them)."""
+    _answers(pacer, clock, 20)
+    _answers(pacer, clock, refused_every or DEEP_ANSWERS, refused_every)
+
+
 def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
@@ -142,6 +152,9 @@ def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> N
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     assert pacer.rate == pytest.approx(CUT * first * 0.8, rel=0.01), "cut again to see"
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    assert pacer.weather == 0.0, "not yet: the share held from 16/s to 10/s ..."
+    assert pacer.rate == DEEP_RATE, "... it is tried below the pace that first drew refusals"
+    _below_the_first_refusals(pacer, clock, refused_every=5)
     assert pacer.weather == pytest.approx(0.2, abs=0.01)
     assert pacer.rate is None, "both cuts changed nothing: back to no pace at all"
     assert pacer.cuts == 0
@@ -173,6 +186,7 @@ def test_weather_that_clears_is_forgotten_and_an_overshoot_is_cut_again() -> Non
     pacer.answered(throttled=True)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    _below_the_first_refusals(pacer, clock, refused_every=5)
     assert pacer.weather > 0
     _answers(pacer, clock, 4 * SHARE_ANSWERS)  # the neighbour left
     assert pacer.weather == 0.0

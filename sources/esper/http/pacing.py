@@ -376,8 +376,7 @@ class RatePacer:
         before = trial.share_before
         if trial.deep and trial.refused:  # refused below the first refusals' pace: weather
             self._first.shown = True
-            answers = TRIAL_ANSWERS + trial.answers  # the share over this trial and the last
-            return self._weather(trial, now, (before * TRIAL_ANSWERS + trial.refused) / answers)
+            return self._weather(trial, now)
         if after <= RESIDUE:
             self.weather = 0.0
             return False
@@ -398,16 +397,17 @@ class RatePacer:
             if not trial.deep and self.rate is not None and self.rate > self._first.pace():
                 return self._cut_below(now, after, trial)
             self._first.shown = True
-        return self._weather(trial, now, after)
+        return self._weather(trial, now)
 
-    def _weather(self, trial: _Trial, now: float, share: float) -> bool:
+    def _weather(self, trial: _Trial, now: float) -> bool:
         """The refused share held at a lower pace: not this run's doing (lock held). The cuts
-        on trial are undone and the share remembered as the weather.
+        on trial are undone and the share, over this trial and the one before, remembered as
+        the weather.
 
         Returns:
             False (no cut).
         """
-        after = share
+        after = (trial.share_before * TRIAL_ANSWERS + trial.refused) / (TRIAL_ANSWERS + trial.answers)
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
         self._lately = max(self._lately, self.weather)
