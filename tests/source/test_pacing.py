@@ -115,6 +115,27 @@ def test_a_429_before_anything_was_answered_holds_everyone_and_learns_nothing() 
     assert pacer.rate is None
 
 
+def test_the_first_cut_waits_for_the_answers_and_not_the_first_seconds_rate() -> None:
+    """One request in seven refused whatever the pace, from the first request: a first second
+    of one request at a time (the first device pages, 10/s), then the fan-outs at 100/s. A
+    429 in that first second waits for itself and cuts nothing; the first cut comes from the
+    fan-outs' rate, not from the 10/s of the first second."""
+    clock = Clock()
+    pacer = RatePacer(clock)
+    for n in range(1, 11):
+        clock.now += 0.1
+        pacer.reserve()
+        assert not pacer.answered(throttled=n % 7 == 0, reserved_at=clock.now)
+    assert pacer.rate is None, "no cut from the first second"
+    n = 0
+    while pacer.rate is None and clock.now < 5:
+        n += 1
+        clock.now += 0.01
+        pacer.reserve()
+        pacer.answered(throttled=n % 7 == 0, reserved_at=clock.now)
+    assert pacer.rate is not None and pacer.rate > 50, pacer.rate
+
+
 def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
@@ -386,3 +407,45 @@ def test_a_limit_that_drops_then_one_that_rises(retry_after) -> None:
     rise = _simulate(Tenant(rate=lambda t: 10.0 if t < 60 else 50.0, retry_after=retry_after))
     after_rise = rise.between(110, 120)
     assert after_rise["answered_per_s"] >= 0.85 * 50, after_rise
+
+
+NO_LIMIT = 10_000.0  # a bucket no client of 20 workers can empty
+SEEDS = range(7, 10)
+
+
+def test_a_shedder_refusing_a_share_above_n_per_s_is_not_weather() -> None:
+    """Whenever this client sends more than 10 requests a second, one in five is refused: the
+    share is the same at every pace above 10/s, so a smaller cut above it does not change it.
+    That is not weather: at a pace below the first refusals none come, and a trial there tells
+    it apart. Every run keeps near 10/s (the pacer of issue 31 called it weather in the 5 of
+    these 12 runs whose first refusals came at full speed, then sent 52-167/s)."""
+    missed = []
+    for seed in SEEDS:
+        for retry_after in (1.0, None):
+            for serial_s in (0.0, 1.0):  # all workers at once, or a first second of pages
+                tenant = Tenant(rate=lambda t: NO_LIMIT, shed=(10, 0.2), retry_after=retry_after)
+                run = _simulate(tenant, seconds=120, serial_s=serial_s, seed=seed)
+                sent = sum(1 for time, _ in run.sent if 30 <= time < 120) / 90
+                late = run.between(30, 120)
+                if sent > 1.5 * 10 or late["refused"] > 0.1:
+                    missed.append((seed, retry_after, serial_s, round(sent), late["refused"]))
+    assert not missed, missed
+
+
+def test_refusals_at_random_with_no_limit_cost_little_more_than_themselves() -> None:
+    """One request in seven refused at random, no limit at all, after a first second of one
+    request at a time (the first device pages). Each refusal costs its own wait (a second of
+    `Retry-After`, or backoff): a client that never paces takes 12-30 s for the 2,500 answers
+    (7 s without the refusals). The pacer should find the refusals are not its doing within
+    seconds: at most twice what they cost by themselves (the pacer of issue 31 cut from the
+    first second's rate and took up to 10x, 156 s, in these runs)."""
+    missed = []
+    for seed in SEEDS:
+        for retry_after in (1.0, None):
+            tenant = Tenant(rate=lambda t: NO_LIMIT, weather=lambda t: 0.14,
+                            retry_after=retry_after)  # fmt: skip
+            unpaced = _simulate(tenant, answers=2500, serial_s=1.0, seed=seed, paced=False)
+            paced = _simulate(tenant, answers=2500, serial_s=1.0, seed=seed)
+            if paced.finished > 2 * unpaced.finished:
+                missed.append((seed, retry_after, round(paced.finished), round(unpaced.finished)))
+    assert not missed, missed
