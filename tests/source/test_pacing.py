@@ -17,14 +17,13 @@ from dataclasses import dataclass
 import pytest
 from esper_warehouse.sources.esper.http.pacing import (
     CUT,
-    DEEP_ANSWERS,
-    DEEP_RATE,
     FLOOR_SHARE,
     SHARE_ANSWERS,
     TRIAL_ANSWERS,
     TRIAL_REFUSALS,
     RatePacer,
 )
+from esper_warehouse.sources.esper.http.trials import DEEP_ANSWERS, DEEP_RATE
 
 
 class Clock:

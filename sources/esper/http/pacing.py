@@ -11,7 +11,9 @@ integrations. Bounding requests *in flight* does not bound requests *per second*
 request also passes this pacer:
 
 * Until the first 429 it does not pace at all: a tenant without a tight limit is read at full
-  speed.
+  speed. The first cut waits for `MIN_SPAN_S` of answers after the run's first second (its
+  first device pages, one at a time, say nothing of the API's rate) and is measured on them,
+  unless most answers are refused (the bucket is empty: that is never weather).
 * A 429 that is news cuts the pace of *every* worker to a little below the rate the API was
   answering (`CUT` x the requests sent and not refused over the last `WINDOW_S` seconds, and
   below the pace that was refused). 429s for requests paced before the last cut are the same
@@ -21,11 +23,14 @@ request also passes this pacer:
   same budget) keep coming at the same share whatever this run's pace. So the pacer counts the
   answers to the first `TRIAL_ANSWERS` requests paced after a cut: if the refusals above the
   known weather at least halved, the cut was right (and if some remain, it cuts again to see
-  whether those are this run's too); if they did not, the cut is undone and their share becomes
-  the weather. A 429 within the weather (the refused share of the last `SHARE_ANSWERS` answers
-  no more than the weather plus a margin) cuts nothing: the client retries that one request
-  after its own `Retry-After` and keeps the pace (`answered` returns False for it). The weather
-  is forgotten once the refused share falls to half of it.
+  whether those are this run's too). If they did not, the pace is tried once below the pace
+  that first drew refusals (sources/esper/http/trials.py: a shedder refusing a share above N a
+  second refuses the same share at every pace above N): any refusal there and the cuts are
+  undone, their share becoming the weather (the next cut then waits for a second of answers at
+  the pace come back to); none, and the cut stands. A 429 within the weather (the refused share
+  of the last `SHARE_ANSWERS` answers no more than the weather plus a margin) cuts nothing: the
+  client retries that one request after its own `Retry-After` and keeps the pace (`answered`
+  returns False for it). The weather is forgotten once the refused share falls to half of it.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
   second) past it, so it finds a raised limit again and spends a long time near the allowed rate
@@ -46,9 +51,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from .errors import STOP_POLL_S
+from .trials import TRIAL_ANSWERS, TRIAL_REFUSALS, FirstRefusals, Trial
+from .trials import noise as _noise
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -61,8 +67,6 @@ SLOW_GROWTH = 0.005  # per second, relative, past the ceiling at first ...
 PROBE_DOUBLING_S = 12.0  # ... doubling every this many seconds without a cut (a raised limit)
 FLOOR_SHARE = 0.1  # the pace never drops below this share of the best answered rate ...
 MIN_RATE = 0.5  # ... nor below this many requests a second before anything was answered
-TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it helped
-TRIAL_REFUSALS = 8  # ... fewer, when this many of them and most (60 %) were refused
 SHARE_ANSWERS = 100  # the latest answers the refused share is judged over
 RESIDUE = 0.02  # refusals above the weather left after a cut: cut again to find out whose
 WEATHER_MARGIN = 0.05  # refusals within weather + this (or 3 standard errors) are weather
@@ -70,77 +74,6 @@ WEATHER_MAX = 0.5  # a refused share above this is not weather
 RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
 LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
 KNOWN_ANSWERS = 20  # the first cut waits for this many answers and MIN_SPAN_S of traffic ...
-DEEP_RATE = 8.0  # a trial below the first refusals is never slower than this ...
-DEEP_ANSWERS = 40  # ... and, when nothing is refused, ends after this many answers
-
-
-def _noise(share: float, answers: int) -> float:
-    """The standard error of a refused share measured over `answers` answers."""
-    return math.sqrt(share * (1 - share) / answers)
-
-
-@dataclass
-class _Trial:
-    """A cut under test: what it changed, to undo it if the refusals stay the same."""
-
-    at: float  # when the cut was made (the pacer's clock)
-    rate_before: float | None  # the pace to come back to if the refusals stay (None: unpaced)
-    ceiling_before: float | None
-    share_before: float  # refused share of the latest answers when the cut was made
-    judged: bool = True  # False for the first cut of a run (from no pace at all)
-    cuts: int = 1  # the cuts undone with it (2 when it follows the run's first)
-    answers: int = 0  # answers to requests paced after the cut
-    refused: int = 0
-    deep: bool = False  # a trial below the pace that first drew refusals
-
-    @property
-    def counts_from(self) -> float:
-        """Answers to requests paced after this count (a deep trial's from a second after)."""
-        return self.at + (MIN_SPAN_S if self.deep else 0.0)
-
-    def done(self) -> bool:
-        """Enough answers to judge the cut. A trial where most answers are refusals is over
-        early (that is never weather); a trial below the first refusals at the first refusal
-        (weather refuses at every pace, a limit below it not at all)."""
-        if self.deep:
-            return self.refused >= 1 or self.answers >= DEEP_ANSWERS
-        overshot = self.refused >= TRIAL_REFUSALS and self.refused > 0.6 * self.answers
-        return overshot or self.answers >= TRIAL_ANSWERS
-
-
-class _FirstRefusals:
-    """The pace that first drew refusals, and whether the share was seen below it (lock held
-    by the pacer).
-
-    A limit (a token bucket, a load shedder refusing a share above N a second) refuses nothing
-    below the pace it first refused; weather refuses the same share at every pace. A cut from
-    far above such a limit changes nothing, so weather is called only once a trial *below* the
-    first refusals saw the same share. That pace is the answers accepted in the second before
-    the run's first refusal (a per-second count, what a bucket or shedder counts), cut by `CUT`;
-    and never slower than `DEEP_RATE` (under weather the first refusal comes after a handful of
-    answers, by chance). Its answers count from a second after the cut: a bucket or shedder
-    counts the second before.
-    """
-
-    def __init__(self) -> None:
-        self.accepted: int | None = None  # answers accepted in the second before the first 429
-        self._oks: deque[float] = deque()  # times of accepted answers until then
-        self.shown = False  # a trial below it saw the share: weather is weather from now on
-
-    def note(self, now: float, throttled: bool) -> None:
-        if self.accepted is not None:
-            return
-        while self._oks and self._oks[0] < now - 1.0:
-            self._oks.popleft()
-        if throttled:
-            self.accepted = len(self._oks)
-            self._oks.clear()
-        else:
-            self._oks.append(now)
-
-    def pace(self) -> float:
-        """The pace of a trial below the first refusals."""
-        return max(DEEP_RATE, (self.accepted or 0) / 4)
 
 
 class RatePacer:
@@ -159,7 +92,7 @@ class RatePacer:
         self.weather = 0.0  # refused share that cutting the pace did not change
         self.cuts = 0  # cuts that stood (for the run's record)
         self.not_ours = 0  # 429s within the weather: not caused by this run's pace
-        self._trial: _Trial | None = None
+        self._trial: Trial | None = None
         self._next = 0.0  # the earliest time the next request may be sent
         self._sent: deque[float] = deque()  # send times in the last window
         self._refused: deque[float] = deque()  # times of 429 answers in the last window
@@ -168,7 +101,7 @@ class RatePacer:
         self._grown_at = 0.0
         self._first_sent: float | None = None
         self._lately = 0.0  # the refused share, an average over about SHARE_ANSWERS answers
-        self._first = _FirstRefusals()
+        self._first = FirstRefusals()
         self._undone_at = -math.inf  # when cuts were last undone (their trial called weather)
 
     def reserve(self) -> float:
@@ -229,7 +162,7 @@ class RatePacer:
             self._first.note(now, throttled)
             trial = self._trial
             if trial is not None and paced_at > trial.at:
-                if paced_at <= trial.counts_from:
+                if not trial.counts(paced_at):
                     return False  # paced while the API still counted the faster pace
                 trial.answers += 1
                 trial.refused += throttled
@@ -312,7 +245,7 @@ class RatePacer:
         return FLOOR_SHARE * self.best if self.best else MIN_RATE
 
     def _cut(
-        self, now: float, accepted: float | None, share: float, undo: _Trial | None = None
+        self, now: float, accepted: float | None, share: float, undo: Trial | None = None
     ) -> bool:
         """Cut the pace below the answered rate and put the cut on trial (lock held).
 
@@ -325,7 +258,7 @@ class RatePacer:
         Returns:
             True (the pace was cut, or nothing was answered yet to learn a pace from).
         """
-        before = _Trial(now, self.rate, self.ceiling, share, judged=self.rate is not None)
+        before = Trial(now, self.rate, self.ceiling, share, judged=self.rate is not None)
         if undo is not None:
             before.rate_before, before.ceiling_before = undo.rate_before, undo.ceiling_before
             before.cuts = undo.cuts + 1
@@ -350,7 +283,7 @@ class RatePacer:
         )  # fmt: skip
         return True
 
-    def _judge(self, trial: _Trial, now: float, accepted: float | None) -> bool:
+    def _judge(self, trial: Trial, now: float, accepted: float | None) -> bool:
         """Decide whether the cut on trial changed the refusals (lock held).
 
         * Almost no refusals after the cut (at most `RESIDUE` of the trial's answers): they
@@ -399,7 +332,7 @@ class RatePacer:
             self._first.shown = True
         return self._weather(trial, now)
 
-    def _weather(self, trial: _Trial, now: float) -> bool:
+    def _weather(self, trial: Trial, now: float) -> bool:
         """The refused share held at a lower pace: not this run's doing (lock held). The cuts
         on trial are undone and the share, over this trial and the one before, remembered as
         the weather.
@@ -407,7 +340,7 @@ class RatePacer:
         Returns:
             False (no cut).
         """
-        after = (trial.share_before * TRIAL_ANSWERS + trial.refused) / (TRIAL_ANSWERS + trial.answers)
+        after = trial.share_with_the_last()
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
         self._lately = max(self._lately, self.weather)
@@ -424,15 +357,15 @@ class RatePacer:
         )
         return False
 
-    def _cut_below(self, now: float, share: float, undo: _Trial) -> bool:
+    def _cut_below(self, now: float, share: float, undo: Trial) -> bool:
         """Put a pace below the first refusals on trial, before calling the share weather
         (lock held): `undo`'s cuts are undone with it if the share holds there too.
 
         Returns:
             True (the pace was cut).
         """
-        self._trial = _Trial(now, undo.rate_before, undo.ceiling_before, share,
-                             cuts=undo.cuts + 1, deep=True)  # fmt: skip
+        self._trial = Trial(now, undo.rate_before, undo.ceiling_before, share,
+                            cuts=undo.cuts + 1, counts_from=now + MIN_SPAN_S)  # fmt: skip
         self.rate = self._first.pace()
         self.ceiling = self.rate / CUT  # refusals came above it: grow back slowly past it
         self._last_cut = self._grown_at = now
