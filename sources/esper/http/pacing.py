@@ -291,10 +291,11 @@ class RatePacer:
         * At least half of the excess refusals (above the weather) gone: the excess was this
           run's; the cut stands, and if refusals above the weather remain, it cuts again to
           see whether those are this run's too.
-        * Otherwise the refusals came at the same share at a lower pace: they are weather; the
-          cut is undone. The first cut of a run is never undone this way (it comes from no
-          pace at all, with the bucket's saved tokens in the share before it): a second cut
-          is tried instead.
+        * Otherwise the refusals came at the same share at a lower pace. Unless a trial
+          already ran below the pace that first drew refusals, one does now (`_cut_below`):
+          any refusal there and they are weather, the cuts undone; none, and the cut stands.
+          The first cut of a run is never undone this way (it comes from no pace at all, with
+          the bucket's saved tokens in the share before it): a second cut is tried first.
 
         Returns:
             True when it cut the pace again.
@@ -316,9 +317,11 @@ class RatePacer:
         weather = self.weather
         if after < weather / 2:
             self.weather = after  # less than the weather at a lower pace: some was this run's
-        helped = after - weather < (before - weather) / 2 and (
-            before - after > 2 * _noise(before, trial.answers)  # not a lucky trial
-        )
+        # Not a lucky pair of trials: the drop is over 3 standard errors of a difference of two
+        # shares of about as many answers, both drawn from their common share (one trial far
+        # above the weather by chance, then one near it, must not pass for a limit).
+        spread = math.sqrt(2) * _noise(trial.share_with_the_last(), trial.answers)
+        helped = after - weather < (before - weather) / 2 and before - after > 3 * spread
         if trial.judged and (helped or after > WEATHER_MAX):
             weather = self.weather
             if after > weather + max(RESIDUE, 2 * _noise(weather, TRIAL_ANSWERS)):
