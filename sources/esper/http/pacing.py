@@ -187,7 +187,9 @@ class RatePacer:
             if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
                 return True  # too early to tell a rate: everyone waits, nothing is learnt
             if not self._answers_known(now):
-                return False  # a cut waits for a second of answers: this one waits for itself
+                # A cut waits for a second of answers; meanwhile a 429 among answers mostly
+                # refused holds everyone (the bucket is empty), any other waits for itself.
+                return self._share() >= WEATHER_MAX
             return self._cut(now, self._measure(now, self._since(now)), self._share())
 
     def _measure(self, now: float, since: float = -math.inf) -> float | None:
