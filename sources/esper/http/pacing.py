@@ -315,6 +315,8 @@ class RatePacer:
             return self._weather(trial, now)
         if after <= RESIDUE:
             self.weather = 0.0
+            if trial.deep and self.ceiling is not None:  # a limit below the first refusals:
+                self.best = min(self.best, self.ceiling)  # the floor follows it, not the blast
             return False
         weather = self.weather
         if after < weather / 2:
