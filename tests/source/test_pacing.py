@@ -23,6 +23,7 @@ from esper_warehouse.sources.esper.http.pacing import (
     TRIAL_REFUSALS,
     RatePacer,
 )
+from esper_warehouse.sources.esper.http.trials import DEEP_ANSWERS, DEEP_RATE
 
 
 class Clock:
@@ -33,7 +34,7 @@ class Clock:
         return self.now
 
 
-def _traffic(pacer: RatePacer, clock: Clock, per_second: int = 20, seconds: int = 2) -> None:
+def _traffic(pacer: RatePacer, clock: Clock, per_second: int = 20, seconds: int = 3) -> None:
     """Requests sent and answered at `per_second` for `seconds`, none refused."""
     for _ in range(per_second * seconds):
         clock.now += 1 / per_second
@@ -113,6 +114,27 @@ def test_a_429_before_anything_was_answered_holds_everyone_and_learns_nothing() 
     assert pacer.rate is None
 
 
+def test_the_first_cut_waits_for_the_answers_and_not_the_first_seconds_rate() -> None:
+    """One request in seven refused whatever the pace, from the first request: a first second
+    of one request at a time (the first device pages, 10/s), then the fan-outs at 100/s. A
+    429 in that first second waits for itself and cuts nothing; the first cut comes from the
+    fan-outs' rate, not from the 10/s of the first second."""
+    clock = Clock()
+    pacer = RatePacer(clock)
+    for n in range(1, 11):
+        clock.now += 0.1
+        pacer.reserve()
+        assert not pacer.answered(throttled=n % 7 == 0, reserved_at=clock.now)
+    assert pacer.rate is None, "no cut from the first second"
+    n = 0
+    while pacer.rate is None and clock.now < 5:
+        n += 1
+        clock.now += 0.01
+        pacer.reserve()
+        pacer.answered(throttled=n % 7 == 0, reserved_at=clock.now)
+    assert pacer.rate is not None and pacer.rate > 50, pacer.rate
+
+
 def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
@@ -133,6 +155,14 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     assert pacer.rate > 5 * ceiling, "a raised limit is found again within a minute"
 
 
+def _below_the_first_refusals(pacer: RatePacer, clock: Clock, refused_every: int) -> None:
+    """Answers to a trial below the pace that first drew refusals: a second of them the API
+    still counted at the faster pace (not the trial's), then the trial's own, up to the first
+    refusal (or DEEP_ANSWERS of them)."""
+    _answers(pacer, clock, 20)
+    _answers(pacer, clock, refused_every or DEEP_ANSWERS, refused_every)
+
+
 def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
@@ -142,6 +172,9 @@ def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> N
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     assert pacer.rate == pytest.approx(CUT * first * 0.8, rel=0.01), "cut again to see"
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    assert pacer.weather == 0.0, "not yet: the share held from 16/s to 10/s ..."
+    assert pacer.rate == DEEP_RATE, "... it is tried below the pace that first drew refusals"
+    _below_the_first_refusals(pacer, clock, refused_every=5)
     assert pacer.weather == pytest.approx(0.2, abs=0.01)
     assert pacer.rate is None, "both cuts changed nothing: back to no pace at all"
     assert pacer.cuts == 0
@@ -173,6 +206,7 @@ def test_weather_that_clears_is_forgotten_and_an_overshoot_is_cut_again() -> Non
     pacer.answered(throttled=True)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    _below_the_first_refusals(pacer, clock, refused_every=5)
     assert pacer.weather > 0
     _answers(pacer, clock, 4 * SHARE_ANSWERS)  # the neighbour left
     assert pacer.weather == 0.0
@@ -238,6 +272,16 @@ class _Api:
         return "503" if rng.random() < tenant.unavailable else "ok"
 
 
+class _Unpaced(RatePacer):
+    """A pacer that never paces: every request sent at once, every 429 waiting for itself."""
+
+    def reserve(self) -> float:
+        return 0.0
+
+    def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
+        return False
+
+
 def _simulate(
     tenant: Tenant,
     *,
@@ -245,15 +289,18 @@ def _simulate(
     seconds: float | None = None,
     serial_s: float = 0.0,
     seed: int = 7,
+    paced: bool = True,
 ) -> Run:
     """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
     round trips, and the client's rules after a refusal (`policy.RetryPolicy`): a `Retry-After`
     held by every worker (shared cooldown) when the 429 cut the pace, else by that request
     alone; jittered backoff without one, and for a 503. Runs until `answers`
     requests are answered, or for `seconds`. `serial_s`: for that long one worker only, as a
-    first load reads its first device pages one after another before the fan-outs start."""
+    first load reads its first device pages one after another before the fan-outs start.
+    `paced=False`: a pacer that never paces, every 429 waiting for itself (what the refusals
+    cost by themselves)."""
     clock = Clock()
-    pacer = RatePacer(clock)
+    pacer = RatePacer(clock) if paced else _Unpaced(clock)
     rng = random.Random(seed)
     api, cooldown = _Api(tenant, rng), 0.0
     sent: list[tuple[float, str]] = []
@@ -359,3 +406,45 @@ def test_a_limit_that_drops_then_one_that_rises(retry_after) -> None:
     rise = _simulate(Tenant(rate=lambda t: 10.0 if t < 60 else 50.0, retry_after=retry_after))
     after_rise = rise.between(110, 120)
     assert after_rise["answered_per_s"] >= 0.85 * 50, after_rise
+
+
+NO_LIMIT = 10_000.0  # a bucket no client of 20 workers can empty
+SEEDS = range(7, 10)
+
+
+def test_a_shedder_refusing_a_share_above_n_per_s_is_not_weather() -> None:
+    """Whenever this client sends more than 10 requests a second, one in five is refused: the
+    share is the same at every pace above 10/s, so a smaller cut above it does not change it.
+    That is not weather: at a pace below the first refusals none come, and a trial there tells
+    it apart. Every run keeps near 10/s (the pacer of issue 31 called it weather in the 5 of
+    these 12 runs whose first refusals came at full speed, then sent 52-167/s)."""
+    missed = []
+    for seed in SEEDS:
+        for retry_after in (1.0, None):
+            for serial_s in (0.0, 1.0):  # all workers at once, or a first second of pages
+                tenant = Tenant(rate=lambda t: NO_LIMIT, shed=(10, 0.2), retry_after=retry_after)
+                run = _simulate(tenant, seconds=120, serial_s=serial_s, seed=seed)
+                sent = sum(1 for time, _ in run.sent if 30 <= time < 120) / 90
+                late = run.between(30, 120)
+                if sent > 1.5 * 10 or late["refused"] > 0.1:
+                    missed.append((seed, retry_after, serial_s, round(sent), late["refused"]))
+    assert not missed, missed
+
+
+def test_refusals_at_random_with_no_limit_cost_little_more_than_themselves() -> None:
+    """One request in seven refused at random, no limit at all, after a first second of one
+    request at a time (the first device pages). Each refusal costs its own wait (a second of
+    `Retry-After`, or backoff): a client that never paces takes 12-30 s for the 2,500 answers
+    (7 s without the refusals). The pacer should find the refusals are not its doing within
+    seconds: at most twice what they cost by themselves (the pacer of issue 31 cut from the
+    first second's rate and took up to 10x, 156 s, in these runs)."""
+    missed = []
+    for seed in SEEDS:
+        for retry_after in (1.0, None):
+            tenant = Tenant(rate=lambda t: NO_LIMIT, weather=lambda t: 0.14,
+                            retry_after=retry_after)  # fmt: skip
+            unpaced = _simulate(tenant, answers=2500, serial_s=1.0, seed=seed, paced=False)
+            paced = _simulate(tenant, answers=2500, serial_s=1.0, seed=seed)
+            if paced.finished > 2 * unpaced.finished:
+                missed.append((seed, retry_after, round(paced.finished), round(unpaced.finished)))
+    assert not missed, missed

@@ -7,7 +7,7 @@ Rooms by concern, as dlt's `rest_client` keeps its client, paginators and except
 * `policy`: what an answer means and what follows it (a value, a retry, a final error; backoff,
   `Retry-After`, the shared cooldown, the wait budget; what a refusal says);
 * `pacing`: the pace (requests in flight: `AdaptiveLimiter`; requests a second, learnt from
-  429s: `RatePacer`);
+  429s: `RatePacer`, its weather judgement's trials in `trials`);
 * `pages`: the list envelopes and their walks (`next` links, cursor pages, linkless lists, whole
   lists checked against their count, fan-outs over parents);
 * `errors` (the exceptions) and `origin` (where requests may go: base URL, links, route names).

@@ -11,7 +11,9 @@ integrations. Bounding requests *in flight* does not bound requests *per second*
 request also passes this pacer:
 
 * Until the first 429 it does not pace at all: a tenant without a tight limit is read at full
-  speed.
+  speed. The first cut waits for `MIN_SPAN_S` of answers after the run's first second (its
+  first device pages, one at a time, say nothing of the API's rate) and is measured on them,
+  unless most answers are refused (the bucket is empty: that is never weather).
 * A 429 that is news cuts the pace of *every* worker to a little below the rate the API was
   answering (`CUT` x the requests sent and not refused over the last `WINDOW_S` seconds, and
   below the pace that was refused). 429s for requests paced before the last cut are the same
@@ -21,11 +23,14 @@ request also passes this pacer:
   same budget) keep coming at the same share whatever this run's pace. So the pacer counts the
   answers to the first `TRIAL_ANSWERS` requests paced after a cut: if the refusals above the
   known weather at least halved, the cut was right (and if some remain, it cuts again to see
-  whether those are this run's too); if they did not, the cut is undone and their share becomes
-  the weather. A 429 within the weather (the refused share of the last `SHARE_ANSWERS` answers
-  no more than the weather plus a margin) cuts nothing: the client retries that one request
-  after its own `Retry-After` and keeps the pace (`answered` returns False for it). The weather
-  is forgotten once the refused share falls to half of it.
+  whether those are this run's too). If they did not, the pace is tried once below the pace
+  that first drew refusals (sources/esper/http/trials.py: a shedder refusing a share above N a
+  second refuses the same share at every pace above N): any refusal there and the cuts are
+  undone, their share becoming the weather (the next cut then waits for a second of answers at
+  the pace come back to); none, and the cut stands. A 429 within the weather (the refused share
+  of the last `SHARE_ANSWERS` answers no more than the weather plus a margin) cuts nothing: the
+  client retries that one request after its own `Retry-After` and keeps the pace (`answered`
+  returns False for it). The weather is forgotten once the refused share falls to half of it.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
   second) past it, so it finds a raised limit again and spends a long time near the allowed rate
@@ -46,9 +51,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from .errors import STOP_POLL_S
+from .trials import TRIAL_ANSWERS, TRIAL_REFUSALS, FirstRefusals, Trial
+from .trials import noise as _noise
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -61,33 +67,13 @@ SLOW_GROWTH = 0.005  # per second, relative, past the ceiling at first ...
 PROBE_DOUBLING_S = 12.0  # ... doubling every this many seconds without a cut (a raised limit)
 FLOOR_SHARE = 0.1  # the pace never drops below this share of the best answered rate ...
 MIN_RATE = 0.5  # ... nor below this many requests a second before anything was answered
-TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it helped
-TRIAL_REFUSALS = 8  # ... fewer, when this many of them and most (60 %) were refused
 SHARE_ANSWERS = 100  # the latest answers the refused share is judged over
 RESIDUE = 0.02  # refusals above the weather left after a cut: cut again to find out whose
 WEATHER_MARGIN = 0.05  # refusals within weather + this (or 3 standard errors) are weather
 WEATHER_MAX = 0.5  # a refused share above this is not weather
 RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
 LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
-
-
-def _noise(share: float, answers: int) -> float:
-    """The standard error of a refused share measured over `answers` answers."""
-    return math.sqrt(share * (1 - share) / answers)
-
-
-@dataclass
-class _Trial:
-    """A cut under test: what it changed, to undo it if the refusals stay the same."""
-
-    at: float  # when the cut was made (the pacer's clock)
-    rate_before: float | None  # the pace to come back to if the refusals stay (None: unpaced)
-    ceiling_before: float | None
-    share_before: float  # refused share of the latest answers when the cut was made
-    judged: bool = True  # False for the first cut of a run (from no pace at all)
-    cuts: int = 1  # the cuts undone with it (2 when it follows the run's first)
-    answers: int = 0  # answers to requests paced after the cut
-    refused: int = 0
+KNOWN_ANSWERS = 20  # the first cut waits for this many answers and MIN_SPAN_S of traffic ...
 
 
 class RatePacer:
@@ -106,7 +92,7 @@ class RatePacer:
         self.weather = 0.0  # refused share that cutting the pace did not change
         self.cuts = 0  # cuts that stood (for the run's record)
         self.not_ours = 0  # 429s within the weather: not caused by this run's pace
-        self._trial: _Trial | None = None
+        self._trial: Trial | None = None
         self._next = 0.0  # the earliest time the next request may be sent
         self._sent: deque[float] = deque()  # send times in the last window
         self._refused: deque[float] = deque()  # times of 429 answers in the last window
@@ -115,6 +101,8 @@ class RatePacer:
         self._grown_at = 0.0
         self._first_sent: float | None = None
         self._lately = 0.0  # the refused share, an average over about SHARE_ANSWERS answers
+        self._first = FirstRefusals()
+        self._undone_at = -math.inf  # when cuts were last undone (their trial called weather)
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -171,14 +159,14 @@ class RatePacer:
             if throttled:
                 self._refused.append(now)
             self._latest.append(throttled)
+            self._first.note(now, throttled)
             trial = self._trial
             if trial is not None and paced_at > trial.at:
+                if not trial.counts(paced_at):
+                    return False  # paced while the API still counted the faster pace
                 trial.answers += 1
                 trial.refused += throttled
-                # A trial where most answers are refusals is over early: that is never weather.
-                overshot = trial.refused >= TRIAL_REFUSALS and trial.refused > 0.6 * trial.answers
-                done = overshot or trial.answers >= TRIAL_ANSWERS
-                return done and self._judge(trial, now, self._measure(now))
+                return trial.done() and self._judge(trial, now, self._measure(now))
             # The refused share lately, to forget weather that cleared (the neighbour left):
             # it only lowers the weather, and only once halved (a low sample of a steady share
             # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
@@ -198,13 +186,17 @@ class RatePacer:
             # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
             if self._first_sent is None or now - self._first_sent < LEARN_AFTER_S:
                 return True  # too early to tell a rate: everyone waits, nothing is learnt
-            return self._cut(now, self._measure(now), self._share())
+            if not self._answers_known(now):
+                # A cut waits for a second of answers; meanwhile a 429 among answers mostly
+                # refused holds everyone (the bucket is empty), any other waits for itself.
+                return self._share() >= WEATHER_MAX
+            return self._cut(now, self._measure(now, self._since(now)), self._share())
 
-    def _measure(self, now: float) -> float | None:
+    def _measure(self, now: float, since: float = -math.inf) -> float | None:
         """The answered rate now, remembered as the run's best if it is (lock held). Measured
         only when a decision needs it: counting the window on every answer would cost the hot
         path O(window) per request."""
-        accepted = self._accepted_rate(now)
+        accepted = self._accepted_rate(now, since)
         if accepted is not None and accepted > self.best:
             self.best = accepted
         return accepted
@@ -213,27 +205,49 @@ class RatePacer:
         """The refused share of the latest answers (lock held)."""
         return sum(self._latest) / len(self._latest) if self._latest else 0.0
 
+    def _answers_known(self, now: float) -> bool:
+        """Whether the run's first cut may come now (lock held): after `MIN_SPAN_S` of traffic
+        and `KNOWN_ANSWERS` answers (a first second of one request at a time, while the first
+        pages load, says nothing of the API's rate), or at once when most answers are refused
+        (never weather: the bucket is empty)."""
+        if self._last_cut > -math.inf:
+            return now - self._undone_at >= MIN_SPAN_S
+        if self._share() >= WEATHER_MAX and sum(self._latest) >= TRIAL_REFUSALS:
+            return True
+        assert self._first_sent is not None
+        return now - self._first_sent >= 2 * MIN_SPAN_S and len(self._latest) >= KNOWN_ANSWERS
+
+    def _since(self, now: float) -> float:
+        """The sends a cut is measured on (lock held): those since cuts were last undone (a
+        window holding a slower trial understates the rate), and for a first cut that waited
+        for the answers, those after the run's first second."""
+        if self._last_cut > -math.inf or self._first_sent is None:
+            return self._undone_at
+        late = self._first_sent + MIN_SPAN_S
+        return late if now - late >= MIN_SPAN_S else -math.inf
+
     def _weather_limit(self) -> float:
         """The refused share of the latest answers still called weather (lock held)."""
         return self.weather + max(WEATHER_MARGIN, 3 * _noise(self.weather, SHARE_ANSWERS))
 
-    def _accepted_rate(self, now: float) -> float | None:
+    def _accepted_rate(self, now: float, since: float = -math.inf) -> float | None:
         """Requests sent and not refused per second over the last window (lock held).
 
         Sent, not answered: a 429 comes back before the answers of the requests sent with it,
         so counting answers would understate the rate. Over at least MIN_SPAN_S: the first
         requests of a run use the bucket's saved tokens. Slots reserved for later are not sent.
         """
-        accepted = sum(1 for t in self._sent if t <= now) - len(self._refused)
-        if accepted <= 0 or not self._sent:
+        sent = [t for t in self._sent if since < t <= now]
+        accepted = len(sent) - sum(1 for t in self._refused if t > since)
+        if accepted <= 0 or not sent:
             return None
-        return accepted / max(MIN_SPAN_S, now - self._sent[0])
+        return accepted / max(MIN_SPAN_S, now - sent[0])
 
     def _floor(self) -> float:
         return FLOOR_SHARE * self.best if self.best else MIN_RATE
 
     def _cut(
-        self, now: float, accepted: float | None, share: float, undo: _Trial | None = None
+        self, now: float, accepted: float | None, share: float, undo: Trial | None = None
     ) -> bool:
         """Cut the pace below the answered rate and put the cut on trial (lock held).
 
@@ -246,7 +260,7 @@ class RatePacer:
         Returns:
             True (the pace was cut, or nothing was answered yet to learn a pace from).
         """
-        before = _Trial(now, self.rate, self.ceiling, share, judged=self.rate is not None)
+        before = Trial(now, self.rate, self.ceiling, share, judged=self.rate is not None)
         if undo is not None:
             before.rate_before, before.ceiling_before = undo.rate_before, undo.ceiling_before
             before.cuts = undo.cuts + 1
@@ -271,7 +285,7 @@ class RatePacer:
         )  # fmt: skip
         return True
 
-    def _judge(self, trial: _Trial, now: float, accepted: float | None) -> bool:
+    def _judge(self, trial: Trial, now: float, accepted: float | None) -> bool:
         """Decide whether the cut on trial changed the refusals (lock held).
 
         * Almost no refusals after the cut (at most `RESIDUE` of the trial's answers): they
@@ -279,10 +293,11 @@ class RatePacer:
         * At least half of the excess refusals (above the weather) gone: the excess was this
           run's; the cut stands, and if refusals above the weather remain, it cuts again to
           see whether those are this run's too.
-        * Otherwise the refusals came at the same share at a lower pace: they are weather; the
-          cut is undone. The first cut of a run is never undone this way (it comes from no
-          pace at all, with the bucket's saved tokens in the share before it): a second cut
-          is tried instead.
+        * Otherwise the refusals came at the same share at a lower pace. Unless a trial
+          already ran below the pace that first drew refusals, one does now (`_cut_below`):
+          any refusal there and they are weather, the cuts undone; none, and the cut stands.
+          The first cut of a run is never undone this way (it comes from no pace at all, with
+          the bucket's saved tokens in the share before it): a second cut is tried first.
 
         Returns:
             True when it cut the pace again.
@@ -294,15 +309,23 @@ class RatePacer:
             # (the window's count may still hold the bucket's saved tokens, or a wait that held
             # every request).
             accepted = self.rate * (1 - after)
+        before = trial.share_before
+        if trial.deep and trial.refused:  # refused below the first refusals' pace: weather
+            self._first.shown = True
+            return self._weather(trial, now)
         if after <= RESIDUE:
             self.weather = 0.0
+            if trial.deep and self.ceiling is not None:  # a limit below the first refusals:
+                self.best = min(self.best, self.ceiling)  # the floor follows it, not the blast
             return False
-        weather, before = self.weather, trial.share_before
+        weather = self.weather
         if after < weather / 2:
             self.weather = after  # less than the weather at a lower pace: some was this run's
-        helped = after - weather < (before - weather) / 2 and (
-            before - after > 2 * _noise(before, trial.answers)  # not a lucky trial
-        )
+        # Not a lucky pair of trials: the drop is over 3 standard errors of a difference of two
+        # shares of about as many answers, both drawn from their common share (one trial far
+        # above the weather by chance, then one near it, must not pass for a limit).
+        spread = math.sqrt(2) * _noise(trial.share_with_the_last(), trial.answers)
+        helped = after - weather < (before - weather) / 2 and before - after > 3 * spread
         if trial.judged and (helped or after > WEATHER_MAX):
             weather = self.weather
             if after > weather + max(RESIDUE, 2 * _noise(weather, TRIAL_ANSWERS)):
@@ -310,13 +333,27 @@ class RatePacer:
             return False
         if not trial.judged:
             return self._cut(now, accepted, after, undo=trial)
-        # The refused share held at a lower pace: not this run's doing.
+        if not self._first.shown:
+            if not trial.deep and self.rate is not None and self.rate > self._first.pace():
+                return self._cut_below(now, after, trial)
+            self._first.shown = True
+        return self._weather(trial, now)
+
+    def _weather(self, trial: Trial, now: float) -> bool:
+        """The refused share held at a lower pace: not this run's doing (lock held). The cuts
+        on trial are undone and the share, over this trial and the one before, remembered as
+        the weather.
+
+        Returns:
+            False (no cut).
+        """
+        after = trial.share_with_the_last()
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
         self._lately = max(self._lately, self.weather)
         self.cuts -= trial.cuts
         self.rate, self.ceiling = trial.rate_before, trial.ceiling_before
-        self._grown_at = now
+        self._grown_at = self._undone_at = now
         self._next = now
         pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
         (log.info if news else log.debug)(
@@ -326,6 +363,22 @@ class RatePacer:
             pace,
         )
         return False
+
+    def _cut_below(self, now: float, share: float, undo: Trial) -> bool:
+        """Put a pace below the first refusals on trial, before calling the share weather
+        (lock held): `undo`'s cuts are undone with it if the share holds there too.
+
+        Returns:
+            True (the pace was cut).
+        """
+        self._trial = Trial(now, undo.rate_before, undo.ceiling_before, share,
+                            cuts=undo.cuts + 1, counts_from=now + MIN_SPAN_S)  # fmt: skip
+        self.rate = self._first.pace()
+        self.ceiling = self.rate / CUT  # refusals came above it: grow back slowly past it
+        self._last_cut = self._grown_at = now
+        self.cuts += 1
+        log.debug("the same refusals at a lower pace: trying %.1f requests/s", self.rate)
+        return True
 
     def _grow(self, now: float) -> None:
         """Raise the pace for the time since the last growth (lock held).
