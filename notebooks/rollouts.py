@@ -526,6 +526,78 @@ def _(alt, apps_now, common, mo, pl):
 
 
 @app.cell
+def _(alt, common, mo, pl, wh):
+    mo.stop(not wh.ok or not wh.has("marts.app_version_rollout"))
+    # The current version of each app on each platform (marts.app_version_rollout,
+    # is_latest_version), newest first: its share of reporting devices on each day of
+    # marts.app_rollout, whose rows of a version begin on its first day in the fleet.
+    _current = common.query(
+        """
+        select
+            coalesce(version.app_name, version.package_name) || ' ' || version.version_name
+                || ' · ' || version.platform as version,
+            rollout.day, rollout.share_of_reporting, rollout.devices_on_version,
+            rollout.reporting_devices, version.first_seen_at, version.age_note,
+        from marts.app_version_rollout as version
+        inner join marts.app_rollout as rollout
+            on rollout.platform = version.platform
+            and rollout.package_name = version.package_name
+            and rollout.version_name is not distinct from version.version_name
+        where version.is_latest_version
+        order by version.first_seen_at desc, version.platform, version.package_name, rollout.day
+        """
+    )
+    mo.stop(_current.height == 0, common.nothing("No current app version to draw yet."))
+    # The theme's eight colours tell eight lines apart: the newest eight, the rest in the table.
+    _all = list(dict.fromkeys(_current["version"]))
+    _shown = _all[:8]
+    _title = common.titled(
+        "Adoption of the current versions, newest first", len(_shown), len(_all),
+        "every app and its latest version: the table below",
+    )  # fmt: skip
+    current_adoption_chart = (
+        alt.Chart(_current.filter(pl.col("version").is_in(_shown)), title=_title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("day:T", title="Day (UTC)", axis=alt.Axis(format="%b %d", tickCount="day")),
+            y=alt.Y(
+                "share_of_reporting:Q",
+                title="Share of reporting devices on the version",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.Color(
+                "version:N",
+                title="Current version (app, version · platform)",
+                sort=_shown,
+                legend=alt.Legend(orient="right", labelLimit=400, titleLimit=400),
+            ),
+            tooltip=[
+                "version",
+                "day:T",
+                "devices_on_version",
+                "reporting_devices",
+                alt.Tooltip("share_of_reporting:Q", format=".1%"),
+            ],
+        )
+        .properties(width=520, height=260)
+    )
+    # how old these numbers are (the devices family's age: the mart's own words), when older
+    _age = common.aged(_current.row(0, named=True), None, markdown=True)
+    mo.vstack(
+        [
+            current_adoption_chart,
+            mo.md(
+                "_Each line: a current version's share of the devices that reported their apps, "
+                "from its first day in the fleet (or the first day loaded)._"
+                + (f" **{_age}**" if _age else "")
+            ),
+        ]
+    )
+    return (current_adoption_chart,)
+
+
+@app.cell
 def _(apps_now, common, mo):
     mo.stop(apps_now.height == 0)
     _options = {

@@ -166,13 +166,39 @@ def shared_first_load(tmp_path_factory: pytest.TempPathFactory) -> FirstLoad:
     return FirstLoad(folder / "warehouse.duckdb", result, stats)
 
 
+@pytest.fixture(scope="session")
+def shared_modelled_load(
+    tmp_path_factory: pytest.TempPathFactory, shared_first_load: FirstLoad
+) -> FirstLoad:
+    """The shared first load with the models built on it, once per test run: what
+    `first_load(wh)` then `build_models(wh)` give, built once for every test that starts so."""
+    from esper_warehouse.pipelines.models import build_models
+
+    def build(folder: Path) -> None:
+        copy_warehouse(shared_first_load.warehouse, folder / "warehouse.duckdb")
+        build_models(folder / "warehouse.duckdb")
+
+    folder, _ = built_once(tmp_path_factory, "first_load_modelled", build)
+    return FirstLoad(folder / "warehouse.duckdb", shared_first_load.result, shared_first_load.stats)
+
+
 @pytest.fixture
 def first_load(sim, shared_first_load: FirstLoad) -> Callable[[Path], RunResult]:
     """`first_load(wh)` stands for a test's opening `load(sim, wh)` on its fresh `sim`: it copies
     the shared full load (the DuckDB file and dlt's working folder beside it) to `wh` and returns
     that load's result. The tests that follow a first load with other runs use it; the tests of the
     first load itself assert on the same load and the same files."""
-    template = shared_first_load
+    return _copies(sim, shared_first_load)
+
+
+@pytest.fixture
+def modelled_first_load(sim, shared_modelled_load: FirstLoad) -> Callable[[Path], RunResult]:
+    """`first_load(wh)` followed by `build_models(wh)`, as one copy of a warehouse built once."""
+    return _copies(sim, shared_modelled_load)
+
+
+def _copies(sim, template: FirstLoad) -> Callable[[Path], RunResult]:
+    """What copies `template` to a test's `wh`, for a test whose `sim` has not moved yet."""
     # The test's simulator must be the one that was loaded: fresh, untouched, no faults.
     assert sim.now == template.result.as_of, "the simulator moved before its first load"
     assert sim.stats()["total"] == 0 and sim.faults.describe() == []

@@ -38,8 +38,9 @@ Wi-Fi settings run holds one step for hours (``Run.holds``), so the read after i
 sees it: a run PENDING, QUEUED or PROCESSING; a stage run PROCESSING whose target run is
 PENDING; a target run PROCESSING (its command being created) or RUNNING (its device taking
 hours); a target run and stage run COMPLETE, and a run COMPLETE, before their outcome. The
-device succeeds, so those runs end in SUCCESS. In a week of nights from the start every run
-and target run status of the spec is read at least once. A run of it every 4 days is stuck for 3
+device succeeds, so those runs end in SUCCESS. They start on the first two days (most on the
+second: the first nightly read stays a light one), so the first two nights from the start read
+every run and target run status of the spec at least once. A run of it every 4 days is stuck for 3
 days (nothing in it changes): the stalled run of the two days on and two weeks on.
 
 A stage run dispatches its target runs in batches (``DISPATCH_BATCH`` every ``DISPATCH_EVERY``):
@@ -96,8 +97,11 @@ WIFI, DRAFT = 3, 4  # the showcase pipelines
 # ``processing``; its stage run's ``stage_processing``, then ``dispatch`` (its target runs
 # QUEUED that long); a target run's ``target_processing``; ``device`` (its command's success
 # after that long); ``verdict`` (a complete target run and stage run before their outcome),
-# ``run_verdict`` (a complete run before its outcome)). Each is read, at the next midnight, in
-# the step it holds. Eight days before the start an admin pauses a run before its target run
+# ``run_verdict`` (a complete run before its outcome); ``complete_together`` (the run is complete
+# as soon as its last stage run is, before that stage run's outcome: "all stage runs are
+# processed", the spec's other reading). Each is read, at the next midnight, in the step it
+# holds. The run of day 0 at 20:00 is complete over three midnights, and its stage run and target
+# run reach their outcome between the first two while the run's record does not move. Eight days before the start an admin pauses a run before its target run
 # is dispatched: the stage run, and that target run, time out 7 days later. From the start,
 # every 4 days, a run whose target run is stuck for 3 days creating its command: nothing in it
 # changes, so it is stalled from the next day but one (38 hours unchanged at the midnight read).
@@ -108,13 +112,15 @@ SHOWCASE: tuple[tuple[int, int, int, dict[str, Any]], ...] = (
     (0, 23, WIFI, {"holds": {"pending": 2 * HOUR}}),
     (1, 22, WIFI, {"holds": {"dispatch": 3 * HOUR}}),
     (1, 23, WIFI, {"holds": {"pending": 600, "queued": 2 * HOUR}}),
-    (2, 23, WIFI, {"holds": {"pending": 600, "queued": 600, "processing": 2 * HOUR}}),
-    (3, 23, WIFI, {"holds": {"stage_processing": 2 * HOUR}}),
-    (4, 23, WIFI, {"holds": {"target_processing": 2 * HOUR}}),
-    (5, 23, WIFI, {"holds": {"device": 3 * HOUR}}),
-    (6, 22, WIFI, {"holds": {"verdict": 3 * HOUR}}),
-    (6, 19, WIFI, {"holds": {"verdict": 600, "run_verdict": 8 * HOUR}}),
-)
+    (1, 23, WIFI, {"holds": {"pending": 600, "queued": 600, "processing": 2 * HOUR}}),
+    (1, 23, WIFI, {"holds": {"stage_processing": 2 * HOUR}}),
+    (1, 23, WIFI, {"holds": {"target_processing": 2 * HOUR}}),
+    (1, 23, WIFI, {"holds": {"device": 3 * HOUR}}),
+    (1, 22, WIFI, {"holds": {"verdict": 3 * HOUR}}),
+    (1, 19, WIFI, {"holds": {"verdict": 600, "run_verdict": 8 * HOUR}}),
+    (0, 20, WIFI, {"holds": {"verdict": 26 * HOUR, "run_verdict": 30 * HOUR,
+                             "complete_together": 1}}),
+)  # fmt: skip
 
 
 class PipelineRuns(CommandsAndOperations):
@@ -401,6 +407,10 @@ class PipelineRuns(CommandsAndOperations):
         verdict = book.runs[sr.run].holds.get("verdict", 0)
         if verdict:  # the spec: complete once every target run is, then its outcome
             sr.status, sr.updated = "complete", ts
+            run = book.runs[sr.run]
+            last = len(run.stage_runs) == len(book.pipelines[run.pipeline].stages)
+            if last and run.holds.get("complete_together"):
+                run.status, run.updated = "complete", ts
             self._later(ts + verdict, "stage_verdict", s)
             return
         self._stage_verdict(s, ts)
@@ -441,7 +451,8 @@ class PipelineRuns(CommandsAndOperations):
         pipeline = book.pipelines[run.pipeline]
         if len(run.stage_runs) == len(pipeline.stages):
             if "run_verdict" in run.holds:  # the spec: complete, then its outcome
-                run.status, run.updated = "complete", ts
+                if run.status != "complete":  # complete already with its stage run: unmoved
+                    run.status, run.updated = "complete", ts
                 self._later(ts + run.holds["run_verdict"], "run_verdict", r)
                 return
             self._run_verdict(r, ts)

@@ -425,3 +425,64 @@ def test_the_pipelines_table_shows_the_numbers_of_the_stage_it_names(
             headline_compared += 1
         compared += 1
     assert compared >= 2 and headline_compared >= 1 and ended >= 1, (compared, ended, failing)
+
+
+ADOPTION = "Adoption of the current versions"
+CURRENT_VERSIONS = """
+    select
+        coalesce(version.app_name, version.package_name) || ' ' || version.version_name || ' · '
+            || version.platform,
+        rollout.day, rollout.share_of_reporting
+    from marts.app_version_rollout as version
+    inner join marts.app_rollout as rollout
+        on rollout.platform = version.platform and rollout.package_name = version.package_name
+        and rollout.version_name is not distinct from version.version_name
+    where version.is_latest_version
+    order by version.first_seen_at desc, version.platform, version.package_name, rollout.day
+"""
+
+
+def test_current_version_adoption_draws_each_current_version_s_share_per_day(
+    rendered, demo_warehouse
+) -> None:
+    """One line per current version (marts.app_version_rollout `is_latest_version`), the newest
+    first as many as the title says ("N of M"), each named in the legend; each line's points sit
+    on the days marts.app_rollout has for that version, at its share of reporting devices that
+    day, to a pixel (read from the lines' and the points' geometry against the axes)."""
+    view = _view_titled(rendered, "rollouts", ADOPTION)
+    (legend,) = charts(rendered.page("rollouts").dom)[view.title].legends
+    expected: dict[str, dict[int, float]] = {}
+    days = [d for (d,) in _mart(demo_warehouse, "select distinct day from marts.app_rollout "
+                                                "order by day")]  # fmt: skip
+    for version, day, share in _mart(demo_warehouse, CURRENT_VERSIONS):
+        expected.setdefault(version, {})[days.index(day)] = share
+    newest = list(expected)[: len(legend.labels)]
+    assert [text for _, _, text in legend.labels] == newest
+    assert len(newest) == min(8, len(expected))
+    shown = f"({len(newest)} of {len(expected)};" if len(newest) < len(expected) else None
+    assert shown is None or shown in view.title, view.title
+    version_of = {colour: version for version, colour in legend.colours.items()}
+    x_axis, y_axis = view.axis("x"), view.axis("y")
+    assert len(x_axis.ticks) == len(days)  # one tick per day loaded
+
+    def drawn(points: list[tuple[float, float]]) -> dict[int, float]:
+        """Each point's day (the tick under it) and its value on the y axis."""
+        out = {}
+        for x, y in points:
+            (day,) = [n for n, tick in enumerate(x_axis.ticks) if abs(x - tick) <= 1]
+            out[day] = y_axis.value(y)
+        return out
+
+    lines = [m for m in view.marks if m.kind == "line mark"]
+    assert sorted(version_of[m.stroke] for m in lines) == sorted(newest)
+    dots: dict[str, list[tuple[float, float]]] = {}
+    for mark in (m for m in view.marks if m.kind == "point"):
+        x0, y0, x1, y1 = mark.box
+        dots.setdefault(version_of[mark.fill], []).append(((x0 + x1) / 2, (y0 + y1) / 2))
+    pixel = y_axis.per_pixel
+    for line in lines:
+        version = version_of[line.stroke]
+        for shares in (drawn(line.points), drawn(dots[version])):
+            assert shares.keys() == expected[version].keys(), (version, shares)
+            for day, share in expected[version].items():
+                assert abs(shares[day] - share) <= pixel, (version, days[day], shares[day], share)

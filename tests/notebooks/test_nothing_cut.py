@@ -70,6 +70,12 @@ CHARTS: dict[str, dict[str, Listed]] = {
         "Version adoption over time": Listed(
             "days", "select count(distinct day) from marts.app_rollout"
         ),
+        # a line per current version (app_version_rollout.is_latest_version), named in the legend
+        "Adoption of the current versions": Listed(
+            "legend",
+            "select count(*) from marts.app_version_rollout where is_latest_version",
+            rest=("app_name", "package_name"),
+        ),
         "Command outcomes per request": Listed(
             "bands", COMMANDS, rest=("failing_rank", "label", "target_devices")
         ),

@@ -288,3 +288,43 @@ def test_a_stage_list_refused_keeps_the_plans_as_loaded(sim, tmp_path: Path, fir
     )
     _assert_equal_to_truth(sim, wh, {"pipeline_stage_targets": loaded,
                                      "pipeline_stage_operations": _truth(sim, PLANS[0])})  # fmt: skip
+
+
+def test_a_complete_run_is_read_again_until_it_has_its_outcome(
+    sim, tmp_path: Path, first_load
+) -> None:
+    """The spec: a complete run still moves on to success or failure. A run complete last night
+    whose record has not moved since (Wi-Fi settings' run of the first day at 20:00, complete with
+    its stage run before their outcome) has its stage run and target run read again tonight: the
+    warehouse shows their success, and the mart counts the device succeeded."""
+    wh = tmp_path / "warehouse.duckdb"
+    assert first_load(wh).exit_code == 0
+    sim.advance(hours=24)
+    assert load(sim, wh, resources=NAMES).exit_code == 0
+    last_night = {r["id"]: r for r in sim.truth("pipeline_runs") if r["status"] == "complete"}
+    assert last_night, "the simulator holds a complete run"
+    sim.advance(hours=24)
+    held = {r["id"] for r in sim.truth("pipeline_runs")
+            if r["id"] in last_night and r["status"] == "complete"
+            and r["updated_at"] == last_night[r["id"]]["updated_at"]}  # fmt: skip
+    assert held, "a run still complete, its record unmoved"
+    stage_runs = {s["id"]: s["status"] for s in sim.truth("pipeline_stage_runs")
+                  if s["pipeline_run_id"] in held}  # fmt: skip
+    targets = {t["id"]: t["status"] for t in sim.truth("pipeline_target_runs")
+               if t["stage_run_id"] in stage_runs}  # fmt: skip
+    assert set(stage_runs.values()) == set(targets.values()) == {"success"}
+    assert load(sim, wh, resources=NAMES).exit_code == 0
+    build_models(wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        loaded = dict(con.execute("select id, status from esper.pipeline_stage_runs").fetchall())
+        loaded_targets = dict(
+            con.execute("select id, status from esper.pipeline_target_runs").fetchall()
+        )
+        counted = con.execute(
+            "select pipeline_run_id, run_status, target_devices, succeeded_devices, "
+            "in_progress_devices from marts.pipeline_rollout where stage_order is not null"
+        ).fetchall()
+    assert {s: loaded[s] for s in stage_runs} == stage_runs
+    assert {t: loaded_targets[t] for t in targets} == targets
+    shown = {run: (status, *n) for run, status, *n in counted if run in held}
+    assert shown == {run: ("complete", len(targets), len(targets), 0) for run in held}

@@ -51,8 +51,10 @@ from .catalogues import (
     shared_list,
 )
 
-# The spec's run statuses that can no longer change (stage and target runs share them).
-RUN_ENDED = frozenset({"complete", "success", "failure", "cancelled", "invalid", "timeout"})
+# The spec's run statuses that can no longer change (stage and target runs share them). Not
+# `complete`: a complete run still moves on to success or failure, and its stage runs and target
+# runs may reach theirs while the run's own record does not move, so it is read like an open one.
+RUN_ENDED = frozenset({"success", "failure", "cancelled", "invalid", "timeout"})
 _AUDIT = (Col("created_by", INT), Col("updated_by", INT), *cols("created_at updated_at", TS))
 _SPEC = Evidence("esper-pipelines-v0-subset.json", "esper-cli pipelines-v0.yaml")
 
