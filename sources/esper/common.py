@@ -233,7 +233,8 @@ def read_each_parent(
     `column` (an item naming another parent refuses its part: `of_parent`). `route`:
     the lists' route when it is not `table.path` (a list read per item of a per-parent list).
 
-    An error is `refused_part`'s: a 400/403/404 of a part is counted against `table`,
+    The parents are records this run read (`paths`' keys, `RunLedger.hold`). An error is
+    `refused_part`'s: a 400/403/404 of a part is counted against `table`,
     naming its route and status, and read again next run (the parents' tables are replaced,
     the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends the run.
     """
@@ -248,6 +249,7 @@ def read_each_parent(
 
     read = ParentLists()
     others: list[OtherParent] = []
+    ledger.hold(parent.name, paths)  # listed by this run: a 404 alone does not retire its rows
     for part, items in fan_out(client, list(paths), fetch):
         if items is REFUSED:
             read.refused.add(part)

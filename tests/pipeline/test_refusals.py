@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from pathlib import Path
 
 import duckdb
@@ -391,3 +392,49 @@ def test_a_device_gone_from_its_list_during_a_first_load_gets_its_apps_the_next_
     with reading(wh):
         compare(sim, wh, "device_apps")
         compare(sim, wh, "device_events")
+
+
+@pytest.mark.parametrize("when", ["first load", "nightly"])
+def test_a_blueprint_gone_from_its_list_for_a_moment_gets_its_versions_the_next_night(
+    sim, wh: Path, monkeypatch: pytest.MonkeyPatch, first_load, when: str
+) -> None:
+    """Gone means gone twice for every parent, not only devices: a blueprint this run listed,
+    whose versions answer 404 and which its list read again leaves out, is a refused part (the
+    run loads the blueprint as current), so the next night reads its versions. Taken as gone, its
+    head was recorded and an incremental night never asked for its versions again."""
+    from esper_warehouse.simulator.routes import blueprints as routes
+
+    bid = sim.truth("blueprints")[0]["id"]
+    if when == "nightly":
+        first_load(wh)
+        sim.advance(hours=1)
+        with sim.world.lock:  # an admin publishes a new version: the nightly reads its list
+            sim.world.fleet.add_blueprint_version(0, sim.world.now, random.Random(1))
+    hidden = {"on": False}
+    decide, listed = sim.faults.decide, routes.content_list
+
+    def deciding(path: str, offset_paging: bool):
+        if f"/v2/blueprints/{bid}/versions" in path:
+            hidden["on"] = True
+        return decide(path, offset_paging)
+
+    def content_list(req, records, shape, *args):
+        shown = [r for r in records if not (hidden["on"] and r.get("id") == bid)]
+        return listed(req, shown, shape, *args)
+
+    monkeypatch.setattr(sim.faults, "decide", deciding)
+    monkeypatch.setattr(routes, "content_list", content_list)
+    sim.set_faults([{"kind": "status", "status": 404, "route": f"/v2/blueprints/{bid}/versions/*"}])
+    flickered = load(sim, wh)
+    assert hidden["on"], "its versions were asked for"
+    assert flickered.exit_code == Exit.PARTIAL, (flickered.exit_code, flickered.error)
+    assert flickered.unavailable["blueprint_versions"].startswith("1 blueprint(s) skipped: ")
+
+    hidden["on"] = False
+    sim.clear_faults()
+    monkeypatch.setattr(sim.faults, "decide", decide)
+    again = load(sim, wh)
+    assert again.mode == "incremental"
+    assert again.exit_code == Exit.OK, again.error
+    with reading(wh):
+        compare(sim, wh, "blueprint_versions")

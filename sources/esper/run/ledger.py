@@ -322,14 +322,27 @@ class RunLedger:
     scans: Scans = field(default_factory=Scans)
     shared: SharedReads = field(default_factory=SharedReads)
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
+    _held: dict[str, set[str]] = field(default_factory=dict, repr=False)  # table -> ids (`hold`)
+    _held_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def hold(self, table: str, record_ids: Iterable[object]) -> None:
+        """This run read `record_ids` from `table`'s list as current records and loads them: the
+        parents a per-parent read is about to ask for (`common.read_each_parent`,
+        `tables/catalogues.py`, `tables/access.py`, `tables/commands.py`)."""
+        ids = {str(record_id) for record_id in record_ids}
+        with self._held_lock:
+            self._held.setdefault(table, set()).update(ids)
 
     def holds(self, table: str, record_id: str) -> bool:
         """Whether this run read `record_id` as a current record of `table`: for devices, listed
         by this run's device scan (the full scan's walk, a nightly's changed devices) or read
-        again by id. A 404 on one of its routes then cannot prove it gone, whatever a list read
-        after it says (`common.refused_part`). Other tables' lists are not recorded: False.
+        again by id; for another table, named by its list this run (`hold`). A 404 on one of its
+        routes then cannot prove it gone, whatever a list read after it says
+        (`common.refused_part`): the run loads the record as current, so its children are kept
+        and asked again, not retired under it.
         """
         if table != "devices":
-            return False
+            with self._held_lock:
+                return str(record_id) in self._held.get(table, ())
         walk = self.plan.walk
         return self.devices.is_changed(record_id) or (walk is not None and record_id in walk.seen)
