@@ -1,6 +1,6 @@
 """The pace of the client's requests: how many are in flight (`AdaptiveLimiter`), and how many
 are sent a second (`RatePacer`: the rate learnt from the tenant's 429s, telling this run's
-overshoot from refusals it did not cause). What a 429 then waits for is `policy.py`'s.
+overshoot from refusals it did not cause). What a 429 then waits for is `policy.decide`'s.
 
 The limiter starts at about 20 requests in flight (the API's guidance), doubles per window of
 healthy answers until the first 429, then adds one slot per window and halves on a 429 (AIMD).
@@ -24,7 +24,7 @@ request also passes this pacer:
   whether those are this run's too); if they did not, the cut is undone and their share becomes
   the weather. A 429 within the weather (the refused share of the last `SHARE_ANSWERS` answers
   no more than the weather plus a margin) cuts nothing: the client retries that one request
-  after its own `Retry-After` and keeps the pace (`answered` returns False for it). The weather
+  after its own `Retry-After` and keeps the pace (`cuts_pace` returns False for it). The weather
   is forgotten once the refused share falls to half of it.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
@@ -147,8 +147,8 @@ class RatePacer:
                     break
         return self.reserve()
 
-    def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
-        """Record an answer: a 429 (`throttled`) that is news cuts the pace.
+    def cuts_pace(self, throttled: bool, reserved_at: float | None = None) -> bool:
+        """Record an answer; whether it cut the pace (a 429, `throttled`, that is news does).
 
         Args:
             throttled: the answer was a 429.
