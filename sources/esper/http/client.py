@@ -14,9 +14,9 @@ resources never sleep or retry by themselves:
 * What an answer means and what follows it is decided by `policy.decide`, which returns a
   `Decision` that the client carries out (it sleeps; the policy never calls the client): 429
   honours `Retry-After` (seconds, or an HTTP date read against the response's own `Date`
-  header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped connections and 200 answers whose body is not
-  JSON are retried a bounded number of times. 401/403 and 404 fail at once with a message that
-  says what is probably wrong.
+  header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped
+  connections and 200 answers whose body is not JSON are retried a bounded number of times.
+  401/403 and 404 fail at once with a message that says what is probably wrong.
 * Nothing hangs: each attempt (connect, TLS, headers, body) ends within `timeout` in total (the
   `Guard` below), a request waits at most `max_retry_wait` seconds between its attempts
   altogether (a longer `Retry-After` fails it at once, quoting the server), and `stop()` ends

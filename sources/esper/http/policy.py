@@ -1,4 +1,4 @@
-"""What follows an answer: `decide(...) -> Decision`, the one place a retry or a throttle is decided.
+"""What follows an answer: `decide(...) -> Decision`, the one place a retry or throttle is decided.
 
 Every attempt's answer (an HTTP response, or the exception that came instead) goes to `decide`,
 which returns what the client does next as a value (`Decision`): return the body, raise an error,
