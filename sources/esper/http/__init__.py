@@ -9,8 +9,11 @@ Rooms by concern, as dlt's `rest_client` keeps its client, paginators and except
   wait budget; what a refusal says), given the facts it needs (`redact`, proven settings);
 * `pacing`: the pace (requests in flight: `AdaptiveLimiter`; requests a second, learnt from
   429s: `RatePacer`);
-* `pages`: the list envelopes and their walks (`next` links, cursor pages, linkless lists, whole
-  lists checked against their count, fan-outs over parents);
+* `paginators`: the list envelopes (`parse_page`) and how a list pages, declared per table
+  (`Table.paginator`) in the shape of dlt's paginators: `LinkPaginator`, `CursorPaginator`,
+  `OffsetPaginator`, `SinglePage`;
+* `pages`: the walks a paginator drives, whole lists checked against their count, fan-outs over
+  parents;
 * `errors` (the exceptions) and `origin` (where requests may go: base URL, links, route names).
 
 A 429 crosses three rooms: `client` (`_attempt` sends) → `policy` (`decide`) → `pacing`

@@ -30,6 +30,7 @@ import pyarrow as pa
 from ..common import REFUSED, Options, keep_if_refused, refused_part, skip_unavailable
 from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object, fan_out
+from ..http.paginators import OffsetPaginator, SinglePage
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, Col, Doc, Table, cols, flat
 from .catalogues import optional_shared_list, shared_list
@@ -61,6 +62,7 @@ USER_PROFILES = Table(
     "user_profiles",
     "/user/{id}/",
     ("id",),
+    paginator=SinglePage,
     disposition="replace",
     loaded_with="users",
     parent="users",
@@ -95,6 +97,7 @@ USER_GROUPS = Table(
     "user_groups",
     "/authz2/v1/users/{id}/groups",
     ("user_id",),
+    paginator=SinglePage,
     disposition="replace",
     loaded_with="users",
     parent="users",
@@ -117,6 +120,7 @@ ROLES = Table(
     "roles",
     "/authz2/v1/roles/",
     ("id",),
+    paginator=OffsetPaginator,
     disposition="replace",
     columns=(  # spec RoleResponse, in `{count, roles}` (no links: `http/pages.py`)
         *cols("id name description"),
@@ -135,6 +139,7 @@ ROLE_SCOPES = Table(
     "role_scopes",
     "/authz2/v1/roles/{id}/scopes",
     ("role_id", "id"),
+    paginator=SinglePage,
     disposition="replace",
     loaded_with="roles",
     parent="roles",

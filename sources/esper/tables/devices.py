@@ -20,6 +20,7 @@ from ..common import (
 )
 from ..http import EsperClient, EsperError, EsperUnavailableError
 from ..http.pages import fan_out, first_seen, iter_cursor_pages, parse_page, read_all
+from ..http.paginators import CursorPaginator
 from ..run.ledger import RunLedger
 from ..run.state import (
     DEVICES_FULL_SCAN_AT,
@@ -88,6 +89,7 @@ DEVICES = Table(
     "/v2/devices/",
     ("id",),
     "updated_at",
+    paginator=CursorPaginator,
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
     doc=Doc(
@@ -109,6 +111,7 @@ DEVICE_HISTORY = Table(
     "device_history",
     "/v2/devices/",
     ("id", "updated_at"),
+    paginator=CursorPaginator,
     loaded_with="devices",
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
@@ -118,6 +121,7 @@ DEVICE_CENSUS = Table(
     "device_census",
     "/v2/devices/",
     (),
+    paginator=CursorPaginator,
     disposition="replace",
     loaded_with="devices",
     page_size=MAX_PAGE_SIZE,
