@@ -710,3 +710,29 @@ def test_every_table_names_one_of_the_four_paginators() -> None:
     kinds = {table.name: table.paginator.kind for table in TABLES.values()}
     assert set(kinds.values()) == {"link", "cursor", "offset", "none"}, kinds
     assert kinds["devices"] == "cursor" and kinds["roles"] == "offset"
+
+
+def test_a_cursor_after_a_followed_link_is_asked_on_the_list_path() -> None:
+    """`/v2/devices/` may answer in either shape: after a page followed by its `next` link, a
+    cursor page's next request goes to the list's path with the cursor, not to the link (whose
+    query holds an offset)."""
+    rows = records(3)
+    asked: list[httpx.URL] = []
+
+    def union(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url)
+        params = request.url.params
+        if params.get("cursor") == "start":  # offset shape, with a link
+            link = f"{BASE}/v2/devices/?limit=1&offset=1"
+            content = {"count": 3, "next": link, "prev": None, "results": rows[:1]}
+        elif params.get("offset") == "1":  # cursor shape
+            content = {"results": rows[1:2], "next_cursor": "c2", "has_more": True}
+        else:
+            content = {"results": rows[2:], "next_cursor": None, "has_more": False}
+        return httpx.Response(200, json={"content": content})
+
+    pages = list(iter_cursor_pages(client_for(union), "/v2/devices/", {"state": 1}, limit=1))
+    assert all_items(pages) == rows
+    last = asked[-1]
+    assert last.path == "/api/v2/devices/" and "offset" not in last.params, last
+    assert (last.params["cursor"], last.params["state"]) == ("c2", "1")

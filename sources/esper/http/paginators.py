@@ -211,9 +211,10 @@ class CursorPaginator(LinkPaginator):
         super().__init__(limit)
         self._cursor: str | None = None
         self._filters: dict[str, Any] = {}
+        self._path = ""
 
     def init_request(self, request: PageRequest) -> None:
-        self._filters = dict(request.params or {})
+        self._path, self._filters = request.path_or_url, dict(request.params or {})
         request.params = {**self._filters, "cursor": "start", "limit": self.limit}
 
     def update_state(self, page: Page) -> None:
@@ -227,6 +228,8 @@ class CursorPaginator(LinkPaginator):
         if self._cursor is None:
             super().update_request(request)
             return
+        # on the list's path, not a link followed before (its query holds an offset)
+        request.path_or_url = self._path
         request.params = {**self._filters, "cursor": self._cursor, "limit": self.limit}
         self.token = "cursor:" + self._cursor
 
