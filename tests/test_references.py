@@ -268,4 +268,4 @@ def test_the_module_check_finds_a_module_that_does_not_exist() -> None:
     assert list(_not_modules("the scan's `weekly.FanOutScope` decides")) == ["weekly.FanOutScope"]
     assert list(_not_modules("`reads.read_all` reads")) == ["reads.read_all"]
     assert list(_not_modules("`scope.FanOutScope` and `pages.read_all` and `httpx.Client`")) == []
-    assert list(_not_modules("the run's `plan.walk`, `item.get`, `pa.Table`")) == []
+    assert list(_not_modules("the run's `plan.full_scan`, `item.get`, `pa.Table`")) == []

@@ -21,7 +21,7 @@ from esper_warehouse.sources.esper.http import (
     EsperNotFoundError,
     EsperResponseError,
 )
-from esper_warehouse.sources.esper.http.pages import parse_page
+from esper_warehouse.sources.esper.http.paginators import parse_page
 from esper_warehouse.sources.esper.tables import TABLES, read_from, skipped_with
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 from esper_warehouse.sources.esper.tables.devices import (

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from esper_warehouse.sources.esper.http import EsperResponseError
-from esper_warehouse.sources.esper.http.pages import parse_page
+from esper_warehouse.sources.esper.http.paginators import parse_page
 from esper_warehouse.sources.esper.tables import TABLES
 
 from .conform import FREE_FORM
@@ -31,7 +31,7 @@ from .reference import (
     shape_of,
 )
 
-# What the paginator reads from a list envelope (`sources/esper/http/pages.py`, `parse_page`).
+# What the paginators read from a list envelope (`sources/esper/http/paginators.py`, `parse_page`).
 ENVELOPE_READS = frozenset({"results", "count", "next", "next_cursor", "has_more"})
 BREAK, NOTE = "break", "note"
 LINKS = frozenset({"next", "prev", "previous", "next_cursor", "prev_cursor"})

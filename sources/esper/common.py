@@ -242,7 +242,8 @@ def read_each_parent(
 
     def fetch(part: str) -> Any:
         try:
-            return read_all(client, paths[part], limit=limit).items  # items known by `id`
+            # items known by `id`
+            return read_all(client, paths[part], limit=limit, paginator=table.paginator).items
         except EsperError as error:
             refused = refused_part(ledger, client, table.name, parent, part, error, retry=None)
             return REFUSED if refused else None  # None: the parent is gone
@@ -315,6 +316,7 @@ def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: st
             limit=parent.limit(None),
             key=parent.key,
             keep=lambda item: item.get(first),  # a fleet's whole records would be ~0.5 GB
+            paginator=parent.paginator,
         )
         return {str(value) for value in read.items}
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from .arrow import ROW_VERSION, Col, Unreadable, cols, flat, missing_key, to_arrow, unreadable_key
+from .http.paginators import LinkPaginator, Paginator
 from .times import NotATime, parse_time
 
 if TYPE_CHECKING:
@@ -127,6 +128,11 @@ class Table:
             selection of this table loads them too, since alone it would have no ids to read.
             A companion (`loaded_with`) selected alone brings its parent the same way.
         page_size: the most items one page may hold.
+        paginator: how the route pages, in the shape of dlt's paginators
+            (sources/esper/http/paginators.py): `LinkPaginator` (``limit``/``offset``, then
+            `next` links: most lists), `CursorPaginator` (``/v2/devices/``), `OffsetPaginator`
+            (a count without links), `SinglePage` (the whole list in one answer). Every walk of
+            the route uses it.
         columns: the declared columns (names are the API's own; docs/contracts.md section 3).
             Fields not declared are still loaded, typed from their values; declaring a field
             fixes its type, so a page where it is missing or null cannot change the table.
@@ -159,6 +165,7 @@ class Table:
     loaded_with: str | None = None
     needs: tuple[str, ...] = ()
     page_size: int = PAGE_SIZE
+    paginator: type[Paginator] = field(default=LinkPaginator, compare=False)
     columns: tuple[Col, ...] = ()
     keep_extra: bool = True
     extra: dict[str, str] = field(default_factory=dict, hash=False)

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -138,8 +139,8 @@ def test_a_cooldown_set_by_another_request_is_charged_to_the_budget() -> None:
     client, clock = budget_client(script, max_retry_wait=150)
     assert client.get("/v2/devices/") == {"ok": True}  # A: waits 100, then succeeds
     assert clock.sleeps == [pytest.approx(100)]
-    client._policy.max_wait = 40  # B's budget
-    client._policy.hold_until(clock.now + 100)
+    client._rules = replace(client._rules, max_wait=40)  # B's budget
+    client._hold_until(clock.now + 100)
     with pytest.raises(EsperAPIError, match="asked to wait 100 s"):
         client.get("/v2/devices/")
     assert clock.sleeps[1:] == [pytest.approx(40)]

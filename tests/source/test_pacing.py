@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import pytest
 from esper_warehouse.sources.esper.http.pacing import (
     CUT,
+    DEEP_ANSWERS,
+    DEEP_RATE,
     FLOOR_SHARE,
     SHARE_ANSWERS,
     TRIAL_ANSWERS,
     TRIAL_REFUSALS,
     RatePacer,
 )
-from esper_warehouse.sources.esper.http.trials import DEEP_ANSWERS, DEEP_RATE
 
 
 class Clock:
@@ -39,7 +40,7 @@ def _traffic(pacer: RatePacer, clock: Clock, per_second: int = 20, seconds: int 
     for _ in range(per_second * seconds):
         clock.now += 1 / per_second
         assert pacer.reserve() == 0.0
-        pacer.answered(throttled=False)
+        pacer.cuts_pace(throttled=False)
 
 
 def test_no_pace_before_the_first_429() -> None:
@@ -47,7 +48,7 @@ def test_no_pace_before_the_first_429() -> None:
     pacer = RatePacer(clock)
     for _ in range(1000):
         assert pacer.reserve() == 0.0
-        pacer.answered(throttled=False)
+        pacer.cuts_pace(throttled=False)
     assert pacer.rate is None
 
 
@@ -57,14 +58,14 @@ def _answers(pacer: RatePacer, clock: Clock, count: int, refused_every: int = 0)
         clock.now += 0.05
         at = clock.now
         pacer.reserve()
-        pacer.answered(throttled=bool(refused_every) and n % refused_every == 0, reserved_at=at)
+        pacer.cuts_pace(throttled=bool(refused_every) and n % refused_every == 0, reserved_at=at)
 
 
 def test_a_429_paces_every_request_below_the_rate_the_api_answered() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    assert pacer.answered(throttled=True), "a cut: every request holds for the Retry-After"
+    assert pacer.cuts_pace(throttled=True), "a cut: every request holds for the Retry-After"
     assert pacer.rate == pytest.approx(CUT * 20, rel=0.05)
     waits = [pacer.reserve() for _ in range(10)]  # ten workers asking at the same instant
     gaps = [b - a for a, b in itertools.pairwise(waits)]
@@ -76,13 +77,13 @@ def test_a_burst_of_429s_cuts_once_and_a_storm_never_stops_the_pace() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    cut = pacer.answered(throttled=True)
+    cut = pacer.cuts_pace(throttled=True)
     # the requests already under way come back refused: the same overshoot, each waits alone
-    assert cut and not any(pacer.answered(throttled=True, reserved_at=0.0) for _ in range(19))
+    assert cut and not any(pacer.cuts_pace(throttled=True, reserved_at=0.0) for _ in range(19))
     assert pacer.rate == pytest.approx(CUT * 20, rel=0.05)
     for _ in range(50):  # nothing but 429s for 100 s: down to the floor, never below it
         clock.now += 2.0
-        pacer.answered(throttled=True)
+        pacer.cuts_pace(throttled=True)
     assert pacer.rate == pytest.approx(FLOOR_SHARE * pacer.best), "the floor follows the run"
     assert pacer.best == pytest.approx(20, rel=0.05)
     first, second = pacer.reserve(), pacer.reserve()
@@ -93,13 +94,13 @@ def test_a_request_waiting_for_its_slot_when_the_pace_is_cut_is_spaced_again() -
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    pacer.answered(throttled=True)
+    pacer.cuts_pace(throttled=True)
     reserved_at = clock.now
     waits = [pacer.reserve() for _ in range(10)]  # slots at the pace before the next cut
     cuts = pacer.cuts
     for _ in range(TRIAL_REFUSALS):  # the cut on trial is refused still: cut again
         clock.now += 0.01
-        pacer.answered(throttled=True, reserved_at=clock.now)
+        pacer.cuts_pace(throttled=True, reserved_at=clock.now)
     assert pacer.cuts == cuts + 1
     slot = reserved_at + waits[-1]
     assert pacer.respace(reserved_at, slot) > slot - clock.now, "a later slot"
@@ -110,7 +111,7 @@ def test_a_429_before_anything_was_answered_holds_everyone_and_learns_nothing() 
     clock = Clock()
     pacer = RatePacer(clock)
     pacer.reserve()
-    assert pacer.answered(throttled=True)
+    assert pacer.cuts_pace(throttled=True)
     assert pacer.rate is None
 
 
@@ -124,14 +125,14 @@ def test_the_first_cut_waits_for_the_answers_and_not_the_first_seconds_rate() ->
     for n in range(1, 11):
         clock.now += 0.1
         pacer.reserve()
-        assert not pacer.answered(throttled=n % 7 == 0, reserved_at=clock.now)
+        assert not pacer.cuts_pace(throttled=n % 7 == 0, reserved_at=clock.now)
     assert pacer.rate is None, "no cut from the first second"
     n = 0
     while pacer.rate is None and clock.now < 5:
         n += 1
         clock.now += 0.01
         pacer.reserve()
-        pacer.answered(throttled=n % 7 == 0, reserved_at=clock.now)
+        pacer.cuts_pace(throttled=n % 7 == 0, reserved_at=clock.now)
     assert pacer.rate is not None and pacer.rate > 50, pacer.rate
 
 
@@ -139,7 +140,7 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    pacer.answered(throttled=True)
+    pacer.cuts_pace(throttled=True)
     ceiling = pacer.ceiling
     _answers(pacer, clock, TRIAL_ANSWERS)  # the cut on trial: no refusal, it stands
     assert pacer.rate == pytest.approx(CUT * ceiling), "a cut on trial holds its pace"
@@ -167,7 +168,7 @@ def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> N
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    pacer.answered(throttled=True)  # the first cut of a run is tried twice
+    pacer.cuts_pace(throttled=True)  # the first cut of a run is tried twice
     first = pacer.rate
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     assert pacer.rate == pytest.approx(CUT * first * 0.8, rel=0.01), "cut again to see"
@@ -189,7 +190,7 @@ def test_a_cut_after_one_that_helped_is_undone_alone() -> None:
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    pacer.answered(throttled=True)
+    pacer.cuts_pace(throttled=True)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=2)  # most refused: cut again
     helped = pacer.rate
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=10)  # fewer: it helped, some remain
@@ -203,7 +204,7 @@ def test_weather_that_clears_is_forgotten_and_an_overshoot_is_cut_again() -> Non
     clock = Clock()
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
-    pacer.answered(throttled=True)
+    pacer.cuts_pace(throttled=True)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
     _below_the_first_refusals(pacer, clock, refused_every=5)
@@ -278,7 +279,7 @@ class _Unpaced(RatePacer):
     def reserve(self) -> float:
         return 0.0
 
-    def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
+    def cuts_pace(self, throttled: bool, reserved_at: float | None = None) -> bool:
         return False
 
 
@@ -292,7 +293,7 @@ def _simulate(
     paced: bool = True,
 ) -> Run:
     """Workers sending through the pacer to `tenant`, in simulated time: 20 workers, 50 ms
-    round trips, and the client's rules after a refusal (`policy.RetryPolicy`): a `Retry-After`
+    round trips, and the client's rules after a refusal (`policy.decide`): a `Retry-After`
     held by every worker (shared cooldown) when the 429 cut the pace, else by that request
     alone; jittered backoff without one, and for a 503. Runs until `answers`
     requests are answered, or for `seconds`. `serial_s`: for that long one worker only, as a
@@ -338,16 +339,16 @@ def _simulate(
             sent.append((now, answer))
             at(now + 0.05, answer, worker, strikes, sent_at)
         elif kind == "ok":
-            pacer.answered(throttled=False, reserved_at=sent_at)
+            pacer.cuts_pace(throttled=False, reserved_at=sent_at)
             done += 1
             if answers is not None and done >= answers:
                 break
             at(now, "begin", worker, 0)
         elif kind == "503":
-            pacer.answered(throttled=False, reserved_at=sent_at)
+            pacer.cuts_pace(throttled=False, reserved_at=sent_at)
             at(now + backoff(strikes + 1), "begin", worker, strikes + 1)
         else:
-            hold_all = pacer.answered(throttled=True, reserved_at=sent_at)
+            hold_all = pacer.cuts_pace(throttled=True, reserved_at=sent_at)
             if tenant.retry_after is None:
                 at(now + backoff(strikes + 1), "begin", worker, strikes + 1)
             elif hold_all:

@@ -7,6 +7,7 @@ real `EsperClient`, so its origin checks apply to the `next` links.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 import tracemalloc
@@ -23,6 +24,13 @@ from esper_warehouse.sources.esper.http.pages import (
     parse_page,
     read_all,
 )
+from esper_warehouse.sources.esper.http.paginators import (
+    CursorPaginator,
+    LinkPaginator,
+    OffsetPaginator,
+    SinglePage,
+)
+from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.access import ROLES
 from esper_warehouse.sources.esper.tables.credentials import PROVISIONING_PROFILES
 
@@ -248,20 +256,45 @@ def test_iter_pages_follows_next_links_to_the_end(envelope: str) -> None:
 
 
 def test_a_linkless_list_is_walked_by_offset_until_its_count() -> None:
-    """authz2 roles: `{count, roles}` with no links; the next offset until `count` items came,
-    page by page or planned from the count (the API may clamp the page size)."""
+    """authz2 roles: `{count, roles}` with no links, declared so (`ROLES.paginator`); the next
+    offset until `count` items came, page by page or planned from the count (the API may clamp
+    the page size)."""
+    assert ROLES.paginator is OffsetPaginator
     api = OffsetAPI(records(45), envelope="roles", max_limit=20)
-    pages = list(iter_pages(client_for(api), ROLES.path, limit=50))
+    pages = list(iter_pages(client_for(api), ROLES.path, limit=50, paginator=OffsetPaginator))
     assert [len(p.items) for p in pages] == [20, 20, 5]
     assert all_items(pages) == records(45)
     assert [u.params["offset"] for u in api.requests] == ["0", "20", "40"]
     api = OffsetAPI(records(45), envelope="roles", max_limit=20)
-    pages = list(iter_pages_parallel(client_for(api), ROLES.path, limit=50))
+    pages = list(
+        iter_pages_parallel(client_for(api), ROLES.path, limit=50, paginator=OffsetPaginator)
+    )
     assert all_items(pages) == records(45)
     assert sorted(int(u.params["offset"]) for u in api.requests) == [0, 20, 40]
     one = OffsetAPI(records(3), envelope="roles")
-    assert all_items(iter_pages(client_for(one), ROLES.path, limit=50)) == records(3)
+    walked = iter_pages(client_for(one), ROLES.path, limit=50, paginator=OffsetPaginator)
+    assert all_items(walked) == records(3)
     assert len(one.requests) == 1
+
+
+def test_a_list_that_pages_otherwise_than_declared_fails_instead_of_ending_short() -> None:
+    """Paging is declared, not guessed: a list declared to page by links (the default) that
+    answers a count without links, or a cursor, is refused naming both, never read short."""
+    roles = OffsetAPI(records(45), envelope="roles", max_limit=20)
+    with pytest.raises(EsperResponseError, match="count without links shape, which its link"):
+        list(iter_pages(client_for(roles), ROLES.path, limit=50))
+    devices = CursorAPI(records(25))
+
+    def cursors_only(request: httpx.Request) -> httpx.Response:  # whatever was asked for
+        url = request.url.copy_set_param("cursor", request.url.params.get("cursor", "start"))
+        return devices(httpx.Request("GET", url))
+
+    with pytest.raises(EsperResponseError, match="cursor shape, which its offset paginator"):
+        list(
+            iter_pages(
+                client_for(cursors_only), "/v2/devices/", limit=10, paginator=OffsetPaginator
+            )
+        )
 
 
 def test_iter_pages_follows_the_page_size_the_api_clamped_to() -> None:
@@ -436,15 +469,13 @@ def test_iter_pages_parallel_follows_links_when_the_list_grew_while_paging() -> 
     assert pages[0].count == 95 and pages[-1].count == 110
 
 
-def test_iter_pages_parallel_falls_back_to_links_without_a_count() -> None:
+def test_iter_pages_parallel_walks_a_cursor_list_page_by_page() -> None:
     api = CursorAPI(records(25))  # cursor shape: no count to plan offsets from
-
-    def cursor_only(request: httpx.Request) -> httpx.Response:
-        url = request.url.copy_set_param("cursor", request.url.params.get("cursor", "start"))
-        return api(httpx.Request("GET", url))
-
-    pages = list(iter_pages_parallel(client_for(cursor_only), "/v2/devices/", limit=10))
+    pages = list(
+        iter_pages_parallel(client_for(api), "/v2/devices/", limit=10, paginator=CursorPaginator)
+    )
     assert all_items(pages) == records(25)
+    assert api.requests[0].params["cursor"] == "start"
 
 
 def test_iter_pages_parallel_on_an_empty_or_single_page_list() -> None:
@@ -636,3 +667,69 @@ def test_read_all_counts_a_repeat_of_one_pass_only_as_a_moving_window_not_a_copy
 
     short = read_all(client_for(Shifting(records(6), envelope="v2")), "/v2/x", limit=3)
     assert (len(short.items), short.count) == (5, 6)
+
+
+# ------------------------------------------------------------------------- declared paging
+
+
+def _template(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", path).rstrip("/")
+
+
+_LIVE = [
+    (table, recorded)
+    for table in TABLES.values()
+    for recorded in routes()
+    if recorded["method"] == "GET"
+    and str(recorded.get("status")) == "200"
+    and _template(recorded["path"]) == _template(table.path)
+]
+
+
+def test_the_tables_with_a_live_route_are_many() -> None:
+    assert len({table.name for table, _ in _LIVE}) >= 12, [t.name for t, _ in _LIVE]
+
+
+@pytest.mark.parametrize("table, recorded", _LIVE, ids=lambda x: getattr(x, "name", ""))
+def test_every_table_declares_the_paging_its_route_answers_live(table: Any, recorded: dict) -> None:
+    """A route the live API answered with a page and `next` links is walked by a paginator that
+    follows them (links; or the cursor of `/v2/devices/`, which continues a page in the offset
+    shape by its link); a route answered with one record or a bare array has no pages."""
+    observed = recorded["observed"]
+    envelope = observed.get("content", observed) if isinstance(observed, dict) else None
+    if isinstance(envelope, dict) and "results" in envelope and "next" in envelope:
+        assert issubclass(table.paginator, LinkPaginator), (table.name, table.paginator)
+    else:
+        assert table.paginator is SinglePage, (table.name, table.paginator)
+
+
+def test_every_table_names_one_of_the_four_paginators() -> None:
+    kinds = {table.name: table.paginator.kind for table in TABLES.values()}
+    assert set(kinds.values()) == {"link", "cursor", "offset", "none"}, kinds
+    assert kinds["devices"] == "cursor" and kinds["roles"] == "offset"
+
+
+def test_a_cursor_after_a_followed_link_is_asked_on_the_list_path() -> None:
+    """`/v2/devices/` may answer in either shape: after a page followed by its `next` link, a
+    cursor page's next request goes to the list's path with the cursor, not to the link (whose
+    query holds an offset)."""
+    rows = records(3)
+    asked: list[httpx.URL] = []
+
+    def union(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url)
+        params = request.url.params
+        if params.get("cursor") == "start":  # offset shape, with a link
+            link = f"{BASE}/v2/devices/?limit=1&offset=1"
+            content = {"count": 3, "next": link, "prev": None, "results": rows[:1]}
+        elif params.get("offset") == "1":  # cursor shape
+            content = {"results": rows[1:2], "next_cursor": "c2", "has_more": True}
+        else:
+            content = {"results": rows[2:], "next_cursor": None, "has_more": False}
+        return httpx.Response(200, json={"content": content})
+
+    pages = list(iter_cursor_pages(client_for(union), "/v2/devices/", {"state": 1}, limit=1))
+    assert all_items(pages) == rows
+    last = asked[-1]
+    assert last.path == "/api/v2/devices/" and "offset" not in last.params, last
+    assert (last.params["cursor"], last.params["state"]) == ("c2", "1")

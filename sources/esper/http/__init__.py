@@ -4,17 +4,21 @@ Rooms by concern, as dlt's `rest_client` keeps its client, paginators and except
 
 * `client`: `EsperClient` (get, post, map, read_ahead, counters), the connections it sends with
   (pools holding the key, the total deadline of an attempt, `stop()`), its worker threads;
-* `policy`: what an answer means and what follows it (a value, a retry, a final error; backoff,
-  `Retry-After`, the shared cooldown, the wait budget; what a refusal says);
+* `policy`: what an answer means and what follows it, as a value: `decide(...) -> Decision` (a
+  value, a retry, a final error; backoff, `Retry-After`, whether it holds every request, the
+  wait budget; what a refusal says), given the facts it needs (`redact`, proven settings);
 * `pacing`: the pace (requests in flight: `AdaptiveLimiter`; requests a second, learnt from
-  429s: `RatePacer`, its weather judgement's trials in `trials`);
-* `pages`: the list envelopes and their walks (`next` links, cursor pages, linkless lists, whole
-  lists checked against their count, fan-outs over parents);
+  429s: `RatePacer`, with its weather judgement's trials);
+* `paginators`: the list envelopes (`parse_page`) and how a list pages, declared per table
+  (`Table.paginator`) in the shape of dlt's paginators: `LinkPaginator`, `CursorPaginator`,
+  `OffsetPaginator`, `SinglePage`;
+* `pages`: the walks a paginator drives, whole lists checked against their count, fan-outs over
+  parents;
 * `errors` (the exceptions) and `origin` (where requests may go: base URL, links, route names).
 
-A 429 is followed in `client` (`_attempt`), `pacing` (`RatePacer.answered`,
-`AdaptiveLimiter.release`) and `policy` (`classify`, then `RetryPolicy.request`, where its wait
-is decided and slept), and `errors` when it ends the request.
+A 429 crosses three rooms: `client` (`_attempt` sends) → `policy` (`decide`) → `pacing`
+(`RatePacer.cuts_pace`; `AdaptiveLimiter.release`) → `client` (`_request` sleeps the decision's
+wait, or holds every request until it is over). The path step by step: `policy`'s docstring.
 """
 
 from .client import EsperClient, RouteStats

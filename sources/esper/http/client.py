@@ -11,11 +11,12 @@ resources never sleep or retry by themselves:
 * A polite pace (`pacing.RatePacer`): from the first 429 on, every worker's requests are spaced
   at a rate learnt from the API's answers (a little below what it answered when it refused), so
   a rate-limited tenant sees few refused requests instead of a worker knocking per 429.
-* What an answer means and what follows it is `policy.py`'s: 429 honours `Retry-After` (seconds,
-  or an HTTP date read against the response's own `Date` header), else exponential backoff with
-  full jitter. 500/502/503/504, timeouts, dropped connections and 200 answers whose body is not
-  JSON are retried a bounded number of times. 401/403 and 404 fail at once with a message that
-  says what is probably wrong.
+* What an answer means and what follows it is decided by `policy.decide`, which returns a
+  `Decision` that the client carries out (it sleeps; the policy never calls the client): 429
+  honours `Retry-After` (seconds, or an HTTP date read against the response's own `Date`
+  header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped
+  connections and 200 answers whose body is not JSON are retried a bounded number of times.
+  401/403 and 404 fail at once with a message that says what is probably wrong.
 * Nothing hangs: each attempt (connect, TLS, headers, body) ends within `timeout` in total (the
   `Guard` below), a request waits at most `max_retry_wait` seconds between its attempts
   altogether (a longer `Retry-After` fails it at once, quoting the server), and `stop()` ends
@@ -47,7 +48,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from itertools import islice
 from typing import Any, TypeVar
@@ -56,10 +57,10 @@ import httpcore
 import httpx
 import orjson
 
-from .errors import STOP_POLL_S, EsperConfigError, EsperError, EsperInterrupted, redact
+from .errors import STOP_POLL_S, EsperConfigError, EsperInterrupted, redact
 from .origin import Origin, check_key
 from .pacing import AdaptiveLimiter, RatePacer
-from .policy import Retry, RetryPolicy, Value, classify, failed_attempt, parse_date
+from .policy import Decision, Facts, Rules, Tries, decide, parse_date
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -135,17 +136,10 @@ class EsperClient:
         self._guard = Guard()
         self._clock = clock
         self._sleep = sleep if sleep is not None else self._sleep_unless_stopped
-        self._policy = RetryPolicy(
-            max_retries=max_retries,
-            backoff_base=backoff_base,
-            backoff_max=backoff_max,
-            max_wait=max_retry_wait,
-            sleep=self._sleep,
-            clock=clock,
-            rng=rng or random.Random(),
-            concurrency=lambda: self.concurrency,
-            count_retry=lambda route: self._counters.count(route, retries=1),
-        )
+        self._rules = Rules(max_retries, backoff_base, backoff_max, max_retry_wait,
+                            rng or random.Random())  # fmt: skip
+        self._cooldown_lock = threading.Lock()
+        self._cooldown_until = 0.0  # monotonic time before which no request is sent
         self._pacer = RatePacer(clock) if pace else None
         self._limiter = AdaptiveLimiter(
             min(max(initial_concurrency, min_concurrency), max_concurrency),
@@ -316,12 +310,34 @@ class EsperClient:
         body: bytes | None = None,
         retry: bool = True,
     ) -> Any:
-        """Send one logical request: resolve and check the URL, then attempt as the policy says."""
+        """Send one logical request: resolve and check the URL, then attempt until
+        `policy.decide` says it is done, sleeping every wait it asks for.
+
+        Raises:
+            EsperError: What `decide` gave up with (see the module).
+        """
         url = self.origin.resolve(path_or_url)
         route = f"{method} {self.origin.template(url.path)}"
-        return self._policy.request(
-            route, lambda: self._attempt(method, url, route, params, body), retry=retry
-        )
+        tries = Tries()
+        while True:
+            slept = self._wait_cooldown(self._rules.max_wait - tries.waited)
+            if slept:
+                tries = replace(tries, waited=tries.waited + slept)
+            decision = self._attempt(method, url, route, params, body, tries, retry)
+            if decision.then == "return":
+                return decision.value
+            if decision.then == "raise":
+                if decision.why:
+                    log.log(decision.level, "%s", decision.why)
+                assert decision.error is not None
+                raise decision.error
+            log.log(decision.level, "%s (concurrency %d)", decision.why, self.concurrency)
+            self._counters.count(route, retries=1)
+            if decision.holds_all:  # slept by every request before its next attempt
+                self._hold_until(self._clock() + decision.wait)
+            else:
+                self._sleep(decision.wait)
+            tries = decision.tries
 
     def _attempt(
         self,
@@ -330,42 +346,51 @@ class EsperClient:
         route: str,
         params: Mapping[str, Any] | None,
         body: bytes | None,
-    ) -> Value | Retry:
-        """Make one attempt under a limiter slot, at its pace; classify the answer.
-
-        Returns:
-            `Value` with the parsed body, or `Retry` describing a retryable failure.
-
-        Raises:
-            EsperError: For answers that are never retried (401/403, 404, other 4xx, 3xx).
-        """
+        tries: Tries,
+        retry: bool,
+    ) -> Decision:
+        """Make one attempt under a limiter slot, at its pace: what `policy.decide` says of it."""
         self._check_stopped(route)
         epoch = self._limiter.acquire(urgent=not getattr(self._thread, "bulk", False))
         started = time.monotonic()
         stats = RouteStats()
-        outcome = "neutral"  # what the limiter learns: "healthy", "throttled" or "neutral"
+        learnt = "neutral"  # what the limiter learns: "healthy", "throttled" or "neutral"
         try:
             reserved_at = self._wait_for_pace(route)
             self._check_stopped(route)
             stats.requests = 1
-            response = self._send(method, url, route, params, body)
-            if isinstance(response, Retry):
-                stats.errors = 1
-                return response
-            stats.bytes = response.num_bytes_downloaded or len(response.content)
-            self._note_date(response, started)
-            throttled = response.status_code == 429
-            cut = self._pacer.answered(throttled, reserved_at) if self._pacer else throttled
-            log.debug("%s -> %s (%d bytes)", route, response.status_code, stats.bytes)
-            result, outcome = classify(route, response, stats, cut=cut, client=self)
-            if isinstance(result, EsperError):
-                raise result
-            return result
+            answer = self._send(method, url, route, params, body)
+            if isinstance(answer, httpx.Response):
+                stats.bytes = answer.num_bytes_downloaded or len(answer.content)
+                self._note_date(answer, started)
+                log.debug("%s -> %s (%d bytes)", route, answer.status_code, stats.bytes)
+            facts = Facts(self.origin, self.key_name, self.settings_proven, redact)
+            decision = decide(route, answer, tries, rules=self._rules, facts=facts,
+                              pacer=self._pacer, reserved_at=reserved_at, retry=retry)  # fmt: skip
+            learnt = decision.limiter
+            stats.throttled = int(decision.status == 429)
+            stats.errors = int(decision.then != "return" and decision.status != 429)
+            return decision
         finally:
             stats.seconds = time.monotonic() - started
-            self._limiter.release(epoch, outcome)
+            self._limiter.release(epoch, learnt)
             if stats.requests:
                 self._counters.count(route, **vars(stats))
+
+    def _hold_until(self, until: float) -> None:
+        """Hold every request of the client until `until` (monotonic): a shared Retry-After."""
+        with self._cooldown_lock:
+            self._cooldown_until = max(self._cooldown_until, until)
+
+    def _wait_cooldown(self, budget: float) -> float:
+        """Sleep until the shared Retry-After cooldown, at most `budget` s; the seconds slept."""
+        with self._cooldown_lock:
+            remaining = self._cooldown_until - self._clock()
+        wait = min(remaining, max(budget, 0.0))
+        if wait <= 0:
+            return 0.0
+        self._sleep(wait)
+        return wait
 
     def _wait_for_pace(self, route: str) -> float:
         """Wait for this request's pace slot (the rate learnt from 429s); when it was reserved.
@@ -391,8 +416,8 @@ class EsperClient:
         route: str,
         params: Mapping[str, Any] | None,
         body: bytes | None,
-    ) -> httpx.Response | Retry:
-        """Send the attempt within its deadline: the answer, or a retryable transport failure."""
+    ) -> httpx.Response | Exception:
+        """Send the attempt within its deadline: the answer, or what was raised instead."""
         self._guard.begin(self._timeout)
         try:
             return self._pools.for_thread().request(
@@ -406,10 +431,7 @@ class EsperClient:
             # A stopped client's requests fail in all sorts of ways (a closed pool, a read cut
             # short): none of them is worth a retry or a warning.
             self._check_stopped(route)
-            failure = failed_attempt(exc, self.origin.text(), self.redact)
-            if failure is None:
-                raise
-            return failure
+            return exc
         finally:
             self._guard.end()
 

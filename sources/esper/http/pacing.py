@@ -1,6 +1,6 @@
 """The pace of the client's requests: how many are in flight (`AdaptiveLimiter`), and how many
 are sent a second (`RatePacer`: the rate learnt from the tenant's 429s, telling this run's
-overshoot from refusals it did not cause). What a 429 then waits for is `policy.py`'s.
+overshoot from refusals it did not cause). What a 429 then waits for is `policy.decide`'s.
 
 The limiter starts at about 20 requests in flight (the API's guidance), doubles per window of
 healthy answers until the first 429, then adds one slot per window and halves on a 429 (AIMD).
@@ -24,12 +24,12 @@ request also passes this pacer:
   answers to the first `TRIAL_ANSWERS` requests paced after a cut: if the refusals above the
   known weather at least halved, the cut was right (and if some remain, it cuts again to see
   whether those are this run's too). If they did not, the pace is tried once below the pace
-  that first drew refusals (sources/esper/http/trials.py: a shedder refusing a share above N a
+  that first drew refusals (`Trial`, `FirstRefusals`: a shedder refusing a share above N a
   second refuses the same share at every pace above N): any refusal there and the cuts are
   undone, their share becoming the weather (the next cut then waits for a second of answers at
   the pace come back to); none, and the cut stands. A 429 within the weather (the refused share
   of the last `SHARE_ANSWERS` answers no more than the weather plus a margin) cuts nothing: the
-  client retries that one request after its own `Retry-After` and keeps the pace (`answered`
+  client retries that one request after its own `Retry-After` and keeps the pace (`cuts_pace`
   returns False for it). The weather is forgotten once the refused share falls to half of it.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
@@ -51,10 +51,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .errors import STOP_POLL_S
-from .trials import TRIAL_ANSWERS, TRIAL_REFUSALS, FirstRefusals, Trial
-from .trials import noise as _noise
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -74,6 +73,92 @@ WEATHER_MAX = 0.5  # a refused share above this is not weather
 RETEST_S = 30.0  # in weather, a 429 this long after the last cut cuts anyway, to check it
 LEARN_AFTER_S = 0.25  # a 429 before this much traffic holds every request, and cuts nothing
 KNOWN_ANSWERS = 20  # the first cut waits for this many answers and MIN_SPAN_S of traffic ...
+
+
+# The weather judgement's evidence: a cut on trial, and the pace that first drew refusals.
+TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it helped
+TRIAL_REFUSALS = 8  # ... fewer, when this many of them and most (60 %) were refused
+DEEP_RATE = 8.0  # a trial below the first refusals is never slower than this ...
+DEEP_ANSWERS = 40  # ... and, when nothing is refused, ends after this many answers
+
+
+def noise(share: float, answers: int) -> float:
+    """The standard error of a refused share measured over `answers` answers."""
+    return math.sqrt(share * (1 - share) / answers)
+
+
+@dataclass
+class Trial:
+    """A cut under test: what it changed, to undo it if the refusals stay the same."""
+
+    at: float  # when the cut was made (the pacer's clock)
+    rate_before: float | None  # the pace to come back to if the refusals stay (None: unpaced)
+    ceiling_before: float | None
+    share_before: float  # refused share of the latest answers when the cut was made
+    judged: bool = True  # False for the first cut of a run (from no pace at all)
+    cuts: int = 1  # the cuts undone with it (2 when it follows the run's first)
+    answers: int = 0  # answers to requests paced after the cut
+    refused: int = 0
+    # A trial below the first refusals counts the answers to requests paced from this time on
+    # (a second after its cut: a bucket or a shedder counts the second before); None: `at`.
+    counts_from: float | None = None
+
+    @property
+    def deep(self) -> bool:
+        """A trial below the pace that first drew refusals."""
+        return self.counts_from is not None
+
+    def counts(self, paced_at: float) -> bool:
+        """Whether the answer to a request paced at this time is the trial's."""
+        return paced_at > (self.at if self.counts_from is None else self.counts_from)
+
+    def done(self) -> bool:
+        """Enough answers to judge the cut. A trial where most answers are refused is over
+        early (that is never weather); a trial below the first refusals at its first refusal."""
+        if self.deep:
+            return self.refused >= 1 or self.answers >= DEEP_ANSWERS
+        overshot = self.refused >= TRIAL_REFUSALS and self.refused > 0.6 * self.answers
+        return overshot or self.answers >= TRIAL_ANSWERS
+
+    def share_with_the_last(self) -> float:
+        """The refused share over this trial and the one before it (the share it was cut at):
+        when both saw the same share, the weather is measured on both."""
+        refused = self.share_before * TRIAL_ANSWERS + self.refused
+        return refused / (TRIAL_ANSWERS + self.answers)
+
+
+class FirstRefusals:
+    """The pace that first drew refusals, and whether a trial below it saw the share (not
+    thread-safe: the pacer's lock is held).
+
+    That pace is the answers accepted in the second before the run's first 429 (a count per
+    second, as a bucket or a shedder counts). The trial below it runs at a quarter of it (a
+    bucket first refuses after its second of saved tokens and a second of its rate; a shedder
+    after a few refusals above its N), never slower than `DEEP_RATE`: under weather the first
+    429 comes after a handful of answers, by chance, and a trial's answers take
+    `DEEP_ANSWERS / pace` seconds.
+    """
+
+    def __init__(self) -> None:
+        self.accepted: int | None = None  # answers accepted in the second before the first 429
+        self._oks: deque[float] = deque()  # times of accepted answers until then
+        self.shown = False  # a trial below it saw the share: weather is weather from now on
+
+    def note(self, now: float, throttled: bool) -> None:
+        """Count an answer, until the first 429."""
+        if self.accepted is not None:
+            return
+        while self._oks and self._oks[0] < now - 1.0:
+            self._oks.popleft()
+        if throttled:
+            self.accepted = len(self._oks)
+            self._oks.clear()
+        else:
+            self._oks.append(now)
+
+    def pace(self) -> float:
+        """The pace of a trial below the first refusals."""
+        return max(DEEP_RATE, (self.accepted or 0) / 4)
 
 
 class RatePacer:
@@ -135,8 +220,8 @@ class RatePacer:
                     break
         return self.reserve()
 
-    def answered(self, throttled: bool, reserved_at: float | None = None) -> bool:
-        """Record an answer: a 429 (`throttled`) that is news cuts the pace.
+    def cuts_pace(self, throttled: bool, reserved_at: float | None = None) -> bool:
+        """Record an answer; whether it cut the pace (a 429, `throttled`, that is news does).
 
         Args:
             throttled: the answer was a 429.
@@ -228,7 +313,7 @@ class RatePacer:
 
     def _weather_limit(self) -> float:
         """The refused share of the latest answers still called weather (lock held)."""
-        return self.weather + max(WEATHER_MARGIN, 3 * _noise(self.weather, SHARE_ANSWERS))
+        return self.weather + max(WEATHER_MARGIN, 3 * noise(self.weather, SHARE_ANSWERS))
 
     def _accepted_rate(self, now: float, since: float = -math.inf) -> float | None:
         """Requests sent and not refused per second over the last window (lock held).
@@ -324,11 +409,11 @@ class RatePacer:
         # Not a lucky pair of trials: the drop is over 3 standard errors of a difference of two
         # shares of about as many answers, both drawn from their common share (one trial far
         # above the weather by chance, then one near it, must not pass for a limit).
-        spread = math.sqrt(2) * _noise(trial.share_with_the_last(), trial.answers)
+        spread = math.sqrt(2) * noise(trial.share_with_the_last(), trial.answers)
         helped = after - weather < (before - weather) / 2 and before - after > 3 * spread
         if trial.judged and (helped or after > WEATHER_MAX):
             weather = self.weather
-            if after > weather + max(RESIDUE, 2 * _noise(weather, TRIAL_ANSWERS)):
+            if after > weather + max(RESIDUE, 2 * noise(weather, TRIAL_ANSWERS)):
                 return self._cut(now, accepted, after)
             return False
         if not trial.judged:

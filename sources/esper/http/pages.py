@@ -1,6 +1,7 @@
-"""Reading the Esper list envelopes, and walking their pages through the client.
+"""Walking the Esper lists' pages through the client, each as its table's paginator says.
 
-The API has four list shapes (see ``docs/spec/README.md``, "Wire facts"):
+The API has four list shapes (see ``docs/spec/README.md``, "Wire facts"), read by
+`paginators.parse_page`:
 
 * legacy and v1 (Django REST style): ``{count, next, previous, results}``;
 * v0/v2 services: ``{code?, message?, content: {count, next, previous | prev, results}}``; an
@@ -11,8 +12,11 @@ The API has four list shapes (see ``docs/spec/README.md``, "Wire facts"):
   (``/authz2/v1/roles/``, docs/spec/openapi-notes-credentials-access.md section 4). The walk
   asks for the next ``offset`` (advanced by the items received) until it has ``count`` items.
 
-``/v2/devices/`` is documented as a union of the offset and cursor shapes, so `parse_page` reads
-whichever shape comes back and the iterators continue in that shape, whatever they asked for.
+How a walk goes on is declared, not read off each answer: every walk takes its table's
+paginator (`Table.paginator`: `paginators.LinkPaginator`, `CursorPaginator`, `OffsetPaginator`,
+`SinglePage`), which sets the first request and reads the next one from each page. A page the
+declared paginator cannot follow (a cursor, or a count without links, where links were
+declared) fails the walk (`EsperResponseError`) instead of ending it short.
 
 No HTTP policy lives here (retries, throttling, origin checks, concurrency): every request goes
 through `EsperClient`, which refuses `next` links that leave the configured origin.
@@ -35,12 +39,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urljoin
 
 import orjson
 
 from .client import EsperClient
 from .errors import EsperResponseError
+from .paginators import (
+    CursorPaginator,
+    LinkPaginator,
+    Page,
+    PageRequest,
+    Paginator,
+    parse_page,
+)
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -61,93 +72,8 @@ __all__ = [
     "parse_page",
     "read_all",
     "url_id",
+    "walk",
 ]
-
-
-@dataclass
-class Page:
-    """One page of a list, whatever its envelope.
-
-    Attributes:
-        items: The records of the page.
-        count: The total the API reports for the whole list (offset shapes), else None. Kept so
-            the caller can reconcile what it loaded with what the API says it holds.
-        next_url: The `next` link (offset shapes), else None.
-        next_cursor: The cursor of the next page (cursor shape), else None.
-        has_more: Whether the API says another page follows.
-        linkless: A list without links (``{count, roles}``): the next page is the next offset,
-            while fewer than `count` items have been walked.
-    """
-
-    items: list[dict]
-    count: int | None
-    next_url: str | None
-    next_cursor: str | None
-    has_more: bool
-    linkless: bool = False
-
-
-# Lists that name their items after what they hold and carry a count but no links.
-LINKLESS_KEYS = ("roles",)
-
-
-def parse_page(body: Any, *, where: str | None = None) -> Page:
-    """Read a list answer in any of the four envelopes.
-
-    Args:
-        body: The parsed JSON of a list answer.
-        where: The path or URL it came from, named in errors.
-
-    Returns:
-        The page.
-
-    Raises:
-        EsperResponseError: The body fits none of the envelopes (not an object, `results` missing
-            or not a list of objects, a count or link of the wrong type, `has_more` without a
-            `next_cursor`).
-    """
-    source = f" from {where}" if where else ""
-
-    def bad(problem: str) -> EsperResponseError:
-        return EsperResponseError(f"unexpected list answer{source}: {problem}")
-
-    if not isinstance(body, dict):
-        raise bad(f"expected a JSON object, got {type(body).__name__}")
-    envelope = body
-    if "results" not in body and "content" in body:
-        envelope = body["content"]
-        if not isinstance(envelope, dict):
-            raise bad(f"'content' is {type(envelope).__name__}, not an object")
-    linkless = next((k for k in LINKLESS_KEYS if k in envelope and "results" not in envelope), None)
-    if "results" not in envelope and linkless is None:
-        raise bad(f"no 'results' (keys: {sorted(envelope)[:10]})")
-    items = envelope[linkless or "results"]
-    if items is None and envelope.get("count") == 0 and not envelope.get("next"):
-        items = []  # the v2 services answer an empty list with `results: null` (live, section 2)
-    if not isinstance(items, list):
-        raise bad(f"'{linkless or 'results'}' is {type(items).__name__}, not a list")
-    if not all(isinstance(item, dict) for item in items):
-        raise bad(f"'{linkless or 'results'}' holds something other than objects")
-
-    count = envelope.get("count")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-        raise bad(f"'count' is {count!r}, not an integer")
-    next_url = envelope.get("next") or None
-    if next_url is not None and not isinstance(next_url, str):
-        raise bad(f"'next' is {type(next_url).__name__}, not a URL")
-    next_cursor = envelope.get("next_cursor") or None
-    if next_cursor is not None and not isinstance(next_cursor, str):
-        raise bad(f"'next_cursor' is {type(next_cursor).__name__}, not a string")
-
-    if "has_more" in envelope or "next_cursor" in envelope:  # the cursor shape
-        has_more = bool(envelope.get("has_more", next_cursor is not None))
-        if has_more and next_cursor is None:
-            raise bad("'has_more' is true but there is no 'next_cursor'")
-    elif linkless:  # more while the count says so: `_continue` asks for the next offset
-        has_more = count is not None and len(items) < count
-    else:
-        has_more = next_url is not None
-    return Page(items, count, next_url, next_cursor, has_more, linkless=linkless is not None)
 
 
 def bare_items(body: Any, *, where: str) -> list[dict]:
@@ -179,30 +105,52 @@ def bare_object(body: Any, *, where: str) -> dict:
     return body
 
 
+def walk(
+    client: EsperClient,
+    path: str,
+    params: Mapping[str, Any] | None,
+    paginator: Paginator,
+) -> Iterator[Page]:
+    """Walk a list as its paginator says: the first page, then each next one it asks for.
+
+    Args:
+        client: The client every request goes through.
+        path: The list path relative to the base URL, e.g. ``"/enterprise/<eid>/devicegroup/"``.
+        params: Filters to send with the first request (links carry them on; cursor and offset
+            requests repeat them).
+        paginator: A new paginator of the list's kind (`Table.paginator(limit)`).
+
+    Yields:
+        Every page, in order, until the paginator has no next page or a page comes back empty.
+
+    Raises:
+        EsperResponseError: A malformed page, a page the paginator cannot follow, or a next
+            page asked for twice (a loop).
+        EsperConfigError: A `next` link to another origin (raised by the client, nothing sent).
+    """
+    request = PageRequest(path, dict(params or {}), _url(client, path))
+    paginator.init_request(request)
+    page = _get_page(client, request.path_or_url, request.params)
+    if not page.items:
+        return
+    progress = _Progress(path)
+    progress.add(page)
+    yield page
+    yield from _follow(client, path, page, request, paginator, progress)
+
+
 def iter_pages(
     client: EsperClient,
     path: str,
     params: Mapping[str, Any] | None = None,
     *,
     limit: int,
+    paginator: type[Paginator] = LinkPaginator,
 ) -> Iterator[Page]:
-    """Walk an offset (or legacy) list: ``limit`` and ``offset=0``, then the `next` links.
-
-    Args:
-        client: The client every request goes through.
-        path: The list path relative to the base URL, e.g. ``"/enterprise/<eid>/devicegroup/"``.
-        params: Filters to send with the first request (the `next` links carry them on).
-        limit: Page size to ask for (the API clamps it silently; the links carry what it used).
-
-    Yields:
-        Every page, in order, until the API says there is no more or a page comes back empty.
-
-    Raises:
-        EsperResponseError: A malformed page, or a `next` link that repeats (a loop).
-        EsperConfigError: A `next` link to another origin (raised by the client, nothing sent).
-    """
-    first_params = {**(params or {}), "limit": limit, "offset": 0}
-    yield from _walk(client, path, first_params, limit=limit)
+    """Walk a list with a new `paginator` (by default: ``limit``, ``offset=0``, then `next`
+    links); see `walk`. `limit`: the page size to ask for (the API clamps it silently; the links
+    carry what it used)."""
+    yield from walk(client, path, params, paginator(limit))
 
 
 def iter_cursor_pages(
@@ -212,27 +160,14 @@ def iter_cursor_pages(
     *,
     limit: int,
 ) -> Iterator[Page]:
-    """Walk ``/v2/devices/`` by cursor: ``cursor=start``, then ``cursor=<next_cursor>``.
-
-    The route is documented as a union of the cursor and offset shapes, so each page is read in
-    whichever shape it comes back: while pages carry ``next_cursor``/``has_more`` the walk goes
-    on by cursor; a page in the offset shape is continued by its `next` link.
-
-    Args:
-        client: The client every request goes through.
-        path: The list path, ``"/v2/devices/"``.
-        params: Filters sent with every cursor request.
-        limit: Page size (the API allows up to 1000).
+    """Walk ``/v2/devices/`` by cursor (`paginators.CursorPaginator`: ``cursor=start``, then
+    ``cursor=<next_cursor>``; a page in the route's offset shape goes on by its `next` link).
 
     Yields:
         Every page, in order (cursor pages run newest ``updated_at`` first), until ``has_more``
         is false, the offset `next` link is null, or a page comes back empty.
-
-    Raises:
-        EsperResponseError: A malformed page, or a cursor or link that repeats (a loop).
     """
-    first_params = {**(params or {}), "cursor": "start", "limit": limit}
-    yield from _walk(client, path, first_params, limit=limit)
+    yield from walk(client, path, params, CursorPaginator(limit))
 
 
 def iter_pages_parallel(
@@ -241,6 +176,7 @@ def iter_pages_parallel(
     params: Mapping[str, Any] | None = None,
     *,
     limit: int,
+    paginator: type[Paginator] = LinkPaginator,
 ) -> Iterator[Page]:
     """Walk a big offset list with its pages fetched concurrently, yielded in offset order.
 
@@ -250,7 +186,8 @@ def iter_pages_parallel(
     yielded in offset order; pages that arrive early wait in memory until their turn, a bounded
     number of them (a late page holds back the requests after it). When the last
     planned page still has a `next` link (the list grew meanwhile) the walk follows the links
-    from there. Without a ``count`` (or in the cursor shape) it falls back to following links.
+    from there. Without a ``count``, or for a list not paged by offset (`paginator`), it walks
+    one page after another as its paginator says.
 
     Trade-off: offsets are a moving window. A record inserted (or removed) before an offset while
     the list is being read shifts every later record by one, so a record can appear on two pages
@@ -264,6 +201,7 @@ def iter_pages_parallel(
         path: The list path relative to the base URL.
         params: Filters sent with every request.
         limit: Page size to ask for.
+        paginator: The list's paginator (`Table.paginator`).
 
     Yields:
         Every non-empty page, in offset order, up to the first empty one (a wrong ``count``
@@ -274,18 +212,18 @@ def iter_pages_parallel(
         EsperError: Whatever the client raises for a page (the first error wins).
     """
     base_params = dict(params or {})
-    first = _get_page(client, path, {**base_params, "limit": limit, "offset": 0})
+    pages = paginator(limit)
+    request = PageRequest(path, dict(base_params), _url(client, path))
+    pages.init_request(request)
+    first = _get_page(client, path, request.params)
     if not first.items:
         return
     progress = _Progress(path)
     progress.add(first)
     yield first
     step = len(first.items)
-    linked = first.next_url is not None or first.linkless  # a linkless list is planned by count
-    if first.count is None or not linked or first.next_cursor is not None:
-        yield from _continue(
-            client, path, base_params, first, _url(client, path), limit=limit, progress=progress
-        )
+    if first.count is None or not first.has_more or pages.kind not in ("link", "offset"):
+        yield from _follow(client, path, first, request, pages, progress)
         return
 
     offsets = range(step, first.count, step)
@@ -304,8 +242,9 @@ def iter_pages_parallel(
             progress.add(last)
             yield last
     if last.items and last.next_url:  # the list grew while being read (or count was stale)
-        yield from _continue(
-            client, path, base_params, last, _url(client, path), limit=limit, progress=progress
+        links = LinkPaginator(limit)
+        yield from _follow(
+            client, path, last, PageRequest(path, None, request.url), links, progress
         )
 
 
@@ -364,68 +303,42 @@ class _Progress:
         return "" if self.count is None else f" for a count of {self.count}"
 
 
-def _walk(
-    client: EsperClient, path: str, first_params: dict[str, Any], *, limit: int
-) -> Iterator[Page]:
-    """Fetch the first page with `first_params`, then follow the shape each page comes in."""
-    first = _get_page(client, path, first_params)
-    if not first.items:
-        return
-    progress = _Progress(path)
-    progress.add(first)
-    yield first
-    cursor_params = {k: v for k, v in first_params.items() if k not in ("cursor", "offset")}
-    yield from _continue(
-        client, path, cursor_params, first, _url(client, path), limit=limit, progress=progress
-    )
-
-
-def _continue(
+def _follow(
     client: EsperClient,
     path: str,
-    params: dict[str, Any],
     page: Page,
-    page_url: str,
-    *,
-    limit: int,
-    progress: _Progress | None = None,
+    request: PageRequest,
+    paginator: Paginator,
+    progress: _Progress,
 ) -> Iterator[Page]:
-    """Follow the pages after `page`: by `next_cursor` in the cursor shape, by `next`, or (a
-    linkless list, `page` at offset 0) by the next offset while fewer than `count` were walked.
+    """The pages after `page` (the answer to `request`), as `paginator` asks for them.
 
-    Stops when a page says there is no more, when a page is empty (an API that keeps answering
-    empty pages with a `next` would otherwise never end), and raises when a cursor or a link
-    comes back a second time, or when pages stop bringing new items (`_Progress`): loops that
-    would load the same records forever.
+    Stops when the paginator has no next page, or when a page is empty (an API that keeps
+    answering empty pages with a `next` would otherwise never end), and raises when the same
+    next page is asked for a second time, or when pages stop bringing new items (`_Progress`):
+    loops that would load the same records forever.
     """
-    if progress is None:
-        progress = _Progress(path)
-        progress.add(page)
     seen: set[str] = set()
-    walked = len(page.items)  # a linkless list's next offset
     while True:
-        if page.next_cursor is not None and page.has_more:
-            token = "cursor:" + page.next_cursor
-            request = (path, {**params, "cursor": page.next_cursor, "limit": limit})
-        elif page.linkless and page.count is not None and walked < page.count:
-            token = f"offset:{walked}"
-            request = (path, {**params, "limit": limit, "offset": walked})
-        elif page.next_url is not None and page.has_more:
-            page_url = urljoin(page_url, page.next_url)  # absolute links pass through unchanged
-            token = "url:" + page_url
-            request = (page_url, None)
-        else:
-            return
-        if token in seen:
+        try:
+            paginator.update_state(page)
+        except EsperResponseError as error:
             raise EsperResponseError(
-                f"the list at {path} sent the same next page twice ({token.split(':')[0]} "
-                "repeated): refusing to loop"
+                f"the list at {path} sent {error}, which its {paginator.kind} paginator "
+                "does not follow: refusing to stop short"
+            ) from None
+        if not paginator.has_next_page:
+            return
+        paginator.update_request(request)
+        if paginator.token in seen:
+            raise EsperResponseError(
+                f"the list at {path} sent the same next page twice "
+                f"({paginator.token.split(':')[0]} repeated): refusing to loop"
             )
-        seen.add(token)
-        page = _get_page(client, *request)
+        seen.add(paginator.token)
+        page = _get_page(client, request.path_or_url, request.params)
         if not page.items:
             return
-        walked += len(page.items)
         progress.add(page)
         yield page
 
@@ -483,6 +396,7 @@ def read_all(
     parallel: bool = False,
     prefer: Callable[[dict, dict], dict] | None = None,
     keep: Callable[[dict], Any] | None = None,
+    paginator: type[Paginator] = LinkPaginator,
 ) -> ListRead:
     """Read a whole offset list; read it again once if fewer unique items came than its count.
 
@@ -500,7 +414,8 @@ def read_all(
 
     An item without a value in a `key` field is no key's copy: it is kept as served, each one
     (the last pass's), never merged, never a repeat that lowers the count, so that the table
-    reading it names the missing key (`Table.page`, `Table.require`).
+    reading it names the missing key (`Table.page`, `Table.require`). `paginator`: how the list
+    pages (`Table.paginator`).
     """
     by_key: dict[tuple[Any, ...], dict] = {}
     keyless: list[Any] = []  # the last pass's items without a key value (no two are one item)
@@ -511,9 +426,9 @@ def read_all(
         keyless = []
         copies: dict[tuple[Any, ...], int] = {}
         pages: Iterable[Page] = (
-            iter_pages_parallel(client, path, params, limit=limit)
+            iter_pages_parallel(client, path, params, limit=limit, paginator=paginator)
             if parallel
-            else iter_pages(client, path, params, limit=limit)
+            else iter_pages(client, path, params, limit=limit, paginator=paginator)
         )
         for page in pages:
             count = max(count, page.count or 0)
@@ -535,12 +450,8 @@ def read_all(
         )
         if len(by_key) + len(keyless) >= count:
             break
-        log.info(
-            "%s: %d unique items for a count of %d, reading it again",
-            path,
-            len(by_key) + len(keyless),
-            count,
-        )
+        held = len(by_key) + len(keyless)
+        log.info("%s: %d unique items for a count of %d, reading it again", path, held, count)
     # the copies explain (part of) a shortfall only when every pass served them
     held = len(by_key) + len(keyless)
     extra = min(sum(n - 1 for n in (repeated or {}).values()), max(count - held, 0))

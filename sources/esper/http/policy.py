@@ -1,6 +1,13 @@
-"""The policy for an answer: what it means, and what follows it.
+"""What follows an answer: `decide(...) -> Decision`, the one place a retry or throttle is decided.
 
-An attempt ends in one of three ways (`classify`, `failed_attempt`):
+Every attempt's answer (an HTTP response, or the exception that came instead) goes to `decide`,
+which returns what the client does next as a value (`Decision`): return the body, raise an error,
+or retry after a wait that holds this request alone or every request of the client, and why.
+`decide` takes what it must know as values (the key's `redact`, whether the run has proven its
+settings, the origin, the request's tries so far, the retry rules); it never calls the client.
+The client sleeps what it is told (`EsperClient._request`).
+
+An attempt ends in one of three ways:
 
 * a value: a 2xx answer with a JSON body (or none);
 * a retry: a 429; a 500/502/503/504; a timeout, a dropped connection; a 2xx whose body is not
@@ -9,17 +16,24 @@ An attempt ends in one of three ways (`classify`, `failed_attempt`):
   depends on what the run has proven: before the key and the enterprise id are proven, the key
   or the enterprise id is named; after, a 403 or a tenant-level 404 is a missing capability.
 
-What follows a retry is decided and waited out in one place, `RetryPolicy.request`:
+What follows a retry:
 
 * 500/502/503/504, timeouts, dropped connections and bodies that are not JSON are retried
   `max_retries` times with exponential backoff and full jitter.
 * A 429 costs no retry (the wait budget bounds it) and honours `Retry-After` (seconds, or an
   HTTP date read against the answer's own `Date`), else backs off. When the 429 cut the pace
-  (`pacing.RatePacer.answered`: the API's bucket is empty) its `Retry-After` holds every request
-  of the client (a shared cooldown); when it did not (the tenant's weather, the same overshoot
-  again) it holds that request alone.
+  (`pacing.RatePacer.cuts_pace`: the API's bucket is empty) its `Retry-After` holds every
+  request of the client (a shared cooldown); when it did not (the tenant's weather, the same
+  overshoot again) it holds that request alone.
 * A request waits at most `max_wait` seconds between its attempts altogether: a longer
   `Retry-After` fails it at once, quoting the server (docs/decisions.md, "Bounded requests").
+
+A 429 from the socket to the sleep crosses three files: `http/client.py` (`EsperClient._attempt`:
+a limiter slot, the pace slot, `_send`) → `http/policy.py` (`decide`, which asks the pacer) →
+`http/pacing.py` (`RatePacer.cuts_pace`: did it cut the pace) → back in `http/policy.py`
+(`Decision`: how long, who waits, why) → `http/client.py` (`_attempt` hands `Decision.limiter`
+to `pacing.AdaptiveLimiter.release`; `_request` logs `why` and sleeps `wait`, or holds every
+request until it is over).
 
 Every text taken from an answer is clipped for people with the key taken out first (`clip`).
 """
@@ -29,12 +43,11 @@ from __future__ import annotations
 import logging
 import math
 import random
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 import httpx
 import orjson
@@ -48,12 +61,8 @@ from .errors import (
     EsperResponseError,
     EsperUnavailableError,
 )
-from .origin import location_origin, name_lookup_error, tls_setting_error
-
-if TYPE_CHECKING:
-    from .client import EsperClient, RouteStats
-
-log = logging.getLogger("esper_warehouse.client")
+from .origin import Origin, location_origin, name_lookup_error, tls_setting_error
+from .pacing import RatePacer
 
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 # A 429 costs no retry (the wait budget bounds it); this many 429s in a row end a request anyway
@@ -63,8 +72,85 @@ MESSAGE_CHARS = 300  # of an error body's message, as quoted in errors and logs
 SNIPPET_CHARS = 60  # of a body that is not JSON
 
 
-@dataclass
-class Retry:
+@dataclass(frozen=True)
+class Rules:
+    """How a client retries (set once, when it is built).
+
+    Attributes:
+        max_retries: Retries per request after the first attempt (429s excepted).
+        backoff_base: First backoff cap in seconds; the cap doubles per retry (full jitter).
+        backoff_max: Largest backoff cap in seconds.
+        max_wait: Seconds one request may wait between its attempts, in total.
+        rng: Source of jitter.
+    """
+
+    max_retries: int
+    backoff_base: float
+    backoff_max: float
+    max_wait: float
+    rng: random.Random
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a decision must know of the client and the run, as values.
+
+    Attributes:
+        origin: Where the requests go (base URL, enterprise id, which routes are tenant-level).
+        key_name: Where the key came from, named when the API refuses it.
+        settings_proven: The run's first requests proved the key and the enterprise id: a 403 or
+            a tenant-level 404 is a missing capability from then on, not a wrong setting.
+        redact: Takes every API key out of a text (`errors.redact`).
+    """
+
+    origin: Origin
+    key_name: str
+    settings_proven: bool
+    redact: Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class Tries:
+    """What one request has spent so far."""
+
+    retries: int = 0  # of `max_retries` (a 429 spends none)
+    throttled: int = 0  # 429s answered
+    waited: float = 0.0  # seconds waited between attempts, of `max_wait`
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the client does after one attempt (`decide`).
+
+    Attributes:
+        then: ``"return"`` the value, ``"raise"`` the error, or ``"retry"`` after `wait`.
+        value: The answer's parsed body (``"return"``).
+        error: What ends the request (``"raise"``).
+        wait: Seconds before the next attempt (``"retry"``).
+        holds_all: The wait holds every request of the client (a `Retry-After` from an empty
+            bucket: a shared cooldown); else this request alone.
+        why: For people: the log line of a retry, or the text of a request given up.
+        level: The log level of `why` (`logging.NOTSET`: not logged).
+        tries: The request's tries after this attempt.
+        limiter: What the limit of requests in flight learns (`pacing.AdaptiveLimiter.release`):
+            ``"healthy"``, ``"throttled"`` (halve) or ``"neutral"``.
+        status: The answer's HTTP status; None when no answer came.
+    """
+
+    then: Literal["return", "retry", "raise"]
+    value: Any = None
+    error: BaseException | None = None
+    wait: float = 0.0
+    holds_all: bool = False
+    why: str = ""
+    level: int = logging.NOTSET
+    tries: Tries = Tries()
+    limiter: Literal["healthy", "throttled", "neutral"] = "neutral"
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class _Failure:
     """A failed attempt that may be repeated."""
 
     reason: str  # for logs and the final error: "HTTP 503", "timeout (ReadTimeout)", ...
@@ -77,90 +163,177 @@ class Retry:
     holds_all: bool = True
 
 
-@dataclass
-class Value:
-    """A successful attempt's parsed body."""
+# ------------------------------------------------------------------------ the one decision
 
-    value: Any
+
+def decide(
+    route: str,
+    answer: httpx.Response | Exception,
+    tries: Tries,
+    *,
+    rules: Rules,
+    facts: Facts,
+    pacer: RatePacer | None,
+    reserved_at: float,
+    retry: bool = True,
+) -> Decision:
+    """What to do after an attempt: return its value, raise, or retry after a wait.
+
+    Args:
+        route: The route template, for messages.
+        answer: The answer, or the exception raised instead of one (`httpx` transport errors).
+        tries: What the request spent before this attempt.
+        rules: The client's retry rules.
+        facts: What messages depend on (the origin, the key's name, proven settings, redact).
+        pacer: The client's pacer (None: not paced). Every answer is reported to it; a 429 that
+            did not cut the pace (the tenant's weather, the same overshoot) holds only its own
+            request, and the limit of requests in flight stays.
+        reserved_at: When the request took its pace slot (the pacer's clock).
+        retry: False: one attempt only (a Data Tap submission or poll).
+
+    Returns:
+        The decision; for an exception that is not the network's, ``"raise"`` it unchanged.
+    """
+    if isinstance(answer, Exception):
+        failure = failed_attempt(answer, facts)
+        if isinstance(failure, BaseException):
+            return Decision("raise", error=failure)
+        return _follow(route, failure, tries, rules, retry)
+    status = answer.status_code
+    throttled = status == 429
+    cut = pacer.cuts_pace(throttled, reserved_at) if pacer is not None else throttled
+    if throttled:
+        failure = _Failure(
+            reason=f"HTTP 429 (throttled){api_message(answer, facts.redact)}",
+            status=429,
+            wait=retry_after(answer),
+            retry_after=answer.headers.get("retry-after", "").strip() or None,
+            holds_all=cut,
+        )
+        limiter = "throttled" if cut else "neutral"
+        return replace(_follow(route, failure, tries, rules, retry), limiter=limiter, status=429)
+    if status in RETRYABLE_STATUSES:
+        failure = _Failure(f"HTTP {status}{api_message(answer, facts.redact)}", status)
+        return replace(_follow(route, failure, tries, rules, retry), status=status)
+    if 200 <= status < 300:
+        if status == 204 or not answer.content:
+            return Decision("return", limiter="healthy", status=status)
+        try:
+            value = orjson.loads(answer.content)
+        except orjson.JSONDecodeError:
+            failure = _Failure(
+                reason=f"HTTP {status} with a body that is not valid JSON "
+                f"({len(answer.content)} bytes: {_snippet(answer, facts.redact)!r})",
+                status=status,
+                malformed=True,
+            )
+            return replace(_follow(route, failure, tries, rules, retry), status=status)
+        return Decision("return", value=value, limiter="healthy", status=status)
+    # the server is fine; the request not
+    error = final_error(route, answer, facts)
+    return Decision("raise", error=error, limiter="healthy", status=status)
+
+
+def _follow(route: str, failure: _Failure, tries: Tries, rules: Rules, retry: bool) -> Decision:
+    """What follows a failed attempt: a wait (shared cooldown, its own `Retry-After`, jittered
+    backoff) within the request's wait budget, or giving up."""
+    retries, throttled = tries.retries, tries.throttled
+    if not retry:
+        return _give_up(route, failure, attempts=1, tries=tries)
+    if failure.status == 429 and throttled < MAX_THROTTLED:
+        # Under a rate limit many requests wait out the same window and race for it again:
+        # losing that race is not a failure (docs/decisions.md, "A 429 costs no retry"). The
+        # wait budget still bounds the request.
+        throttled += 1
+    elif retries >= rules.max_retries:
+        return _give_up(route, failure, attempts=retries + throttled + 1, tries=tries)
+    else:
+        retries += 1
+    budget = rules.max_wait - tries.waited
+    said = (
+        f"429 number {throttled}"
+        if failure.status == 429
+        else f"retry {retries}/{rules.max_retries}"
+    )
+    # A 429 that waits for itself alone (the tenant's weather) is routine: debug, not warning.
+    level = logging.WARNING if failure.holds_all else logging.DEBUG
+    if failure.wait is not None:
+        asked = seconds_text(failure.wait)
+        header = failure.retry_after or ""
+        quoted = "Retry-After" if header == asked else f"Retry-After: {header}"
+        if failure.wait > budget:
+            text = (
+                f"{route}: the API asked to wait {asked} s ({quoted}) before retrying, more "
+                f"than the {seconds_text(max(budget, 0.0))} s left of the "
+                f"{seconds_text(rules.max_wait)} s a request may wait "
+                "(max_retry_wait_s); the tenant is probably over its API quota: try again "
+                "later"
+            )
+            error = EsperAPIError(text, status=failure.status, route=route)
+            return Decision("raise", error=error, why=text, level=logging.ERROR, tries=tries)
+        # The server said when to come back: every request of this client waits until then
+        # (slept before each one's next attempt, and charged to its budget there), unless the
+        # 429 was not this run's doing (then only this request waits).
+        waited = tries.waited if failure.holds_all else tries.waited + failure.wait
+        return Decision(
+            "retry",
+            wait=failure.wait,
+            holds_all=failure.holds_all,
+            why=f"{route}: {failure.reason}; the API asked to wait {asked} s ({quoted}): "
+            f"{said} then",
+            level=level,
+            tries=Tries(retries, throttled, waited),
+        )
+    # every failed attempt in a row, 429s too, doubles the backoff
+    cap = min(rules.backoff_max, rules.backoff_base * 2 ** (retries + throttled - 1))
+    delay = min(rules.rng.uniform(0, cap), max(budget, 0.0))
+    return Decision(
+        "retry",
+        wait=delay,
+        why=f"{route}: {failure.reason}; {said} in {delay:.2f} s",
+        level=level,
+        tries=Tries(retries, throttled, tries.waited + delay),
+    )
+
+
+def _give_up(route: str, last: _Failure, attempts: int, tries: Tries) -> Decision:
+    """The typed error once the retries of a request are exhausted."""
+    text = f"{route} failed after {attempts} attempts; last: {last.reason}"
+    kind = EsperResponseError if last.malformed else EsperAPIError
+    error = kind(text, status=last.status, route=route)
+    return Decision("raise", error=error, why=text, level=logging.ERROR, tries=tries)
 
 
 # ------------------------------------------------------------------- what an answer means
 
 
-def classify(
-    route: str, response: httpx.Response, stats: RouteStats, *, cut: bool, client: EsperClient
-) -> tuple[Value | Retry | EsperError, str]:
-    """An answer as a value, a retry or a final error, with what the limiter learns from it.
-
-    Args:
-        route: The route template, for messages.
-        response: The answer.
-        stats: The attempt's counters (`throttled`, `errors` are set here).
-        cut: For a 429: whether it cut the pace (`RatePacer.answered`). One that did not is not
-            news for the pace: it holds only its own request, and the limit of requests in
-            flight stays.
-        client: The client that asked (its key is redacted, its proven settings decide what a
-            refusal means).
+def failed_attempt(error: Exception, facts: Facts) -> _Failure | Exception:
+    """An attempt that got no answer, as a failure to retry; else the error that ends it.
 
     Returns:
-        The outcome, and ``"healthy"``, ``"throttled"`` or ``"neutral"`` for the limiter.
+        The failure (a timeout, a dropped connection, an undecodable body), or what to raise:
+        `EsperConfigError` for a TLS handshake that is the base URL's fault or a host name DNS
+        does not know, `EsperAPIError` when the DNS resolver did not answer (the same on every
+        attempt: never retried), and `error` itself when it is not the network's.
     """
-    status = response.status_code
-    if status == 429:
-        stats.throttled = 1
-        return Retry(
-            reason=f"HTTP 429 (throttled){api_message(response, client.redact)}",
-            status=429,
-            wait=retry_after(response),
-            retry_after=response.headers.get("retry-after", "").strip() or None,
-            holds_all=cut,
-        ), "throttled" if cut else "neutral"
-    if status in RETRYABLE_STATUSES:
-        stats.errors = 1
-        reason = f"HTTP {status}{api_message(response, client.redact)}"
-        return Retry(reason=reason, status=status), "neutral"
-    if 200 <= status < 300:
-        if status == 204 or not response.content:
-            return Value(None), "healthy"
-        try:
-            return Value(orjson.loads(response.content)), "healthy"
-        except orjson.JSONDecodeError:
-            stats.errors = 1
-            return Retry(
-                reason=f"HTTP {status} with a body that is not valid JSON "
-                f"({len(response.content)} bytes: {_snippet(response, client.redact)!r})",
-                status=status,
-                malformed=True,
-            ), "neutral"
-    stats.errors = 1
-    return final_error(route, response, client), "healthy"  # the server is fine; the request not
-
-
-def failed_attempt(error: Exception, origin: str, redact: Callable[[str], str]) -> Retry | None:
-    """An attempt that got no answer, as a retry; None for an error that is not the network's.
-
-    Raises:
-        EsperConfigError: A TLS handshake that is the base URL's fault, or a host name DNS does
-            not know (the same on every attempt: never retried).
-        EsperAPIError: The DNS resolver did not answer (it has retried already: never retried).
-    """
+    origin = facts.origin.text()
     if isinstance(error, httpx.TimeoutException):
         reason = f"timeout ({type(error).__name__}: {error})"
     elif (refused := tls_setting_error(error, origin)) is not None:
-        raise refused from None
+        return refused
     elif (unknown := name_lookup_error(error, origin)) is not None:
-        raise unknown from None
+        return unknown
     elif isinstance(error, httpx.TransportError):
         reason = f"connection failed ({type(error).__name__}: {error})"
     elif isinstance(error, httpx.DecodingError):
         reason = f"undecodable body ({error})"
     else:
-        return None
+        return error
     malformed = isinstance(error, httpx.DecodingError)
-    return Retry(reason=redact(reason), status=None, malformed=malformed)
+    return _Failure(reason=facts.redact(reason), status=None, malformed=malformed)
 
 
-def final_error(route: str, response: httpx.Response, client: EsperClient) -> EsperError:
+def final_error(route: str, response: httpx.Response, facts: Facts) -> EsperError:
     """The error for an answer that is never retried (401/403, 404, 3xx, other 4xx).
 
     What it says depends on what the run has proven: before the key and the enterprise id are
@@ -168,9 +341,9 @@ def final_error(route: str, response: httpx.Response, client: EsperClient) -> Es
     a 403 or a tenant-level 404 is a missing capability (`EsperUnavailableError`): a scope, a
     plan feature, a platform. Never a setting that other requests proved right.
     """
-    status = response.status_code
-    if client.settings_proven and (
-        status == 403 or (status == 404 and client.origin.is_tenant_level(route))
+    status, origin, redact = response.status_code, facts.origin, facts.redact
+    if facts.settings_proven and (
+        status == 403 or (status == 404 and origin.is_tenant_level(route))
     ):
         return EsperUnavailableError(
             f"{route} answered {status} ({UNAVAILABLE_MEANING[status]})",
@@ -181,22 +354,22 @@ def final_error(route: str, response: httpx.Response, client: EsperClient) -> Es
         )
     if status in (401, 403):
         return EsperAuthError(
-            f"the API key was refused (HTTP {status}) by {client.origin.text()}: check the "
-            f"key ({client.key_name}) and that it belongs to this tenant",
+            f"the API key was refused (HTTP {status}) by {origin.text()}: check the "
+            f"key ({facts.key_name}) and that it belongs to this tenant",
             status=status,
             route=route,
         )
-    message = api_message(response, client.redact)
+    message = api_message(response, redact)
     if status == 404:
-        if client.origin.is_tenant_level(route):
+        if origin.is_tenant_level(route):
             eid = (
-                f"the enterprise id ({client.enterprise_id})"
-                if client.enterprise_id
+                f"the enterprise id ({origin.enterprise_id})"
+                if origin.enterprise_id
                 else "the enterprise id (none configured)"
             )
             text = (
                 f"{route} answered 404 Not Found{message}: {eid} or the base URL "
-                f"({client.base_url}) is probably wrong"
+                f"({origin.base_url}) is probably wrong"
             )
             return EsperNotFoundError(text, route=route, tenant_level=True)
         return EsperNotFoundError(
@@ -212,190 +385,8 @@ def final_error(route: str, response: httpx.Response, client: EsperClient) -> Es
             route=route,
         )
     return EsperAPIError(
-        client.redact(f"{route} answered HTTP {status}{message}"), status=status, route=route
+        redact(f"{route} answered HTTP {status}{message}"), status=status, route=route
     )
-
-
-# ---------------------------------------------------------------------- what follows a retry
-
-
-class RetryPolicy:
-    """When a failed attempt is repeated and how long a request waits; shared by the threads of
-    one client.
-
-    Args:
-        max_retries: Retries per request after the first attempt (429s excepted).
-        backoff_base: First backoff cap in seconds; the cap doubles per retry (full jitter).
-        backoff_max: Largest backoff cap in seconds.
-        max_wait: Seconds one request may wait between its attempts, in total.
-        sleep: How to wait (the client's: ends at once when it is stopped).
-        clock: Monotonic seconds.
-        rng: Source of jitter.
-        concurrency: The client's current limit of requests in flight, for the log lines.
-        count_retry: Counts one retry of a route (the client's counters).
-    """
-
-    def __init__(
-        self,
-        *,
-        max_retries: int,
-        backoff_base: float,
-        backoff_max: float,
-        max_wait: float,
-        sleep: Callable[[float], None],
-        clock: Callable[[], float],
-        rng: random.Random,
-        concurrency: Callable[[], int],
-        count_retry: Callable[[str], None],
-    ) -> None:
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_wait = max_wait
-        self.sleep = sleep
-        self.clock = clock
-        self.rng = rng
-        self._concurrency = concurrency
-        self._count_retry = count_retry
-        self._lock = threading.Lock()
-        self._cooldown_until = 0.0  # monotonic time before which no request is sent
-
-    def request(
-        self, route: str, attempt: Callable[[], Value | Retry], *, retry: bool = True
-    ) -> Any:
-        """One logical request: `attempt()` until it gives a value, waiting as each failure asks.
-
-        Args:
-            route: The route template, for logs and errors.
-            attempt: One attempt (`EsperClient._attempt`): a value, a retry, or it raises.
-            retry: False: one attempt only (a Data Tap submission or poll).
-
-        Returns:
-            The value of the attempt that succeeded.
-
-        Raises:
-            EsperAPIError, EsperResponseError: Retries exhausted, or the API asked for a longer
-                wait than the request has left.
-        """
-        retries = 0
-        throttled = 0  # 429 answers: throttling, not failure; bounded by the wait budget
-        waited = 0.0  # seconds this request spent waiting, bounded by max_wait
-        while True:
-            waited += self._wait_cooldown(self.max_wait - waited)
-            outcome = attempt()
-            if not isinstance(outcome, Retry):
-                return outcome.value
-            if not retry:
-                self._give_up(route, outcome, attempts=1)
-            if outcome.status == 429 and throttled < MAX_THROTTLED:
-                # Under a rate limit many requests wait out the same window and race for it
-                # again: losing that race is not a failure (docs/decisions.md, "A 429
-                # costs no retry"). The wait budget still bounds the request.
-                throttled += 1
-            elif retries >= self.max_retries:
-                self._give_up(route, outcome, attempts=retries + throttled + 1)
-            else:
-                retries += 1
-            self._count_retry(route)
-            budget = self.max_wait - waited
-            waited += self._wait_before_retry(route, outcome, retries, throttled, budget)
-
-    def hold_until(self, until: float) -> None:
-        """Hold every request of the client until `until` (monotonic): a Retry-After."""
-        with self._lock:
-            self._cooldown_until = max(self._cooldown_until, until)
-
-    def _wait_cooldown(self, budget: float) -> float:
-        """Sleep until the shared Retry-After cooldown, at most `budget` s; the seconds slept."""
-        with self._lock:
-            remaining = self._cooldown_until - self.clock()
-        wait = min(remaining, max(budget, 0.0))
-        if wait <= 0:
-            return 0.0
-        self.sleep(wait)
-        return wait
-
-    def _give_up(self, route: str, last: Retry, attempts: int) -> None:
-        """Raise the typed error once the retries of a request are exhausted."""
-        text = f"{route} failed after {attempts} attempts; last: {last.reason}"
-        log.error("%s", text)
-        if last.malformed:
-            raise EsperResponseError(text, status=last.status, route=route)
-        raise EsperAPIError(text, status=last.status, route=route)
-
-    def _wait_before_retry(
-        self, route: str, failure: Retry, retries: int, throttled: int, budget: float
-    ) -> float:
-        """Log the retry and wait: a shared cooldown for Retry-After, else jittered backoff.
-
-        Args:
-            retries: Retries spent so far, of `max_retries` (a 429 spends none).
-            throttled: 429s answered so far (they cost no retry).
-            budget: Seconds this request may still wait (what is left of `max_wait`).
-
-        Returns:
-            The seconds waited here (a Retry-After that holds every request is slept by
-            `_wait_cooldown` before the next attempt: 0).
-
-        Raises:
-            EsperAPIError: The API asked (Retry-After) for a longer wait than `budget`.
-        """
-        said = self._attempt_text(failure, retries, throttled)
-        if failure.wait is not None:
-            self._hold_for_retry_after(route, failure, said, budget)
-            if failure.holds_all:
-                return 0.0
-            self.sleep(failure.wait)
-            return failure.wait
-        # every failed attempt in a row, 429s too, doubles the backoff
-        cap = min(self.backoff_max, self.backoff_base * 2 ** (retries + throttled - 1))
-        delay = min(self.rng.uniform(0, cap), max(budget, 0.0))
-        (log.warning if failure.holds_all else log.debug)(
-            "%s: %s; %s in %.2f s (concurrency %d)",
-            route,
-            failure.reason,
-            said,
-            delay,
-            self._concurrency(),
-        )
-        self.sleep(delay)
-        return delay
-
-    def _attempt_text(self, failure: Retry, retries: int, throttled: int) -> str:
-        """`retry 2/8` (of the retry budget), or for a 429 (which costs none) `429 number 12`."""
-        if failure.status == 429:
-            return f"429 number {throttled}"
-        return f"retry {retries}/{self.max_retries}"
-
-    def _hold_for_retry_after(self, route: str, failure: Retry, said: str, budget: float) -> None:
-        assert failure.wait is not None
-        asked = seconds_text(failure.wait)
-        header = failure.retry_after or ""
-        quoted = "Retry-After" if header == asked else f"Retry-After: {header}"
-        if failure.wait > budget:
-            text = (
-                f"{route}: the API asked to wait {asked} s ({quoted}) before retrying, more "
-                f"than the {seconds_text(max(budget, 0.0))} s left of the "
-                f"{seconds_text(self.max_wait)} s a request may wait "
-                "(max_retry_wait_s); the tenant is probably over its API quota: try again "
-                "later"
-            )
-            log.error("%s", text)
-            raise EsperAPIError(text, status=failure.status, route=route)
-        # The server said when to come back: hold every request of this client until then,
-        # unless the 429 was not this run's doing (then only this request waits).
-        if failure.holds_all:
-            self.hold_until(self.clock() + failure.wait)
-        # A 429 that waits for itself alone (the tenant's weather) is routine: debug, not warning.
-        (log.warning if failure.holds_all else log.debug)(
-            "%s: %s; the API asked to wait %s s (%s): %s then (concurrency %d)",
-            route,
-            failure.reason,
-            asked,
-            quoted,
-            said,
-            self._concurrency(),
-        )
 
 
 # ------------------------------------------------------------------------ reading an answer

@@ -39,6 +39,7 @@ from ..common import (
 )
 from ..http import EsperClient, EsperError
 from ..http.pages import bare_items, bare_object, fan_out
+from ..http.paginators import OffsetPaginator, SinglePage
 from ..run.ledger import RunLedger
 from ..table import BOOL, INT, JSON, Col, Doc, Evidence, Table, cols, flat
 from .catalogues import shared_list
@@ -72,6 +73,7 @@ USER_PROFILES = Table(
     "user_profiles",
     "/user/{id}/",
     ("id",),
+    paginator=SinglePage,
     disposition="replace",
     loaded_with="users",
     parent="users",
@@ -106,6 +108,7 @@ USER_GROUPS = Table(
     "user_groups",
     "/authz2/v1/users/{id}/groups",
     ("user_id",),
+    paginator=SinglePage,
     disposition="replace",
     loaded_with="users",
     parent="users",
@@ -128,6 +131,7 @@ ROLES = Table(
     "roles",
     "/authz2/v1/roles/",
     ("id",),
+    paginator=OffsetPaginator,
     disposition="replace",
     columns=(  # spec RoleResponse, in `{count, roles}` (no links: `http/pages.py`)
         *cols("id name description"),
@@ -147,6 +151,7 @@ ROLE_SCOPES = Table(
     "role_scopes",
     "/authz2/v1/roles/{id}/scopes",
     ("role_id", "id"),
+    paginator=SinglePage,
     disposition="replace",
     loaded_with="roles",
     parent="roles",

@@ -185,6 +185,7 @@ def whole_list(
         key=key,
         parallel=True,
         prefer=table.prefer_copy,
+        paginator=table.paginator,
     )
     ledger.scans.add(table.name, read.count, read.items, key)
     if read.items:
@@ -245,6 +246,7 @@ def read_version_lists(
                 limit=limit,
                 key=key,
                 prefer=table.prefer_copy,
+                paginator=table.paginator,
             )
         except EsperError as error:
             return (
@@ -381,9 +383,8 @@ def shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Opti
 
     def read() -> ListRead:
         path, limit = table.path_for(client), table.limit(opts.page_size)
-        return read_all(
-            client, path, limit=limit, key=table.key, parallel=True, prefer=table.prefer_copy
-        )
+        return read_all(client, path, limit=limit, key=table.key, parallel=True,
+                        prefer=table.prefer_copy, paginator=table.paginator)  # fmt: skip
 
     return ledger.shared.read_once(table.name, read)
 

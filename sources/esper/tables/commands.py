@@ -132,7 +132,8 @@ def _desc_list(
     key = table.key
     seen: set[tuple[Any, ...]] = set()
     count = 0
-    pages = iter_pages(client, table.path_for(client), params, limit=table.limit(opts.page_size))
+    path, limit = table.path_for(client), table.limit(opts.page_size)
+    pages = iter_pages(client, path, params, limit=limit, paginator=table.paginator)
     for page, fresh in scan.pages(pages):
         count = max(count, page.count or 0)
         items = first_seen(fresh, seen, key)  # a complete read keeps every item as fresh
@@ -186,6 +187,7 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
             {"request": ",".join(batch)},
             limit=limit,
             key=key,
+            paginator=COMMAND_STATUSES.paginator,
         )
 
     open_requests = {r for r in requests if r in new_requests}  # no statuses yet: retry once
@@ -237,7 +239,8 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
 
     def fetch(operation_id: str) -> Any:
         try:
-            return read_all(client, OPERATION_DEVICES.path_for(client, operation_id), limit=limit)
+            path = OPERATION_DEVICES.path_for(client, operation_id)
+            return read_all(client, path, limit=limit, paginator=OPERATION_DEVICES.paginator)
         except EsperError as error:
             if refused_part(
                 ledger, client, OPERATION_DEVICES.name, OPERATIONS, operation_id, error, retry=None

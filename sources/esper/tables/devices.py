@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..common import Options, unless_skipped
 from ..http import EsperClient
 from ..http.pages import read_all
+from ..http.paginators import CursorPaginator
 from ..run.ledger import RunLedger
 from ..run.state import HEARTBEATS_SEEN, advance_watermark, read_from
 from ..table import BOOL, INT, JSON, MAX_PAGE_SIZE, PAGE_SIZE, TS, Col, Doc, Table, cols, flat
@@ -75,6 +76,7 @@ DEVICES = Table(
     "/v2/devices/",
     ("id",),
     "updated_at",
+    paginator=CursorPaginator,
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
     doc=Doc(
@@ -96,6 +98,7 @@ DEVICE_HISTORY = Table(
     "device_history",
     "/v2/devices/",
     ("id", "updated_at"),
+    paginator=CursorPaginator,
     loaded_with="devices",
     page_size=MAX_PAGE_SIZE,
     columns=_DEVICE,
@@ -105,6 +108,7 @@ DEVICE_CENSUS = Table(
     "device_census",
     "/v2/devices/",
     (),
+    paginator=CursorPaginator,
     disposition="replace",
     loaded_with="devices",
     page_size=MAX_PAGE_SIZE,

@@ -93,7 +93,8 @@ def _event_feeds(
         scan = FeedScan(None if whole else marks.get(device_id))
         try:
             path = DEVICE_EVENTS.path_for(client, device_id)
-            for _page in scan.pages(iter_pages(client, path, limit=limit)):
+            pages = iter_pages(client, path, limit=limit, paginator=DEVICE_EVENTS.paginator)
+            for _page in scan.pages(pages):
                 pass
         except EsperError as error:
             # refused (counted, asked again next run; nothing loaded, so its watermark stays),

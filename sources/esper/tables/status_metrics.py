@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from ..common import Options, skip_unavailable
 from ..http import EsperClient, EsperResponseError
+from ..http.paginators import SinglePage
 from ..run.ledger import RunLedger
 from ..table import INT, JSON, TS, Col, Doc, Table, cols, flat
 
@@ -17,6 +18,7 @@ STATUS_METRICS = Table(
     "status_metrics",
     "/v2/enterprise/{eid}/report/status-metrics",
     ("snapshot_date",),
+    paginator=SinglePage,
     columns=(  # a bare object of counters (live route 23) + the snapshot's day
         Col("snapshot_date"),  # ISO date (UTC) of the API's clock: the key
         Col("as_of", TS),  # the API's time of the request
