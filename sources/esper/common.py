@@ -112,7 +112,7 @@ REFUSED = object()  # what a fan-out's fetch returns for a refused part (counted
 PART_REFUSALS = {
     400: "the route does not serve this {noun}",
     403: "refused for this {noun}: a scope or plan feature",
-    404: "not served for this {noun}, which is still listed: a plan, platform or API version",
+    404: "not served for this {noun}, which this run lists: a plan, platform or API version",
 }
 
 
@@ -233,7 +233,7 @@ def read_each_parent(
     `column` (an item naming another parent refuses its part: `of_parent`). `route`:
     the lists' route when it is not `table.path` (a list read per item of a per-parent list).
 
-    The parents are records this run read (`paths`' keys, `RunLedger.hold`). An error is
+    The parents are records this run read (`paths`' keys, `Listed`). An error is
     `refused_part`'s: a 400/403/404 of a part is counted against `table`,
     naming its route and status, and read again next run (the parents' tables are replaced,
     the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends the run.
@@ -250,7 +250,9 @@ def read_each_parent(
 
     read = ParentLists()
     others: list[OtherParent] = []
-    ledger.hold(parent.name, paths)  # listed by this run: a 404 alone does not retire its rows
+    ledger.listed.add(
+        parent.name, paths
+    )  # listed by this run: a 404 alone does not retire its rows
     for part, items in fan_out(client, list(paths), fetch):
         if items is REFUSED:
             read.refused.add(part)

@@ -141,7 +141,7 @@ def test_a_404_on_a_per_id_route_is_counted_keeps_the_rows_and_is_asked_again(
 
     assert refused.exit_code == Exit.PARTIAL, refused.error
     assert (
-        f"answered 404 (not served for this {_noun(table)}, which is still listed"
+        f"answered 404 (not served for this {_noun(table)}, which this run lists"
         in (refused.unavailable[table])
     )
     assert set(refused.unavailable) == {table}

@@ -284,16 +284,34 @@ class _DeletedMeanwhile(httpx.BaseTransport):
         self.inner.close()
 
 
-def test_a_user_deleted_meanwhile_has_no_profile(sim, tmp_path: Path, first_load) -> None:
+def test_a_user_deleted_meanwhile_keeps_its_profile_until_its_list_leaves_it_out(
+    sim, tmp_path: Path, first_load
+) -> None:
+    """Gone means gone twice: the night's users list named Victor, so the run loads him as a
+    current user and a 404 on his profile is a refused part, his profile kept (exit 6), even
+    though the list read again leaves him out. The next night's list does not name him: his
+    profile is not asked for and leaves the table."""
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
     victor = next(u for u in sim.truth("users") if u["name"] == "Victor Viewer")
     gone = victor["legacy_user_id"]
+    profiles = {p["id"] for p in sim.truth("user_profiles")}
     sim.set_faults([{"kind": "status", "status": 404, "route": f"/user/{gone}/*"}])
     deleted = _DeletedMeanwhile(f"/user/{gone}/", victor["user_id"])
     nightly = load(sim, wh, resources=["users"], client_options={"transport": deleted})
     assert deleted.deleted  # the 404 came, then the list was read again without the user
-    assert nightly.exit_code == 0, nightly.error  # a user gone from its list: not a refusal
+    assert nightly.exit_code == Exit.PARTIAL, nightly.error
+    assert "1 user(s) skipped: GET /user/{id}/ answered 404" in nightly.unavailable["user_profiles"]
     with duckdb.connect(str(wh), read_only=True) as con:
         ids = {r[0] for r in con.execute("select id from esper.user_profiles").fetchall()}
-    assert ids == {p["id"] for p in sim.truth("user_profiles")} - {gone}
+    assert ids == profiles, "the profile of a user this night listed is kept"
+
+    still_deleted = _DeletedMeanwhile(f"/user/{gone}/", victor["user_id"])
+    still_deleted.deleted = True
+    sim.reset_stats()
+    after = load(sim, wh, resources=["users"], client_options={"transport": still_deleted})
+    assert after.exit_code == Exit.OK, after.error
+    assert not any(f"/user/{gone}/" in route for route in sim.stats()["routes"])
+    with duckdb.connect(str(wh), read_only=True) as con:
+        ids = {r[0] for r in con.execute("select id from esper.user_profiles").fetchall()}
+    assert ids == profiles - {gone}

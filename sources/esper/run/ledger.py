@@ -306,6 +306,31 @@ class SharedReads:
 
 
 @dataclass
+class Listed:
+    """The parents this run read from their lists and loads as current, by table (not devices:
+    `RunLedger.holds` reads the device scan for those).
+
+    Written by the per-parent reads before they ask for their parents' routes
+    (`common.read_each_parent`, `tables/catalogues.py`'s `read_version_lists`, `tables/access.py`,
+    `tables/commands.py`'s operation devices), from their worker threads (a lock). Read by
+    `RunLedger.holds`, for `common.refused_part`: a 404 on a listed parent's route is a refused
+    part, kept and asked again, whatever its list read again says.
+    """
+
+    _ids: dict[str, set[str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, table: str, record_ids: Iterable[object]) -> None:
+        ids = {str(record_id) for record_id in record_ids}
+        with self._lock:
+            self._ids.setdefault(table, set()).update(ids)
+
+    def holds(self, table: str, record_id: str) -> bool:
+        with self._lock:
+            return str(record_id) in self._ids.get(table, ())
+
+
+@dataclass
 class RunLedger:
     """One run's context, in parts: its plan, the hand-offs between its resources, what it
     refused, the lists it read whole and the values it could not read.
@@ -322,27 +347,17 @@ class RunLedger:
     scans: Scans = field(default_factory=Scans)
     shared: SharedReads = field(default_factory=SharedReads)
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
-    _held: dict[str, set[str]] = field(default_factory=dict, repr=False)  # table -> ids (`hold`)
-    _held_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def hold(self, table: str, record_ids: Iterable[object]) -> None:
-        """This run read `record_ids` from `table`'s list as current records and loads them: the
-        parents a per-parent read is about to ask for (`common.read_each_parent`,
-        `tables/catalogues.py`, `tables/access.py`, `tables/commands.py`)."""
-        ids = {str(record_id) for record_id in record_ids}
-        with self._held_lock:
-            self._held.setdefault(table, set()).update(ids)
+    listed: Listed = field(default_factory=Listed)  # parents this run read from their lists
 
     def holds(self, table: str, record_id: str) -> bool:
         """Whether this run read `record_id` as a current record of `table`: for devices, listed
         by this run's device scan (the full scan's walk, a nightly's changed devices) or read
-        again by id; for another table, named by its list this run (`hold`). A 404 on one of its
+        again by id; for another table, named by its list this run (`Listed`). A 404 on one of its
         routes then cannot prove it gone, whatever a list read after it says
         (`common.refused_part`): the run loads the record as current, so its children are kept
         and asked again, not retired under it.
         """
         if table != "devices":
-            with self._held_lock:
-                return str(record_id) in self._held.get(table, ())
+            return self.listed.holds(table, record_id)
         walk = self.plan.walk
         return self.devices.is_changed(record_id) or (walk is not None and record_id in walk.seen)

@@ -232,7 +232,7 @@ def read_version_lists(
     against `table` (`common.refused_part`). `parent_column`: the column holding the parent
     asked (`common.of_parent`): a list whose items name another parent is refused too.
 
-    The parents are records this run listed (`RunLedger.hold`): a 404 on one's versions is a
+    The parents are records this run listed (`RunLedger.listed`): a 404 on one's versions is a
     refused part, kept and asked again, even when its list read again leaves it out. The read belongs to no table's load, so several tables may share it (`read_once`):
     `loaded_versions`, in the table's own resource, records the scan and loads it.
     """
@@ -260,7 +260,9 @@ def read_version_lists(
     refused: set[str] = set()
     others: list[OtherParent] = []
     parent_ids = list(parent_ids)
-    ledger.hold(parent_table.name, parent_ids)  # listed by this run: a 404 alone retires nothing
+    ledger.listed.add(
+        parent_table.name, parent_ids
+    )  # listed by this run: a 404 alone retires nothing
     for parent, read in fan_out(client, parent_ids, fetch):
         if read is REFUSED:
             refused.add(parent)

@@ -252,7 +252,7 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
     gone: set[str] = set()
     refused: set[str] = set()  # asked again next run: kept open
     others: list[OtherParent] = []
-    ledger.hold(OPERATIONS.name, changed)  # read by this run: a 404 alone does not close one
+    ledger.listed.add(OPERATIONS.name, changed)  # read by this run: a 404 alone does not close one
     for operation_id, read in fan_out(client, sorted(previously_open | set(changed)), fetch):
         if read is REFUSED:
             refused.add(operation_id)
