@@ -77,7 +77,7 @@ def append_on_first_load(source: Any, pipeline: dlt.Pipeline) -> list[str]:
     again, and the staging copy stays in the warehouse. Into an empty table that is twice the
     writes for nothing (figures in docs/decisions.md, "A merge table's first load is an
     append"). It relies on every merge resource yielding each key at most once per run (the
-    reads de-duplicate by key; see `reads.read_all`, `devices`, `commands._desc_list`, the event
+    reads de-duplicate by key; see `pages.read_all`, `devices`, `commands._desc_list`, the event
     feeds). scd2 tables (`device_apps`) keep their merge: it writes their validity columns. From
     the next run on, every table merges.
 
