@@ -233,10 +233,12 @@ def read_each_parent(
     `column` (an item naming another parent refuses its part: `of_parent`). `route`:
     the lists' route when it is not `table.path` (a list read per item of a per-parent list).
 
-    The parents are records this run read (`paths`' keys, `Listed`). An error is
-    `refused_part`'s: a 400/403/404 of a part is counted against `table`,
-    naming its route and status, and read again next run (the parents' tables are replaced,
-    the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends the run.
+    The parents are records this run read: from a tenant-level list, which noted them
+    (`note_listed`), or from a per-parent list (a 404 under them is then always a refused part:
+    `still_listed`). An error is `refused_part`'s: a 400/403/404 of a part is counted against
+    `table`, naming its route and status, and read again next run (the parents' tables are
+    replaced, the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends
+    the run.
     """
     limit = table.limit(opts.page_size)
 
@@ -250,9 +252,6 @@ def read_each_parent(
 
     read = ParentLists()
     others: list[OtherParent] = []
-    ledger.listed.add(
-        parent.name, paths
-    )  # listed by this run: a 404 alone does not retire its rows
     for part, items in fan_out(client, list(paths), fetch):
         if items is REFUSED:
             read.refused.add(part)
@@ -295,6 +294,24 @@ def keep_if_refused(ledger: RunLedger, table: Table, refused: set[str]) -> bool:
     )
     keep_what_was_loaded()
     return True
+
+
+def note_listed(ledger: RunLedger, table: Table, items: Iterable[dict]) -> None:
+    """Note the records this run read from `table`'s list, by their key's first column (the id
+    their routes name): `RunLedger.listed`, so that a 404 on one of their routes is a refused
+    part, never a record gone (`refused_part`), whatever the list read again says.
+
+    Called where a list is read, once: the whole lists (`tables/catalogues.py`'s `read_list`,
+    under `whole_list` and `shared_list`) and the lists read newest first
+    (`tables/commands.py`'s `_desc_list`: the operations read this run). The records of a
+    per-parent list are not noted: a 404 under them is always a refused part (`still_listed`).
+    """
+    if not table.key:
+        return
+    first = table.key[0]
+    ledger.listed.add(
+        table.name, (item[first] for item in items if item.get(first) not in ("", None))
+    )
 
 
 def still_listed(ledger: RunLedger, client: EsperClient, parent: Table, part: str) -> bool:

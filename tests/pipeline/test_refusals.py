@@ -438,3 +438,48 @@ def test_a_blueprint_gone_from_its_list_for_a_moment_gets_its_versions_the_next_
     assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "blueprint_versions")
+
+
+def test_an_operation_gone_from_its_list_for_a_moment_gets_its_devices_the_next_run(
+    sim, wh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gone means gone twice for an operation too: one this run read from its list (a first
+    load reads them all), whose devices answer 404 and which its list read again leaves out, is
+    a refused part kept open (the run loads the operation as current), so the next run reads its
+    devices. Taken as gone, it was closed and its devices never read."""
+    from esper_warehouse.simulator.routes import operations as routes
+
+    operation = sim.truth("operations")[0]["id"]
+    hidden = {"on": False}
+    decide, listed = sim.faults.decide, routes.content_list
+
+    def deciding(path: str, offset_paging: bool):
+        if f"/v0/operations/{operation}/devices" in path:
+            hidden["on"] = True
+        return decide(path, offset_paging)
+
+    def content_list(req, items, build, *args, **kwargs):
+        if hidden["on"] and req.path.endswith("/v0/operations/"):
+            items = [o for o in items if build(o)["id"] != operation]
+        return listed(req, items, build, *args, **kwargs)
+
+    monkeypatch.setattr(sim.faults, "decide", deciding)
+    monkeypatch.setattr(routes, "content_list", content_list)
+    sim.set_faults(
+        [{"kind": "status", "status": 404, "route": f"/v0/operations/{operation}/devices/*"}]
+    )
+    flickered = load(sim, wh)
+    assert hidden["on"], "its devices were asked for"
+    assert flickered.exit_code == Exit.PARTIAL, (flickered.exit_code, flickered.error)
+    assert flickered.unavailable["operation_devices"].startswith("1 operation(s) skipped: ")
+
+    hidden["on"] = False
+    sim.clear_faults()
+    monkeypatch.setattr(sim.faults, "decide", decide)
+    sim.reset_stats()
+    again = load(sim, wh)
+    assert again.mode == "incremental"
+    assert again.exit_code == Exit.OK, again.error
+    assert sim.stats()["routes"].get("GET /v0/operations/{id}/devices/", 0) > 0  # asked again
+    with reading(wh):
+        compare(sim, wh, "operation_devices")

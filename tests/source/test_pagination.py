@@ -18,14 +18,12 @@ import pytest
 from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError, EsperResponseError
 from esper_warehouse.sources.esper.http.pages import (
     Page,
-    iter_cursor_pages,
     iter_pages,
     iter_pages_parallel,
     parse_page,
     read_all,
 )
 from esper_warehouse.sources.esper.http.paginators import (
-    CursorPaginator,
     LinkPaginator,
     OffsetPaginator,
     SinglePage,
@@ -33,6 +31,7 @@ from esper_warehouse.sources.esper.http.paginators import (
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.access import ROLES
 from esper_warehouse.sources.esper.tables.credentials import PROVISIONING_PROFILES
+from esper_warehouse.sources.esper.tables.devices import DEVICES
 
 from tests.live_shapes import route, routes, synthesize
 
@@ -356,12 +355,18 @@ def test_iter_pages_resolves_a_relative_next_link_against_the_page() -> None:
     assert all_items(pages) == records(30)
 
 
-# ------------------------------------------------------------------------- iter_cursor_pages
+# ------------------------------------------------------------ the device list's declared cursors
 
 
-def test_iter_cursor_pages_walks_cursors_while_has_more() -> None:
+def device_pages(client: EsperClient, params: dict | None = None, *, limit: int) -> list[Page]:
+    """The device list walked as the scan walks it: `iter_pages` with the paginator its table
+    declares (`DEVICES.paginator`)."""
+    return list(iter_pages(client, DEVICES.path, params, limit=limit, paginator=DEVICES.paginator))
+
+
+def test_the_device_list_walks_cursors_while_has_more() -> None:
     api = CursorAPI(records(25))
-    pages = list(iter_cursor_pages(client_for(api), "/v2/devices/", {"state": 1}, limit=10))
+    pages = device_pages(client_for(api), {"state": 1}, limit=10)
     assert all_items(pages) == records(25)
     assert [p.has_more for p in pages] == [True, True, False]
     assert all(p.count is None for p in pages)
@@ -370,29 +375,45 @@ def test_iter_cursor_pages_walks_cursors_while_has_more() -> None:
     assert all("offset" not in u.params for u in api.requests)
 
 
-def test_iter_cursor_pages_continues_by_next_links_when_the_shape_switches_to_offset() -> None:
+def test_the_device_list_continues_by_next_links_when_the_shape_switches_to_offset() -> None:
     api = CursorAPI(records(35), switch_after=1)
-    pages = list(iter_cursor_pages(client_for(api), "/v2/devices/", limit=10))
+    pages = device_pages(client_for(api), limit=10)
     assert all_items(pages) == records(35)
     assert pages[0].next_cursor == "at-10"
     assert pages[1].count == 35 and pages[1].next_url is not None
     assert [u.params.get("cursor") for u in api.requests] == ["start", "at-10", None, None]
 
 
-def test_iter_cursor_pages_when_the_server_answers_offset_shape_from_the_start() -> None:
+def test_the_device_list_when_the_server_answers_offset_shape_from_the_start() -> None:
     api = CursorAPI(records(25), switch_after=0)
-    pages = list(iter_cursor_pages(client_for(api), "/v2/devices/", limit=10))
+    pages = device_pages(client_for(api), limit=10)
     assert all_items(pages) == records(25)
     assert all(p.count == 25 and p.next_cursor is None for p in pages)
 
 
-def test_iter_cursor_pages_refuses_a_repeated_cursor() -> None:
+def test_the_device_list_refuses_a_repeated_cursor() -> None:
     def stuck(request: httpx.Request) -> httpx.Response:
         content = {"results": [{"id": 1}], "next_cursor": "same", "has_more": True}
         return httpx.Response(200, json={"content": content})
 
     with pytest.raises(EsperResponseError, match="same next page twice"):
-        list(iter_cursor_pages(client_for(stuck), "/v2/devices/", limit=10))
+        device_pages(client_for(stuck), limit=10)
+
+
+def test_a_device_page_its_cursor_paginator_cannot_follow_fails_the_walk() -> None:
+    """A page saying more follows with neither a cursor nor a `next` link (a count without
+    links) is refused naming the declared paginator, never read as the list's end."""
+    asked: list[httpx.URL] = []
+
+    def counted_without_links(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url)
+        return httpx.Response(200, json={"count": 30, "roles": records(10)})
+
+    with pytest.raises(
+        EsperResponseError, match="count without links shape, which its cursor paginator"
+    ):
+        device_pages(client_for(counted_without_links), limit=10)
+    assert len(asked) == 1 and asked[0].params["cursor"] == "start"
 
 
 # ----------------------------------------------------------------------- iter_pages_parallel
@@ -472,7 +493,7 @@ def test_iter_pages_parallel_follows_links_when_the_list_grew_while_paging() -> 
 def test_iter_pages_parallel_walks_a_cursor_list_page_by_page() -> None:
     api = CursorAPI(records(25))  # cursor shape: no count to plan offsets from
     pages = list(
-        iter_pages_parallel(client_for(api), "/v2/devices/", limit=10, paginator=CursorPaginator)
+        iter_pages_parallel(client_for(api), DEVICES.path, limit=10, paginator=DEVICES.paginator)
     )
     assert all_items(pages) == records(25)
     assert api.requests[0].params["cursor"] == "start"
@@ -544,7 +565,7 @@ def test_a_cursor_list_serving_the_same_page_under_new_cursors_stops() -> None:
         return httpx.Response(200, json={"content": content})
 
     with pytest.raises(EsperResponseError, match="keeps sending items it already sent"):
-        list(iter_cursor_pages(client_for(same_page), "/v2/devices/", limit=10))
+        device_pages(client_for(same_page), limit=10)
     assert requests == ["start", "c1", "c2"]
 
 
@@ -728,7 +749,7 @@ def test_a_cursor_after_a_followed_link_is_asked_on_the_list_path() -> None:
             content = {"results": rows[2:], "next_cursor": None, "has_more": False}
         return httpx.Response(200, json={"content": content})
 
-    pages = list(iter_cursor_pages(client_for(union), "/v2/devices/", {"state": 1}, limit=1))
+    pages = device_pages(client_for(union), {"state": 1}, limit=1)
     assert all_items(pages) == rows
     last = asked[-1]
     assert last.path == "/api/v2/devices/" and "offset" not in last.params, last

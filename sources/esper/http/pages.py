@@ -45,7 +45,6 @@ import orjson
 from .client import EsperClient
 from .errors import EsperResponseError
 from .paginators import (
-    CursorPaginator,
     LinkPaginator,
     Page,
     PageRequest,
@@ -66,7 +65,6 @@ __all__ = [
     "batches",
     "fan_out",
     "first_seen",
-    "iter_cursor_pages",
     "iter_pages",
     "iter_pages_parallel",
     "parse_page",
@@ -151,23 +149,6 @@ def iter_pages(
     links); see `walk`. `limit`: the page size to ask for (the API clamps it silently; the links
     carry what it used)."""
     yield from walk(client, path, params, paginator(limit))
-
-
-def iter_cursor_pages(
-    client: EsperClient,
-    path: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    limit: int,
-) -> Iterator[Page]:
-    """Walk ``/v2/devices/`` by cursor (`paginators.CursorPaginator`: ``cursor=start``, then
-    ``cursor=<next_cursor>``; a page in the route's offset shape goes on by its `next` link).
-
-    Yields:
-        Every page, in order (cursor pages run newest ``updated_at`` first), until ``has_more``
-        is false, the offset `next` link is null, or a page comes back empty.
-    """
-    yield from walk(client, path, params, CursorPaginator(limit))
 
 
 def iter_pages_parallel(

@@ -307,14 +307,14 @@ class SharedReads:
 
 @dataclass
 class Listed:
-    """The parents this run read from their lists and loads as current, by table (not devices:
-    `RunLedger.holds` reads the device scan for those).
+    """The records this run read from their lists and loads as current (the parents of the
+    per-parent reads among them), by table (not devices: `RunLedger.holds` reads the device scan
+    for those).
 
-    Written by the per-parent reads before they ask for their parents' routes
-    (`common.read_each_parent`, `tables/catalogues.py`'s `read_version_lists`, `tables/access.py`,
-    `tables/commands.py`'s operation devices), from their worker threads (a lock). Read by
-    `RunLedger.holds`, for `common.refused_part`: a 404 on a listed parent's route is a refused
-    part, kept and asked again, whatever its list read again says.
+    Written by `common.note_listed`, where a list is read (the whole lists and the lists read
+    newest first), before any of its records' routes is asked for, from dlt's worker threads (a
+    lock). Read by `RunLedger.holds`, for `common.refused_part`: a 404 on a listed parent's
+    route is a refused part, kept and asked again, whatever its list read again says.
     """
 
     _ids: dict[str, set[str]] = field(default_factory=dict)

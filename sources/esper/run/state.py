@@ -3,8 +3,8 @@ moves: where an incremental read starts (`read_from`), where it stops (`EarlySto
 served newest first) and what it leaves for the next run (`advance_watermark`).
 
 A watermark is the newest value read of a record field (`Table.cursor`; dlt calls it an
-incremental cursor); a page cursor is the API's token for the next page (`http/pages.py`), never
-kept between runs.
+incremental cursor); a page cursor is the API's token for the next page
+(`http/paginators.py`), never kept between runs.
 
 Everything lives in the source state's `cursors` dict (`kept_state`), written only after a
 resource has yielded everything it read, so a run that fails part-way leaves it where it was

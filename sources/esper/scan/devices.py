@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..common import REFUSED, ROWS_PER_BATCH, Options, apps_route, refused_part
 from ..http import EsperClient, EsperError, EsperUnavailableError
-from ..http.pages import fan_out, first_seen, iter_cursor_pages, parse_page, read_all
+from ..http.pages import fan_out, first_seen, iter_pages, parse_page, read_all
 from ..run.ledger import RunLedger
 from ..run.state import (
     DEVICES_FULL_SCAN_AT,
@@ -70,7 +70,12 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         return
     software = _software(client, ledger, opts)
     stop = EarlyStop(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
-    pages = iter_cursor_pages(client, DEVICES.path_for(client), limit=DEVICES.limit(opts.page_size))
+    pages = iter_pages(
+        client,
+        DEVICES.path_for(client),
+        limit=DEVICES.limit(opts.page_size),
+        paginator=DEVICES.paginator,
+    )
     seen: set[tuple[Any, ...]] = set()
     for _page, fresh in stop.pages(pages):
         items = first_seen(DEVICES.require(fresh), seen, DEVICES.key)

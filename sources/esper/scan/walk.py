@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from ..http import EsperClient
-from ..http.pages import first_seen, iter_cursor_pages
+from ..http.pages import first_seen, iter_pages
 from ..run.ledger import RunLedger
 from ..run.state import EarlyStop
 from ..tables.devices import DEVICES
@@ -238,7 +238,9 @@ class DeviceWalk:
 
     def _walk(self) -> Iterator[list[dict]]:
         if self._pages is None:
-            pages = iter_cursor_pages(self.client, self.path, limit=self.limit)
+            pages = iter_pages(
+                self.client, self.path, limit=self.limit, paginator=DEVICES.paginator
+            )
             self._pages = self._fresh(self.client.read_ahead(pages))
         return self._pages
 

@@ -197,10 +197,10 @@ def _per_parent(
 ) -> list[dict] | None:
     """One request per parent, concurrently; `rows_of(parent, body, where)` makes the rows,
     each with the parent asked in `column` (`common.of_parent`: an answer naming another
-    parent refuses its part, named). The parents are this run's list: a 404 is a refused part
-    even when the list read again leaves the parent out (`RunLedger.listed`). None when some parent was refused (counted): the table
-    keeps what it holds (`keep_if_refused`), as replacing it would drop the refused parents'
-    rows."""
+    parent refuses its part, named). The parents are this run's list (`shared_list`, which
+    notes them: `common.note_listed`): a 404 is a refused part even when the list read again
+    leaves the parent out. None when some parent was refused (counted): the table keeps what it
+    holds (`keep_if_refused`), as replacing it would drop the refused parents' rows."""
     parent_table = TABLES_BY_NAME[table.parent or ""]
 
     def fetch(parent: Parent) -> Any:
@@ -216,7 +216,6 @@ def _per_parent(
     refused: set[str] = set()
     others: list[OtherParent] = []
     where = f"GET {table.path}"
-    ledger.listed.add(parent_table.name, (parent[0] for parent in parents))  # listed by this run
     for parent, body in fan_out(client, parents, fetch):
         if body is REFUSED:
             refused.add(parent[0])

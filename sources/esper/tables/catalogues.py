@@ -16,6 +16,7 @@ from ..common import (
     Options,
     OtherParent,
     keep_if_refused,
+    note_listed,
     of_parent,
     refuse_other_parents,
     refused_part,
@@ -176,20 +177,23 @@ def whole_list(
     table: Table, client: EsperClient, ledger: RunLedger, opts: Options, params: dict | None = None
 ) -> Iterator[pa.Table]:
     """A tenant-level list read to its end, reconciled with its count, in one Arrow table."""
-    key = table.key
-    read = read_all(
-        client,
-        table.path_for(client),
-        params,
-        limit=table.limit(opts.page_size),
-        key=key,
-        parallel=True,
-        prefer=table.prefer_copy,
-        paginator=table.paginator,
-    )
-    ledger.scans.add(table.name, read.count, read.items, key)
+    read = read_list(table, client, ledger, opts, params)
+    ledger.scans.add(table.name, read.count, read.items, table.key)
     if read.items:
         yield table.page(read.items, ledger.unreadable)
+
+
+def read_list(
+    table: Table, client: EsperClient, ledger: RunLedger, opts: Options, params: dict | None = None
+) -> ListRead:
+    """A tenant-level list read to its end (pages fetched together, `read_all`), its records
+    noted as listed by this run (`common.note_listed`): the one read of `whole_list` and
+    `shared_list`."""
+    path, limit = table.path_for(client), table.limit(opts.page_size)
+    read = read_all(client, path, params, limit=limit, key=table.key, parallel=True,
+                    prefer=table.prefer_copy, paginator=table.paginator)  # fmt: skip
+    note_listed(ledger, table, read.items)
+    return read
 
 
 def read_versions(
@@ -232,8 +236,9 @@ def read_version_lists(
     against `table` (`common.refused_part`). `parent_column`: the column holding the parent
     asked (`common.of_parent`): a list whose items name another parent is refused too.
 
-    The parents are records this run listed (`RunLedger.listed`): a 404 on one's versions is a
-    refused part, kept and asked again, even when its list read again leaves it out. The read belongs to no table's load, so several tables may share it (`read_once`):
+    The parents are records this run listed (`common.note_listed`): a 404 on one's versions is
+    a refused part, kept and asked again, even when its list read again leaves it out. The read
+    belongs to no table's load, so several tables may share it (`read_once`):
     `loaded_versions`, in the table's own resource, records the scan and loads it.
     """
     key, limit = table.key, table.limit(opts.page_size)
@@ -259,10 +264,6 @@ def read_version_lists(
     expected = 0
     refused: set[str] = set()
     others: list[OtherParent] = []
-    parent_ids = list(parent_ids)
-    ledger.listed.add(
-        parent_table.name, parent_ids
-    )  # listed by this run: a 404 alone retires nothing
     for parent, read in fan_out(client, parent_ids, fetch):
         if read is REFUSED:
             refused.add(parent)
@@ -382,13 +383,7 @@ def _col_arrow(table: pa.Table, name: str) -> list[Any]:
 def shared_list(table: Table, client: EsperClient, ledger: RunLedger, opts: Options) -> ListRead:
     """A tenant-level list read whole once per run: the first table asking for it reads it, the
     tables built from it (a user's detail, a role's scopes, a profile's versions) share it."""
-
-    def read() -> ListRead:
-        path, limit = table.path_for(client), table.limit(opts.page_size)
-        return read_all(client, path, limit=limit, key=table.key, parallel=True,
-                        prefer=table.prefer_copy, paginator=table.paginator)  # fmt: skip
-
-    return ledger.shared.read_once(table.name, read)
+    return ledger.shared.read_once(table.name, lambda: read_list(table, client, ledger, opts))
 
 
 def optional_shared_list(

@@ -15,6 +15,7 @@ from ..common import (
     ROWS_PER_BATCH,
     Options,
     OtherParent,
+    note_listed,
     of_parent,
     refuse_other_parents,
     refused_part,
@@ -137,6 +138,7 @@ def _desc_list(
     for page, fresh in scan.pages(pages):
         count = max(count, page.count or 0)
         items = first_seen(fresh, seen, key)  # a complete read keeps every item as fresh
+        note_listed(ledger, table, items)  # read this run: a 404 on their routes retires none
         if items:
             yield table.page(items, ledger.unreadable), items
     if since is None:  # a complete read of the whole list: reconcile it with its count
@@ -237,6 +239,9 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
     newest: datetime | None = None
     key, limit = OPERATION_DEVICES.key, OPERATION_DEVICES.limit(opts.page_size)
 
+    # A 404 for an operation this run listed (`changed`: `_desc_list` noted it) is a refused
+    # part; for one only kept open by an earlier run, it closes it once the list read again
+    # leaves it out (`refused_part`).
     def fetch(operation_id: str) -> Any:
         try:
             path = OPERATION_DEVICES.path_for(client, operation_id)
@@ -252,7 +257,6 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
     gone: set[str] = set()
     refused: set[str] = set()  # asked again next run: kept open
     others: list[OtherParent] = []
-    ledger.listed.add(OPERATIONS.name, changed)  # read by this run: a 404 alone does not close one
     for operation_id, read in fan_out(client, sorted(previously_open | set(changed)), fetch):
         if read is REFUSED:
             refused.add(operation_id)
