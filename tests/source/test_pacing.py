@@ -136,6 +136,25 @@ def test_the_first_cut_waits_for_the_answers_and_not_the_first_seconds_rate() ->
     assert pacer.rate is not None and pacer.rate > 50, pacer.rate
 
 
+def test_a_429_among_the_first_few_answers_holds_only_its_own_request() -> None:
+    """Weather refusing the second of a run's first answers (one run in four at 14 %) is half
+    of the answers so far, not an empty bucket: it held every request and halved the requests
+    in flight, twice in a scenario-6 load before the first cut. Only once enough 429s say so
+    (`TRIAL_REFUSALS`, most of the answers) does a 429 hold everyone."""
+    clock = Clock()
+    pacer = RatePacer(clock)
+    for throttled in (False, True, False, True, True):  # 3 of 5 refused, 0.5 s apart
+        clock.now += 0.5
+        pacer.reserve()
+        assert not pacer.cuts_pace(throttled=throttled, reserved_at=clock.now)
+    held = []
+    for _ in range(TRIAL_REFUSALS):  # the bucket empty: every answer refused
+        clock.now += 0.05
+        pacer.reserve()
+        held.append(pacer.cuts_pace(throttled=True, reserved_at=clock.now))
+    assert held[-1], "a 429 among answers mostly refused, and enough of them, holds everyone"
+
+
 def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     clock = Clock()
     pacer = RatePacer(clock)

@@ -274,7 +274,7 @@ class RatePacer:
             if not self._answers_known(now):
                 # A cut waits for a second of answers; meanwhile a 429 among answers mostly
                 # refused holds everyone (the bucket is empty), any other waits for itself.
-                return self._share() >= WEATHER_MAX
+                return self._mostly_refused()
             return self._cut(now, self._measure(now, self._since(now)), self._share())
 
     def _measure(self, now: float, since: float = -math.inf) -> float | None:
@@ -290,6 +290,13 @@ class RatePacer:
         """The refused share of the latest answers (lock held)."""
         return sum(self._latest) / len(self._latest) if self._latest else 0.0
 
+    def _mostly_refused(self) -> bool:
+        """Most of the latest answers refused, and enough of them to say so (lock held): the
+        bucket is empty, never weather. Not from a handful: under 14 % weather one of a run's
+        first two answers is refused one run in four, and every such 429 held every request and
+        halved the requests in flight (bench/README.md "Polite client", scenario 6)."""
+        return self._share() >= WEATHER_MAX and sum(self._latest) >= TRIAL_REFUSALS
+
     def _answers_known(self, now: float) -> bool:
         """Whether the run's first cut may come now (lock held): after `MIN_SPAN_S` of traffic
         and `KNOWN_ANSWERS` answers (a first second of one request at a time, while the first
@@ -297,7 +304,7 @@ class RatePacer:
         (never weather: the bucket is empty)."""
         if self._last_cut > -math.inf:
             return now - self._undone_at >= MIN_SPAN_S
-        if self._share() >= WEATHER_MAX and sum(self._latest) >= TRIAL_REFUSALS:
+        if self._mostly_refused():
             return True
         assert self._first_sent is not None
         return now - self._first_sent >= 2 * MIN_SPAN_S and len(self._latest) >= KNOWN_ANSWERS

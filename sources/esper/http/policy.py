@@ -70,6 +70,7 @@ RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 MAX_THROTTLED = 100
 MESSAGE_CHARS = 300  # of an error body's message, as quoted in errors and logs
 SNIPPET_CHARS = 60  # of a body that is not JSON
+ROUTINE_WAIT_S = 5.0  # a Retry-After up to this long for one request alone is logged at debug
 
 
 @dataclass(frozen=True)
@@ -255,8 +256,10 @@ def _follow(route: str, failure: _Failure, tries: Tries, rules: Rules, retry: bo
         if failure.status == 429
         else f"retry {retries}/{rules.max_retries}"
     )
-    # A 429 that waits for itself alone (the tenant's weather) is routine: debug, not warning.
-    level = logging.WARNING if failure.holds_all else logging.DEBUG
+    # A 429 that waits for itself alone (the tenant's weather) is routine: debug, not warning;
+    # unless the API asks for a wait a person would notice.
+    long_wait = failure.wait is not None and failure.wait > ROUTINE_WAIT_S
+    level = logging.WARNING if failure.holds_all or long_wait else logging.DEBUG
     if failure.wait is not None:
         asked = seconds_text(failure.wait)
         header = failure.retry_after or ""
