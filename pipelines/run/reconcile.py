@@ -64,60 +64,64 @@ def current_rows(tables: dict[str, Any], table: str) -> str:
     return f" where {valid_to} is null" if valid_to else ""
 
 
-def reconcile(pipeline: dlt.Pipeline, ledger: RunLedger, run_id: str) -> list[dict[str, Any]]:
-    """One row per completely read table: expected, loaded, missing, duplicates, ok."""
+def reconcile(
+    pipeline: dlt.Pipeline, client: Any, ledger: RunLedger, run_id: str
+) -> list[dict[str, Any]]:
+    """One row per completely read table: expected, loaded, missing, duplicates, ok.
+
+    Args:
+        client: The pipeline's open `sql_client` (one per step: opening one resolves dlt's
+            destination configuration again).
+    """
     rows: list[dict[str, Any]] = []
     scans = list(ledger.scans.completed())
     if not scans:
         return rows
     checked_at = datetime.now(UTC)
     tables = schema_tables(pipeline)
-    with pipeline.sql_client() as client:
-        for table, scan in scans:
-            if ledger.refusals.is_skipped(
-                table
-            ):  # skipped this run (a refused route): no shortfall
-                continue
-            key = scan.key or primary_key(tables, table)
-            where = current_rows(tables, table)
-            listed = ", ".join(client.escape_column_name(c) for c in key)
-            sql = f"select {listed} from {client.make_qualified_table_name(table)}{where}"
-            read = pa.array(scan.keys, pa.int64()).unique()
-            stored = _stored(client, sql, key)
-            loaded = pc.sum(pc.is_in(read, value_set=stored)).as_py() or 0
-            missing = max(scan.expected - loaded, 0)
-            duplicates = len(stored) - len(stored.unique())
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "table_name": table,
-                    "expected": scan.expected,
-                    "loaded": loaded,
-                    "missing": missing,
-                    "duplicates": duplicates,
-                    "checked_at": checked_at,
-                    "ok": missing == 0 and duplicates == 0,
-                }
+    for table, scan in scans:
+        if ledger.refusals.is_skipped(table):  # skipped this run (a refused route): no shortfall
+            continue
+        key = scan.key or primary_key(tables, table)
+        where = current_rows(tables, table)
+        listed = ", ".join(client.escape_column_name(c) for c in key)
+        sql = f"select {listed} from {client.make_qualified_table_name(table)}{where}"
+        read = pa.array(scan.keys, pa.int64()).unique()
+        stored = _stored(client, sql, key)
+        loaded = pc.sum(pc.is_in(read, value_set=stored)).as_py() or 0
+        missing = max(scan.expected - loaded, 0)
+        duplicates = len(stored) - len(stored.unique())
+        rows.append(
+            {
+                "run_id": run_id,
+                "table_name": table,
+                "expected": scan.expected,
+                "loaded": loaded,
+                "missing": missing,
+                "duplicates": duplicates,
+                "checked_at": checked_at,
+                "ok": missing == 0 and duplicates == 0,
+            }
+        )
+        if duplicates:
+            log.error(
+                "reconciliation: %s holds %d row(s) beyond one per key %s",
+                table,
+                duplicates,
+                "(" + ", ".join(key) + ")",
             )
-            if duplicates:
-                log.error(
-                    "reconciliation: %s holds %d row(s) beyond one per key %s",
-                    table,
-                    duplicates,
-                    "(" + ", ".join(key) + ")",
-                )
-            if missing:
-                log.error(
-                    "reconciliation: %s expected %d (the API's count), loaded %d: %d missing",
-                    table,
-                    scan.expected,
-                    loaded,
-                    missing,
-                )
+        if missing:
+            log.error(
+                "reconciliation: %s expected %d (the API's count), loaded %d: %d missing",
+                table,
+                scan.expected,
+                loaded,
+                missing,
+            )
     return rows
 
 
-def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
+def retire_missing_apps(client: Any, ledger: RunLedger) -> None:
     """Close the app rows of devices that no longer have them, at the run's API time.
 
     dlt's scd2 retires rows per merge key only when the key has rows in the load, so two cases
@@ -131,19 +135,18 @@ def retire_missing_apps(pipeline: dlt.Pipeline, ledger: RunLedger) -> None:
     as_of = ledger.plan.as_of
     if as_of is None or not (empty or census):
         return
-    with pipeline.sql_client() as client:
-        table = client.make_qualified_table_name("device_apps")
-        try:
-            client.execute_sql(f"select 1 from {table} limit 1")
-        except Exception:  # no device_apps table yet: nothing to retire
-            return
-        current = f"update {table} set _dlt_valid_to = %s where _dlt_valid_to is null and device_id"
-        if empty:
-            marks = ", ".join(["%s"] * len(empty))
-            client.execute_sql(f"{current} in ({marks})", as_of, *empty)
-        if census:
-            census_table = client.make_qualified_table_name("device_census")
-            client.execute_sql(f"{current} not in (select id from {census_table})", as_of)
+    table = client.make_qualified_table_name("device_apps")
+    try:
+        client.execute_sql(f"select 1 from {table} limit 1")
+    except Exception:  # no device_apps table yet: nothing to retire
+        return
+    current = f"update {table} set _dlt_valid_to = %s where _dlt_valid_to is null and device_id"
+    if empty:
+        marks = ", ".join(["%s"] * len(empty))
+        client.execute_sql(f"{current} in ({marks})", as_of, *empty)
+    if census:
+        census_table = client.make_qualified_table_name("device_census")
+        client.execute_sql(f"{current} not in (select id from {census_table})", as_of)
 
 
 # How each destination names a row's physical position (a table has no unique column to tell

@@ -280,9 +280,10 @@ class _Run:
         log.info("load: done")
         self.stage = "after the load"
         self.marker.unlink(missing_ok=True)  # every appended load is complete and checked
-        retire_missing_apps(self.pipeline, self.ledger)
         result = self.result
-        result.reconciliation = reconcile(self.pipeline, self.ledger, result.run_id)
+        with self.pipeline.sql_client() as client:
+            retire_missing_apps(client, self.ledger)
+            result.reconciliation = reconcile(self.pipeline, client, self.ledger, result.run_id)
         short = [r for r in result.reconciliation if not r["ok"]]
         if short:
             names = ", ".join(f"{r['table_name']} ({shortfall(r)})" for r in short)
