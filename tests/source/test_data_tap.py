@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -17,7 +15,7 @@ from esper_warehouse.pipelines.run.runner import RunResult
 from esper_warehouse.sources.esper.tables import data_tap as datatap
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, copy_warehouse
-from tests.pipeline.helpers import ROOT, TABLES, cli, compare, load, reading, rows
+from tests.pipeline.helpers import TABLES, cli, compare, load, reading, rows
 
 QUERY = (  # the live dialect over the live columns (text last_seen and battery_level)
     "select d.device_id, try_cast(s.battery_level as int) as battery_level, d.is_gms, "
@@ -320,10 +318,13 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
 
 
 def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
-    sim, wh: Path
+    sim, wh: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The tenant's quota answers 429 without Retry-After: one submission, the message quoted,
-    exit 6, every other table loaded and committed, `status` naming the skipped table."""
+    exit 6, every other table loaded and committed, `status` naming the skipped table (the
+    command's entry point in this process: tests/pipeline/test_inputs.py runs it as a program)."""
+    from esper_warehouse.pipelines import cli as commands
+
     sim.world.datatap.quota_per_hour = 0
     sim.reset_stats()
     queries = '{"daily": "select 1 as one", "other": "select 2 as two"}'
@@ -340,13 +341,11 @@ def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
     with reading(wh):
         for table in TABLES:
             compare(sim, wh, table)
-    shown = subprocess.run(
-        [sys.executable, "-m", "esper_warehouse.pipelines.cli", "status", "--warehouse", str(wh)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
-    )  # fmt: skip
-    assert shown.returncode == 0, shown.stderr
-    assert "data_tap__daily" in shown.stdout and "quota" in shown.stdout
-    assert "data_tap__other" in shown.stdout
+    capsys.readouterr()
+    assert commands.main(["status", "--warehouse", str(wh)]) == 0
+    shown = capsys.readouterr().out
+    assert "data_tap__daily" in shown and "quota" in shown
+    assert "data_tap__other" in shown
 
 
 # -- a failed night, and the nights after it (issue 32, item 1) --------------------------------
