@@ -113,6 +113,25 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Killed:
         return Killed(warehouse, int(twin.stats()["total"]))
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """The killed first load resumed by a run of a fresh `_twin`: its warehouse and result."""
+
+    warehouse: Path
+    result: RunResult
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory: pytest.TempPathFactory, killed: Killed) -> Resumed:
+    """The killed first load resumed, once for the module (as `in_parts`): what
+    `load(sim, wh, source_options=PARTS)` gives on a fresh `sim` after the kill. The tests that go
+    on from it copy it beside their own fresh `sim`."""
+    warehouse = tmp_path_factory.mktemp("resumed") / "warehouse.duckdb"
+    copy_warehouse(killed.warehouse, warehouse)
+    with _twin() as twin:
+        return Resumed(warehouse, load(twin, warehouse, source_options=PARTS))
+
+
 def test_a_first_load_in_parts_equals_the_truth_and_so_does_the_nightly_after_it(
     sim, wh: Path, in_parts: InParts
 ) -> None:
@@ -137,27 +156,28 @@ def test_a_first_load_in_parts_equals_the_truth_and_so_does_the_nightly_after_it
 
 
 def test_a_first_load_killed_after_two_parts_goes_on_from_them(
-    sim, wh: Path, in_parts: InParts, killed: Killed
+    sim, wh: Path, in_parts: InParts, killed: Killed, resumed: Resumed
 ) -> None:
     """SIGKILL once two parts are committed; the next run reads only what was not committed."""
     assert in_parts.result.exit_code == 0, in_parts.result.error
     clean = in_parts.result.requests
-    assert sim.stats()["total"] == 0  # fresh: it serves what the killed run's twin served
-    copy_warehouse(killed.warehouse, wh)
-    with duckdb.connect(str(wh), read_only=True) as con:
+    # fresh: it serves what the killed run's twin and the resuming run's twin served
+    assert sim.now == resumed.result.as_of and sim.stats()["total"] == 0
+    with duckdb.connect(str(killed.warehouse), read_only=True) as con:
         held = con.sql("select count(*) from esper.devices").fetchone()[0]  # type: ignore[index]
     assert 2 * PART <= held < SMALL_FLEET  # the two parts are in the warehouse, not the rest
 
-    resumed = load(sim, wh, source_options=PARTS)
-    assert resumed.exit_code == 0, resumed.error
-    assert resumed.mode == "full"
+    copy_warehouse(resumed.warehouse, wh)  # the resume, as `load(sim, wh, source_options=PARTS)`
+    again = copy.deepcopy(resumed.result)
+    assert again.exit_code == 0, again.error
+    assert again.mode == "full"
     for table in TABLES:
         compare(sim, wh, table)
-    assert all(r["ok"] for r in resumed.reconciliation)
+    assert all(r["ok"] for r in again.reconciliation)
     # the killed run's committed parts are not fetched again: both runs together cost about
     # a clean load (the part in flight, the lists re-read, one device-list walk more)
-    spent = killed.requests + resumed.requests
-    assert spent <= 1.15 * clean, (killed.requests, resumed.requests, clean)
+    spent = killed.requests + again.requests
+    assert spent <= 1.15 * clean, (killed.requests, again.requests, clean)
     # and the next nightly is an ordinary incremental run (of the device list, which carries
     # the first load's progress)
     sim.advance(hours=24)
@@ -185,9 +205,12 @@ def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
 
 
 def test_status_and_models_tell_an_unfinished_first_load(
-    sim, wh: Path, killed: Killed, capsys: pytest.CaptureFixture[str]
+    wh: Path, killed: Killed, resumed: Resumed, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Killed after two parts: `status` says the first load is unfinished, `models` refuses."""
+    """Killed after two parts: `status` says the first load is unfinished, `models` refuses.
+
+    Both only read the warehouse, so the resume that follows is the module's (`resumed`), in a
+    copy of its own."""
     from esper_warehouse.pipelines import status
     from esper_warehouse.pipelines.commands import models as models_command
     from esper_warehouse.pipelines.exit_codes import Exit
@@ -205,8 +228,9 @@ def test_status_and_models_tell_an_unfinished_first_load(
         ).fetchone()[0]  # type: ignore[index]
     assert marts == 0
 
-    resumed = load(sim, wh, source_options=PARTS)
-    assert resumed.exit_code == 0, resumed.error
+    assert resumed.result.exit_code == 0, resumed.result.error
+    wh = wh.parent / "resumed" / wh.name
+    copy_warehouse(resumed.warehouse, wh)
     assert status.status(wh) == 0
     assert "unfinished" not in capsys.readouterr().out
     assert models_command.main(["--warehouse", str(wh)]) == 0

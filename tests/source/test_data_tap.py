@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import functools
-import subprocess
-import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import RunResult
 from esper_warehouse.sources.esper.tables import data_tap as datatap
 
-from tests.pipeline.helpers import ROOT, TABLES, cli, compare, load, reading, rows
+from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, copy_warehouse
+from tests.pipeline.helpers import TABLES, cli, compare, load, reading, rows
 
 QUERY = (  # the live dialect over the live columns (text last_seen and battery_level)
     "select d.device_id, try_cast(s.battery_level as int) as battery_level, d.is_gms, "
@@ -205,8 +207,6 @@ def test_a_succeeded_job_without_result_is_zero_rows_and_polls_wait_10_20_30_s()
 def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
     from esper_warehouse.sources.esper.http import EsperClient, EsperUnavailableError
 
-    from tests.conftest import API_KEY, ENTERPRISE_ID
-
     sim.world.datatap.quota_per_hour = 0
     sim.reset_stats()
     client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, backoff_base=0.05)
@@ -218,16 +218,54 @@ def test_a_quota_refusal_on_the_simulator_costs_exactly_one_post(sim) -> None:
     assert sum(n for route, n in sim.stats()["routes"].items() if route.startswith("POST")) == 1
 
 
-def test_an_incremental_query_binds_its_cursor_and_keeps_history(sim, wh: Path) -> None:
-    spec = {
-        "sql": "select device_id, report_date, try_cast(battery_level as int) as battery_level "
-        "from device_stats "
-        "where report_date > {cursor}",
-        "cursor": "report_date",
-        "key": ["device_id", "report_date"],
-    }
-    options = {"data_tap_queries": {"daily": spec}}
-    first = load(sim, wh, resources=["data_tap__daily"], source_options=options)
+DAILY = {
+    "sql": "select device_id, report_date, try_cast(battery_level as int) as battery_level "
+    "from device_stats where report_date > {cursor}",
+    "cursor": "report_date",
+    "key": ["device_id", "report_date"],
+}
+DAILY_KEY = ("device_id", "report_date")
+
+
+@pytest.fixture(scope="module")
+def daily_load(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult]:
+    """A first load of the `daily` query alone (DAILY) of a fresh simulator, once for the module:
+    the warehouse and the run's result. The tests that start so copy it beside their own fresh
+    `sim`, which serves what this one served (`shared_first_load` in tests/conftest.py says why)."""
+    from esper_warehouse.simulator import Simulator
+
+    wh = tmp_path_factory.mktemp("daily") / "warehouse.duckdb"
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        Simulator(
+            devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
+        ) as twin,
+    ):
+        patch.setattr(datatap, "run_query", functools.partial(datatap.run_query, sleep=_no_wait))
+        result = load(twin, wh, resources=["data_tap__daily"],
+                      source_options={"data_tap_queries": {"daily": DAILY}})  # fmt: skip
+    return wh, result
+
+
+@pytest.fixture
+def daily_first_load(sim, daily_load: tuple[Path, RunResult]) -> Callable[[Path], RunResult]:
+    """`daily_first_load(wh)` stands for a test's opening
+    `load(sim, wh, resources=["data_tap__daily"], source_options={"data_tap_queries": {"daily":
+    DAILY}})` on its fresh `sim`: a copy of `daily_load` (as `first_load` copies the full one)."""
+    assert sim.now == daily_load[1].as_of and sim.stats()["total"] == 0
+
+    def copy_to(wh: Path) -> RunResult:
+        copy_warehouse(daily_load[0], wh)
+        return copy.deepcopy(daily_load[1])
+
+    return copy_to
+
+
+def test_an_incremental_query_binds_its_cursor_and_keeps_history(
+    sim, wh: Path, daily_first_load
+) -> None:
+    options = {"data_tap_queries": {"daily": DAILY}}
+    first = daily_first_load(wh)
     assert first.exit_code == 0, first.error
     before = rows(wh, "data_tap__daily", ("device_id", "report_date"))
     assert len({r[1] for r in before}) > 1  # several days of history
@@ -270,7 +308,9 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
             compare(sim, wh, table)
 
     sim.reset_stats()
-    second = load(sim, wh, source_options=options, resources=loaded)
+    # the Data Tap tables only, all this run is asserted on (the hour's requests are kept
+    # beside the warehouse, whatever a run loads: `request_log`)
+    second = load(sim, wh, source_options=options, resources=["data_tap__a", "data_tap__b"])
     assert second.exit_code == Exit.PARTIAL, second.error
     assert set(second.unavailable) == {"data_tap__a", "data_tap__b"}
     assert _data_tap_requests(sim) == 0, "the hour's 4 requests are remembered across runs"
@@ -278,10 +318,13 @@ def test_the_request_budget_holds_within_a_run_and_across_runs(sim, wh: Path) ->
 
 
 def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
-    sim, wh: Path
+    sim, wh: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The tenant's quota answers 429 without Retry-After: one submission, the message quoted,
-    exit 6, every other table loaded and committed, `status` naming the skipped table."""
+    exit 6, every other table loaded and committed, `status` naming the skipped table (the
+    command's entry point in this process: tests/pipeline/test_inputs.py runs it as a program)."""
+    from esper_warehouse.pipelines import cli as commands
+
     sim.world.datatap.quota_per_hour = 0
     sim.reset_stats()
     queries = '{"daily": "select 1 as one", "other": "select 2 as two"}'
@@ -298,24 +341,14 @@ def test_a_quota_refusal_from_the_cli_is_a_partial_run_with_every_other_table(
     with reading(wh):
         for table in TABLES:
             compare(sim, wh, table)
-    shown = subprocess.run(
-        [sys.executable, "-m", "esper_warehouse.pipelines.cli", "status", "--warehouse", str(wh)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
-    )  # fmt: skip
-    assert shown.returncode == 0, shown.stderr
-    assert "data_tap__daily" in shown.stdout and "quota" in shown.stdout
-    assert "data_tap__other" in shown.stdout
+    capsys.readouterr()
+    assert commands.main(["status", "--warehouse", str(wh)]) == 0
+    shown = capsys.readouterr().out
+    assert "data_tap__daily" in shown and "quota" in shown
+    assert "data_tap__other" in shown
 
 
 # -- a failed night, and the nights after it (issue 32, item 1) --------------------------------
-
-DAILY = {
-    "sql": "select device_id, report_date, try_cast(battery_level as int) as battery_level "
-    "from device_stats where report_date > {cursor}",
-    "cursor": "report_date",
-    "key": ["device_id", "report_date"],
-}
-DAILY_KEY = ("device_id", "report_date")
 
 
 def _appended_note(wh: Path) -> Path:
@@ -352,7 +385,7 @@ def test_a_night_that_failed_on_a_new_data_tap_table_does_not_break_the_next(sim
 
 @pytest.mark.parametrize("note", ["named", "unreadable"])
 def test_a_killed_append_into_a_data_tap_table_keeps_one_row_per_key(
-    sim, wh: Path, note: str, caplog: pytest.LogCaptureFixture
+    sim, wh: Path, daily_first_load, note: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """What a run killed mid-load leaves: rows appended twice and the note naming the table (or
     a note cut short, which stands for every table). The next run keeps one row per key of the
@@ -360,7 +393,7 @@ def test_a_killed_append_into_a_data_tap_table_keeps_one_row_per_key(
     import duckdb
 
     options = {"data_tap_queries": {"daily": DAILY}}
-    assert load(sim, wh, resources=["data_tap__daily"], source_options=options).exit_code == 0
+    assert daily_first_load(wh).exit_code == 0
     before = rows(wh, "data_tap__daily", DAILY_KEY)
     with duckdb.connect(str(wh)) as con:  # a load job committed twice
         con.execute("insert into esper.data_tap__daily select * from esper.data_tap__daily")
@@ -599,8 +632,6 @@ def _ask(sim, sql: str) -> list[tuple]:
     """What Data Tap answers `sql` now (through the client, as a run reads it)."""
     from esper_warehouse.sources.esper.http import EsperClient
 
-    from tests.conftest import API_KEY, ENTERPRISE_ID
-
     with EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID) as client:
         job = datatap.run_query(
             client, "ask", sql, deadline_s=60, stuck_s=60, row_limit=100_000, sleep=_no_wait
@@ -613,12 +644,11 @@ def _warned(caplog: pytest.LogCaptureFixture, *words: str) -> bool:
 
 
 def test_a_changed_key_starts_the_table_afresh_and_says_so(
-    sim, wh: Path, caplog: pytest.LogCaptureFixture
+    sim, wh: Path, daily_first_load, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Merging on a new key over rows kept on the old one mixes two tables; the table is replaced
     by the new query's whole result, and the log says so (never a silent loss)."""
-    first = load(sim, wh, resources=["data_tap__daily"],
-                 source_options={"data_tap_queries": {"daily": DAILY}})  # fmt: skip
+    first = daily_first_load(wh)
     assert first.exit_code == 0, first.error
     per_device = {**DAILY, "key": ["device_id"]}
     caplog.clear()

@@ -5,8 +5,9 @@ and failing flags, each worked out from the simulator's records alone:
 `tests/source/test_pipelines.py::expected_rollout`, `expected_flags`); stage order holds when
 the stage list comes back in another order; a groups list stands for the devices in its groups.
 
-The nights are loaded once (`built_once`): a full load at the start, then a nightly load (the
-Pipelines tables, devices and groups) and the models after each simulated day.
+The nights are loaded once (`built_once`): the shared full load with its models at the start
+(`shared_modelled_load`), then a nightly load (the Pipelines tables, devices and groups) and the
+models after each simulated day.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _nights(folder: Path, first: Path) -> list[Night]:
     from esper_warehouse.simulator import Simulator
 
     wh = folder / "warehouse.duckdb"
-    copy_warehouse(first, wh)  # the shared full load of this simulator at its start
+    copy_warehouse(first, wh)  # the shared full load of this simulator at its start, modelled
     nights = []
     with Simulator(
         devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
@@ -82,7 +83,7 @@ def _nights(folder: Path, first: Path) -> list[Night]:
                 sim.advance(hours=24)
                 result = load(sim, wh, resources=NIGHTLY)
                 assert result.exit_code == 0, f"night {night}: {result.error}"
-            build_models(wh)
+                build_models(wh)
             with duckdb.connect(str(wh), read_only=True) as con:
                 cursor = con.execute(f"select {COLUMNS} from marts.pipeline_rollout")
                 names = [c[0] for c in cursor.description]
@@ -93,8 +94,10 @@ def _nights(folder: Path, first: Path) -> list[Night]:
 
 
 @pytest.fixture(scope="session")
-def nights(tmp_path_factory: pytest.TempPathFactory, shared_first_load: FirstLoad) -> list[Night]:
-    first = shared_first_load.warehouse
+def nights(
+    tmp_path_factory: pytest.TempPathFactory, shared_modelled_load: FirstLoad
+) -> list[Night]:
+    first = shared_modelled_load.warehouse
     return built_once(tmp_path_factory, "pipeline_nights", lambda f: _nights(f, first))[1]
 
 
