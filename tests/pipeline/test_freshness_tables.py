@@ -30,7 +30,9 @@ def test_credentials_expiry_is_counted_at_the_time_the_credentials_were_read(
     )
     with duckdb.connect(str(wh), read_only=True) as con:
         before = con.execute(query).fetchall()
-    refused_night(sim, wh, ("/tenant/v0/*", glob(PROVISIONING_PROFILES) + "*"))
+    refused_night(
+        sim, wh, ("/tenant/v0/*", glob(PROVISIONING_PROFILES) + "*"), family="credentials"
+    )
     with duckdb.connect(str(wh), read_only=True) as con:
         after = con.execute(query).fetchall()
     assert [row[:4] for row in after] == [row[:4] for row in before]
@@ -41,7 +43,7 @@ def test_a_family_held_back_longer_than_the_warning_age_makes_status_exit_7(
     sim, wh: Path, first_load, capsys
 ) -> None:
     first_load(wh)
-    refused_night(sim, wh, ("/pipelines/v0/*",), hours=72)
+    refused_night(sim, wh, ("/pipelines/v0/*",), hours=72, family="pipelines")
     capsys.readouterr()
     assert status(wh) == Exit.HELD_BACK
     captured = capsys.readouterr()
@@ -88,7 +90,7 @@ def test_operations_refused_keep_their_figures_and_their_age(
     with duckdb.connect(str(wh), read_only=True) as con:
         before = con.execute(query).fetchall()
     assert before and all(row[4] is None for row in before)
-    refused_night(sim, wh, ("/v0/operations/*",))
+    refused_night(sim, wh, ("/v0/operations/*",), family="operations")
     with duckdb.connect(str(wh), read_only=True) as con:
         after = con.execute(query).fetchall()
     assert [row[:4] for row in after] == [row[:4] for row in before]
