@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.status import status
+from esper_warehouse.sources.esper.tables import FAMILY
 from esper_warehouse.sources.esper.tables.credentials import PROVISIONING_PROFILES
 
 from tests.routes import glob
@@ -30,7 +31,9 @@ def test_credentials_expiry_is_counted_at_the_time_the_credentials_were_read(
     )
     with duckdb.connect(str(wh), read_only=True) as con:
         before = con.execute(query).fetchall()
-    refused_night(sim, wh, ("/tenant/v0/*", glob(PROVISIONING_PROFILES) + "*"))
+    refused_night(
+        sim, wh, ("/tenant/v0/*", glob(PROVISIONING_PROFILES) + "*"), family="credentials"
+    )
     with duckdb.connect(str(wh), read_only=True) as con:
         after = con.execute(query).fetchall()
     assert [row[:4] for row in after] == [row[:4] for row in before]
@@ -41,7 +44,7 @@ def test_a_family_held_back_longer_than_the_warning_age_makes_status_exit_7(
     sim, wh: Path, first_load, capsys
 ) -> None:
     first_load(wh)
-    refused_night(sim, wh, ("/pipelines/v0/*",), hours=72)
+    refused_night(sim, wh, ("/pipelines/v0/*",), hours=72, family="pipelines")
     capsys.readouterr()
     assert status(wh) == Exit.HELD_BACK
     captured = capsys.readouterr()
@@ -50,8 +53,11 @@ def test_a_family_held_back_longer_than_the_warning_age_makes_status_exit_7(
 
 
 def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, capsys) -> None:
+    """The first load reads the refused family and the devices family (the compliance numbers)
+    alone: no other family plays a part in what the pipelines' numbers say."""
     sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/v0/*"}])
-    result = load(sim, wh, build_models=True)
+    read = [t for t, family in FAMILY.items() if family in ("pipelines", "devices")]
+    result = load(sim, wh, build_models=True, resources=read)
     assert result.exit_code == Exit.PARTIAL, result.error
 
     rows = headlines(wh, "pipeline_runs_%")
@@ -65,7 +71,7 @@ def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, caps
         assert data_as_of is None
         day = f"{result.as_of:%Y-%m-%d}"
         assert note == (f"Pipelines: unknown — GET /pipelines/v0/runs/ refused (403) since {day}")
-    # the other numbers are known
+    # the numbers of the devices family, loaded in the same run, are known
     assert all(row[4] for row in headlines(wh, "compliance_rate"))
 
     capsys.readouterr()
@@ -88,7 +94,7 @@ def test_operations_refused_keep_their_figures_and_their_age(
     with duckdb.connect(str(wh), read_only=True) as con:
         before = con.execute(query).fetchall()
     assert before and all(row[4] is None for row in before)
-    refused_night(sim, wh, ("/v0/operations/*",))
+    refused_night(sim, wh, ("/v0/operations/*",), family="operations")
     with duckdb.connect(str(wh), read_only=True) as con:
         after = con.execute(query).fetchall()
     assert [row[:4] for row in after] == [row[:4] for row in before]

@@ -29,6 +29,12 @@ from tests.conftest import API_KEY, ENTERPRISE_ID
 from .helpers import compare, load, reading, rows
 
 FEED = "/enterprise/*/device/*/download/eventfeed/*"
+# The runs of a test of the device tables read those and what a nightly reads their devices
+# from: the devices that changed, and those with activity in the command statuses and the
+# operations' devices (`tables/events.py`); the catalogues, credentials, access and pipelines
+# play no part in which devices are skipped or asked again.
+FEEDS = ["devices", "device_events", "command_statuses", "operation_devices"]
+DEVICE_TABLES = [*FEEDS, "device_apps"]
 V2_APPS = "/v2/devices/*/device-apps/*"
 
 
@@ -245,11 +251,13 @@ def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(
 ) -> None:
     """A nightly whose feeds answer 403 for the devices it reads: exit 6, counted. The next
     nightly, with no device changed since, asks those feeds again and every event is loaded
-    (before: exit 0, "complete", their events missing until each device changed again)."""
+    (before: exit 0, "complete", their events missing until each device changed again).
+
+    The nightlies read the device tables alone (`FEEDS`)."""
     assert first_load(wh).exit_code == 0
     sim.advance(hours=24)
     sim.set_faults([{"kind": "status", "status": 403, "route": FEED}])
-    refused = load(sim, wh)
+    refused = load(sim, wh, resources=FEEDS)
     assert refused.exit_code == Exit.PARTIAL, refused.error
     assert (
         "device(s) skipped: GET /enterprise/{id}/device/{id}/download/eventfeed/ answered 403"
@@ -259,7 +267,7 @@ def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(
         compare(sim, wh, "device_events")  # the night's events are not there yet
 
     sim.clear_faults()
-    again = load(sim, wh)  # the API's clock has not moved: no device changed since
+    again = load(sim, wh, resources=FEEDS)  # the API's clock has not moved: no device changed
     assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "device_events")
@@ -335,7 +343,7 @@ def test_a_device_gone_from_its_list_for_one_night_keeps_its_apps_and_is_asked_a
     device is a refused part (exit 6, counted, its current apps kept). The next nightly, with
     the device back and unchanged, reads its apps and its events; with the device still gone
     (its record answers 404 too, no list names it), its apps are retired and it is not asked
-    again."""
+    again. The nightlies read the device tables alone (`DEVICE_TABLES`)."""
     assert first_load(wh).exit_code == 0
     before = {d["id"]: d["updated_at"] for d in sim.truth("devices")}
     sim.advance(hours=24)
@@ -346,7 +354,7 @@ def test_a_device_gone_from_its_list_for_one_night_keeps_its_apps_and_is_asked_a
     assert apps_before, "the first load holds its apps"
 
     flicker = Flicker(sim, monkeypatch, device_id)
-    refused = load(sim, wh)
+    refused = load(sim, wh, resources=DEVICE_TABLES)
     assert flicker.hidden, "the device left the lists during the nightly"
     _flicker_is_refused_and_kept(refused, wh, device_id, apps_before)
 
@@ -356,17 +364,17 @@ def test_a_device_gone_from_its_list_for_one_night_keeps_its_apps_and_is_asked_a
             {"kind": "status", "status": 404, "route": f"/v2/devices/{device_id}*"},
         ])  # fmt: skip
         sim.reset_stats()
-        gone = load(sim, wh)
+        gone = load(sim, wh, resources=DEVICE_TABLES)
         assert gone.exit_code == Exit.OK, gone.error
         assert sim.stats()["routes"]["GET /v2/devices/{id}"] == 1, "its record asked again"
         with reading(wh):
             assert _current_apps(wh, device_id) == set(), "gone twice: its apps are retired"
         sim.reset_stats()
-        assert load(sim, wh).exit_code == Exit.OK
+        assert load(sim, wh, resources=DEVICE_TABLES).exit_code == Exit.OK
         assert sim.stats()["routes"].get("GET /v2/devices/{id}", 0) == 0, "not asked again"
         return
     flicker.back()
-    again = load(sim, wh)  # the API's clock has not moved: the device is unchanged
+    again = load(sim, wh, resources=DEVICE_TABLES)  # the API's clock has not moved
     assert again.mode == "incremental"
     assert again.exit_code == Exit.OK, again.error
     with reading(wh):
@@ -378,20 +386,26 @@ def test_a_device_gone_from_its_list_during_a_first_load_gets_its_apps_the_next_
     sim, wh: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same flicker during a first load: its walk holds the device, so it is a refused part,
-    not a removed device; the next nightly reads its apps and events (before: never loaded)."""
+    not a removed device; the next nightly reads its apps and events (before: never loaded).
+    Both runs read the device tables alone (`DEVICE_TABLES`)."""
     device_id = _android_with_apps_and_events(sim)
     flicker = Flicker(sim, monkeypatch, device_id)
-    first = load(sim, wh)
+    first = load(sim, wh, resources=DEVICE_TABLES)
     assert flicker.hidden
     _flicker_is_refused_and_kept(first, wh, device_id, set())
 
     flicker.back()
-    again = load(sim, wh)
+    again = load(sim, wh, resources=DEVICE_TABLES)
     assert again.mode == "incremental"
     assert again.exit_code == Exit.OK, again.error
     with reading(wh):
         compare(sim, wh, "device_apps")
         compare(sim, wh, "device_events")
+
+
+# With the devices: whether a run is full or incremental follows the device scan.
+BLUEPRINTS = ["devices", "blueprints", "blueprint_versions"]
+OPERATIONS = ["devices", "operations", "operation_devices"]
 
 
 @pytest.mark.parametrize("when", ["first load", "nightly"])
@@ -401,7 +415,8 @@ def test_a_blueprint_gone_from_its_list_for_a_moment_gets_its_versions_the_next_
     """Gone means gone twice for every parent, not only devices: a blueprint this run listed,
     whose versions answer 404 and which its list read again leaves out, is a refused part (the
     run loads the blueprint as current), so the next night reads its versions. Taken as gone, its
-    head was recorded and an incremental night never asked for its versions again."""
+    head was recorded and an incremental night never asked for its versions again. The runs after
+    the first load read the blueprints and their versions (and the devices) alone."""
     from esper_warehouse.simulator.routes import blueprints as routes
 
     bid = sim.truth("blueprints")[0]["id"]
@@ -425,7 +440,7 @@ def test_a_blueprint_gone_from_its_list_for_a_moment_gets_its_versions_the_next_
     monkeypatch.setattr(sim.faults, "decide", deciding)
     monkeypatch.setattr(routes, "content_list", content_list)
     sim.set_faults([{"kind": "status", "status": 404, "route": f"/v2/blueprints/{bid}/versions/*"}])
-    flickered = load(sim, wh)
+    flickered = load(sim, wh, resources=BLUEPRINTS)
     assert hidden["on"], "its versions were asked for"
     assert flickered.exit_code == Exit.PARTIAL, (flickered.exit_code, flickered.error)
     assert flickered.unavailable["blueprint_versions"].startswith("1 blueprint(s) skipped: ")
@@ -433,7 +448,7 @@ def test_a_blueprint_gone_from_its_list_for_a_moment_gets_its_versions_the_next_
     hidden["on"] = False
     sim.clear_faults()
     monkeypatch.setattr(sim.faults, "decide", decide)
-    again = load(sim, wh)
+    again = load(sim, wh, resources=BLUEPRINTS)
     assert again.mode == "incremental"
     assert again.exit_code == Exit.OK, again.error
     with reading(wh):
@@ -446,7 +461,8 @@ def test_an_operation_gone_from_its_list_for_a_moment_gets_its_devices_the_next_
     """Gone means gone twice for an operation too: one this run read from its list (a first
     load reads them all), whose devices answer 404 and which its list read again leaves out, is
     a refused part kept open (the run loads the operation as current), so the next run reads its
-    devices. Taken as gone, it was closed and its devices never read."""
+    devices. Taken as gone, it was closed and its devices never read. Both runs read the
+    operations and their devices (and the device list) alone."""
     from esper_warehouse.simulator.routes import operations as routes
 
     operation = sim.truth("operations")[0]["id"]
@@ -468,7 +484,7 @@ def test_an_operation_gone_from_its_list_for_a_moment_gets_its_devices_the_next_
     sim.set_faults(
         [{"kind": "status", "status": 404, "route": f"/v0/operations/{operation}/devices/*"}]
     )
-    flickered = load(sim, wh)
+    flickered = load(sim, wh, resources=OPERATIONS)
     assert hidden["on"], "its devices were asked for"
     assert flickered.exit_code == Exit.PARTIAL, (flickered.exit_code, flickered.error)
     assert flickered.unavailable["operation_devices"].startswith("1 operation(s) skipped: ")
@@ -477,7 +493,7 @@ def test_an_operation_gone_from_its_list_for_a_moment_gets_its_devices_the_next_
     sim.clear_faults()
     monkeypatch.setattr(sim.faults, "decide", decide)
     sim.reset_stats()
-    again = load(sim, wh)
+    again = load(sim, wh, resources=OPERATIONS)
     assert again.mode == "incremental"
     assert again.exit_code == Exit.OK, again.error
     assert sim.stats()["routes"].get("GET /v0/operations/{id}/devices/", 0) > 0  # asked again
