@@ -24,7 +24,7 @@ from esper_warehouse.pipelines.readable import duration
 
 from tests.conftest import copy_warehouse
 
-from .browser import open_offline
+from .browser import Opened, open_offline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,7 +187,11 @@ def test_status_prints_the_marts_numbers(demo_warehouse: Path, mart: Headlines) 
 def _page_text(page: Path) -> tuple[str, str]:
     """The rendered page's DOM and its visible text (tags dropped, entities decoded, spaces
     collapsed), as Chromium shows it with the network off."""
-    opened = open_offline(page)
+    return _shown(open_offline(page))
+
+
+def _shown(opened: Opened) -> tuple[str, str]:
+    """`_page_text` of a page Chromium has rendered already (the report's: `rendered`)."""
     assert opened.requests == []
     text = html.unescape(re.sub(r"<[^>]+>", " ", opened.dom))
     return opened.dom, re.sub(r"\s+", " ", text)
@@ -201,8 +205,8 @@ def _stat(text: str, label: str) -> tuple[str, str]:
     return match.group(1), match.group(2).strip()
 
 
-def test_the_offline_report_shows_the_marts_numbers(report_run, mart: Headlines) -> None:
-    _, text = _page_text(report_run.out / "fleet_overview.html")
+def test_the_offline_report_shows_the_marts_numbers(rendered, mart: Headlines) -> None:
+    _, text = _shown(rendered.page("fleet_overview"))
     rate = _number(mart, "compliance_rate")
     non = _number(mart, "non_compliant_devices")
     low = _number(mart, "low_battery_devices")
@@ -242,10 +246,10 @@ def test_the_offline_report_shows_the_marts_numbers(report_run, mart: Headlines)
     assert [s for s in sentences if s not in text] == [], text
 
 
-def test_the_reports_pipelines_section_shows_the_marts_numbers(report_run, mart: Headlines) -> None:
+def test_the_reports_pipelines_section_shows_the_marts_numbers(rendered, mart: Headlines) -> None:
     """The rollouts page's three Pipelines tiles: each its headline's value, out of the runs not
     ended; the fixture holds a run of each kind, so no tile can pass by showing 0."""
-    _, text = _page_text(report_run.out / "rollouts.html")
+    _, text = _shown(rendered.page("rollouts"))
     for kind in ("waiting", "stalled", "failing"):
         row = _number(mart, f"pipeline_runs_{kind}")
         assert row.value and row.denominator, f"the fixture has no {kind} pipeline run"
@@ -255,9 +259,9 @@ def test_the_reports_pipelines_section_shows_the_marts_numbers(report_run, mart:
 
 
 def test_the_reports_most_failing_table_starts_with_the_marts_worst(
-    report_run, mart: Headlines
+    rendered, mart: Headlines
 ) -> None:
-    dom, _ = _page_text(report_run.out / "rollouts.html")
+    dom, _ = _shown(rendered.page("rollouts"))
     table = dom[dom.index("Most failing command requests") :]
     rows = re.findall(r"<tr>(.*?)</tr>", table[: table.index("</table>")], re.S)
     ids = [found.group(1) for row in rows if (found := re.search(r"<td>([0-9a-f-]{36})</td>", row))]

@@ -1,4 +1,4 @@
-"""Fixture warehouses for the SQL model tests, built once per test session."""
+"""Fixture warehouses for the SQL model tests, built once per test run."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines.models import SEEDS_ENV, build_models
 
+from tests.conftest import built_once
 from tests.sql import scenarios
 from tests.sql.rawdata import make_warehouse
 
@@ -32,11 +33,17 @@ def test_targets() -> Iterator[Path]:
 
 
 def _built(tmp_path_factory: pytest.TempPathFactory, name: str, data: dict, **opts) -> Path:
-    path = make_warehouse(tmp_path_factory.mktemp(name) / "esper.duckdb", data, **opts)
-    # Explicit: a session fixture is set up before the package-scoped `test_targets` above,
-    # so when a worker's first file here asks for one, the environment is not yet set.
-    build_models(path, seeds=TEST_SEEDS)
-    return path
+    """The scenario's warehouse with the models built, once per test run (`built_once`: several
+    files read it, whichever worker runs them); read-only, a test that writes copies it."""
+
+    def build(folder: Path) -> None:
+        path = make_warehouse(folder / "esper.duckdb", data, **opts)
+        # Explicit: a session fixture is set up before the package-scoped `test_targets` above,
+        # so when a worker's first file here asks for one, the environment is not yet set.
+        build_models(path, seeds=TEST_SEEDS)
+
+    folder, _ = built_once(tmp_path_factory, f"sql-{name}", build)
+    return folder / "esper.duckdb"
 
 
 @pytest.fixture(scope="session")

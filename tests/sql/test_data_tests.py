@@ -49,6 +49,12 @@ def built(tmp_path, compliance_wh) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def unspoilt(compliance_wh) -> dict[str, list[tuple]]:
+    """`_snapshot` of the warehouse every `built` copies, taken once: what each must still hold."""
+    return _snapshot(compliance_wh)
+
+
 @pytest.fixture
 def seeds(tmp_path) -> Path:
     """A copy of the test targets to spoil."""
@@ -57,8 +63,7 @@ def seeds(tmp_path) -> Path:
     return folder
 
 
-def test_a_duplicate_seed_row_fails_the_build_and_changes_nothing(built, seeds):
-    before = _snapshot(built)
+def test_a_duplicate_seed_row_fails_the_build_and_changes_nothing(built, seeds, unspoilt):
     target = seeds / "compliance_platform_targets.csv"
     android = next(line for line in target.read_text().splitlines() if line.startswith("ANDROID"))
     target.write_text(target.read_text() + android + "\n")
@@ -75,7 +80,7 @@ def test_a_duplicate_seed_row_fails_the_build_and_changes_nothing(built, seeds):
     assert "rolled back" in message
     # the marts built from the doubled targets fail their grain too, and are not kept
     assert re.search(r"marts\.fleet_compliance has \d+ rows for device_id", message)
-    assert _snapshot(built) == before
+    assert _snapshot(built) == unspoilt
 
 
 def test_a_lower_case_duplicate_counts_as_the_same_platform(built, seeds):
@@ -85,8 +90,7 @@ def test_a_lower_case_duplicate_counts_as_the_same_platform(built, seeds):
         build_models(built, seeds=seeds)
 
 
-def test_a_misspelt_platform_or_bucket_fails_naming_the_test_file(built, seeds):
-    before = _snapshot(built)
+def test_a_misspelt_platform_or_bucket_fails_naming_the_test_file(built, seeds, unspoilt):
     apps = seeds / "compliance_required_apps.csv"
     apps.write_text(apps.read_text() + "ANDRIOD,com.example.app,1.0\n")
     buckets = seeds / "last_seen_buckets.csv"
@@ -100,10 +104,10 @@ def test_a_misspelt_platform_or_bucket_fails_naming_the_test_file(built, seeds):
     assert "seed compliance_required_apps.csv: platform ANDRIOD (app com.example.app)" in message
     assert "sql/tests/accepted_last_seen_buckets.sql" in message
     assert "bucket activ is not one of online, active, stale, offline, missing" in message
-    assert _snapshot(built) == before
+    assert _snapshot(built) == unspoilt
 
 
-def test_a_mart_off_its_grain_fails_showing_at_most_five_rows(built, tmp_path):
+def test_a_mart_off_its_grain_fails_showing_at_most_five_rows(built, tmp_path, unspoilt):
     sql_dir = tmp_path / "sql"
     shutil.copytree(SQL_DIR, sql_dir)
     mart = sql_dir / "marts" / "fleet_compliance.sql"
@@ -113,7 +117,6 @@ def test_a_mart_off_its_grain_fails_showing_at_most_five_rows(built, tmp_path):
         body.replace("select * from final", "select * from final union all select * from final")
     )
     assert "union all select * from final" in mart.read_text()
-    before = _snapshot(built)
 
     with pytest.raises(DataTestError) as raised:
         build_models(built, sql_dir=sql_dir)
@@ -126,7 +129,7 @@ def test_a_mart_off_its_grain_fails_showing_at_most_five_rows(built, tmp_path):
         in message
     )
     assert message.count("marts.fleet_compliance has 2 rows for device_id") == 5
-    assert _snapshot(built) == before
+    assert _snapshot(built) == unspoilt
 
 
 def test_a_failing_sql_test_shows_its_rows(built, tmp_path):

@@ -46,6 +46,23 @@ TRUTH_TABLES = (
     "operation_devices",
 )
 SHOWN = 5  # disagreements quoted in a failure message
+# What the loads fetch: the raw tables the marts compared here are built from (with the companions
+# and the tables they read ids from, `dispositions.select`). The others (Pipelines, events,
+# credentials, roles, ...) feed no mart this file reads, so loading them would only cost time.
+RESOURCES = (
+    "devices",
+    "heartbeats",
+    "device_apps",
+    "groups",
+    "blueprints",
+    "tenant_apps",
+    "applications",
+    "command_requests",
+    "command_statuses",
+    "operations",
+    "operation_devices",
+    "users",
+)
 
 
 # -- the warehouse ------------------------------------------------------------------------------
@@ -101,6 +118,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
                     full=night == 0,
                     lock_timeout_s=30,
                     build_models=False,
+                    resources=RESOURCES,
                     source_options=options,
                 )
             )
@@ -110,6 +128,44 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
         truth = {table: sim.truth(table) for table in TRUTH_TABLES}
     build_models(path, seeds=SEEDS)  # the shipped targets, as `make demo` uses them
     return Loaded(path, now, truth)
+
+
+# The relations the tests below read; every raw table they are built from must be loaded.
+COMPARED = (
+    "marts.fleet_compliance",
+    "marts.fleet_compliance_daily",
+    "marts.stale_devices",
+    "marts.command_rollout",
+    "marts.operation_rollout",
+    "marts.app_rollout",
+    "marts.app_rollout_current",
+    "intermediate.int_as_of",
+)
+
+
+def test_the_loads_fetch_every_raw_table_the_compared_marts_read() -> None:
+    """`RESOURCES` is enough: a mart that starts reading another raw table fails here first,
+    not later as a disagreement with the truth on a table the loads left empty."""
+    from esper_warehouse.pipelines.model_files import SQL_DIR, load_models
+    from esper_warehouse.pipelines.run.dispositions import COMPANIONS, NEEDS
+
+    reads = {
+        m.relation: set(re.findall(r"\b((?:esper|staging|intermediate|marts)\.\w+)",
+                                   re.sub(r"--[^\n]*", "", m.sql)))
+        for layer in ("staging", "intermediate", "marts")
+        for m in load_models(SQL_DIR, layer)
+    }  # fmt: skip
+    seen, todo = set(COMPARED), list(COMPARED)
+    while todo:
+        for name in reads[todo.pop()] - seen:
+            seen.add(name)
+            if name in reads:  # a model: what it reads too
+                todo.append(name)
+    raw = {name.removeprefix("esper.") for name in seen if name.startswith("esper.")}
+    loaded = {*RESOURCES, *(n for r in RESOURCES for n in NEEDS.get(r, ()))}
+    loaded |= {c for name in loaded for c in COMPANIONS.get(name, ())}
+    assert "devices" in raw and "command_statuses" in raw  # the walk found the raw tables
+    assert raw - {"_esper_runs"} - loaded == set(), "add these to RESOURCES"
 
 
 # -- independent rules --------------------------------------------------------------------------

@@ -29,8 +29,16 @@ def relations(path: Path) -> dict[str, str]:
     return {row["name"]: row["table_type"] for row in rows}
 
 
-def test_every_model_builds_on_an_empty_warehouse(warehouse):
-    built = build_models(warehouse)
+@pytest.fixture(scope="module")
+def empty_built(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A warehouse file that did not exist, the models built on it once for the tests that only
+    read it, and what the build returned. A test that builds again works on a copy."""
+    warehouse = tmp_path_factory.mktemp("empty") / "esper.duckdb"
+    return warehouse, build_models(warehouse)
+
+
+def test_every_model_builds_on_an_empty_warehouse(empty_built):
+    warehouse, built = empty_built
     assert sorted(b for b in built if not b.startswith("seeds.")) == MODELS
     with querying(warehouse) as every:
         for name in MODELS:
@@ -93,18 +101,19 @@ def test_placeholders_only_for_missing_raw_tables(tmp_path):
     ]
 
 
-def test_idempotent_rebuild(tmp_path):
-    path = make_warehouse(tmp_path / "esper.duckdb", scenarios.compliance())
-    first = build_models(path)
+def test_idempotent_rebuild(tmp_path, compliance_wh, empty_built):
+    """The compliance scenario built once (`compliance_wh`, with the same targets), built again."""
+    path = tmp_path / "esper.duckdb"
+    shutil.copyfile(compliance_wh, path)
     before = query_fn(path)("select * from marts.fleet_compliance order by device_id")
+    assert len(before) > 5
     second = build_models(path)
-    assert first == second
+    assert second == empty_built[1]  # the same relations, in the same order
     assert query_fn(path)("select * from marts.fleet_compliance order by device_id") == before
 
 
-def test_views_by_default_tables_when_marked(warehouse):
-    build_models(warehouse)
-    kinds = relations(warehouse)
+def test_views_by_default_tables_when_marked(empty_built):
+    kinds = relations(empty_built[0])
     assert kinds["staging.stg_esper__devices"] == "VIEW"
     assert kinds["marts.command_rollout"] == "VIEW"
     assert kinds["intermediate.int_device_ranges"] == "BASE TABLE"
@@ -122,10 +131,10 @@ def broken_sql(tmp_path) -> Path:
 
 
 def test_broken_model_fails_naming_the_file_and_leaves_warehouse_unchanged(
-    tmp_path, broken_sql, capsys
+    tmp_path, broken_sql, empty_built, capsys
 ):
     path = tmp_path / "esper.duckdb"
-    build_models(path)  # a good build first
+    shutil.copyfile(empty_built[0], path)  # a good build first
     with pytest.raises(ModelError) as raised:
         build_models(path, sql_dir=broken_sql)
     message = str(raised.value)
@@ -150,17 +159,15 @@ def test_main_exit_codes(tmp_path, capsys, monkeypatch, broken_sql):
     assert "zz_broken.sql" in err and "no_such_column" in err
 
 
-def test_build_order_follows_references():
-    built = build_models(":memory:")
-    position = {name: i for i, name in enumerate(built)}
+def test_build_order_follows_references(empty_built):
+    position = {name: i for i, name in enumerate(empty_built[1])}
     assert position["intermediate.int_device_days"] > position["intermediate.int_device_spans"]
     assert position["intermediate.int_device_spans"] > position["intermediate.int_devices_current"]
     assert position["marts.stale_devices"] > position["marts.fleet_compliance"]
 
 
-def test_version_key_compares_part_by_part(warehouse):
-    build_models(warehouse)
-    q = query_fn(warehouse)
+def test_version_key_compares_part_by_part(empty_built):
+    q = query_fn(empty_built[0])
     row = q(
         "select version_key('13') = version_key('13.0') as a, "
         "version_key('13.0') = version_key('13.0.0') as b, "
