@@ -174,8 +174,6 @@ def _resources(
         # at the place of the last of them), so that `devices` has ended the walk
         *([device_census(ledger=ledger)] if plan.full_scan else []),
         *_lanes(tail, run),
-        # on dlt's main thread while the lanes run (a transformer goes with its parent)
-        *_catalogues(run),
         *(tail.after(read) for read in last_events),  # they read what the others saw
         *(tail.after(read) for read in data_tap()),
     )
@@ -192,6 +190,7 @@ def _lanes(tail: Tail, run: dict[str, Any]) -> list[DltResource]:
         command_statuses(**run),
         operations(**run),
         operation_devices(**run),
+        *_catalogues(run),
     ]
     lane: dict[str, str] = {}
     for read in reads:  # a table read from an earlier one joins that one's lane

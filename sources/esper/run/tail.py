@@ -23,12 +23,12 @@ for. Under another mode the orders are not kept (nor were they before the lanes)
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from dlt.extract.resource import DltResource
-from dlt.extract.utils import wrap_parallel_iterator
 
 
 class Tail:
@@ -39,8 +39,9 @@ class Tail:
     """
 
     def __init__(self) -> None:
-        self._running: dict[str, str] = {}  # resource -> its lane
+        self._running: dict[str, str] = {}  # resource -> its lane, in the order they started
         self._lock = threading.Lock()
+        self._parts = itertools.count()
 
     def _start(self, name: str, lane: str) -> None:
         with self._lock:
@@ -50,26 +51,10 @@ class Tail:
         with self._lock:
             self._running.pop(name, None)
 
-    def busy(self, lane: str | None = None) -> bool:
-        """Whether a lane resource runs (of `lane`; of any lane when None)."""
+    def busy(self) -> bool:
+        """Whether a lane resource (or a transformer of one) still runs."""
         with self._lock:
-            return any(lane is None or held == lane for held in self._running.values())
-
-    def lane(self, resource: DltResource, lane: str) -> DltResource:
-        """Run `resource` in the extract pool, after the lane's resources before it."""
-        make, name = _generator(resource), resource.name
-
-        def gated() -> Iterator[Any]:
-            self._start(name, lane)  # after the lane's earlier resources (fifo)
-            try:
-                while self._busy_before(name, lane):
-                    yield None
-                yield from wrap_parallel_iterator(make())
-            finally:
-                self._end(name)
-
-        _replace(resource, gated)
-        return resource
+            return bool(self._running)
 
     def _busy_before(self, name: str, lane: str) -> bool:
         """Whether a resource of `lane` that started before `name` still runs."""
@@ -81,25 +66,100 @@ class Tail:
                     return True
         return False
 
+    def lane(self, resource: DltResource, lane: str) -> DltResource:
+        """Run `resource` in the extract pool, after the lane's resources before it; a
+        transformer, once per item of its parent, in its parent's lane."""
+        if resource.is_transformer:
+            return self._transformer(resource, lane)
+        make, name = resource._pipe.gen, resource.name  # (dlt's own `parallelize` reads it)
+
+        def gated() -> Iterator[Any]:
+            self._start(name, lane)  # after the lane's earlier resources (fifo)
+            try:
+                while self._busy_before(name, lane):
+                    yield None
+                yield from _in_pool(make())
+            finally:
+                self._end(name)
+
+        resource._pipe.replace_gen(gated)  # as dlt's `parallelize` does
+        return resource
+
+    def _transformer(self, resource: DltResource, lane: str) -> DltResource:
+        step = resource._pipe.gen
+
+        def stepped(item: Any, meta: Any = None) -> Any:
+            made = step(item, meta)
+            if not isinstance(made, Iterator):
+                return made
+            # started here, as dlt hands over the parent's item: before the parent can end
+            part = f"{resource.name} {next(self._parts)}"
+            self._start(part, lane)
+            return self._part(part, made)
+
+        resource._pipe.replace_gen(stepped)
+        return resource
+
+    def _part(self, part: str, made: Iterator[Any]) -> Iterator[Any]:
+        try:
+            yield from _in_pool(made)
+        finally:
+            self._end(part)
+
     def after(self, resource: DltResource) -> DltResource:
         """Start `resource` (on dlt's main thread, as before) once every lane has ended."""
-        make = _generator(resource)
+        make = resource._pipe.gen
 
         def gated() -> Iterator[Any]:
             while self.busy():
                 yield None
             yield from make()
 
-        _replace(resource, gated)
+        resource._pipe.replace_gen(gated)
         return resource
 
 
-def _generator(resource: DltResource) -> Callable[[], Iterator[Any]]:
-    """What makes the resource's generator, its arguments bound (the source function's call)."""
-    if resource.is_transformer:
-        raise ValueError(f"{resource.name}: a transformer runs with its parent, not in a lane")
-    return resource._pipe.gen  # type: ignore[no-any-return]  # (dlt's own `parallelize` reads it)
+def _in_pool(gen: Iterator[Any]) -> Iterator[Any]:
+    """`gen`'s steps in dlt's extract pool, its items and its error handed to dlt from here.
+
+    dlt's own parallel wrapper (`dlt.extract.utils.wrap_parallel_iterator`) returns an item
+    through the step's future, which dlt may take after the generator has ended; here a
+    resource has ended only once dlt holds each of its items, so what waits for it (a lane's
+    next resource, device events) finds its transformers already started. An error is raised
+    on the main thread, as from a resource that is not parallel.
+    """
+    while True:
+        step = _Step(gen)
+        yield step  # dlt runs a callable item in its extract pool; its result (None) is dropped
+        try:
+            while not step.done.is_set():
+                yield None
+        except GeneratorExit:  # dlt closes the pipe (another resource failed)
+            step.done.wait()
+            gen.close()
+            raise
+        if step.failed is not None:
+            raise step.failed
+        if not step.answer:
+            return
+        yield step.answer[0]
 
 
-def _replace(resource: DltResource, gated: Callable[[], Iterator[Any]]) -> None:
-    resource._pipe.replace_gen(gated)  # as dlt's `parallelize` does
+class _Step:
+    """One `next(gen)`, run by a pool thread: the item, the end of `gen`, or its error."""
+
+    def __init__(self, gen: Iterator[Any]) -> None:
+        self.gen = gen
+        self.answer: list[Any] = []  # empty once `gen` has ended
+        self.failed: BaseException | None = None
+        self.done = threading.Event()
+
+    def __call__(self) -> None:
+        try:
+            self.answer.append(next(self.gen))
+        except StopIteration:
+            pass
+        except BaseException as error:  # raised again on the main thread
+            self.failed = error
+        finally:
+            self.done.set()
