@@ -66,10 +66,10 @@ def esper(
     """Devices and their history, apps, events, commands, operations and reference lists.
 
     `open_run` makes two requests first (key, enterprise id, the API's clock) and decides whether
-    this run is a full scan. Resources run in the order of `_resources` (`next_item_mode =
-    "fifo"`); the per-device fan-outs (installed apps, and event feeds on a full scan) run in dlt
-    worker threads per device page, alongside. On an incremental run device events come last:
-    they read which devices had activity in the other tables (`Table.after`).
+    this run is a full scan. Resources start in the order of `_resources` (`fifo`); the device
+    fan-outs run in dlt worker threads per device page; the tenant-level lists after the scan
+    side by side, in lanes (`run/tail.py`). Device events (incremental) wait for every lane: they
+    read which devices had activity in the other tables (`Table.after`); Data Tap comes last.
 
     A full scan is loaded in parts (`scan/walk.py`) when it lists more than `commit_every_devices`
     devices or `commit_every_minutes` is on: while devices remain, this returns the next part
