@@ -16,10 +16,11 @@ from . import settings as s
 from .common import Options
 from .http import EsperClient
 from .run.ledger import RunLedger
+from .run.tail import Tail
 from .scan.devices import device_apps, device_census, device_history, devices
 from .scan.opening import open_run, plan_full_scan
 from .scan.walk import planned_walk
-from .tables import LISTS
+from .tables import LISTS, TABLES, read_from
 from .tables.catalogues import (
     application_versions,
     applications,
@@ -65,10 +66,10 @@ def esper(
     """Devices and their history, apps, events, commands, operations and reference lists.
 
     `open_run` makes two requests first (key, enterprise id, the API's clock) and decides whether
-    this run is a full scan. Resources run in the order of `_resources` (`next_item_mode =
-    "fifo"`); the per-device fan-outs (installed apps, and event feeds on a full scan) run in dlt
-    worker threads per device page, alongside. On an incremental run device events come last:
-    they read which devices had activity in the other tables (`Table.after`).
+    this run is a full scan. Resources start in the order of `_resources` (`fifo`); the device
+    fan-outs run in dlt worker threads per device page; the tenant-level lists after the scan
+    side by side, in lanes (`run/tail.py`). Device events (incremental) wait for every lane: they
+    read which devices had activity in the other tables (`Table.after`); Data Tap comes last.
 
     A full scan is loaded in parts (`scan/walk.py`) when it lists more than `commit_every_devices`
     devices or `commit_every_minutes` is on: while devices remain, this returns the next part
@@ -163,6 +164,7 @@ def _resources(
         page_events, last_events = [device_list | device_events_of_page(**run)], []
     else:  # (after parts: the feeds of devices with activity the parts did not read)
         page_events, last_events = [], [device_events(**run)]
+    tail = Tail()
     return (
         device_list,
         device_list | device_history,
@@ -171,16 +173,32 @@ def _resources(
         # after every pipe of `devices` (dlt evaluates a resource and its transformers together,
         # at the place of the last of them), so that `devices` has ended the walk
         *([device_census(ledger=ledger)] if plan.full_scan else []),
+        *_lanes(tail, run),
+        *(tail.after(read) for read in last_events),  # they read what the others saw
+        *(tail.after(read) for read in data_tap()),
+    )
+
+
+def _lanes(tail: Tail, run: dict[str, Any]) -> list[DltResource]:
+    """The tenant-level reads of the tail, each in the lane of the tables it is read from
+    (`tables.read_from`): lanes run side by side, a lane's resources in this order
+    (`run/tail.py`)."""
+    reads = [
         heartbeats(**run),
         *(read(**run) for read in LISTS),  # groups, status metrics, ... (tables/__init__.py)
-        *_catalogues(run),
         command_requests(**run),
         command_statuses(**run),
         operations(**run),
         operation_devices(**run),
-        *last_events,
-        *data_tap(),
-    )
+        *_catalogues(run),
+    ]
+    lane: dict[str, str] = {}
+    for read in reads:  # a table read from an earlier one joins that one's lane
+        joined = {lane[name] for name in read_from(TABLES[read.name]) if name in lane}
+        if len(joined) > 1:  # would need its lanes to wait for each other
+            raise ValueError(f"{read.name} is read from the lanes {sorted(joined)}")
+        lane[read.name] = joined.pop() if joined else read.name
+    return [tail.lane(read, lane[read.name]) for read in reads]
 
 
 def _catalogues(run: dict[str, Any]) -> tuple[DltResource, ...]:

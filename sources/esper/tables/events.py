@@ -159,8 +159,9 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     Activity = a device that changed (devices scan), a command status or an operation-device row
     updated since the last run. Events accrue only for such devices, so the others cannot have
     new ones. Plus the devices whose feed an earlier run was refused, until it answers. This
-    resource runs last (`next_item_mode = "fifo"`) because it reads the activity the other
-    resources noted in the run's ledger (`DeviceNews`, `FeedNews`).
+    resource starts once every other resource has ended (`next_item_mode = "fifo"`, and the
+    tail's lanes waited for: `run/tail.py`) because it reads the activity the other resources
+    noted in the run's ledger (`DeviceNews`, `FeedNews`).
     """
     plan = ledger.plan
     # A run resuming an unfinished first load (scan/walk.py) holds the feeds of the devices it skips

@@ -1,0 +1,130 @@
+"""The tail of a run: the tenant-level lists after the devices scan are read side by side, in
+lanes (sources/esper/run/tail.py), and device events still come after all of them.
+
+Seen through a recording proxy in front of the simulator: each request of a watched table is
+numbered when it arrives and when its answer is back from the simulator (one counter, so the
+numbers order the events; no clock is compared).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from esper_warehouse.sources.esper.tables import TABLES
+
+from tests.pipeline.helpers import load
+from tests.source.test_client import Reply, Seen
+
+# Tenant-level lists of different lanes (none is read from another), and the incremental form's
+# event feeds. Every request is held ~60 ms by the simulator (a latency fault), so that a list
+# read beside another is seen in flight together.
+LANE_HEADS = ("groups", "geofences", "command_requests", "operations", "users", "pipelines")
+WATCHED = (*LANE_HEADS, "command_statuses", "operation_devices", "roles", "device_events")
+LATENCY = {"kind": "latency", "ms": 60, "jitter_ms": 10}
+
+
+@dataclass
+class Sent:
+    table: str
+    arrived: int
+    answered: int = -1
+
+
+class Recorder:
+    """A proxy's record of the watched tables' requests, numbered in one sequence."""
+
+    def __init__(self, sim: Any) -> None:
+        base = urlsplit(sim.base_url).path
+        self.routes = [(name, _route(base, TABLES[name].path)) for name in WATCHED]
+        self.sent: list[Sent] = []
+        self.overlaps: set[tuple[str, str]] = set()  # (arriving, already in flight)
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+        self._upstream = httpx.Client(
+            base_url="{0.scheme}://{0.netloc}".format(urlsplit(sim.base_url))
+        )
+
+    def forward(self, seen: Seen) -> Reply:
+        table = next(
+            (name for name, route in self.routes if route.fullmatch(seen.path.split("?")[0])), None
+        )
+        sent = None
+        if table is not None:
+            with self._lock:
+                self.overlaps.update((table, s.table) for s in self.sent if s.answered < 0)
+                sent = Sent(table, next(self._numbers))
+                self.sent.append(sent)
+        # `Host` as the client sent it, so the simulator's next links point back at the proxy
+        headers = {k: seen.headers[k] for k in ("authorization", "host")}
+        answer = self._upstream.request(seen.method, seen.path, headers=headers)
+        if sent is not None:
+            with self._lock:
+                sent.answered = next(self._numbers)
+        kept = {k: answer.headers[k] for k in ("date", "retry-after") if k in answer.headers}
+        return Reply(answer.status_code, answer.json(), kept)
+
+    def close(self) -> None:
+        self._upstream.close()
+
+
+def _route(base: str, template: str) -> re.Pattern[str]:
+    parts = re.split(r"\{[^}]+\}", template)
+    return re.compile(re.escape(base) + "[^/?]+".join(re.escape(p) for p in parts))
+
+
+def _through_proxy(sim: Any, serve: Any, warehouse: Path) -> Recorder:
+    recorder = Recorder(sim)
+    proxy = serve(recorder.forward)
+    try:
+        base = proxy.url + urlsplit(sim.base_url).path
+        result = load(sim, warehouse, source_options={"base_url": base})
+    finally:
+        recorder.close()
+    assert result.exit_code == 0, result.error
+    return recorder
+
+
+def test_lists_of_different_lanes_are_read_at_the_same_time(sim, serve, tmp_path: Path) -> None:
+    """A first load reads at least two unrelated tenant-level lists with requests in flight
+    together (one after another, each would wait for the one before to be answered)."""
+    sim.set_faults([LATENCY])
+    recorder = _through_proxy(sim, serve, tmp_path / "w.duckdb")
+
+    read = {s.table for s in recorder.sent}
+    assert set(LANE_HEADS) <= read, read
+    unrelated = {(a, b) for a, b in recorder.overlaps if a != b and {a, b} <= set(LANE_HEADS)}
+    assert unrelated, f"no two lanes' lists were in flight together: {sorted(recorder.overlaps)}"
+
+
+def test_a_lane_keeps_its_order_and_device_events_come_after_every_lane(
+    sim, serve, tmp_path: Path
+) -> None:
+    """On a nightly run, command statuses are asked once command requests are read (they ask
+    the statuses of the new requests), operation devices once operations are, and device events
+    once every lane has ended (they read which devices had activity in the other tables)."""
+    warehouse = tmp_path / "w.duckdb"
+    assert load(sim, warehouse).exit_code == 0
+    sim.advance(hours=24)
+    sim.set_faults([LATENCY])
+    recorder = _through_proxy(sim, serve, warehouse)
+
+    def sent(table: str) -> list[Sent]:
+        return [s for s in recorder.sent if s.table == table]
+
+    feeds = sent("device_events")
+    assert feeds, "the nightly run read no event feed: nothing to order"
+    for before, after in [
+        ("command_requests", "command_statuses"),
+        ("operations", "operation_devices"),
+    ]:
+        assert sent(before) and sent(after), (before, after)
+        assert max(s.answered for s in sent(before)) < min(s.arrived for s in sent(after))
+    lanes = [s for s in recorder.sent if s.table != "device_events"]
+    assert max(s.answered for s in lanes) < min(s.arrived for s in feeds)
