@@ -88,17 +88,19 @@ def _token_found(wh: Path) -> list[str]:
 
 
 def test_access_loads_as_served_and_the_mart_says_who_may_wipe(
-    sim, tmp_path: Path, first_load
+    sim, shared_first_load, shared_modelled_load
 ) -> None:
-    wh = tmp_path / "warehouse.duckdb"
-    assert first_load(wh).exit_code == 0
+    """The shared first load (the raw tables, searched for the token), then the models built on
+    it, both read only."""
+    wh = shared_first_load.warehouse
+    assert shared_first_load.result.exit_code == 0
     with duckdb.connect(str(wh), read_only=True) as con:
         for table in ACCESS:
             assert _keys(con, table) == _truth_keys(sim, table), table
         logins = dict(con.execute("select id, last_login from esper.user_profiles").fetchall())
     assert logins == {p["id"]: p["last_login"] for p in sim.truth("user_profiles")}
     assert _token_found(wh) == []
-    build_models(wh)
+    wh = shared_modelled_load.warehouse
     assert _verdicts(wh) == VERDICTS
     with duckdb.connect(str(wh), read_only=True) as con:
         grace = con.execute(

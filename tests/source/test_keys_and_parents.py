@@ -9,6 +9,7 @@ fault serves the broken shapes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.sources.esper.tables import TABLES, read_from
 from esper_warehouse.sources.esper.tables.catalogues import GROUPS
 from esper_warehouse.sources.esper.tables.devices import V2_DEVICE_APPS_PATH
+from esper_warehouse.sources.esper.tables.pipelines import TABLES as PIPELINE_TABLES
 
+from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET
 from tests.pipeline.helpers import load
 from tests.routes import glob
 from tests.source.test_pipelines import _assert_equal_to_truth
@@ -28,6 +31,9 @@ TARGET_RUNS = "/pipelines/v0/stageruns/*/targetruns/"
 STAGE_RUNS = "/pipelines/v0/runs/*/stageruns/"
 STAGES = "/pipelines/v0/pipelines/*/stages/"
 V2_APPS = V2_DEVICE_APPS_PATH.format(id="*")
+# The Pipelines family's tables: what the tests of a Pipelines route load and assert; the other
+# families' resources read none of its routes, so running them would only cost time.
+PIPELINES = [t.name for t in PIPELINE_TABLES]
 
 
 def _rename(route: str, field: str = "id", to: str = "uid", **more: Any) -> dict[str, Any]:
@@ -82,15 +88,16 @@ def test_a_renamed_key_on_a_nightly_keeps_what_was_loaded(sim, tmp_path: Path, f
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
     groups, target_runs = _count(wh, "groups"), _count(wh, "pipeline_target_runs")
+    asserted = ["groups", "pipeline_target_runs"]  # the nightlies load the tables asserted
     sim.set_faults([_rename(GROUPS)])
     sim.advance(hours=24)
-    _ended_naming(load(sim, wh), "groups.id")
+    _ended_naming(load(sim, wh, resources=asserted), "groups.id")
     sim.set_faults([_rename(TARGET_RUNS)])
     _ended_naming(load(sim, wh, resources=["pipeline_target_runs"]), "pipeline_target_runs.id")
     assert _count(wh, "groups") == groups and _count(wh, "groups", "id is null") == 0
     assert _count(wh, "pipeline_target_runs") == target_runs
     sim.set_faults([])  # the API serves its keys again: the night loads
-    assert load(sim, wh).exit_code == 0
+    assert load(sim, wh, resources=asserted).exit_code == 0
 
 
 def test_only_some_items_without_a_key_end_the_run_too(sim, tmp_path: Path) -> None:
@@ -141,10 +148,11 @@ def test_children_without_their_parents_id_belong_to_the_parent_asked(
 ) -> None:
     """The spec does not require the child to repeat its parent's id: stages without
     `pipeline_id`, stage runs without `pipeline_run_id`, target runs without `stage_run_id`
-    are each the child of the parent whose route served them, first load and nightly."""
+    are each the child of the parent whose route served them, first load and nightly. The runs
+    load the Pipelines tables, the ones compared with the truth."""
     sim.set_faults([_rename(route, field, "gone")])
     (tmp_path / "first").mkdir()  # a run never creates its warehouse's folder
-    first = load(sim, tmp_path / "first" / "warehouse.duckdb")
+    first = load(sim, tmp_path / "first" / "warehouse.duckdb", resources=PIPELINES)
     assert first.exit_code == 0, first.error
     _assert_equal_to_truth(sim, tmp_path / "first" / "warehouse.duckdb")
 
@@ -153,7 +161,7 @@ def test_children_without_their_parents_id_belong_to_the_parent_asked(
     assert first_load(wh).exit_code == 0
     sim.set_faults([_rename(route, field, "gone")])
     sim.advance(hours=24)
-    nightly = load(sim, wh)
+    nightly = load(sim, wh, resources=PIPELINES)
     assert nightly.exit_code == 0, nightly.error
     _assert_equal_to_truth(sim, wh)
 
@@ -202,13 +210,13 @@ def test_a_refused_child_route_is_named_for_its_own_table(
     sim, tmp_path: Path, route: str, table: str, named: str
 ) -> None:
     """A 403 on one child route names that table, its route and status, and no other table
-    (all three child tables said "pipeline_stage_runs: 32 parts refused" before)."""
+    (all three child tables said "pipeline_stage_runs: 32 parts refused" before). The run loads
+    every Pipelines table, so each could be named."""
     wh = tmp_path / "warehouse.duckdb"
     sim.set_faults([{"kind": "status", "status": 403, "route": route}])
-    result = load(sim, wh)
+    result = load(sim, wh, resources=PIPELINES)
     assert result.exit_code == Exit.PARTIAL, result.error
-    pipelines_named = {t for t in result.unavailable if t.startswith("pipeline")}
-    assert pipelines_named == {table}, result.unavailable
+    assert set(result.unavailable) == {table}, result.unavailable
     assert named in result.unavailable[table]
 
 
@@ -260,15 +268,27 @@ def _glob(path: str) -> str:
     return path.format(eid="*", id="*")
 
 
+@pytest.fixture(scope="module")
+def one_sim() -> Iterator[Any]:
+    """One simulator for every case below, built as `sim` builds it: each case sets its own
+    fault and never moves the clock, and serving requests changes nothing of its world."""
+    from esper_warehouse.simulator import Simulator
+
+    with Simulator(
+        devices=SMALL_FLEET, seed=SEED, api_key=API_KEY, enterprise_id=ENTERPRISE_ID
+    ) as server:
+        yield server
+
+
 @pytest.mark.parametrize(("selected", "route_table", "field"), _cases())
 def test_every_table_names_a_missing_key_cursor_or_parent_key(
-    sim, tmp_path: Path, selected: str, route_table: str, field: str
+    one_sim, tmp_path: Path, selected: str, route_table: str, field: str
 ) -> None:
     """Each declared table's items served without each field it cannot load without: the run
     ends with exit 3 naming a `table.column` of the tables involved, never a bare KeyError."""
     table = TABLES[route_table]
-    sim.set_faults([_rename(_glob(table.path), field, "renamed_" + field)])
-    result = load(sim, tmp_path / "warehouse.duckdb", resources=[selected])
+    one_sim.set_faults([_rename(_glob(table.path), field, "renamed_" + field)])
+    result = load(one_sim, tmp_path / "warehouse.duckdb", resources=[selected])
     involved = {selected, route_table, *read_from(TABLES[selected]), *read_from(table)}
     assert result.exit_code == Exit.API, (result.exit_code, result.error)
     assert "missing or null in" in result.error, result.error

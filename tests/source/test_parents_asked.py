@@ -173,12 +173,13 @@ ACCESS = [
     ids=["role-scopes", "user-groups", "profile-authn-user", "profile-legacy-id"],
 )
 def test_a_replaced_child_naming_another_parent_keeps_the_table(
-    sim, tmp_path: Path, table: str, field: str, named: str
+    sim, tmp_path: Path, first_load, table: str, field: str, named: str
 ) -> None:
-    """Loaded right once, then one parent's answer names another parent: the replaced table is
-    kept as loaded (no row moves to the other parent), and the run names the route and field."""
+    """Loaded right once (the shared first load), then one parent's answer names another parent:
+    the replaced table is kept as loaded (no row moves to the other parent), and the run names
+    the route and field."""
     wh = tmp_path / "warehouse.duckdb"
-    first = load(sim, wh, resources=[table])
+    first = first_load(wh)
     assert first.exit_code == 0, (first.error, first.unavailable)
     assert _access_rows(wh, table) == _access(sim, table)
 
