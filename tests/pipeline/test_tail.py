@@ -11,12 +11,14 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from esper_warehouse.sources.esper.run.tail import _in_pool
 from esper_warehouse.sources.esper.tables import TABLES
 
 from tests.pipeline.helpers import load
@@ -128,3 +130,24 @@ def test_a_lane_keeps_its_order_and_device_events_come_after_every_lane(
         assert max(s.answered for s in sent(before)) < min(s.arrived for s in sent(after))
     lanes = [s for s in recorder.sent if s.table != "device_events"]
     assert max(s.answered for s in lanes) < min(s.arrived for s in feeds)
+
+
+def test_a_lane_closed_before_its_step_ran_closes_at_once() -> None:
+    """dlt closes every pipe when a resource fails, cancelling the steps its pool has not
+    started. A lane whose step was cancelled must close without waiting for it: it waited for
+    ever, and a run whose one table failed hung instead of ending (exit 1 after 300 s in a
+    test of `tests/pipeline/test_trust.py`, then by pytest's timeout)."""
+
+    def pages() -> Iterator[int]:
+        yield 1
+
+    lane = _in_pool(pages())
+    step = next(lane)  # handed to dlt's pool, which is closed before it runs it
+    assert callable(step)
+    assert next(lane) is None  # asked again: busy
+    closed = threading.Thread(target=lane.close, daemon=True)
+    closed.start()
+    closed.join(timeout=10)
+    assert not closed.is_alive(), "closing the lane waits for a step that will never run"
+    step()  # a step that starts after its lane was closed does nothing
+    assert not step.answer and step.failed is None

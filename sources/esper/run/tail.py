@@ -130,12 +130,12 @@ def _in_pool(gen: Iterator[Any]) -> Iterator[Any]:
     """
     while True:
         step = _Step(gen)
-        yield step  # dlt runs a callable item in its extract pool; its result (None) is dropped
         try:
+            yield step  # dlt runs a callable item in its extract pool; its result is dropped
             while not step.done.is_set():
                 yield None
         except GeneratorExit:  # dlt closes the pipe (another resource failed)
-            step.done.wait()
+            step.abandon()  # a step dlt cancelled never runs: nothing to wait for
             gen.close()
             raise
         if step.failed is not None:
@@ -146,15 +146,26 @@ def _in_pool(gen: Iterator[Any]) -> Iterator[Any]:
 
 
 class _Step:
-    """One `next(gen)`, run by a pool thread: the item, the end of `gen`, or its error."""
+    """One `next(gen)`, run by a pool thread: the item, the end of `gen`, or its error.
+
+    When dlt closes the pipes (a resource failed, the run was stopped) it cancels the steps its
+    pool has not started: such a step never runs, so closing waits only for a step that started
+    (`abandon`); one that starts after that does nothing.
+    """
 
     def __init__(self, gen: Iterator[Any]) -> None:
         self.gen = gen
         self.answer: list[Any] = []  # empty once `gen` has ended
         self.failed: BaseException | None = None
         self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._state = "waiting"  # -> "running" -> done; or "abandoned" before it ran
 
     def __call__(self) -> None:
+        with self._lock:
+            if self._state == "abandoned":
+                return
+            self._state = "running"
         try:
             self.answer.append(next(self.gen))
         except StopIteration:
@@ -163,3 +174,12 @@ class _Step:
             self.failed = error
         finally:
             self.done.set()
+
+    def abandon(self) -> None:
+        """Before `gen` is closed: the step never runs from now on, or has run to its end."""
+        with self._lock:
+            running = self._state == "running"
+            if not running:
+                self._state = "abandoned"
+        if running:
+            self.done.wait()
