@@ -146,12 +146,12 @@ COMPARED = (
 def test_the_loads_fetch_every_raw_table_the_compared_marts_read() -> None:
     """`RESOURCES` is enough: a mart that starts reading another raw table fails here first,
     not later as a disagreement with the truth on a table the loads left empty."""
-    from esper_warehouse.pipelines.model_files import SQL_DIR, load_models
+    from esper_warehouse.pipelines.model_files import SQL_DIR, _without_comments, load_models
     from esper_warehouse.pipelines.run.dispositions import COMPANIONS, NEEDS
 
     reads = {
         m.relation: set(re.findall(r"\b((?:esper|staging|intermediate|marts)\.\w+)",
-                                   re.sub(r"--[^\n]*", "", m.sql)))
+                                   _without_comments(m.sql)))
         for layer in ("staging", "intermediate", "marts")
         for m in load_models(SQL_DIR, layer)
     }  # fmt: skip
