@@ -67,9 +67,9 @@ def esper(
 
     `open_run` makes two requests first (key, enterprise id, the API's clock) and decides whether
     this run is a full scan. Resources start in the order of `_resources` (`fifo`); the device
-    fan-outs run in dlt worker threads per device page; the tenant-level lists after the scan
-    side by side, in lanes (`run/tail.py`). Device events (incremental) wait for every lane: they
-    read which devices had activity in the other tables (`Table.after`); Data Tap comes last.
+    fan-outs run in dlt worker threads per device page; the tenant-level reads after the scan
+    side by side, each after the lists it is read from (`run/tail.py`). Device events wait for
+    all of them (they read the activity the others saw: `Table.after`); Data Tap comes last.
 
     A full scan is loaded in parts (`scan/walk.py`) when it lists more than `commit_every_devices`
     devices or `commit_every_minutes` is on: while devices remain, this returns the next part
@@ -173,16 +173,15 @@ def _resources(
         # after every pipe of `devices` (dlt evaluates a resource and its transformers together,
         # at the place of the last of them), so that `devices` has ended the walk
         *([device_census(ledger=ledger)] if plan.full_scan else []),
-        *_lanes(tail, run),
-        *(tail.after(read) for read in last_events),  # they read what the others saw
+        *_tail(tail, run),
+        *(tail.after(read) for read in last_events),  # they read what the tail saw
         *(tail.after(read) for read in data_tap()),
     )
 
 
-def _lanes(tail: Tail, run: dict[str, Any]) -> list[DltResource]:
-    """The tenant-level reads of the tail, each in the lane of the tables it is read from
-    (`tables.read_from`): lanes run side by side, a lane's resources in this order
-    (`run/tail.py`)."""
+def _tail(tail: Tail, run: dict[str, Any]) -> list[DltResource]:
+    """The tenant-level reads after the scan, side by side, each once the reads listed before
+    it that it is read from (`tables.read_from`) have ended (`run/tail.py`)."""
     reads = [
         heartbeats(**run),
         *(read(**run) for read in LISTS),  # groups, status metrics, ... (tables/__init__.py)
@@ -192,13 +191,13 @@ def _lanes(tail: Tail, run: dict[str, Any]) -> list[DltResource]:
         operation_devices(**run),
         *_catalogues(run),
     ]
-    lane: dict[str, str] = {}
-    for read in reads:  # a table read from an earlier one joins that one's lane
-        joined = {lane[name] for name in read_from(TABLES[read.name]) if name in lane}
-        if len(joined) > 1:  # would need its lanes to wait for each other
-            raise ValueError(f"{read.name} is read from the lanes {sorted(joined)}")
-        lane[read.name] = joined.pop() if joined else read.name
-    return [tail.lane(read, lane[read.name]) for read in reads]
+    listed: set[str] = set()
+    gated = []
+    for read in reads:
+        parents = frozenset(read_from(TABLES[read.name]) & listed)
+        gated.append(tail.after_reads(read, parents))
+        listed.add(read.name)
+    return gated
 
 
 def _catalogues(run: dict[str, Any]) -> tuple[DltResource, ...]:

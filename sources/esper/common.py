@@ -266,6 +266,17 @@ def read_each_parent(
     return read
 
 
+def side_by_side(client: EsperClient, *reads: Callable[[], T]) -> list[T]:
+    """`reads` at the same time, on the client's worker threads; their results in their order.
+
+    For reads of one list that do not read each other (a stage run's operations and its target
+    runs): one after the other, each of their waves waits for its slowest request (a refused
+    one for its `Retry-After`), and the second for the first. The first error is raised.
+    """
+    done = dict(client.map(lambda n: (n, reads[n]()), range(len(reads))))
+    return [done[n] for n in range(len(reads))]
+
+
 def parent_paths(table: Table, parents: list[str], client: EsperClient) -> dict[str, str]:
     """Each parent's route of a per-parent `table`."""
     return {parent: table.path_for(client, parent) for parent in parents}

@@ -28,7 +28,14 @@ from tests.source.test_client import Reply, Seen
 # event feeds. Every request is held ~60 ms by the simulator (a latency fault), so that a list
 # read beside another is seen in flight together.
 LANE_HEADS = ("groups", "geofences", "command_requests", "operations", "users", "pipelines")
-WATCHED = (*LANE_HEADS, "command_statuses", "operation_devices", "roles", "device_events")
+# Two reads of one list each, neither read from the other: a user's profile and groups (two
+# resources), a stage run's operations and target runs (one read shared by two tables).
+SIBLINGS = {
+    "users": ("user_profiles", "user_groups"),
+    "pipeline_stage_runs": ("pipeline_stage_run_operations", "pipeline_target_runs"),
+}
+WATCHED = (*LANE_HEADS, "command_statuses", "operation_devices", "roles", "device_events",
+           "pipeline_stage_runs", *(name for pair in SIBLINGS.values() for name in pair))  # fmt: skip
 LATENCY = {"kind": "latency", "ms": 60, "jitter_ms": 10}
 
 
@@ -103,6 +110,26 @@ def test_lists_of_different_lanes_are_read_at_the_same_time(sim, serve, tmp_path
     assert set(LANE_HEADS) <= read, read
     unrelated = {(a, b) for a, b in recorder.overlaps if a != b and {a, b} <= set(LANE_HEADS)}
     assert unrelated, f"no two lanes' lists were in flight together: {sorted(recorder.overlaps)}"
+
+
+def test_two_reads_of_one_list_run_beside_each_other_after_it(sim, serve, tmp_path: Path) -> None:
+    """A user's profile and groups are both read from the users, a stage run's operations and
+    target runs from the stage runs, neither from the other: each pair is in flight together,
+    and neither is asked before every item of their list is read (one after the other, each
+    wave of a chain such as run -> stage run -> operations -> target runs waited its own
+    `Retry-After` under weather)."""
+    sim.set_faults([LATENCY])
+    recorder = _through_proxy(sim, serve, tmp_path / "w.duckdb")
+
+    def sent(table: str) -> list[Sent]:
+        return [s for s in recorder.sent if s.table == table]
+
+    for parent, (one, other) in SIBLINGS.items():
+        assert sent(parent) and sent(one) and sent(other), (parent, one, other)
+        together = {(one, other), (other, one)} & recorder.overlaps
+        assert together, f"{one} and {other} were never in flight together"
+        first = min(s.arrived for s in sent(one) + sent(other))
+        assert max(s.answered for s in sent(parent)) < first, f"asked before all {parent}"
 
 
 def test_a_lane_keeps_its_order_and_device_events_come_after_every_lane(

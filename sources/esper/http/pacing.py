@@ -80,6 +80,7 @@ TRIAL_ANSWERS = 30  # answers to requests paced after a cut that tell whether it
 TRIAL_REFUSALS = 8  # ... fewer, when this many of them and most (60 %) were refused
 DEEP_RATE = 8.0  # a trial below the first refusals is never slower than this ...
 DEEP_ANSWERS = 40  # ... and, when nothing is refused, ends after this many answers
+SLOW_ANSWERS = 5  # answers to requests sent below DEEP_RATE that stand for such a trial
 
 
 def noise(share: float, answers: int) -> float:
@@ -143,6 +144,38 @@ class FirstRefusals:
         self.accepted: int | None = None  # answers accepted in the second before the first 429
         self._oks: deque[float] = deque()  # times of accepted answers until then
         self.shown = False  # a trial below it saw the share: weather is weather from now on
+        # Until the first cut: answers to requests sent while this run sent fewer than
+        # DEEP_RATE a second (its first requests, one at a time), and how many were refused.
+        self.slow_answers = 0
+        self.slow_refused = 0
+
+    def note_pace(self, others: int, throttled: bool) -> None:
+        """Count an answer to a request sent with `others` sent in the second before it and
+        until its answer, until the first cut: one sent slower than a trial below the first
+        refusals would pace is that trial's evidence."""
+        if others < DEEP_RATE:
+            self.slow_answers += 1
+            self.slow_refused += throttled
+
+    def slow_share_holds(self, share: float, answers: int) -> float | None:
+        """The weather, when the refused share of the latest `answers` (`share`) is what the
+        requests sent slowly saw (within two standard errors of the difference), or None.
+
+        Refusals at a pace no trial would go below (one request at a time) are not this run's
+        overshoot; when the fast requests are refused about as often, the share does not
+        depend on the pace: no cut would change it. The weather is the lower of the two
+        shares: the slow sample is small, and the fast share may hold some overshoot.
+        """
+        slow, fast = self.slow_answers, answers
+        if self.slow_refused == 0 or slow < SLOW_ANSWERS or share >= WEATHER_MAX:
+            return None
+        slow_share = self.slow_refused / slow
+        pooled = (self.slow_refused + share * fast) / (slow + fast)
+        spread = math.sqrt(pooled * (1 - pooled) * (1 / slow + 1 / fast))
+        if share - slow_share > 2 * spread:
+            return None
+        self.shown = True
+        return min(slow_share, share)
 
     def note(self, now: float, throttled: bool) -> None:
         """Count an answer, until the first 429."""
@@ -245,6 +278,11 @@ class RatePacer:
                 self._refused.append(now)
             self._latest.append(throttled)
             self._first.note(now, throttled)
+            if self._last_cut == -math.inf and now - paced_at <= WINDOW_S - 1.0:
+                # The others sent in the second before it and since (those sent with it count:
+                # a burst is not slow); the window still holds that second. No cut yet.
+                around = sum(1 for t in self._sent if paced_at - 1.0 < t <= now) - 1
+                self._first.note_pace(around, throttled)
             trial = self._trial
             if trial is not None and paced_at > trial.at:
                 if not trial.counts(paced_at):
@@ -275,6 +313,10 @@ class RatePacer:
                 # A cut waits for a second of answers; meanwhile a 429 among answers mostly
                 # refused holds everyone (the bucket is empty), any other waits for itself.
                 return self._mostly_refused()
+            if self._last_cut == -math.inf:
+                seen = self._first.slow_share_holds(self._share(), len(self._latest))
+                if seen is not None:
+                    return self._weather_from_the_start(now, seen)
             return self._cut(now, self._measure(now, self._since(now)), self._share())
 
     def _measure(self, now: float, since: float = -math.inf) -> float | None:
@@ -453,6 +495,26 @@ class RatePacer:
             "shared): refusals not caused by this run's pace: %s",
             100 * self.weather,
             pace,
+        )
+        return False
+
+    def _weather_from_the_start(self, now: float, share: float) -> bool:
+        """The first cut would be tried where the run's slow first requests were refused as
+        often as its fast ones (`FirstRefusals.slow_share_holds`): weather, no cut (lock held).
+        Counted from now as a cut undone: the 429s of requests paced before it cut nothing,
+        and a later cut waits for a second of answers.
+
+        Returns:
+            False (no cut).
+        """
+        self.weather = share
+        self._lately = max(self._lately, share)
+        self._last_cut = self._grown_at = self._undone_at = now
+        log.info(
+            "%.0f%% of requests refused, as many of those sent one at a time as of the others "
+            "(the tenant's rate limit is shared): refusals not caused by this run's pace: not "
+            "pacing",
+            100 * share,
         )
         return False
 

@@ -160,7 +160,7 @@ def device_events(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
     updated since the last run. Events accrue only for such devices, so the others cannot have
     new ones. Plus the devices whose feed an earlier run was refused, until it answers. This
     resource starts once every other resource has ended (`next_item_mode = "fifo"`, and the
-    tail's lanes waited for: `run/tail.py`) because it reads the activity the other resources
+    whole tail waited for: `run/tail.py`) because it reads the activity the other resources
     noted in the run's ledger (`DeviceNews`, `FeedNews`).
     """
     plan = ledger.plan

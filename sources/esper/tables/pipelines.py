@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import dlt
@@ -37,6 +38,7 @@ from ..common import (
     parent_paths,
     read_each_parent,
     refuse_other_parents,
+    side_by_side,
     skip_unavailable,
 )
 from ..http import EsperClient
@@ -306,17 +308,12 @@ class _Children:
             PIPELINE_STAGE_RUNS, PIPELINE_RUNS, parent_paths(PIPELINE_STAGE_RUNS, run_ids, client),
             "pipeline_run_id", client, ledger, opts,
         )  # fmt: skip
-        ids = PIPELINE_STAGE_RUNS.require(stage_runs.rows)
-        ids = [s["id"] for s in ids]
-        operations = read_each_parent(
-            PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_STAGE_RUNS,
-            parent_paths(PIPELINE_STAGE_RUN_OPERATIONS, ids, client), "stage_run_id", client, ledger,
-            opts,
-        )  # fmt: skip
-        target_runs = read_each_parent(
-            PIPELINE_TARGET_RUNS, PIPELINE_STAGE_RUNS, parent_paths(PIPELINE_TARGET_RUNS, ids, client),
-            "stage_run_id", client, ledger, opts,
-        )  # fmt: skip
+        ids = [s["id"] for s in PIPELINE_STAGE_RUNS.require(stage_runs.rows)]
+        operations, target_runs = side_by_side(client, *(
+            partial(read_each_parent, table, PIPELINE_STAGE_RUNS, parent_paths(table, ids, client),
+                    "stage_run_id", client, ledger, opts)
+            for table in (PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_TARGET_RUNS)
+        ))  # fmt: skip
         self.stage_runs, self.operations = stage_runs.rows, operations.rows
         self.target_runs = target_runs.rows
         self.refused = bool(stage_runs.refused or operations.refused or target_runs.refused)
@@ -381,8 +378,15 @@ class _StagePlans:
         read_stages = _stage_lists(client, ledger, opts)
         self.stages_refused = len(read_stages.refused)
         stages = PIPELINE_STAGES.require(read_stages.rows)
-        stage_ids = [s["id"] for s in stages]
-        pipeline_of = {s["id"]: s["pipeline_id"] for s in stages}  # the pipeline asked
+        self._stage_ids = [s["id"] for s in stages]
+        self._pipeline_of = {s["id"]: s["pipeline_id"] for s in stages}  # the pipeline asked
+        self._asked = (client, ledger, opts)
+        side_by_side(client, self._read_operations, self._read_targets)
+
+    def _read_operations(self) -> None:
+        """The stages' operation lists, then those lists' operations."""
+        client, ledger, opts = self._asked
+        stage_ids, pipeline_of = self._stage_ids, self._pipeline_of
         op_lists = read_each_parent(
             PIPELINE_STAGE_OPERATIONS, PIPELINE_STAGES,
             parent_paths(PIPELINE_STAGE_OPERATIONS, stage_ids, client), "stage_id", client, ledger, opts,
@@ -403,6 +407,10 @@ class _StagePlans:
         refuse_other_parents(ledger, PIPELINE_STAGE_OPERATIONS, PIPELINES, "pipeline_id", others)
         self.operations_refused = bool(op_lists.refused or operations.refused or others)
 
+    def _read_targets(self) -> None:
+        """The stages' target lists, then those lists' devices or groups."""
+        client, ledger, opts = self._asked
+        stage_ids, pipeline_of = self._stage_ids, self._pipeline_of
         target_lists = read_each_parent(
             PIPELINE_STAGE_TARGETS, PIPELINE_STAGES,
             parent_paths(PIPELINE_STAGE_TARGETS, stage_ids, client), "stage_id", client, ledger, opts,
