@@ -31,6 +31,9 @@ request also passes this pacer:
   of the last `SHARE_ANSWERS` answers no more than the weather plus a margin) cuts nothing: the
   client retries that one request after its own `Retry-After` and keeps the pace (`cuts_pace`
   returns False for it). The weather is forgotten once the refused share falls to half of it.
+* A run's first requests, sent one at a time, already are such a trial: where the first cut
+  would come, if some of them were refused and the fast requests are refused about as often
+  (`FirstRefusals.slow_share_holds`), that share is weather from the start and nothing is cut.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
   second) past it, so it finds a raised limit again and spends a long time near the allowed rate
@@ -129,8 +132,8 @@ class Trial:
 
 
 class FirstRefusals:
-    """The pace that first drew refusals, and whether a trial below it saw the share (not
-    thread-safe: the pacer's lock is held).
+    """The pace that first drew refusals, the answers to the run's slow first requests, and
+    whether a trial below it saw the share (not thread-safe: the pacer's lock is held).
 
     That pace is the answers accepted in the second before the run's first 429 (a count per
     second, as a bucket or a shedder counts). The trial below it runs at a quarter of it (a
