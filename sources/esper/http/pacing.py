@@ -211,6 +211,7 @@ class RatePacer:
         self.ceiling: float | None = None  # the pace the API allowed when the last cut came
         self.best = 0.0  # the best answered rate measured in this run (requests per second)
         self.weather = 0.0  # refused share that cutting the pace did not change
+        self._weather_answers = SHARE_ANSWERS  # the answers the weather was measured on
         self.cuts = 0  # cuts that stood (for the run's record)
         self.not_ours = 0  # 429s within the weather: not caused by this run's pace
         self._trial: Trial | None = None
@@ -300,6 +301,7 @@ class RatePacer:
             self._lately += (throttled - self._lately) / SHARE_ANSWERS
             if self._lately < self.weather / 2:
                 self.weather = self._lately if self._lately >= RESIDUE else 0.0
+                self._weather_answers = SHARE_ANSWERS
             if not throttled:
                 return False
             if paced_at <= self._last_cut:
@@ -319,7 +321,8 @@ class RatePacer:
             if self._last_cut == -math.inf:
                 seen = self._first.slow_share_holds(self._share(), len(self._latest))
                 if seen is not None:
-                    return self._weather_from_the_start(now, seen)
+                    answers = len(self._latest) + self._first.slow_answers
+                    return self._weather_from_the_start(now, seen, answers)
             return self._cut(now, self._measure(now, self._since(now)), self._share())
 
     def _measure(self, now: float, since: float = -math.inf) -> float | None:
@@ -365,7 +368,8 @@ class RatePacer:
 
     def _weather_limit(self) -> float:
         """The refused share of the latest answers still called weather (lock held)."""
-        return self.weather + max(WEATHER_MARGIN, 3 * noise(self.weather, SHARE_ANSWERS))
+        noisy = noise(self.weather, self._weather_answers)
+        return self.weather + max(WEATHER_MARGIN, 3 * noisy)
 
     def _accepted_rate(self, now: float, since: float = -math.inf) -> float | None:
         """Requests sent and not refused per second over the last window (lock held).
@@ -440,6 +444,7 @@ class RatePacer:
             True when it cut the pace again.
         """
         self._trial = None
+        self._weather_answers = SHARE_ANSWERS
         after = trial.refused / trial.answers
         if self.rate is not None:
             # What the trial's pace delivered: a bucket's rate if the pace is still above it
@@ -501,16 +506,17 @@ class RatePacer:
         )
         return False
 
-    def _weather_from_the_start(self, now: float, share: float) -> bool:
+    def _weather_from_the_start(self, now: float, share: float, answers: int) -> bool:
         """The first cut would be tried where the run's slow first requests were refused as
         often as its fast ones (`FirstRefusals.slow_share_holds`): weather, no cut (lock held).
         Counted from now as a cut undone: the 429s of requests paced before it cut nothing,
-        and a later cut waits for a second of answers.
+        and a later cut waits for a second of answers. Its margin is that of a share of these
+        few `answers` (a share of 7 % measured on 40 answers may well be 14 %).
 
         Returns:
             False (no cut).
         """
-        self.weather = share
+        self.weather, self._weather_answers = share, min(answers, SHARE_ANSWERS)
         self._lately = max(self._lately, share)
         self._last_cut = self._grown_at = self._undone_at = now
         log.info(
