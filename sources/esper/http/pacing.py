@@ -52,6 +52,7 @@ import logging
 import math
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -284,8 +285,9 @@ class RatePacer:
             self._first.note(now, throttled)
             if self._last_cut == -math.inf and now - paced_at <= WINDOW_S - 1.0:
                 # The others sent in the second before it and since (those sent with it count:
-                # a burst is not slow); the window still holds that second. No cut yet.
-                around = sum(1 for t in self._sent if paced_at - 1.0 < t <= now) - 1
+                # a burst is not slow); no cut yet, so no pace: the sends are in time order.
+                sent = self._sent
+                around = bisect_right(sent, now) - bisect_right(sent, paced_at - 1.0) - 1
                 self._first.note_pace(around, throttled)
             trial = self._trial
             if trial is not None and paced_at > trial.at:
@@ -321,8 +323,7 @@ class RatePacer:
             if self._last_cut == -math.inf:
                 seen = self._first.slow_share_holds(self._share(), len(self._latest))
                 if seen is not None:
-                    answers = len(self._latest) + self._first.slow_answers
-                    return self._weather_from_the_start(now, seen, answers)
+                    return self._weather_from_the_start(now, seen, len(self._latest))
             return self._cut(now, self._measure(now, self._since(now)), self._share())
 
     def _measure(self, now: float, since: float = -math.inf) -> float | None:
@@ -511,12 +512,12 @@ class RatePacer:
         often as its fast ones (`FirstRefusals.slow_share_holds`): weather, no cut (lock held).
         Counted from now as a cut undone: the 429s of requests paced before it cut nothing,
         and a later cut waits for a second of answers. Its margin is that of a share of these
-        few `answers` (a share of 7 % measured on 40 answers may well be 14 %).
+        few `answers` (7 % measured on 40 answers may well be 14 %).
 
         Returns:
             False (no cut).
         """
-        self.weather, self._weather_answers = share, min(answers, SHARE_ANSWERS)
+        self.weather, self._weather_answers = share, answers
         self._lately = max(self._lately, share)
         self._last_cut = self._grown_at = self._undone_at = now
         log.info(
