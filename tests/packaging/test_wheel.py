@@ -29,9 +29,9 @@ STEP = re.compile(
 
 def _user_env(**extra: str) -> dict[str, str]:
     """This environment as a user's shell has it: Python writes the bytecode it compiles, so each
-    later process of the tool reads it back. A machine that sets PYTHONDONTWRITEBYTECODE (as CI
-    images often do) would make every process of `report` compile marimo, altair and polars from
-    source again: ~10 CPU-s more for the test, nothing it checks."""
+    later process of the tool reads it back. Where PYTHONDONTWRITEBYTECODE is set (uv installs
+    no bytecode), every process of `report` compiled marimo, altair and polars from source
+    again: ~15 CPU-s more for the test, nothing it checks."""
     env = {**os.environ, **extra}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
