@@ -62,6 +62,28 @@ def built_once(
     return folder, pickle.loads(result.read_bytes())
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Only the first notebooks file starts with the run; the others wait until tests/pipeline/'s
+    files have been handed out.
+
+    xdist hands out files in collection order (pyproject.toml `--no-loadscope-reorder`). Every
+    notebooks file reads the demo warehouse and its report (tests/notebooks/conftest.py), built
+    once (`built_once`, ~55 s, much of it one process) by the first file that asks; in collection
+    order the first three workers all took notebooks files, and two of them waited for that build
+    doing nothing. Held back, the others run when it is long built, and the two workers load and
+    test meanwhile. The order of the files within each group is kept.
+    """
+    notebooks = Path(__file__).parent / "notebooks"
+    readers = [item for item in items if item.path.parent == notebooks]
+    pipeline = [i for i, item in enumerate(items) if item.path.parent.name == "pipeline"]
+    if not readers or not pipeline:
+        return  # a selection without both groups: as collected
+    held = [item for item in readers if item.path != readers[0].path]
+    moved = set(held)
+    before = [item for item in items[: pipeline[-1] + 1] if item not in moved]
+    items[:] = before + held + [item for item in items[pipeline[-1] + 1 :] if item not in moved]
+
+
 @pytest.fixture(scope="session")
 def stopping() -> Iterator[list[threading.Thread]]:
     """Threads stopping the `sim` simulators of finished tests; all are waited for at the end."""

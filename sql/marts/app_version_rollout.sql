@@ -153,6 +153,26 @@ now_counts as (
     group by versions.platform, versions.package_name, versions.version_name
 ),
 
+reached_by as (
+    -- each device's earliest install of each version or a higher one (an inner join: the `or`
+    -- stays a filter after the hash join on the package; in the outer join below it would make
+    -- DuckDB compare every pair of rows, quadratic in the fleet)
+    select
+        versions.platform as platform,
+        versions.package_name as package_name,
+        versions.version_name as version_name,
+        installs.device_id as device_id,
+        min(installs.installed_at) as installed_at,
+    from versions
+    inner join installs
+        on installs.package_name = versions.package_name
+        and (
+            installs.version_name is not distinct from versions.version_name
+            or installs.version_key >= versions.version_key
+        )
+    group by versions.platform, versions.package_name, versions.version_name, installs.device_id
+),
+
 adopted as (
     -- each current device with the app, for each version of it: its earliest install of that
     -- version or a higher one (NULL: none yet); a device on a higher version before this one
@@ -163,20 +183,18 @@ adopted as (
         versions.version_name as version_name,
         current_installs.device_id as device_id,
         case
-            when min(installs.installed_at) is not null
-                then greatest(min(installs.installed_at), any_value(versions.first_seen_at))
+            when min(reached_by.installed_at) is not null
+                then greatest(min(reached_by.installed_at), any_value(versions.first_seen_at))
         end as adopted_at,
     from versions
     inner join current_installs
         on current_installs.platform = versions.platform
         and current_installs.package_name = versions.package_name
-    left join installs
-        on installs.device_id = current_installs.device_id
-        and installs.package_name = versions.package_name
-        and (
-            installs.version_name is not distinct from versions.version_name
-            or installs.version_key >= versions.version_key
-        )
+    left join reached_by
+        on reached_by.device_id = current_installs.device_id
+        and reached_by.platform = versions.platform
+        and reached_by.package_name = versions.package_name
+        and reached_by.version_name is not distinct from versions.version_name
     group by versions.platform, versions.package_name, versions.version_name,
         current_installs.device_id
 ),

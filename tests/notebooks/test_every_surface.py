@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -326,11 +327,8 @@ EDITED_THRESHOLDS = {
 }
 
 
-@pytest.fixture(scope="module")
-def edited(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo warehouse rebuilt from a copy of `sql/` with every threshold edited in its home
-    (`EDITED_THRESHOLDS`)."""
-    folder = tmp_path_factory.mktemp("edited")
+def _edited_sql(folder: Path) -> Path:
+    """A copy of `sql/` in `folder` with every threshold edited in its home (`EDITED_THRESHOLDS`)."""
     sql = folder / "sql"
     shutil.copytree(SQL_DIR, sql)
     for name, edits in EDITED_THRESHOLDS.items():
@@ -339,6 +337,15 @@ def edited(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
             assert old in text, f"{name} no longer says {old!r}"
             text = text.replace(old, new)
         (sql / name).write_text(text)
+    return sql
+
+
+@pytest.fixture(scope="module")
+def edited(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo warehouse rebuilt from a copy of `sql/` with every threshold edited in its home
+    (`_edited_sql`)."""
+    folder = tmp_path_factory.mktemp("edited")
+    sql = _edited_sql(folder)
     wh = folder / demo_warehouse.name
     copy_warehouse(demo_warehouse, wh)
     build_models(wh, sql_dir=sql, seeds=sql / "seeds")
@@ -400,12 +407,10 @@ def test_a_threshold_edited_in_its_home_moves_its_count_and_status_says_it(
     assert not re.search(r"\b(15|24|10) ?(%|h\b|hours)", out), out
 
 
-def test_the_fleet_page_words_the_edited_thresholds(edited: Path, tmp_path: Path) -> None:
+def test_the_fleet_page_words_the_edited_thresholds(pages: EditedAgedPages) -> None:
     """The tiles and the last-seen boundaries of the fleet page, from the same homes."""
-    unseen = _number(_edited_headlines(edited), "not_seen_devices")
-    page = report.export_notebook(report.NOTEBOOKS_DIR / "fleet_overview.py", tmp_path, edited)
-    assert page.ok, page.errors
-    _, text = _page_text(page.html)
+    unseen = _number(_edited_headlines(pages.warehouse), "not_seen_devices")
+    text = pages.fleet
     for wanted in ("Battery below 50 %", "Not seen for more than 48 h",
                    f"active ≤ {duration(48 * 60)}", f"stale ≤ {duration(168 * 60)}",
                    f"not seen for more than {duration(168 * 60)}, or a value unknown",
@@ -415,7 +420,7 @@ def test_the_fleet_page_words_the_edited_thresholds(edited: Path, tmp_path: Path
 
 
 def test_the_demo_and_the_rollouts_page_rank_from_the_edited_threshold(
-    edited: Path, mart: Headlines, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    edited: Path, pages: EditedAgedPages, mart: Headlines, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Rollouts ranked from 30 target devices: the mart's worst, the demo's sentence and the
     rollouts page's tables say so, and the page's Pipelines tiles carry their edited labels."""
@@ -427,9 +432,7 @@ def test_the_demo_and_the_rollouts_page_rank_from_the_edited_threshold(
     assert (
         "(marts.headlines: requests to 30 devices or more, by failure + timeout rate):" in printed
     )
-    page = report.export_notebook(report.NOTEBOOKS_DIR / "rollouts.py", tmp_path, edited)
-    assert page.ok, page.errors
-    _, text = _page_text(page.html)
+    text = pages.rollouts
     for wanted in ("Most failing command requests to 30 devices or more",
                    "Most failing operations to 30 devices or more",
                    "Pipeline runs stalled for more than 1 h",
@@ -448,10 +451,17 @@ def aged(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     """The demo warehouse, as if its key had never had the credentials' scope (every run refused
     the Apple push certificates: the family is unknown) and a nightly 72 h after the last one was
     refused Esper Pipelines (the family is 3 days old, more than the warning age)."""
-    import orjson
-
     wh = tmp_path_factory.mktemp("aged") / demo_warehouse.name
     copy_warehouse(demo_warehouse, wh)
+    _age(wh)
+    build_models(wh)
+    return wh
+
+
+def _age(wh: Path) -> None:
+    """`aged`'s edits of the runs' records (and the empty credentials table), models not built."""
+    import orjson
+
     refused = {
         "treatment": "skipped",
         "route": CREDENTIALS_ROUTE,
@@ -488,8 +498,36 @@ def aged(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
             [orjson.dumps(treated).decode()],
         )
         con.execute("insert into esper._esper_runs select * from night")
-    build_models(wh)
-    return wh
+
+
+@dataclass(frozen=True)
+class EditedAgedPages:
+    """The fleet and rollouts pages of one warehouse, as Chromium shows them (visible text)."""
+
+    warehouse: Path
+    fleet: str
+    rollouts: str
+
+
+@pytest.fixture(scope="module")
+def pages(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> EditedAgedPages:
+    """The fleet and rollouts pages of the demo warehouse both aged (`_age`) and rebuilt from the
+    edited thresholds (`_edited_sql`), each exported and rendered once for the page tests of both
+    stories (a page costs ~5-10 CPU-s). The stories touch different words of a page (thresholds:
+    labels and boundaries; ages: notes and the freshness block), and each test works out what it
+    expects from this warehouse's marts; the marts' and `status`'s tests keep a warehouse each."""
+    folder = tmp_path_factory.mktemp("edited_aged")
+    sql = _edited_sql(folder)
+    wh = folder / demo_warehouse.name
+    copy_warehouse(demo_warehouse, wh)
+    _age(wh)
+    build_models(wh, sql_dir=sql, seeds=sql / "seeds")
+    shown = {}
+    for name in ("fleet_overview", "rollouts"):
+        page = report.export_notebook(report.NOTEBOOKS_DIR / f"{name}.py", folder, wh)
+        assert page.ok, page.errors
+        shown[name] = _page_text(page.html)[1]
+    return EditedAgedPages(wh, shown["fleet_overview"], shown["rollouts"])
 
 
 def _aged_headlines(wh: Path) -> Headlines:
@@ -545,18 +583,16 @@ def test_status_and_the_demo_print_each_numbers_age_from_the_mart(
 
 
 def test_the_report_prints_each_numbers_age_and_the_freshness_block(
-    aged: Path, tmp_path: Path
+    pages: EditedAgedPages,
 ) -> None:
     """The fleet page opens with every table family's freshness; its sections and the rollouts
     page's Pipelines tiles print the mart's words: the age of a number older than the run, and
     "unknown" with its reason for one never loaded (never 0)."""
-    numbers = _aged_headlines(aged)
+    numbers = _aged_headlines(pages.warehouse)
     waiting = numbers.number("pipeline_runs_waiting")
     creds = numbers.number("credentials_needing_action")
-    fleet = report.export_notebook(report.NOTEBOOKS_DIR / "fleet_overview.py", tmp_path, aged)
-    assert fleet.ok, fleet.errors
-    _, text = _page_text(fleet.html)
-    with duckdb.connect(str(aged), read_only=True) as con:
+    text = pages.fleet
+    with duckdb.connect(str(pages.warehouse), read_only=True) as con:
         behind, families = con.execute(
             "select count(age_note), count(*) from intermediate.int_family_freshness"
         ).fetchone()
@@ -565,8 +601,6 @@ def test_the_report_prints_each_numbers_age_and_the_freshness_block(
     assert "held back: Pipelines" not in text and "held back: as of " in text
     assert creds.age_note in text
     assert f"{creds.value or 0:,} credentials have expired" not in text
-    rollouts = report.export_notebook(report.NOTEBOOKS_DIR / "rollouts.py", tmp_path, aged)
-    assert rollouts.ok, rollouts.errors
-    _, text = _page_text(rollouts.html)
+    text = pages.rollouts
     assert waiting.age_note in text
     assert f"of {waiting.denominator:,} runs not ended · {waiting.age_note}" in text

@@ -100,33 +100,49 @@ def _at_or_above(have: str, target: str) -> bool:
     )
 
 
-def expected_latest(truth: Truth) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each app's latest version on each platform (the highest on a current device), with how
-    far and how fast it got, from the records alone."""
+def _holders(truth: Truth) -> dict[tuple[str, str], dict[str, str]]:
+    """(platform, package) -> each current device with the app -> its version now."""
     with_app: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     for device, apps in truth.current.items():
         for package, installed in apps.items():
             with_app[(truth.platform[device], package)][device] = installed
+    return with_app
+
+
+def _days_to(
+    truth: Truth, key: tuple[str, str, str], holders: dict[str, str]
+) -> dict[float, float | None]:
+    """Days from a version's first appearance until 50 % (90 %) of the devices with the app had
+    it or a higher one, each device at its earliest such install (a device already higher when
+    the version appeared: at its appearance); None until reached."""
+    plat, package, target = key
+    first_seen = min(truth.installs[key].values())
+    adopted = []
+    for device in holders:
+        times = [
+            when
+            for (p, pkg, v), devices in truth.installs.items()
+            if p == plat and pkg == package and _at_or_above(v, target)
+            for d, when in devices.items()
+            if d == device
+        ]
+        adopted.append(max(min(times), first_seen) if times else None)
+    adopted.sort(key=lambda t: (t is None, t))
+    reached = {share: adopted[math.ceil(share * len(adopted)) - 1] for share in (0.5, 0.9)}
+    return {
+        share: None if when is None else (when - first_seen).total_seconds() / 86400
+        for share, when in reached.items()
+    }
+
+
+def expected_latest(truth: Truth) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each app's latest version on each platform (the highest on a current device), with how
+    far and how fast it got, from the records alone."""
     out = {}
-    for (plat, package), holders in with_app.items():
+    for (plat, package), holders in _holders(truth).items():
         latest = max(holders.values(), key=lambda v: version(v) or ())
         first_seen = min(truth.installs[(plat, package, latest)].values())
-        adopted = []
-        for device in holders:
-            times = [
-                when
-                for (p, pkg, v), devices in truth.installs.items()
-                if p == plat and pkg == package and _at_or_above(v, latest)
-                for d, when in devices.items()
-                if d == device
-            ]
-            adopted.append(max(min(times), first_seen) if times else None)
-        adopted.sort(key=lambda t: (t is None, t))
-
-        def days(share: float, adopted: list = adopted, first_seen: datetime = first_seen):
-            reached = adopted[math.ceil(share * len(adopted)) - 1]
-            return None if reached is None else (reached - first_seen).total_seconds() / 86400
-
+        days = _days_to(truth, (plat, package, latest), holders)
         minutes = [
             (when - first_seen).total_seconds() / 60
             for when in truth.installs[(plat, package, latest)].values()
@@ -137,8 +153,8 @@ def expected_latest(truth: Truth) -> dict[tuple[str, str], dict[str, Any]]:
             "first_seen_at": first_seen,
             "devices_at_or_above": at_or_above,
             "devices_with_app": len(holders),
-            "days_to_50_pct": days(0.5),
-            "days_to_90_pct": days(0.9),
+            "days_to_50_pct": days[0.5],
+            "days_to_90_pct": days[0.9],
             "p50_minutes_to_install": _quantile(minutes, 0.5),
             "p90_minutes_to_install": _quantile(minutes, 0.9),
             "devices_on_older": len(holders) - at_or_above,
@@ -183,6 +199,28 @@ def test_how_fast_is_each_apps_newest_version_rolling_out(demo_warehouse, truth)
     assert any(r["days_to_90_pct"] is None for r in readme)
     assert any(r["days_to_50_pct"] is not None for r in readme)
     assert any(r["devices_on_older"] for r in readme)
+
+
+def test_every_version_s_adoption_counts_the_devices_already_higher(demo_warehouse, truth) -> None:
+    """Days to 50 % and 90 % of every version in marts.app_version_rollout, not only the newest
+    the README shows: a device that went to a higher version adopted the older ones too. The
+    demo holds such versions (a device skipped them, or was higher when they appeared)."""
+    with_app = _holders(truth)
+    rows = _query(demo_warehouse, "select * from marts.app_version_rollout")
+    through_higher = 0
+    for row in rows:
+        key = (row["platform"], row["package_name"], row["version_name"])
+        days = _days_to(truth, key, with_app[key[:2]])
+        for share, column in ((0.5, "days_to_50_pct"), (0.9, "days_to_90_pct")):
+            assert _close(row[column], days[share], 0.051), (key, column, row[column], days)
+        exact = {d for d in with_app[key[:2]] if d in truth.installs[key]}
+        higher = {
+            d for (p, pkg, v), devices in truth.installs.items()
+            if (p, pkg) == key[:2] and v != key[2] and _at_or_above(v, key[2])
+            for d in devices if d in with_app[key[:2]]
+        }  # fmt: skip
+        through_higher += bool(higher - exact)
+    assert len(rows) > len(with_app) and through_higher, "the demo has older versions skipped"
 
 
 def test_who_is_left_on_an_older_version(demo_warehouse, truth) -> None:

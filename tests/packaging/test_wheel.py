@@ -27,6 +27,16 @@ STEP = re.compile(
 )
 
 
+def _user_env(**extra: str) -> dict[str, str]:
+    """This environment as a user's shell has it: Python writes the bytecode it compiles, so each
+    later process of the tool reads it back. Where PYTHONDONTWRITEBYTECODE is set (uv installs
+    no bytecode), every process of `report` compiled marimo, altair and polars from source
+    again: ~15 CPU-s more for the test, nothing it checks."""
+    env = {**os.environ, **extra}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def _uv(*args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
     subprocess.run(
         [UV, *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=600, env=env
@@ -71,7 +81,7 @@ def tool(work: Path) -> dict[str, str]:
     words = readme_install_line()
     built = next((work / "dist").glob("esper_warehouse-*.whl"))
     assert words[3] == f"dist/{built.name}[notebooks]", "README names the wheel uv build writes"
-    env = {**os.environ, "UV_TOOL_DIR": str(work / "tools"), "UV_TOOL_BIN_DIR": str(work / "bin")}
+    env = _user_env(UV_TOOL_DIR=str(work / "tools"), UV_TOOL_BIN_DIR=str(work / "bin"))
     _uv(*words[1:], "--python", sys.executable, "--constraints", str(work / "constraints.txt"),
         cwd=work, env=env)  # fmt: skip
     env["PATH"] = f"{work / 'bin'}{os.pathsep}{env['PATH']}"
@@ -149,7 +159,7 @@ def test_without_the_extra_report_names_what_is_missing_and_how_to_install_it(
     duckdb.connect(str(tmp_path / "demo.duckdb")).close()
     done = subprocess.run(
         [str(installed / "esper-warehouse"), "report", "--warehouse", "demo.duckdb"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=_user_env(),
     )  # fmt: skip
     install = " ".join(readme_install_line()[:3])
     assert done.returncode == 2, done.stderr
@@ -161,7 +171,7 @@ def test_without_the_extra_report_names_what_is_missing_and_how_to_install_it(
     code += "print(next_steps(Path('demo.duckdb')))"
     shown = subprocess.run(
         [str(installed / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True,
-        timeout=120,
+        timeout=120, env=_user_env(),
     )  # fmt: skip
     steps = _steps(shown.stdout)
     assert "marimo" not in steps["explore in a notebook"].split()[0]
