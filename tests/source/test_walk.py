@@ -136,26 +136,3 @@ def test_the_next_part_starts_at_the_pace_of_the_one_before(
             _read(walk)
     nxt: Any = walk.take(lambda item: True)
     assert len(next(nxt)) > TIME_STEP_DEVICES, "the second part's first step is sized by the pace"
-
-
-def test_the_pace_is_known_before_the_first_steps_slowest_device_is_read(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Under refusals that do not depend on the pace, most of the first step's devices are read
-    within a second and its slowest waits its Retry-After (1-2 s): the devices every fan-out has
-    read give the pace, and the next step goes out beside the slowest one (before, the fan-outs
-    sat idle until it was read: ~2.5 s of a 300-device first load under 14 % refusals)."""
-    now = [0.0]
-    monkeypatch.setattr(walk_module.time, "monotonic", lambda: now[0])
-    walk = _walk(3000, part_seconds=60.0)
-    part: Any = walk.take(lambda item: True)
-    assert len(next(part)) == TIME_STEP_DEVICES
-    now[0] = 0.5
-    for _ in range(walk_module.PACE_DEVICES - 1):
-        walk.device_read("device_apps")
-        walk.device_read("device_events")
-    walk.device_read("device_apps")
-    assert next(part) is None, "one fan-out has not read enough devices to tell a pace"
-    walk.device_read("device_events")  # 10 of 20 read by both in 0.5 s: 20 a second
-    assert len(next(part)) == 300, "a quarter of the part at 20 devices a second"
-    assert next(part) is None, "two steps unread"

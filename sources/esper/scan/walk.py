@@ -53,7 +53,6 @@ from ..tables.devices import DEVICES
 TIME_STEP_DEVICES = 20
 STEPS_IN_FLIGHT = 2
 STEP_SHARE = 4
-PACE_DEVICES = TIME_STEP_DEVICES // 2  # devices every fan-out has read that tell their pace
 WAIT_S = 0.01  # between two looks at the fan-outs while the steps in flight are unread
 
 
@@ -90,7 +89,6 @@ class DeviceWalk:
     readers: tuple[str, ...] = ()
     _steps: list[int] = field(default_factory=list, repr=False)  # this part's pages: devices
     _read: dict[str, int] = field(default_factory=dict, repr=False)  # reader -> pages it read
-    _devices_read: dict[str, int] = field(default_factory=dict, repr=False)  # reader -> devices
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _pace: float | None = field(default=None, repr=False)  # devices read a second, last part
 
@@ -121,7 +119,7 @@ class DeviceWalk:
         fan-outs busy until then (`_due`), so that it is committed about when it is due.
         """
         self.parts += 1
-        self._steps, self._read, self._devices_read = [], {}, {}
+        self._steps, self._read = [], {}
         began = time.monotonic()
         try:
             yield from self._take(needs, began)
@@ -164,12 +162,6 @@ class DeviceWalk:
         with self._lock:
             self._read[reader] = self._read.get(reader, 0) + 1
 
-    def device_read(self, reader: str) -> None:
-        """A fan-out (`readers`) has read one device of this part (any thread): its pace is
-        known before a step's slowest device is read (a refused one waits its Retry-After)."""
-        with self._lock:
-            self._devices_read[reader] = self._devices_read.get(reader, 0) + 1
-
     def _in_flight(self) -> int:
         """Pages of this part handed out and not yet read by every one of its `readers`."""
         with self._lock:
@@ -181,14 +173,13 @@ class DeviceWalk:
 
     def _progress(self, began: float) -> tuple[float | None, int]:
         """The fan-outs' pace (devices a second) since the part `began` (before they have read a
-        step of it, or `PACE_DEVICES` devices of one: the part before's; None in the run's
-        first), and the devices handed out in this part that they have not read yet."""
+        step of it: the part before's; None in the run's first), and the devices handed out in
+        this part that they have not read yet."""
         with self._lock:
-            done, handed = self._read_steps(), sum(self._steps)
-            by_all = min((self._devices_read.get(r, 0) for r in self.readers), default=0)
-            read = max(sum(self._steps[:done]), by_all if by_all >= PACE_DEVICES else 0)
+            done = self._read_steps()
+            read, unread = sum(self._steps[:done]), sum(self._steps[done:])
         elapsed = time.monotonic() - began
-        return (read / elapsed if read and elapsed > 0 else self._pace), handed - read
+        return (read / elapsed if read and elapsed > 0 else self._pace), unread
 
     def _steps_ahead(self, began: float) -> int:
         """Steps that may be unread at once: one until the fan-outs' pace is known (a step of an

@@ -112,7 +112,6 @@ def _event_feeds(
 
     rows: list[dict] = []
     for _device, result in fan_out(client, device_ids, fetch, bulk=bulk):
-        ledger.plan.device_read(DEVICE_EVENTS.name)
         if result is None:
             continue
         items, count, complete = result
