@@ -81,29 +81,12 @@ def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
         )
     if settings.destination == "duckdb":
         destination = dlt.destinations.duckdb(str(warehouse))
-    pipeline = dlt.pipeline(
+    return dlt.pipeline(
         pipeline_name=settings.pipeline_name,
         destination=destination,
         dataset_name=settings.dataset,
         pipelines_dir=str(working_dir(warehouse)),
     )
-    if settings.destination == "duckdb":
-        resolve_credentials(pipeline, str(warehouse))
-    return pipeline
-
-
-def resolve_credentials(pipeline: dlt.Pipeline, warehouse: Any) -> None:
-    """Hand the DuckDB destination its credentials for `warehouse` (a path or an open
-    connection) resolved, once, by dlt.
-
-    dlt resolves the destination's configuration each time it asks the destination anything
-    (about 15 times in a small run before the load, once per load job in it): credentials are a
-    dozen fields, each looked up in every section of every provider. Resolved credentials are
-    taken as they are.
-    """
-    pipeline.destination.config_params["credentials"] = warehouse
-    credentials = pipeline.destination_client().config.credentials
-    pipeline.destination.config_params["credentials"] = credentials
 
 
 # Where dlt looks for a source setting, most specific first (`SOURCES__ESPER__ESPER__X` ... `X`).

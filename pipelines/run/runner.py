@@ -46,7 +46,7 @@ from .dispositions import (
 from .failures import error_text, exit_code_for, is_interrupt
 from .interrupts import AFTER_INTERRUPT, KEPT, interrupted_text, stop_client, stop_client_on_signals
 from .ownership import check_owner
-from .pipeline import check_source_settings, make_pipeline, resolve_credentials
+from .pipeline import check_source_settings, make_pipeline
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
 from .record import build_models, record, shortfall, summary, unavailable_text
@@ -175,8 +175,7 @@ class _Run:
         # DuckDB: one connection (once the file is free) for every read below, freed before
         # the extract; dlt would open the file for each of them (~13 ms of CPU each).
         if (held := hold_warehouse(settings, what="the warehouse")) is not None:
-            self.held = held
-            resolve_credentials(pipeline, held)
+            self.held = pipeline.destination.config_params["credentials"] = held
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
@@ -254,9 +253,7 @@ class _Run:
         self.load_started = True
         # DuckDB: waits for the file here, then holds it, so nothing below meets a lock
         self.held = hold_warehouse(self.settings, self.ledger.plan.device_count)
-        if self.held is not None:
-            resolve_credentials(self.pipeline, self.held)
-        self.pipeline.load()
+        self.pipeline.load(credentials=self.held)
         if self.interrupted_appends:  # a killed run's appends, now complete: one row per key
             for table, count in sorted(
                 remove_duplicate_keys(self.pipeline, self.interrupted_appends).items()
@@ -465,11 +462,11 @@ def release_warehouse(pipeline: dlt.Pipeline, settings: RunSettings, held: Any) 
     """Close the held DuckDB connection before the extract (after the reads that start a run,
     and between parts); later queries open the file by its path.
 
-    The held connection is the destination's credentials until then: the run record written
-    after a later part failed would otherwise meet a closed connection.
+    `pipeline.load(credentials=held)` keeps the connection as the destination's credentials: the
+    run record written after a later part failed would otherwise meet a closed connection.
     """
     held.close()
-    resolve_credentials(pipeline, str(settings.warehouse.resolve()))
+    pipeline.destination.config_params["credentials"] = str(settings.warehouse.resolve())
 
 
 def row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:
