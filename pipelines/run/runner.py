@@ -138,7 +138,9 @@ class _Run:
         self.own_client = client is None
         self.client_options: dict[str, Any] = {"client": client} if client is not None else {}
         self.source_options: dict[str, Any] = {}
-        self.held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
+        # DuckDB: the one connection of the reads before the extract, then (another) of the load
+        # and the bookkeeping after it
+        self.held: Any = None
         # The one sql_client of the steps after the load (reconciliation, the run record): each
         # one opened resolves dlt's destination configuration and reads the schema again.
         self.sql: Any = None
