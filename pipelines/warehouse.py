@@ -219,17 +219,6 @@ def with_lock_wait(
             delay = min(delay * 2, 5.0)
 
 
-def wait_for_file(warehouse: Path, timeout_s: float) -> None:
-    """Block until the DuckDB file can be opened for writing (or does not exist yet)."""
-    if not warehouse.exists():
-        return
-
-    def probe() -> None:
-        duckdb.connect(str(warehouse)).close()
-
-    with_lock_wait(probe, warehouse, timeout_s)
-
-
 def run_lock_path(warehouse: Path) -> Path:
     """The lock file of a warehouse's runs, beside dlt's working directory."""
     folder = working_dir(warehouse.resolve())

@@ -27,9 +27,16 @@ def shortfall(row: dict[str, Any]) -> str:
 
 
 def record(
-    pipeline: dlt.Pipeline, settings: RunSettings, result: RunResult, started_at: datetime
+    pipeline: dlt.Pipeline,
+    settings: RunSettings,
+    result: RunResult,
+    started_at: datetime,
+    client: Any = None,
 ) -> None:
-    """Write the `_esper_runs` row (and the reconciliation rows); never hides the run's outcome."""
+    """Write the `_esper_runs` row (and the reconciliation rows); never hides the run's outcome.
+
+    `client`: the run's open `sql_client`, if it has one (else the record opens its own).
+    """
     run_row = {
         "run_id": result.run_id,
         "started_at": started_at,
@@ -53,7 +60,7 @@ def record(
     }
     try:
         with_lock_wait(
-            lambda: bookkeeping.write(pipeline, run_row, result.reconciliation),
+            lambda: bookkeeping.write(pipeline, run_row, result.reconciliation, client),
             settings.warehouse,
             settings.lock_timeout_s,
             "the run record",

@@ -32,7 +32,6 @@ from ..warehouse import (
     path_problem,
     remove_created,
     run_lock,
-    wait_for_file,
     with_lock_wait,
 )
 from .dispositions import (
@@ -139,7 +138,13 @@ class _Run:
         self.own_client = client is None
         self.client_options: dict[str, Any] = {"client": client} if client is not None else {}
         self.source_options: dict[str, Any] = {}
-        self.held: Any = None  # DuckDB: the one connection of the load and the bookkeeping after it
+        # DuckDB: the one connection of the reads before the extract, then (another) of the load
+        # and the bookkeeping after it
+        self.held: Any = None
+        # The one sql_client of the steps after the load (reconciliation, the run record): each
+        # one opened resolves dlt's destination configuration and reads the schema again.
+        self.sql: Any = None
+        self.closing = ExitStack()  # closes `sql`
         self.stage = "start"  # the step in progress, for what an interruption leaves
         self.committed_parts = 0  # of a full scan loaded in parts (sources/esper/scan/walk.py)
         self.appended: list[str] = []  # tables this run appends into (`append_on_first_load`)
@@ -167,9 +172,12 @@ class _Run:
         self.marker = appended_marker(settings)
         # an earlier run's load did not complete
         self.interrupted_appends = read_appended(self.marker)
-        wait_for_file(settings.warehouse, settings.lock_timeout_s)
         if settings.destination == "duckdb":  # before dlt creates it in the default format
             self.created = create_if_missing(settings.warehouse)
+        # DuckDB: one connection (once the file is free) for every read below, freed before
+        # the extract; dlt would open the file for each of them (~13 ms of CPU each).
+        if (held := hold_warehouse(settings, what="the warehouse")) is not None:
+            self.held = pipeline.destination.config_params["credentials"] = held
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
@@ -178,6 +186,8 @@ class _Run:
             self.load_started = True
             pipeline.normalize()
             with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s)
+        if self.held is not None:  # the file is free while the API is read
+            self.held = release_warehouse(pipeline, settings, self.held)
         self.source_options = {**checked, **settings.source_options}
         if settings.resources:  # a selection loads in one part: parts carry the device tables
             self.source_options["commit_every_devices"] = sys.maxsize
@@ -281,9 +291,9 @@ class _Run:
         self.stage = "after the load"
         self.marker.unlink(missing_ok=True)  # every appended load is complete and checked
         result = self.result
-        with self.pipeline.sql_client() as client:
-            retire_missing_apps(client, self.ledger)
-            result.reconciliation = reconcile(self.pipeline, client, self.ledger, result.run_id)
+        self.sql = client = self.closing.enter_context(self.pipeline.sql_client())
+        retire_missing_apps(client, self.ledger)
+        result.reconciliation = reconcile(self.pipeline, client, self.ledger, result.run_id)
         short = [r for r in result.reconciliation if not r["ok"]]
         if short:
             names = ", ".join(f"{r['table_name']} ({shortfall(r)})" for r in short)
@@ -299,6 +309,7 @@ class _Run:
     def failed(self, error: BaseException) -> None:
         """A step raised: the run is interrupted (Ctrl-C, SIGTERM) or failed with its error's code."""
         result = self.result
+        self._close_sql()  # the run record opens its own: this one may be what failed
         if self.committed_parts and not is_interrupt(error):
             log.info("%d part(s) of this full scan are committed%s", self.committed_parts, KEPT)
         if is_interrupt(error):
@@ -348,6 +359,7 @@ class _Run:
         result = self.result
         result.seconds = time.monotonic() - self.started
         if self._nothing_loaded_into_a_new_file():
+            self._close_sql()
             if self.held is not None:
                 self.held.close()
             remove_created(self.settings.warehouse)
@@ -358,13 +370,18 @@ class _Run:
             return result
         try:
             if self.pipeline is not None and result.exit_code != Exit.LOCKED:
-                record(self.pipeline, self.settings, result, self.started_at)
+                record(self.pipeline, self.settings, result, self.started_at, self.sql)
         finally:
+            self._close_sql()
             if self.held is not None:
                 self.held.close()
         if result.exit_code in LOADED and self.settings.build_models:
             build_models(self.settings, result)
         return result
+
+    def _close_sql(self) -> None:
+        self.sql = None
+        self.closing.close()
 
     def _nothing_loaded_into_a_new_file(self) -> bool:
         """This run created the file, failed, and left nothing loaded nor pending for it.
@@ -393,8 +410,11 @@ def load_memory_for(settings: RunSettings, devices: int | None) -> str:
     return next(limit for fleet, limit in LOAD_MEMORY if (devices or 0) >= fleet)
 
 
-def hold_warehouse(settings: RunSettings, devices: int | None = None) -> Any:
-    """DuckDB: one connection, opened once the file is free, for the load and what follows.
+def hold_warehouse(
+    settings: RunSettings, devices: int | None = None, what: str = "the load"
+) -> Any:
+    """DuckDB: one connection, opened once the file is free, for the load and what follows
+    (or for the reads before the extract: `what` names them in the wait's log line).
 
     dlt otherwise opens and closes the file for every load job and every query after it (16
     times in a small nightly, ~45 ms each). Other destinations: None (dlt's own credentials).
@@ -410,7 +430,7 @@ def hold_warehouse(settings: RunSettings, devices: int | None = None) -> Any:
             lambda: duckdb.connect(path, config={"memory_limit": limit}),
             settings.warehouse,
             settings.lock_timeout_s,
-            "the load",
+            what,
         )
     except duckdb.Error as error:
         if "memory" not in str(error).lower():
@@ -441,7 +461,8 @@ def _memory_limit_refused(value: str) -> EsperConfigError:
 
 
 def release_warehouse(pipeline: dlt.Pipeline, settings: RunSettings, held: Any) -> None:
-    """Close the held DuckDB connection between parts; later queries open the file by its path.
+    """Close the held DuckDB connection before the extract (after the reads that start a run,
+    and between parts); later queries open the file by its path.
 
     `pipeline.load(credentials=held)` keeps the connection as the destination's credentials: the
     run record written after a later part failed would otherwise meet a closed connection.
