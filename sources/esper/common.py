@@ -273,7 +273,7 @@ def side_by_side(client: EsperClient, *reads: Callable[[], T]) -> list[T]:
     runs): one after the other, each of their waves waits for its slowest request (a refused
     one for its `Retry-After`), and the second for the first. The first error is raised.
     """
-    done = dict(client.map(lambda n: (n, reads[n]()), range(len(reads))))
+    done = dict(fan_out(client, range(len(reads)), lambda n: reads[n]()))
     return [done[n] for n in range(len(reads))]
 
 

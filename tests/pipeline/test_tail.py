@@ -1,5 +1,6 @@
 """The tail of a run: the tenant-level lists after the devices scan are read side by side, in
-lanes (sources/esper/run/tail.py), and device events still come after all of them.
+side by side, each after what it is read from (sources/esper/run/tail.py), and device events
+still come after all of them.
 
 Seen through a recording proxy in front of the simulator: each request of a watched table is
 numbered when it arrives and when its answer is back from the simulator (one counter, so the
@@ -24,7 +25,7 @@ from esper_warehouse.sources.esper.tables import TABLES
 from tests.pipeline.helpers import load
 from tests.source.test_client import Reply, Seen
 
-# Tenant-level lists of different lanes (none is read from another), and the incremental form's
+# Tenant-level lists none of which is read from another, and the incremental form's
 # event feeds. Every request is held ~60 ms by the simulator (a latency fault), so that a list
 # read beside another is seen in flight together.
 LANE_HEADS = ("groups", "geofences", "command_requests", "operations", "users", "pipelines")
@@ -100,7 +101,7 @@ def _through_proxy(sim: Any, serve: Any, warehouse: Path) -> Recorder:
     return recorder
 
 
-def test_lists_of_different_lanes_are_read_at_the_same_time(sim, serve, tmp_path: Path) -> None:
+def test_unrelated_lists_are_read_at_the_same_time(sim, serve, tmp_path: Path) -> None:
     """A first load reads at least two unrelated tenant-level lists with requests in flight
     together (one after another, each would wait for the one before to be answered)."""
     sim.set_faults([LATENCY])
@@ -109,7 +110,7 @@ def test_lists_of_different_lanes_are_read_at_the_same_time(sim, serve, tmp_path
     read = {s.table for s in recorder.sent}
     assert set(LANE_HEADS) <= read, read
     unrelated = {(a, b) for a, b in recorder.overlaps if a != b and {a, b} <= set(LANE_HEADS)}
-    assert unrelated, f"no two lanes' lists were in flight together: {sorted(recorder.overlaps)}"
+    assert unrelated, f"no two unrelated lists were in flight together: {sorted(recorder.overlaps)}"
 
 
 def test_two_reads_of_one_list_run_beside_each_other_after_it(sim, serve, tmp_path: Path) -> None:
@@ -132,12 +133,12 @@ def test_two_reads_of_one_list_run_beside_each_other_after_it(sim, serve, tmp_pa
         assert max(s.answered for s in sent(parent)) < first, f"asked before all {parent}"
 
 
-def test_a_lane_keeps_its_order_and_device_events_come_after_every_lane(
+def test_reads_come_after_their_lists_and_device_events_after_the_whole_tail(
     sim, serve, tmp_path: Path
 ) -> None:
     """On a nightly run, command statuses are asked once command requests are read (they ask
     the statuses of the new requests), operation devices once operations are, and device events
-    once every lane has ended (they read which devices had activity in the other tables)."""
+    once the whole tail has ended (they read which devices had activity in the other tables)."""
     warehouse = tmp_path / "w.duckdb"
     assert load(sim, warehouse).exit_code == 0
     sim.advance(hours=24)
@@ -155,26 +156,26 @@ def test_a_lane_keeps_its_order_and_device_events_come_after_every_lane(
     ]:
         assert sent(before) and sent(after), (before, after)
         assert max(s.answered for s in sent(before)) < min(s.arrived for s in sent(after))
-    lanes = [s for s in recorder.sent if s.table != "device_events"]
-    assert max(s.answered for s in lanes) < min(s.arrived for s in feeds)
+    tail = [s for s in recorder.sent if s.table != "device_events"]
+    assert max(s.answered for s in tail) < min(s.arrived for s in feeds)
 
 
-def test_a_lane_closed_before_its_step_ran_closes_at_once() -> None:
+def test_a_tail_read_closed_before_its_step_ran_closes_at_once() -> None:
     """dlt closes every pipe when a resource fails, cancelling the steps its pool has not
-    started. A lane whose step was cancelled must close without waiting for it: it waited for
+    started. A read of the tail whose step was cancelled must close without waiting for it: it waited for
     ever, and a run whose one table failed hung instead of ending (exit 1 after 300 s in a
     test of `tests/pipeline/test_trust.py`, then by pytest's timeout)."""
 
     def pages() -> Iterator[int]:
         yield 1
 
-    lane = _in_pool(pages())
-    step = next(lane)  # handed to dlt's pool, which is closed before it runs it
+    read = _in_pool(pages())
+    step = next(read)  # handed to dlt's pool, which is closed before it runs it
     assert callable(step)
-    assert next(lane) is None  # asked again: busy
-    closed = threading.Thread(target=lane.close, daemon=True)
+    assert next(read) is None  # asked again: busy
+    closed = threading.Thread(target=read.close, daemon=True)
     closed.start()
     closed.join(timeout=10)
-    assert not closed.is_alive(), "closing the lane waits for a step that will never run"
-    step()  # a step that starts after its lane was closed does nothing
+    assert not closed.is_alive(), "closing the read waits for a step that will never run"
+    step()  # a step that starts after its read was closed does nothing
     assert not step.answer and step.failed is None

@@ -178,7 +178,6 @@ class FirstRefusals:
         spread = math.sqrt(pooled * (1 - pooled) * (1 / slow + 1 / fast))
         if share - slow_share > 2 * spread:
             return None
-        self.shown = True
         return min(slow_share, share)
 
     def note(self, now: float, throttled: bool) -> None:
@@ -518,6 +517,7 @@ class RatePacer:
             False (no cut).
         """
         self.weather, self._weather_answers = share, answers
+        self._first.shown = True  # the slow requests were the trial below the first refusals
         self._lately = max(self._lately, share)
         self._last_cut = self._grown_at = self._undone_at = now
         log.info(
