@@ -136,3 +136,49 @@ def test_the_next_part_starts_at_the_pace_of_the_one_before(
             _read(walk)
     nxt: Any = walk.take(lambda item: True)
     assert len(next(nxt)) > TIME_STEP_DEVICES, "the second part's first step is sized by the pace"
+
+
+def test_the_fan_outs_pace_counts_their_devices_before_a_step_s_slowest_one_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under weather a step ends with its slowest device, one refused and waiting its
+    `Retry-After` long after the rest was read: the walk hands out the next step once the
+    fan-outs have read devices of the first (their pace known), not only once every device
+    of the step is read. Two pages unread at most, as before."""
+    now = [0.0]
+    monkeypatch.setattr(walk_module.time, "monotonic", lambda: now[0])
+    walk = _walk(3000, part_seconds=60.0)
+    part: Any = walk.take(lambda item: True)
+    assert len(next(part)) == TIME_STEP_DEVICES
+    assert next(part) is None  # nothing read yet: the pace is unknown
+    now[0] = 1.0
+    for _ in range(TIME_STEP_DEVICES - 1):  # all but the slowest device
+        walk.device_read("device_apps")
+    assert next(part) is None, "one fan-out alone made the pace"
+    for _ in range(TIME_STEP_DEVICES - 1):
+        walk.device_read("device_events")
+    step = next(part)
+    assert step is not None, "the next step waited for the first one's slowest device"
+    assert len(step) == (TIME_STEP_DEVICES - 1) * 15  # 19/s for a quarter of the part
+    assert next(part) is None  # two steps unread: the next waits
+    _read(walk)
+    assert next(part) is not None
+
+
+def test_a_fan_out_that_skips_devices_is_counted_by_its_whole_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fan-out may read fewer devices than a step hands out (a device without an app list):
+    once it has read the page, the whole step counts as read by it."""
+    now = [0.0]
+    monkeypatch.setattr(walk_module.time, "monotonic", lambda: now[0])
+    walk = _walk(3000, part_seconds=60.0)
+    part: Any = walk.take(lambda item: True)
+    next(part)
+    now[0] = 2.0
+    walk.device_read("device_apps")  # one device of twenty had an app list
+    walk.read_by("device_apps")
+    for _ in range(TIME_STEP_DEVICES):
+        walk.device_read("device_events")
+    walk.read_by("device_events")
+    assert len(next(part)) == TIME_STEP_DEVICES // 2 * 15  # 20 devices in 2 s, not 1
