@@ -15,6 +15,7 @@ from dlt.common.configuration.container import Container
 from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from esper_warehouse.sources.esper.http import EsperConfigError, EsperError
 from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, check_settings
+from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import table_name as data_tap_table
 
 from ..warehouse import working_dir
@@ -25,6 +26,10 @@ from .types import RunSettings
 # (Telemetry is off from the package's import on: pipelines/__init__.py.)
 DLT_DEFAULTS = {
     "EXTRACT__NEXT_ITEM_MODE": "fifo",  # device events read what the other resources saw
+    # A pool thread per table: the tail's reads (sources/esper/run/tail.py) each hold one for as
+    # long as their requests wait, so with dlt's 5 the sixth list waited for one of the first
+    # five to end (a refused one: its `Retry-After`). The client's limiter bounds the requests.
+    "EXTRACT__WORKERS": str(len(TABLES)),
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_ID": "true",  # scd2 on Arrow needs _dlt_id
     "NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID": "true",  # freshness per table
     # Files of at most 100,000 rows: normalize reads a whole file at once, and 2.6 million device

@@ -55,6 +55,7 @@ class Recorder:
         self.routes = [(name, _route(base, TABLES[name].path)) for name in WATCHED]
         self.sent: list[Sent] = []
         self.overlaps: set[tuple[str, str]] = set()  # (arriving, already in flight)
+        self.most_at_once: set[str] = set()  # the most lists in flight at one time
         self._numbers = itertools.count()
         self._lock = threading.Lock()
         self._upstream = httpx.Client(
@@ -69,6 +70,9 @@ class Recorder:
         if table is not None:
             with self._lock:
                 self.overlaps.update((table, s.table) for s in self.sent if s.answered < 0)
+                at_once = {table, *(s.table for s in self.sent if s.answered < 0)}
+                if len(at_once & set(LANE_HEADS)) > len(self.most_at_once & set(LANE_HEADS)):
+                    self.most_at_once = at_once
                 sent = Sent(table, next(self._numbers))
                 self.sent.append(sent)
         # `Host` as the client sent it, so the simulator's next links point back at the proxy
@@ -111,6 +115,9 @@ def test_unrelated_lists_are_read_at_the_same_time(sim, serve, tmp_path: Path) -
     assert set(LANE_HEADS) <= read, read
     unrelated = {(a, b) for a, b in recorder.overlaps if a != b and {a, b} <= set(LANE_HEADS)}
     assert unrelated, f"no two unrelated lists were in flight together: {sorted(recorder.overlaps)}"
+    # more than dlt's 5 extract threads: each read holds one while its request waits
+    together = recorder.most_at_once & set(LANE_HEADS)
+    assert together == set(LANE_HEADS), f"at most these at once: {sorted(together)}"
 
 
 def test_two_reads_of_one_list_run_beside_each_other_after_it(sim, serve, tmp_path: Path) -> None:
