@@ -9,7 +9,8 @@ whose route refuses it is skipped and counted, and asked again by the next run
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -219,58 +220,126 @@ class ParentLists:
     refused: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class PerParent:
+    """A list read once per parent: `table`'s rows, with the parent asked in `column`. `route`:
+    the lists' route when it is not `table.path` (a list read per item of a per-parent list)."""
+
+    table: Table
+    parent: Table
+    column: str
+    route: str | None = None
+
+
+# A parent's rows -> the lists they name, read next: list id -> its route.
+Named = Callable[[list[dict]], dict[str, str]]
+
+
 def read_each_parent(
-    table: Table,
-    parent: Table,
+    first: PerParent,
     paths: dict[str, str],
-    column: str,
+    then: Sequence[tuple[PerParent, Named]],
     client: EsperClient,
     ledger: RunLedger,
     opts: Options,
-    route: str | None = None,
-) -> ParentLists:
-    """Each parent's whole list, concurrently: `table`'s rows of it, with the parent asked in
-    `column` (an item naming another parent refuses its part: `of_parent`). `route`:
-    the lists' route when it is not `table.path` (a list read per item of a per-parent list).
+) -> list[ParentLists]:
+    """Each parent's whole list (`paths`: parent -> route), concurrently: `first.table`'s rows
+    of it, with the parent asked in `first.column` (an item naming another parent refuses its
+    part: `of_parent`); and for each level of `then`, the lists a parent's rows name (`Named`),
+    read as soon as that parent's list is: a chain of per-parent lists waits for its slowest
+    path, where wave after wave it waited for each wave's slowest request (under weather, a
+    refused one's `Retry-After`). A list two parents name is read once. One `ParentLists` per
+    level, `first`'s first.
 
     The parents are records this run read: from a tenant-level list, which noted them
     (`note_listed`), or from a per-parent list (a 404 under them is then always a refused part:
     `still_listed`). An error is `refused_part`'s: a 400/403/404 of a part is counted against
-    `table`, naming its route and status, and read again next run (the parents' tables are
-    replaced, the runs' watermark held); a 401, a 5xx after retries or an unreadable answer ends
-    the run.
+    its level's table, naming its route and status, and read again next run (the parents'
+    tables are replaced, the runs' watermark held); a 401, a 5xx after retries or an unreadable
+    answer ends the run.
     """
-    limit = table.limit(opts.page_size)
+    claimed: list[set[str]] = [set() for _ in then]
+    lock = threading.Lock()
 
-    def fetch(part: str) -> Any:
-        try:
-            # items known by `id`
-            return read_all(client, paths[part], limit=limit, paginator=table.paginator).items
-        except EsperError as error:
-            refused = refused_part(ledger, client, table.name, parent, part, error, retry=None)
-            return REFUSED if refused else None  # None: the parent is gone
+    def named_by(rows: list[dict]) -> list[tuple[int, str, str]]:
+        wanted = []
+        for n, (_level, named) in enumerate(then):
+            lists = named(rows)
+            with lock:  # (parents' lists arrive on several threads)
+                fresh = [(n, i, path) for i, path in lists.items() if i not in claimed[n]]
+                claimed[n].update(i for _, i, _ in fresh)
+            wanted.extend(fresh)
+        return wanted
 
-    read = ParentLists()
-    others: list[OtherParent] = []
-    for part, items in fan_out(client, list(paths), fetch):
+    def fetch(part: str) -> tuple[Any, list]:
+        items = _parent_list(first, paths[part], part, client, ledger, opts)
+        rows = items if items is REFUSED or items is None else of_parent(items, first.column, part)
+        if not isinstance(rows, list) or not then:
+            return items, []
+        wanted = named_by(rows)
+        return items, list(
+            fan_out(
+                client,
+                wanted,
+                lambda w: _parent_list(then[w[0]][0], w[2], w[1], client, ledger, opts),
+            )
+        )
+
+    reads = [_PartsRead(first), *(_PartsRead(level) for level, _ in then)]
+    for part, (items, later) in fan_out(client, list(paths), fetch):
+        reads[0].add(part, items)
+        for (n, list_id, _path), got in later:
+            reads[n + 1].add(list_id, got)
+    return [read.done(ledger) for read in reads]
+
+
+def _parent_list(
+    level: PerParent, path: str, part: str, client: EsperClient, ledger: RunLedger, opts: Options
+) -> Any:
+    """One parent's whole list (items known by `id`); REFUSED (counted), or None (the parent is
+    gone): `refused_part`."""
+    table = level.table
+    try:
+        return read_all(
+            client, path, limit=table.limit(opts.page_size), paginator=table.paginator
+        ).items
+    except EsperError as error:
+        refused = refused_part(ledger, client, table.name, level.parent, part, error, retry=None)
+        return REFUSED if refused else None
+
+
+class _PartsRead:
+    """One level's parts as they arrive: rows with the parent asked, refused parts, and parts
+    whose items named another parent (refused too, named once the level is read)."""
+
+    def __init__(self, level: PerParent) -> None:
+        self.level, self.read = level, ParentLists()
+        self.others: list[OtherParent] = []
+
+    def add(self, part: str, items: Any) -> None:
         if items is REFUSED:
-            read.refused.add(part)
+            self.read.refused.add(part)
         elif items is not None:
-            rows = of_parent(items, column, part)
+            rows = of_parent(items, self.level.column, part)
             if isinstance(rows, OtherParent):
-                others.append(rows)
-                read.refused.add(part)
+                self.others.append(rows)
+                self.read.refused.add(part)
             else:
-                read.rows.extend(rows)
-    refuse_other_parents(ledger, table, parent, column, others, route)
-    return read
+                self.read.rows.extend(rows)
+
+    def done(self, ledger: RunLedger) -> ParentLists:
+        level = self.level
+        refuse_other_parents(
+            ledger, level.table, level.parent, level.column, self.others, level.route
+        )
+        return self.read
 
 
 def side_by_side(client: EsperClient, *reads: Callable[[], T]) -> list[T]:
     """`reads` at the same time, on the client's worker threads; their results in their order.
 
-    For reads of one list that do not read each other (a stage run's operations and its target
-    runs): one after the other, each of their waves waits for its slowest request (a refused
+    For reads of one list that do not read each other (a stage's operation lists and its target
+    lists): one after the other, each of their waves waits for its slowest request (a refused
     one for its `Retry-After`), and the second for the first. The first error is raised.
     """
     done = dict(fan_out(client, range(len(reads)), lambda n: reads[n]()))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,25 @@ class Sent:
     table: str
     arrived: int
     answered: int = -1
+    path: str = ""
+    ids: tuple[str, ...] = ()  # the ids of the items answered
 
 
 class Recorder:
-    """A proxy's record of the watched tables' requests, numbered in one sequence."""
+    """A proxy's record of the watched tables' requests, numbered in one sequence. `routes`:
+    more to watch (name -> route template); `hold`: seconds to hold a request before it is
+    forwarded (by its name and path)."""
 
-    def __init__(self, sim: Any) -> None:
+    def __init__(
+        self,
+        sim: Any,
+        routes: dict[str, str] | None = None,
+        hold: Callable[[str, str], float] = lambda name, path: 0.0,
+    ) -> None:
         base = urlsplit(sim.base_url).path
-        self.routes = [(name, _route(base, TABLES[name].path)) for name in WATCHED]
+        watched = {name: TABLES[name].path for name in WATCHED} | (routes or {})
+        self.routes = [(name, _route(base, template)) for name, template in watched.items()]
+        self.hold = hold
         self.sent: list[Sent] = []
         self.overlaps: set[tuple[str, str]] = set()  # (arriving, already in flight)
         self.most_at_once: set[str] = set()  # the most lists in flight at one time
@@ -73,14 +85,18 @@ class Recorder:
                 at_once = {table, *(s.table for s in self.sent if s.answered < 0)}
                 if len(at_once & set(LANE_HEADS)) > len(self.most_at_once & set(LANE_HEADS)):
                     self.most_at_once = at_once
-                sent = Sent(table, next(self._numbers))
+                sent = Sent(table, next(self._numbers), path=seen.path.split("?")[0])
                 self.sent.append(sent)
+            time.sleep(self.hold(table, sent.path))
         # `Host` as the client sent it, so the simulator's next links point back at the proxy
         headers = {k: seen.headers[k] for k in ("authorization", "host")}
         answer = self._upstream.request(seen.method, seen.path, headers=headers)
         if sent is not None:
+            content = answer.json().get("content") if answer.status_code == 200 else None
+            results = content.get("results") if isinstance(content, dict) else None
             with self._lock:
                 sent.answered = next(self._numbers)
+                sent.ids = tuple(str(i.get("id")) for i in results or [] if isinstance(i, dict))
         kept = {k: answer.headers[k] for k in ("date", "retry-after") if k in answer.headers}
         return Reply(answer.status_code, answer.json(), kept)
 
@@ -93,8 +109,8 @@ def _route(base: str, template: str) -> re.Pattern[str]:
     return re.compile(re.escape(base) + "[^/?]+".join(re.escape(p) for p in parts))
 
 
-def _through_proxy(sim: Any, serve: Any, warehouse: Path) -> Recorder:
-    recorder = Recorder(sim)
+def _through_proxy(sim: Any, serve: Any, warehouse: Path, **watch: Any) -> Recorder:
+    recorder = Recorder(sim, **watch)
     proxy = serve(recorder.forward)
     try:
         base = proxy.url + urlsplit(sim.base_url).path
@@ -123,9 +139,10 @@ def test_unrelated_lists_are_read_at_the_same_time(sim, serve, tmp_path: Path) -
 def test_two_reads_of_one_list_run_beside_each_other_after_it(sim, serve, tmp_path: Path) -> None:
     """A user's profile and groups are both read from the users, a stage run's operations and
     target runs from the stage runs, neither from the other: each pair is in flight together,
-    and neither is asked before every item of their list is read (one after the other, each
+    and neither is asked before the list naming its parent is read (one after the other, each
     wave of a chain such as run -> stage run -> operations -> target runs waited its own
-    `Retry-After` under weather)."""
+    `Retry-After` under weather). Users are a resource of their own: their reads wait for all
+    of it."""
     sim.set_faults([LATENCY])
     recorder = _through_proxy(sim, serve, tmp_path / "w.duckdb")
 
@@ -136,8 +153,56 @@ def test_two_reads_of_one_list_run_beside_each_other_after_it(sim, serve, tmp_pa
         assert sent(parent) and sent(one) and sent(other), (parent, one, other)
         together = {(one, other), (other, one)} & recorder.overlaps
         assert together, f"{one} and {other} were never in flight together"
-        first = min(s.arrived for s in sent(one) + sent(other))
-        assert max(s.answered for s in sent(parent)) < first, f"asked before all {parent}"
+    users = SIBLINGS["users"]
+    first = min(s.arrived for s in sent(users[0]) + sent(users[1]))
+    assert max(s.answered for s in sent("users")) < first, "asked before all users"
+    _each_after_its_parent(recorder, "pipeline_stage_runs", SIBLINGS["pipeline_stage_runs"])
+
+
+def _each_after_its_parent(recorder: Recorder, parent: str, children: tuple[str, ...]) -> None:
+    """Each request of `children` names (in its path) an id that a request of `parent` answered
+    before it arrived."""
+    named_by = {i: s.answered for s in recorder.sent if s.table == parent for i in s.ids}
+    for child in (s for s in recorder.sent if s.table in children):
+        parent_id = next((i for i in named_by if f"/{i}/" in child.path), None)
+        assert parent_id is not None, f"{child.path}: no {parent} answered its id"
+        assert named_by[parent_id] < child.arrived, f"{child.path} asked before its {parent}"
+
+
+# Lists read per item of a per-parent list, within one read of the Pipelines tables.
+CHAINS = {
+    "pipeline_stage_runs": ("pipeline_stage_run_operations", "pipeline_target_runs"),
+    "stage_operation_lists": ("operation_list_operations",),
+}
+CHAIN_ROUTES = {
+    "stage_operation_lists": "/pipelines/v0/stages/{id}/operationlists/",
+    "operation_list_operations": "/pipelines/v0/operationlists/{id}/operations/",
+}
+
+
+def test_a_list_s_items_are_read_as_soon_as_their_own_parent_is(sim, serve, tmp_path: Path) -> None:
+    """The first list of each chain (a run's stage runs, a stage's operation lists) is held
+    0.8 s: the lists the others name are read meanwhile, not after every parent's list (wave by
+    wave, each chain waited for its slowest request, under weather one refused and waiting its
+    `Retry-After`); and still each after the list naming its parent."""
+    held: set[str] = set()
+
+    def hold(name: str, path: str) -> float:
+        if name in CHAINS and name not in held:
+            held.add(name)
+            return 0.8
+        return 0.0
+
+    recorder = _through_proxy(sim, serve, tmp_path / "w.duckdb", routes=CHAIN_ROUTES, hold=hold)
+
+    for parent, children in CHAINS.items():
+        lists = [s for s in recorder.sent if s.table == parent]
+        asked = [s for s in recorder.sent if s.table in children]
+        assert len(lists) > 1 and asked, (parent, len(lists), len(asked))
+        slowest = lists[0]  # the one held
+        early = [s for s in asked if s.arrived < slowest.answered]
+        assert early, f"every {children} waited for the {parent} list held"
+        _each_after_its_parent(recorder, parent, children)
 
 
 def test_reads_come_after_their_lists_and_device_events_after_the_whole_tail(

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 import dlt
 import pyarrow as pa
 
 from ..common import (
+    Named,
     Options,
     OtherParent,
+    PerParent,
     items_by_id,
     keep_if_refused,
     keep_what_was_loaded,
@@ -299,21 +300,26 @@ class _Children:
 
     Each child carries the parent its request named (`pipeline_run_id`, `stage_run_id`), never
     one the item repeats instead. `refused`: whether any part was refused (each counted against
-    its own table by `_read_each`): the runs' watermark then stays, so they are read again.
+    its own table by `read_each_parent`): the runs' watermark then stays, so they are read again.
     """
 
     def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
         run_ids, self.newest = _runs_to_read(ledger, client, opts)
-        stage_runs = read_each_parent(
-            PIPELINE_STAGE_RUNS, PIPELINE_RUNS, parent_paths(PIPELINE_STAGE_RUNS, run_ids, client),
-            "pipeline_run_id", client, ledger, opts,
+
+        def of_stage_runs(table: Table) -> tuple[PerParent, Named]:  # each stage run's list
+            def named(rows: list[dict]) -> dict[str, str]:
+                return parent_paths(
+                    table, [s["id"] for s in PIPELINE_STAGE_RUNS.require(rows)], client
+                )
+
+            return PerParent(table, PIPELINE_STAGE_RUNS, "stage_run_id"), named
+
+        stage_runs, operations, target_runs = read_each_parent(
+            PerParent(PIPELINE_STAGE_RUNS, PIPELINE_RUNS, "pipeline_run_id"),
+            parent_paths(PIPELINE_STAGE_RUNS, run_ids, client),
+            [of_stage_runs(PIPELINE_STAGE_RUN_OPERATIONS), of_stage_runs(PIPELINE_TARGET_RUNS)],
+            client, ledger, opts,
         )  # fmt: skip
-        ids = [s["id"] for s in PIPELINE_STAGE_RUNS.require(stage_runs.rows)]
-        operations, target_runs = side_by_side(client, *(
-            partial(read_each_parent, table, PIPELINE_STAGE_RUNS, parent_paths(table, ids, client),
-                    "stage_run_id", client, ledger, opts)
-            for table in (PIPELINE_STAGE_RUN_OPERATIONS, PIPELINE_TARGET_RUNS)
-        ))  # fmt: skip
         self.stage_runs, self.operations = stage_runs.rows, operations.rows
         self.target_runs = target_runs.rows
         self.refused = bool(stage_runs.refused or operations.refused or target_runs.refused)
@@ -384,56 +390,62 @@ class _StagePlans:
         side_by_side(client, self._read_operations, self._read_targets)
 
     def _read_operations(self) -> None:
-        """The stages' operation lists, then those lists' operations."""
+        """The stages' operation lists, and each list's operations as soon as its stage's lists
+        are read."""
         client, ledger, opts = self._asked
-        stage_ids, pipeline_of = self._stage_ids, self._pipeline_of
-        op_lists = read_each_parent(
-            PIPELINE_STAGE_OPERATIONS, PIPELINE_STAGES,
-            parent_paths(PIPELINE_STAGE_OPERATIONS, stage_ids, client), "stage_id", client, ledger, opts,
-        )  # fmt: skip
         column = "pipeline_stage_operations.operation_list_id"
-        lists = items_by_id(op_lists.rows, column, PIPELINE_STAGE_OPERATIONS.path)
-        operations = read_each_parent(
-            PIPELINE_STAGE_OPERATIONS, _OPERATION_LISTS,
-            {ol: OPERATIONS_PATH.format(id=ol) for ol in lists}, "operation_list_id", client,
-            ledger, opts, OPERATIONS_PATH,
+
+        def named(rows: list[dict]) -> dict[str, str]:
+            lists = items_by_id(rows, column, PIPELINE_STAGE_OPERATIONS.path)
+            return {ol: OPERATIONS_PATH.format(id=ol) for ol in lists}
+
+        op_lists, operations = read_each_parent(
+            PerParent(PIPELINE_STAGE_OPERATIONS, PIPELINE_STAGES, "stage_id"),
+            parent_paths(PIPELINE_STAGE_OPERATIONS, self._stage_ids, client),
+            [(PerParent(PIPELINE_STAGE_OPERATIONS, _OPERATION_LISTS, "operation_list_id",
+                        OPERATIONS_PATH), named)],
+            client, ledger, opts,
         )  # fmt: skip
+        lists = items_by_id(op_lists.rows, column, PIPELINE_STAGE_OPERATIONS.path)
         self.operations = []
         others: list[OtherParent] = []
         for op in operations.rows:
             for ol in lists[op["operation_list_id"]]:  # each stage holding the list
                 row = {**op, "stage_id": ol["stage_id"], "operation_list_name": ol.get("name")}
-                self._add(row, pipeline_of[ol["stage_id"]], self.operations, others)
+                self._add(row, self._pipeline_of[ol["stage_id"]], self.operations, others)
         refuse_other_parents(ledger, PIPELINE_STAGE_OPERATIONS, PIPELINES, "pipeline_id", others)
         self.operations_refused = bool(op_lists.refused or operations.refused or others)
 
     def _read_targets(self) -> None:
-        """The stages' target lists, then those lists' devices or groups."""
+        """The stages' target lists, and each list's devices or groups as soon as its stage's
+        lists are read."""
         client, ledger, opts = self._asked
-        stage_ids, pipeline_of = self._stage_ids, self._pipeline_of
-        target_lists = read_each_parent(
-            PIPELINE_STAGE_TARGETS, PIPELINE_STAGES,
-            parent_paths(PIPELINE_STAGE_TARGETS, stage_ids, client), "stage_id", client, ledger, opts,
-        )  # fmt: skip
         column = "pipeline_stage_targets.target_list_id"
-        lists = items_by_id(target_lists.rows, column, PIPELINE_STAGE_TARGETS.path)
-        paths = {}
-        for list_id, held in lists.items():
-            members = MEMBERS.get(str(held[0].get("target_list_type") or "").upper())
-            pipeline = pipeline_of[held[0]["stage_id"]]
-            if members is not None:  # (a list shared by two stages is read once)
-                paths[list_id] = MEMBERS_PATH.format(pipeline_id=pipeline, id=list_id) + members
-        read = read_each_parent(
-            PIPELINE_STAGE_TARGETS, _TARGET_LISTS, paths, "target_list_id", client, ledger, opts,
-            MEMBERS_PATH + "…",
+
+        def named(rows: list[dict]) -> dict[str, str]:
+            paths = {}
+            for list_id, held in items_by_id(rows, column, PIPELINE_STAGE_TARGETS.path).items():
+                members = MEMBERS.get(str(held[0].get("target_list_type") or "").upper())
+                pipeline = self._pipeline_of[held[0]["stage_id"]]
+                if members is not None:  # (a list shared by two stages is read once)
+                    paths[list_id] = MEMBERS_PATH.format(pipeline_id=pipeline, id=list_id) + members
+            return paths
+
+        target_lists, read = read_each_parent(
+            PerParent(PIPELINE_STAGE_TARGETS, PIPELINE_STAGES, "stage_id"),
+            parent_paths(PIPELINE_STAGE_TARGETS, self._stage_ids, client),
+            [(PerParent(PIPELINE_STAGE_TARGETS, _TARGET_LISTS, "target_list_id",
+                        MEMBERS_PATH + "…"), named)],
+            client, ledger, opts,
         )  # fmt: skip
+        lists = items_by_id(target_lists.rows, column, PIPELINE_STAGE_TARGETS.path)
         self.targets = []
         others = []
         for member in read.rows:
             for tl in lists[member["target_list_id"]]:  # each stage holding the list
                 row = {**member, "stage_id": tl["stage_id"], "target_list_name": tl.get("name"),
                        "target_list_type": tl.get("target_list_type")}  # fmt: skip
-                self._add(row, pipeline_of[tl["stage_id"]], self.targets, others)
+                self._add(row, self._pipeline_of[tl["stage_id"]], self.targets, others)
         refuse_other_parents(ledger, PIPELINE_STAGE_TARGETS, PIPELINES, "pipeline_id", others)
         self.targets_refused = bool(target_lists.refused or read.refused or others)
 
