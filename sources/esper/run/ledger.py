@@ -40,8 +40,6 @@ class Walk(Protocol):
 
     def read_by(self, reader: str) -> None: ...
 
-    def device_read(self, reader: str) -> None: ...
-
 
 class Scope(Protocol):
     """A full scan's per-device decision, as its readers see it: the scan's `FanOutScope`
@@ -96,12 +94,6 @@ class RunPlan:
         """A full scan's fan-out `reader` has read one page of the walk (`DeviceWalk.read_by`)."""
         if self.walk is not None:
             self.walk.read_by(reader)
-
-    def device_read(self, reader: str) -> None:
-        """A full scan's fan-out `reader` has read one device of a page of the walk (its pace:
-        `DeviceWalk.device_read`)."""
-        if self.walk is not None:
-            self.walk.device_read(reader)
 
 
 @dataclass

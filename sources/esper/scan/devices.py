@@ -291,7 +291,6 @@ def device_apps(
 
     rows: list[dict] = []
     for (device_id, route), read in fan_out(client, targets, fetch, bulk=True):
-        ledger.plan.device_read(DEVICE_APPS.name)  # the fan-outs' pace (`walk.py`)
         if read is REFUSED:
             continue
         if read is None or not read.items:  # device gone, or its list is empty

@@ -47,9 +47,10 @@ from ..tables.devices import DEVICES
 # they can read before the part is due, and at least TIME_STEP_DEVICES devices needing a fan-out
 # (about 40 requests: 3 s at 12 requests/s). At most STEPS_IN_FLIGHT steps are unread by the
 # fan-outs (one while their pace is unknown); the part ends once it is due, or once the steps
-# unread would take the fan-outs until then at their pace. Their pace counts the devices each
-# fan-out has read, not only its whole steps: a step ends with its slowest device, which under
-# weather is one refused and waiting its `Retry-After` long after the rest was read. A fast API gets few big steps: every
+# unread would take the fan-outs until then at their pace. Their pace counts whole steps only:
+# counted by the device, the second step went out beside the first one's slowest devices and,
+# behind a bucket the client had not learnt yet, deepened its first overshoot (decisions.md,
+# "The fan-outs' pace by the device, tried twice"). A fast API gets few big steps: every
 # step costs dlt a page per table (measured: 2,000 devices in steps of 100 took 15 % longer
 # in-process than in pages of 1,000).
 TIME_STEP_DEVICES = 20
@@ -91,7 +92,6 @@ class DeviceWalk:
     readers: tuple[str, ...] = ()
     _steps: list[int] = field(default_factory=list, repr=False)  # this part's pages: devices
     _read: dict[str, int] = field(default_factory=dict, repr=False)  # reader -> pages it read
-    _devices: dict[str, int] = field(default_factory=dict, repr=False)  # reader -> devices read
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _pace: float | None = field(default=None, repr=False)  # devices read a second, last part
 
@@ -122,7 +122,7 @@ class DeviceWalk:
         fan-outs busy until then (`_due`), so that it is committed about when it is due.
         """
         self.parts += 1
-        self._steps, self._read, self._devices = [], {}, {}
+        self._steps, self._read = [], {}
         began = time.monotonic()
         try:
             yield from self._take(needs, began)
@@ -165,11 +165,6 @@ class DeviceWalk:
         with self._lock:
             self._read[reader] = self._read.get(reader, 0) + 1
 
-    def device_read(self, reader: str) -> None:
-        """A fan-out (`readers`) has read one device of a handed-out page (any thread)."""
-        with self._lock:
-            self._devices[reader] = self._devices.get(reader, 0) + 1
-
     def _in_flight(self) -> int:
         """Pages of this part handed out and not yet read by every one of its `readers`."""
         with self._lock:
@@ -179,28 +174,15 @@ class DeviceWalk:
         """Pages of this part every one of its `readers` has read (under the lock)."""
         return min((self._read.get(r, 0) for r in self.readers), default=len(self._steps))
 
-    def _read_devices(self) -> int:
-        """Devices of this part every one of its `readers` has read (under the lock): as each
-        counted them, or by its whole pages (a reader may skip a device, e.g. one without an
-        app list), whichever is more."""
-        handed = sum(self._steps)
-        return min(
-            (
-                max(self._devices.get(r, 0), sum(self._steps[: self._read.get(r, 0)]))
-                for r in self.readers
-            ),
-            default=handed,
-        )
-
     def _progress(self, began: float) -> tuple[float | None, int]:
         """The fan-outs' pace (devices a second) since the part `began` (before they have read a
-        device of it: the part before's; None in the run's first), and the devices handed out in
+        step of it: the part before's; None in the run's first), and the devices handed out in
         this part that they have not read yet."""
         with self._lock:
-            handed = sum(self._steps)
-            read = min(self._read_devices(), handed)
+            done = self._read_steps()
+            read, unread = sum(self._steps[:done]), sum(self._steps[done:])
         elapsed = time.monotonic() - began
-        return (read / elapsed if read and elapsed > 0 else self._pace), handed - read
+        return (read / elapsed if read and elapsed > 0 else self._pace), unread
 
     def _steps_ahead(self, began: float) -> int:
         """Steps that may be unread at once: one until the fan-outs' pace is known (a step of an
@@ -232,7 +214,7 @@ class DeviceWalk:
         (each part otherwise began with a small step and waited for it: a 150,000-device first
         load in 150 parts paid that wait 150 times)."""
         with self._lock:
-            read = min(self._read_devices(), sum(self._steps))
+            read = sum(self._steps[: self._read_steps()])
         elapsed = time.monotonic() - began
         if read and elapsed > 0:
             self._pace = read / elapsed

@@ -74,7 +74,6 @@ def _event_feeds(
     device_ids: list[str],
     *,
     bulk: bool = False,
-    walked: bool = False,
 ) -> Iterator[pa.Table]:
     """The event feeds of `device_ids`, fetched concurrently, newest first.
 
@@ -82,8 +81,7 @@ def _event_feeds(
     in the warehouse (`FeedScan` below: the feed's count and the event ids, never a clock),
     so events uploaded days after their `created_on` are found too; a weekly full scan reads
     the feeds of its rotating slice whole (`scope.FanOutScope`).
-    Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`;
-    `walked`: the devices of a page of a full scan's walk, whose pace it is told).
+    Both forms of `device_events` below read feeds through this function (`bulk`: see `fan_out`).
     """
     scope = ledger.plan.fan_out_scope  # full scans: first load (every feed whole) or weekly
     marks = None if scope is not None and scope.everything else _marks(ledger)
@@ -114,8 +112,6 @@ def _event_feeds(
 
     rows: list[dict] = []
     for _device, result in fan_out(client, device_ids, fetch, bulk=bulk):
-        if walked:
-            ledger.plan.device_read(DEVICE_EVENTS.name)  # the fan-outs' pace (`scan/walk.py`)
         if result is None:
             continue
         items, count, complete = result
@@ -191,9 +187,10 @@ def device_events_of_page(
     A full scan in parts (`scan/walk.py`) reads here the feeds of the devices in its scope.
     """
     wanted = [d for d in page.column("id").to_pylist() if ledger.devices.is_changed(d)]
-    yield from _event_feeds(client, ledger, opts, wanted, bulk=True, walked=True)
-    # a part limited by time hands out more (`scan/walk.py`)
-    ledger.plan.page_read(DEVICE_EVENTS.name)
+    yield from _event_feeds(client, ledger, opts, wanted, bulk=True)
+    ledger.plan.page_read(
+        DEVICE_EVENTS.name
+    )  # a part limited by time hands out more (`scan/walk.py`)
 
 
 # ------------------------------------------------------------------------------ watermarks
