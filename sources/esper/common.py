@@ -243,8 +243,8 @@ def read_each_parent(
     ledger: RunLedger,
     opts: Options,
 ) -> list[ParentLists]:
-    """Each parent's whole list (`paths`: parent -> route), concurrently: `first.table`'s rows
-    of it, with the parent asked in `first.column` (an item naming another parent refuses its
+    """Each parent's whole list (`paths`: parent -> route), concurrently: the rows of `first`'s
+    table, with the parent asked in its column (an item naming another parent refuses its
     part: `of_parent`); and for each level of `then`, the lists a parent's rows name (`Named`),
     read as soon as that parent's list is: a chain of per-parent lists waits for its slowest
     path, where wave after wave it waited for each wave's slowest request (under weather, a
