@@ -122,16 +122,21 @@ def _through_proxy(sim: Any, serve: Any, warehouse: Path, **watch: Any) -> Recor
 
 
 def test_unrelated_lists_are_read_at_the_same_time(sim, serve, tmp_path: Path) -> None:
-    """A first load reads at least two unrelated tenant-level lists with requests in flight
-    together (one after another, each would wait for the one before to be answered)."""
+    """A first load reads unrelated tenant-level lists with requests in flight together (one
+    after another, each would wait for the one before to be answered): with each of their
+    requests held 0.6 s, all of them are in flight at one time, more than dlt's default of 5
+    extract threads (a read holds one while its request waits)."""
     sim.set_faults([LATENCY])
-    recorder = _through_proxy(sim, serve, tmp_path / "w.duckdb")
+
+    def hold(name: str, path: str) -> float:
+        return 0.6 if name in LANE_HEADS else 0.0
+
+    recorder = _through_proxy(sim, serve, tmp_path / "w.duckdb", hold=hold)
 
     read = {s.table for s in recorder.sent}
     assert set(LANE_HEADS) <= read, read
     unrelated = {(a, b) for a, b in recorder.overlaps if a != b and {a, b} <= set(LANE_HEADS)}
     assert unrelated, f"no two unrelated lists were in flight together: {sorted(recorder.overlaps)}"
-    # more than dlt's 5 extract threads: each read holds one while its request waits
     together = recorder.most_at_once & set(LANE_HEADS)
     assert together == set(LANE_HEADS), f"at most these at once: {sorted(together)}"
 

@@ -110,6 +110,12 @@ class Seen:
     client_port: int
 
 
+class _Listening(ThreadingHTTPServer):
+    # socketserver's backlog is 5: on a busy machine its accept loop lags, a sixth connection
+    # opened at once is dropped and the client sends it again a second later
+    request_queue_size = 128
+
+
 class LoopbackServer:
     """A threaded HTTP/1.1 server on 127.0.0.1 that answers from a function of the request."""
 
@@ -164,7 +170,7 @@ class LoopbackServer:
                 except OSError:  # the client gave up (timeout test)
                     self.close_connection = True
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Listening(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(
