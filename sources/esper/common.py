@@ -271,19 +271,16 @@ def read_each_parent(
             wanted.extend(fresh)
         return wanted
 
+    def checked(level: PerParent, part: str, path: str) -> Any:
+        items = _parent_list(level, path, part, client, ledger, opts)
+        return items if items is REFUSED or items is None else of_parent(items, level.column, part)
+
     def fetch(part: str) -> tuple[Any, list]:
-        items = _parent_list(first, paths[part], part, client, ledger, opts)
-        rows = items if items is REFUSED or items is None else of_parent(items, first.column, part)
+        rows = checked(first, part, paths[part])
         if not isinstance(rows, list) or not then:
-            return items, []
+            return rows, []
         wanted = named_by(rows)
-        return items, list(
-            fan_out(
-                client,
-                wanted,
-                lambda w: _parent_list(then[w[0]][0], w[2], w[1], client, ledger, opts),
-            )
-        )
+        return rows, list(fan_out(client, wanted, lambda w: checked(then[w[0]][0], w[1], w[2])))
 
     reads = [_PartsRead(first), *(_PartsRead(level) for level, _ in then)]
     for part, (items, later) in fan_out(client, list(paths), fetch):
@@ -316,16 +313,15 @@ class _PartsRead:
         self.level, self.read = level, ParentLists()
         self.others: list[OtherParent] = []
 
-    def add(self, part: str, items: Any) -> None:
-        if items is REFUSED:
+    def add(self, part: str, rows: Any) -> None:
+        """A part's rows as `of_parent` checked them, REFUSED, or None (the parent is gone)."""
+        if rows is REFUSED:
             self.read.refused.add(part)
-        elif items is not None:
-            rows = of_parent(items, self.level.column, part)
-            if isinstance(rows, OtherParent):
-                self.others.append(rows)
-                self.read.refused.add(part)
-            else:
-                self.read.rows.extend(rows)
+        elif isinstance(rows, OtherParent):
+            self.others.append(rows)
+            self.read.refused.add(part)
+        elif rows is not None:
+            self.read.rows.extend(rows)
 
     def done(self, ledger: RunLedger) -> ParentLists:
         level = self.level
