@@ -4,10 +4,12 @@ The runner is deliberately small and boring:
 
 1. Creates the schemas `seeds`, `staging`, `intermediate`, `marts`.
 2. Raw placeholders: for every raw table the source declares (`raw_contract.py`) that does not
-   exist yet in the raw dataset (`esper` by default), creates it empty with its declared columns;
-   an existing raw table only gains the declared columns it lacks
-   (a warehouse of an earlier release). So every model builds on an empty warehouse, before the
-   first load; dlt later adds its own columns to a placeholder.
+   exist yet in the raw dataset (`esper` by default), creates an empty stand-in with its declared
+   columns in the schema `raw_placeholders`, and points the staging views at it; an existing raw
+   table only gains the declared columns it lacks (a warehouse of an earlier release). So every
+   model builds on an empty warehouse, before the first load, and the raw dataset holds only what
+   dlt created: the next build after a table's first load reads the table itself. An earlier
+   release's empty stand-ins inside the raw dataset are dropped (`raw_contract.earlier_placeholders`).
 3. Loads every `sql/vocabulary/*.csv` (state vocabularies, also read by the loader) and every
    `sql/seeds/*.csv` (the admin's targets) as a table `seeds.<file stem>` (all columns VARCHAR;
    the `stg_seeds__*` views type the targets). Lines starting with `#` are comments.
@@ -49,19 +51,27 @@ from .warehouse import create_if_missing
 SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
 RAW_SCHEMA = "esper"
-RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.")
+RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.(\w+)")
 
 
-def _raw(text: str, dataset: str, catalog: str) -> str:
-    """Point `esper.<table>` at the raw dataset. When the warehouse file has the dataset's name
-    (`esper.duckdb` holds catalog `esper` and schema `esper`), `esper.x` is ambiguous in DuckDB, so
-    the reference is qualified with the catalog; such views follow the file name (rebuild after
-    renaming the file)."""
-    if catalog == dataset:
-        return RAW_REFERENCE.sub(f'"{catalog}"."{dataset}".', text)
-    if dataset != RAW_SCHEMA:
-        return RAW_REFERENCE.sub(f'"{dataset}".', text)
-    return text
+def _raw(text: str, dataset: str, catalog: str, stand_ins: frozenset[str] = frozenset()) -> str:
+    """Point `esper.<table>` at the raw dataset, or at its placeholder when it is one of
+    `stand_ins` (not loaded yet). When the warehouse file has the dataset's name (`esper.duckdb`
+    holds catalog `esper` and schema `esper`), `esper.x` is ambiguous in DuckDB, so the reference
+    is qualified with the catalog; such views follow the file name (rebuild after renaming the
+    file)."""
+
+    def where(match: re.Match[str]) -> str:
+        table = match.group(1)
+        if table in stand_ins:
+            return f'"{catalog}".{raw_contract.PLACEHOLDERS}.{table}'
+        if catalog == dataset:
+            return f'"{catalog}"."{dataset}".{table}'
+        if dataset != RAW_SCHEMA:
+            return f'"{dataset}".{table}'
+        return match.group(0)
+
+    return RAW_REFERENCE.sub(where, text)
 
 
 def _existing(con: duckdb.DuckDBPyConnection, schema: str) -> dict[str, str]:
@@ -78,22 +88,34 @@ def _catalog(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0]) if row else ""
 
 
-def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, dataset: str) -> None:
-    """Each raw table of the contract (`raw_contract.py`): created empty, or given its columns."""
+def _create_raw_placeholders(con: duckdb.DuckDBPyConnection, dataset: str) -> frozenset[str]:
+    """Each raw table of the contract (`raw_contract.py`): given its missing columns when it
+    exists, else stood in for by an empty one in `raw_contract.PLACEHOLDERS`.
+
+    Returns the raw tables stood in for, which the staging views then read there.
+    """
     catalog = _catalog(con)
+    placeholders = f'"{catalog}".{raw_contract.PLACEHOLDERS}'
     con.execute(f'create schema if not exists "{catalog}"."{dataset}"')
+    raw_contract.drop_earlier_placeholders(con, dataset)
     stored = _stored_columns(con, dataset)
+    con.execute(f"drop schema if exists {placeholders} cascade")
+    missing = {table: columns for table, columns in raw_contract.raw_tables().items()
+               if table not in stored}  # fmt: skip
+    if missing:
+        con.execute(f"create schema {placeholders}")
     for table, columns in raw_contract.raw_tables().items():
         try:
-            if table in stored:
+            if table in missing:
+                statement = raw_contract.create_statement(table, columns, placeholders)
+                con.execute(statement)
+            else:
                 _add_missing_columns(
                     con, columns, stored[table], f'"{catalog}"."{dataset}"."{table}"'
                 )
-            else:
-                statement = raw_contract.create_statement(table, columns)
-                con.execute(_raw(statement, dataset, catalog))
         except duckdb.Error as exc:
             raise ModelError(Path(raw_contract.__file__), f"{table}: {exc}") from exc
+    return frozenset(missing)
 
 
 def _stored_columns(con: duckdb.DuckDBPyConnection, schema: str) -> dict[str, set[str]]:
@@ -192,13 +214,19 @@ def load_vocabulary(con: duckdb.DuckDBPyConnection, sql_dir: Path = SQL_DIR) -> 
 
 
 def _build_model(
-    con: duckdb.DuckDBPyConnection, model: Model, dataset: str, catalog: str, existing: str | None
+    con: duckdb.DuckDBPyConnection,
+    model: Model,
+    dataset: str,
+    catalog: str,
+    existing: str | None,
+    stand_ins: frozenset[str] = frozenset(),
 ) -> None:
     """Create or replace one model; `existing` is the kind of relation (`VIEW`, `BASE TABLE`)
-    of that name the build started with, dropped first when the model is now the other kind."""
+    of that name the build started with, dropped first when the model is now the other kind;
+    `stand_ins`: the raw tables a staging view reads from their placeholders."""
     body = model.sql.strip().rstrip(";")
     if model.layer == "staging":
-        body = _raw(body, dataset, catalog)
+        body = _raw(body, dataset, catalog, stand_ins)
     kind = "table" if model.is_table else "view"
     other = {"table": "view", "view": "table"}[kind]
     if existing is not None and (existing == "VIEW") != (kind == "view"):
@@ -234,7 +262,7 @@ def build_models(
         try:
             for schema in SCHEMAS:
                 con.execute(f"create schema if not exists {schema}")
-            _create_raw_placeholders(con, dataset)
+            stand_ins = _create_raw_placeholders(con, dataset)
             # State vocabularies (sql/vocabulary/, also read by the loader) and the admin's
             # targets, before the macros that read them.
             built = load_vocabulary(con, sql_dir)
@@ -246,7 +274,7 @@ def build_models(
             for model in plan:
                 try:
                     kind = existing[model.layer].get(model.name)
-                    _build_model(con, model, dataset, catalog, kind)
+                    _build_model(con, model, dataset, catalog, kind, stand_ins)
                 except duckdb.Error as exc:
                     raise ModelError(model.path, str(exc)) from exc
                 built.append(model.relation)

@@ -34,6 +34,7 @@ from esper_warehouse.sources.esper.vocabulary import loaded_run_statuses
 
 from .exit_codes import LOADED, Exit
 from .models import RAW_SCHEMA, SCHEMAS
+from .raw_contract import PLACEHOLDERS
 from .run.runner import run
 from .run.types import PIPELINE_NAME, RunResult, RunSettings
 from .warehouse import WarehouseLocked, create_if_missing, with_lock_wait
@@ -48,7 +49,7 @@ NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # the warehouse (the raw dataset, the models' layers) or like DuckDB's own catalogs and schemas
 # makes `marts.x` or `esper.x` ambiguous, and its marts would be read wrong or not at all.
 DUCKDB_OWN = ("main", "temp", "system", "memory", "information_schema", "pg_catalog")
-RESERVED = tuple(sorted({FLEET, RAW_SCHEMA, *SCHEMAS, *DUCKDB_OWN}))
+RESERVED = tuple(sorted({FLEET, RAW_SCHEMA, PLACEHOLDERS, *SCHEMAS, *DUCKDB_OWN}))
 REQUIRED = ("base_url", "enterprise_id", "api_key_env")
 
 

@@ -25,6 +25,7 @@ from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.http import EsperClient, EsperConfigError, redact
 
 from ..exit_codes import LOADED, Exit
+from ..raw_contract import drop_earlier_placeholders
 from ..warehouse import (
     WarehouseLocked,
     create_if_missing,
@@ -178,6 +179,11 @@ class _Run:
         # the extract; dlt would open the file for each of them (~13 ms of CPU each).
         if (held := hold_warehouse(settings, what="the warehouse")) is not None:
             self.held = pipeline.destination.config_params["credentials"] = held
+            # before dlt reads the raw dataset: it could not load into these (raw_contract.py)
+            if dropped := drop_earlier_placeholders(held, settings.dataset):
+                log.info(
+                    "dropped the empty stand-ins of an earlier release: %s", ", ".join(dropped)
+                )
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
@@ -239,6 +245,8 @@ class _Run:
         self.client = self.client_options["client"] = self.ledger.plan.client
         source = select(source, self.settings.resources)
         self.read |= set(source.selected_resources)
+        if self.settings.resources:
+            self.ledger.selected = frozenset(source.selected_resources)
         merge_where_needed(source, self.pipeline)
         append_into(source, self.appended)  # later parts append where the first part began to
         if first := append_on_first_load(source, self.pipeline):

@@ -348,6 +348,9 @@ class RunLedger:
     shared: SharedReads = field(default_factory=SharedReads)
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
     listed: Listed = field(default_factory=Listed)  # parents this run read from their lists
+    # the tables a `--resources` selection reads (None: every table): a device table left out is
+    # owed each device the run read (`scan/devices.py`)
+    selected: frozenset[str] | None = None
 
     def holds(self, table: str, record_id: str) -> bool:
         """Whether this run read `record_id` as a current record of `table`: for devices, listed

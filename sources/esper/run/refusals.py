@@ -98,6 +98,13 @@ class Refusals:
                 if not self._retries[table]:
                     del self._retries[table]
 
+    def owe(self, table: str, parts: Iterable[str]) -> None:
+        """Parts of `table` this run did not read although it read their parents (a selection
+        that left the table out): the next run asks them as it asks refused ones."""
+        with self._lock:
+            if self._retries is not None and (parts := list(parts)):
+                self._retries.setdefault(table, {}).update(dict.fromkeys(parts, True))
+
     def to_retry(self, table: str) -> dict[str, RetryNote]:
         """The parts of `table` an earlier run was refused and this run asks again."""
         with self._lock:

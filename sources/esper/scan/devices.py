@@ -87,6 +87,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     listed = {key[0] for key in seen}
     asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
     yield from _asked_again(client, ledger, asked_again, software)
+    _owe_unselected(ledger)
     advance_watermark("devices", stop.newest)
     kept_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
 
@@ -117,6 +118,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
             yield DEVICES.page(items, ledger.unreadable)
 
     yield from pages(walk.take(needs))
+    _owe_unselected(ledger)
     if not plan.completed_full_scan:  # kept from the first part until the first load ends
         kept_state().setdefault(FIRST_LOAD_STARTED, iso(plan.as_of or datetime.now(UTC)))
     if not walk.exhausted or not plan.building_last:
@@ -206,6 +208,18 @@ def with_software(item: dict, software: dict[str, dict[str, Any]]) -> None:
         if info.get(name) is None and value is not None:
             info[name] = value
     item["software_info"] = info
+
+
+def _owe_unselected(ledger: RunLedger) -> None:
+    """A selection that reads devices without their apps or feeds (`run --resources devices`)
+    moves the devices' watermark past changes those tables never saw: each device this run read
+    is owed to them, and the next run reads it as it reads a refused part."""
+    selected = ledger.selected
+    if selected is None:
+        return
+    for table in (DEVICE_APPS.name, "device_events"):
+        if table not in selected:
+            ledger.refusals.owe(table, ledger.devices.changed_ids())
 
 
 def _asked_again(
