@@ -15,9 +15,15 @@ from types import MappingProxyType
 from typing import Any
 
 import duckdb
+import httpx
+import orjson
 import pytest
+from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import run
+from esper_warehouse.sources.esper.http import EsperClient
 
-from tests.conftest import ENTERPRISE_ID
+from tests.conftest import API_KEY, ENTERPRISE_ID
+from tests.pipeline.helpers import settings, with_body
 from tests.source.test_client import Reply
 from tests.source.test_redaction import CUT, KEY, key_fragments, quoting
 
@@ -81,9 +87,20 @@ def test_run_and_doctor_quote_the_server_without_the_key(
         "doctor stdout": doctor_out.out,
         "doctor stderr": doctor_out.err,
         "doctor.json": report.read_text() if report.exists() else "",
+        **files_left(tmp_path),
     }
     leaks = {where: key_fragments(text) for where, text in texts.items() if key_fragments(text)}
     assert sorted(leaks) == [], leaks
+
+
+def files_left(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (the warehouse, dlt's working folder beside it: its trace,
+    state, schemas and packages, any log), as text: what a run leaves on disk."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes().decode("latin-1")
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 def _fragments_in_any_case(text: str, key: str) -> list[str]:
@@ -144,6 +161,7 @@ def test_a_key_the_server_echoes_into_fields_is_cut_from_every_text_and_the_ware
     assert code == 0, out.err
     assert "devices.last_seen: 'Bearer [redacted]' cannot be read as timestamp" in out.err
     texts = {"stdout": out.out, "stderr": out.err, "warehouse": _warehouse_dump(warehouse)}
+    texts |= files_left(tmp_path)
     leaks = {where: _fragments_in_any_case(t, API_KEY) for where, t in texts.items()}
     assert {where: found for where, found in leaks.items() if found} == {}
     with duckdb.connect(str(warehouse), read_only=True) as con:
@@ -212,3 +230,47 @@ def cli_main(argv: list[str]) -> int:
     from esper_warehouse.pipelines import cli
 
     return cli.main(argv)
+
+
+class EchoKeyIntoCursor(httpx.HTTPTransport):
+    """Loopback transport: the device list's cursors carry the key (the server takes them
+    back), and the list refuses its third page, quoting the cursor it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/v2/devices/"):
+            return super().handle_request(request)
+        cursor = request.url.params.get("cursor", "")
+        if cursor.startswith(API_KEY):
+            request.url = request.url.copy_set_param("cursor", cursor[len(API_KEY) :])
+        self.pages += 1
+        response = super().handle_request(request)
+        if self.pages > 2:
+            return with_body(response.__class__(400, headers=response.headers), {
+                "errors": [f"invalid cursor {cursor!r}"]})  # fmt: skip
+        response.read()
+        body = orjson.loads(response.content)
+        envelope = body.get("content", body)
+        if envelope.get("next_cursor"):
+            envelope["next_cursor"] = API_KEY + envelope["next_cursor"]
+        return with_body(response, body)
+
+
+def test_a_key_echoed_into_a_cursor_reaches_no_file(sim: Any, tmp_path: Path) -> None:
+    """The device list's cursors carry the key: the run sends them back (they are the server's),
+    commits a part, then fails on a refusal quoting the cursor; no file it leaves (the warehouse,
+    dlt's trace, state, schemas and packages beside it) holds a piece of the key."""
+    warehouse = tmp_path / "warehouse.duckdb"
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=EchoKeyIntoCursor())
+    with client:
+        # in parts of 40 devices, 20 a page: a part commits with the walk's cursor in its state
+        options = {"commit_every_devices": 40, "page_size": 20}
+        result = run(settings(sim, warehouse, source_options=options), client=client)
+    assert result.exit_code == Exit.API, result.error
+    assert "invalid cursor '[redacted]" in (result.error or "")
+    texts = {"error": result.error or "", **files_left(tmp_path)}
+    leaks = {where: _fragments_in_any_case(t, API_KEY) for where, t in texts.items()}
+    assert {where: found for where, found in leaks.items() if found} == {}
