@@ -34,6 +34,7 @@ from esper_warehouse.sources.esper.tables.pipelines import MEMBERS, MEMBERS_PATH
 from ..exit_codes import Exit
 from ..shapes import (
     BREAK,
+    SET_ASIDE,
     Compare,
     Reference,
     check_answer,
@@ -478,7 +479,10 @@ def probe(
         client.close()
     totals = client.totals()
     has_break = any(f.severity == BREAK for r in d.reports for f in r.findings)
-    refused = any(r.skips for r in d.reports)  # a run would skip a table: partial
+    # a run would skip a table, or set records aside: partial
+    refused = any(r.skips for r in d.reports) or any(
+        f.severity == SET_ASIDE for r in d.reports for f in r.findings
+    )
     code = (
         Exit.CONFIG
         if stopped
