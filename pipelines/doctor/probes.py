@@ -478,20 +478,11 @@ def probe(
     finally:
         client.close()
     totals = client.totals()
-    has_break = any(f.severity == BREAK for r in d.reports for f in r.findings)
+    severities = {f.severity for r in d.reports for f in r.findings}
     # a run would skip a table, or set records aside: partial
-    refused = any(r.skips for r in d.reports) or any(
-        f.severity == SET_ASIDE for r in d.reports for f in r.findings
-    )
-    code = (
-        Exit.CONFIG
-        if stopped
-        else Exit.DRIFT
-        if has_break
-        else Exit.PARTIAL
-        if refused
-        else Exit.OK
-    )
+    partial = any(r.skips for r in d.reports) or SET_ASIDE in severities
+    code = Exit.CONFIG if stopped else Exit.DRIFT if BREAK in severities else Exit.OK
+    code = Exit.PARTIAL if code == Exit.OK and partial else code
     return Result(
         code,
         d.reports,
