@@ -37,7 +37,8 @@ SCD2_COLUMNS = [("_dlt_valid_from", "timestamptz"), ("_dlt_valid_to", "timestamp
 
 
 def raw_tables() -> dict[str, list[tuple[str, str]]]:
-    """Raw table -> [(column, DuckDB type)]: every declared table, then `_esper_runs`."""
+    """Raw table -> [(column, DuckDB type)]: every declared table, then `_esper_runs` and
+    `_esper_rejected`."""
     tables = {
         name: [
             *((c.name, DUCKDB_TYPES[c.type]) for c in table.columns),
@@ -45,10 +46,14 @@ def raw_tables() -> dict[str, list[tuple[str, str]]]:
         ]
         for name, table in TABLES.items()
     }
-    tables["_esper_runs"] = [
-        (column, kind.replace("timestamp with time zone", "timestamptz"))
-        for column, kind in bookkeeping.RUNS.items()
-    ]
+    for name, columns in (
+        ("_esper_runs", bookkeeping.RUNS),
+        ("_esper_rejected", bookkeeping.REJECTED),
+    ):
+        tables[name] = [
+            (column, kind.replace("timestamp with time zone", "timestamptz"))
+            for column, kind in columns.items()
+        ]
     return tables
 
 

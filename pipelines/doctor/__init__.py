@@ -39,7 +39,7 @@ The API key is masked in the printed and written report as a last guard.
 
 from __future__ import annotations
 
-from ..shapes import BREAK, NOTE, UNKNOWN_KEY, Finding, known_keys, safe_key
+from ..shapes import BREAK, NOTE, SET_ASIDE, UNKNOWN_KEY, Finding, known_keys, safe_key
 
 # The bounds are `probes.py`'s: these names are copies to read (a test patches `probes`).
 from .probes import (
@@ -67,6 +67,7 @@ __all__ = [
     "REFUSED",
     "REFUSED_MEANING",
     "REQUEST_TIMEOUT_S",
+    "SET_ASIDE",
     "TIME_BUDGET_S",
     "UNKNOWN_KEY",
     "Doctor",

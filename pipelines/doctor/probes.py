@@ -34,6 +34,7 @@ from esper_warehouse.sources.esper.tables.pipelines import MEMBERS, MEMBERS_PATH
 from ..exit_codes import Exit
 from ..shapes import (
     BREAK,
+    SET_ASIDE,
     Compare,
     Reference,
     check_answer,
@@ -477,17 +478,11 @@ def probe(
     finally:
         client.close()
     totals = client.totals()
-    has_break = any(f.severity == BREAK for r in d.reports for f in r.findings)
-    refused = any(r.skips for r in d.reports)  # a run would skip a table: partial
-    code = (
-        Exit.CONFIG
-        if stopped
-        else Exit.DRIFT
-        if has_break
-        else Exit.PARTIAL
-        if refused
-        else Exit.OK
-    )
+    severities = {f.severity for r in d.reports for f in r.findings}
+    # a run would skip a table, or set records aside: partial
+    partial = any(r.skips for r in d.reports) or SET_ASIDE in severities
+    code = Exit.CONFIG if stopped else Exit.DRIFT if BREAK in severities else Exit.OK
+    code = Exit.PARTIAL if code == Exit.OK and partial else code
     return Result(
         code,
         d.reports,

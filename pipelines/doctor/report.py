@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exit_codes import Exit
-from ..shapes import BREAK, NOTE, Finding, Seen
+from ..shapes import BREAK, NOTE, SET_ASIDE, Finding, Seen
 
 _MAX_NOTES_PER_ROUTE = 25
 REFUSED = "refused: a run would skip this table (partial run)"
@@ -148,6 +148,13 @@ def render(result: Result) -> str:
             + (f"; a run skips {', '.join(r['tables'])}" if r["tables"] else "")
             for r in result.refused
         ]
+    set_aside = [f for f in result.findings if f.severity == SET_ASIDE]
+    if set_aside:
+        lines += [
+            "",
+            "A run would set these records aside (_esper_rejected) and keep their table as "
+            "loaded, or load it without them (a partial run):",
+        ] + [f"  {f.text()}" for f in set_aside]
     if breaks:
         lines += ["", "Would break a run:"] + [f"  {f.text()}" for f in breaks]
     if notes:
@@ -166,11 +173,14 @@ def render(result: Result) -> str:
         lines.append(
             f"Verdict: {len(breaks)} problem{plural} would break a run (exit {Exit.DRIFT})."
         )
-    elif result.would_skip:
+    elif result.would_skip or set_aside:
         skipped = ", ".join(result.would_skip)
         lines.append(
             "Verdict: nothing found that would break a run; a run would be partial "
-            f"(exit {Exit.PARTIAL}), skipping {skipped}."
+            f"(exit {Exit.PARTIAL})"
+            + (f", skipping {skipped}" if skipped else "")
+            + (f", setting records aside on {len(set_aside)} route(s)" if set_aside else "")
+            + "."
         )
     else:
         lines.append("Verdict: nothing found that would break a run (exit 0).")

@@ -1,4 +1,5 @@
-"""The pipeline's own tables: `_esper_runs` (one row per run) and `_esper_reconciliation`.
+"""The pipeline's own tables: `_esper_runs` (one row per run), `_esper_reconciliation` and
+`_esper_rejected` (the records a run set aside).
 
 Written with plain SQL through dlt's SQL client (one short transaction, no extra dlt load), so a
 run that failed before loading anything still leaves its row.
@@ -46,6 +47,17 @@ RECONCILIATION = {
     "checked_at": "timestamp with time zone",
     "ok": "boolean",
 }
+# One row per record a run set aside (sources/esper/run/set_aside.py): served without its
+# table's key, cursor or parent key, so never loaded; kept for the admin, redacted and cut.
+REJECTED = {
+    "run_id": "varchar",
+    "table_name": "varchar",
+    "route": "varchar",  # the route's template, e.g. /enterprise/{eid}/devicegroup/
+    "column_name": "varchar",  # the column the record was served without
+    "reason": "varchar",
+    "record": "varchar",  # the record as JSON, the API key taken out, cut short
+    "rejected_at": "timestamp with time zone",
+}
 ADDED = {
     "_esper_reconciliation": ("duplicates",),
     "_esper_runs": (
@@ -66,8 +78,10 @@ def write(
     run: Mapping[str, Any],
     reconciliation: Sequence[Mapping[str, Any]],
     client: Any = None,
+    rejected: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Insert the run's row and its reconciliation rows (creating the tables on first use).
+    """Insert the run's row, its reconciliation rows and the records it set aside (creating
+    the tables on first use).
 
     `client`: an open `sql_client` of the pipeline to write through (else one is opened).
     """
@@ -85,6 +99,7 @@ def write(
             for table, columns, rows in (
                 ("_esper_runs", RUNS, [run]),
                 ("_esper_reconciliation", RECONCILIATION, reconciliation),
+                ("_esper_rejected", REJECTED, rejected),
             ):
                 typed = {c: names.get(t, t) for c, t in columns.items()}
                 _write_table(client, table, typed, rows, duckdb)

@@ -80,8 +80,8 @@ def reconcile(
     checked_at = datetime.now(UTC)
     tables = schema_tables(pipeline)
     for table, scan in scans:
-        if ledger.refusals.is_skipped(table):  # skipped this run (a refused route): no shortfall
-            continue
+        if ledger.refusals.is_skipped(table) or ledger.refusals.is_kept(table):
+            continue  # skipped this run (a refused route) or kept as loaded: no shortfall
         key = scan.key or primary_key(tables, table)
         where = current_rows(tables, table)
         listed = ", ".join(client.escape_column_name(c) for c in key)
@@ -89,7 +89,8 @@ def reconcile(
         read = pa.array(scan.keys, pa.int64()).unique()
         stored = _stored(client, sql, key)
         loaded = pc.sum(pc.is_in(read, value_set=stored)).as_py() or 0
-        missing = max(scan.expected - loaded, 0)
+        # the API counted the records set aside (no key: never loaded)
+        missing = max(scan.expected - ledger.rejected.count(table) - loaded, 0)
         duplicates = len(stored) - len(stored.unique())
         rows.append(
             {
@@ -131,7 +132,9 @@ def retire_missing_apps(client: Any, ledger: RunLedger) -> None:
       every device not in the census. A nightly run cannot see removals; the weekly scan does.
     """
     empty = ledger.devices.without_apps()
-    census = ledger.scans.has("devices")  # only a complete device scan records this scan
+    # only a complete device scan records this scan; a census kept as loaded (a listed device
+    # set aside) is not this run's
+    census = ledger.scans.has("devices") and not ledger.refusals.is_kept("device_census")
     as_of = ledger.plan.as_of
     if as_of is None or not (empty or census):
         return

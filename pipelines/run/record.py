@@ -60,7 +60,9 @@ def record(
     }
     try:
         with_lock_wait(
-            lambda: bookkeeping.write(pipeline, run_row, result.reconciliation, client),
+            lambda: bookkeeping.write(
+                pipeline, run_row, result.reconciliation, client, result.rejected
+            ),
             settings.warehouse,
             settings.lock_timeout_s,
             "the run record",

@@ -343,6 +343,7 @@ class _Run:
         result.unavailable = self.ledger.refusals.skipped()
         result.tables = self.ledger.refusals.treatments(self.read, result.rows)
         result.unreadable = self.ledger.unreadable.counts()
+        result.rejected = rejected_rows(self.ledger, result.run_id)
         if client is not None:
             totals = client.totals()
             result.requests, result.retries = totals.requests, totals.retries
@@ -477,6 +478,23 @@ def release_warehouse(pipeline: dlt.Pipeline, settings: RunSettings, held: Any) 
     """
     held.close()
     pipeline.destination.config_params["credentials"] = str(settings.warehouse.resolve())
+
+
+def rejected_rows(ledger: RunLedger, run_id: str) -> list[dict[str, Any]]:
+    """The `_esper_rejected` rows of the records this run set aside (`RunLedger.rejected`)."""
+    now = datetime.now(UTC)
+    return [
+        {
+            "run_id": run_id,
+            "table_name": kept.table,
+            "route": kept.route,
+            "column_name": kept.column,
+            "reason": f"{kept.table}.{kept.column} missing or null",
+            "record": kept.record,
+            "rejected_at": now,
+        }
+        for kept in ledger.rejected.records()
+    ]
 
 
 def row_counts(pipeline: dlt.Pipeline) -> dict[str, int]:

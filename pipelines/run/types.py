@@ -54,6 +54,8 @@ class RunResult:
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     parts: int = 0  # parts of a full scan in parts committed by this run (scan/walk.py)
     unreadable: dict[str, int] = field(default_factory=dict)  # table.column -> values read as NULL
+    # the records set aside (served without their key, cursor or parent key): `_esper_rejected`
+    rejected: list[dict[str, Any]] = field(default_factory=list)
     # How the run was paced (EsperClient.pacing): requests answered (not 429), their average
     # rate, the 429s the pacer judged not this run's doing, the pace it ended at (None: unpaced).
     answered: int = 0

@@ -34,6 +34,8 @@ from .reference import (
 # What the paginators read from a list envelope (`sources/esper/http/paginators.py`, `parse_page`).
 ENVELOPE_READS = frozenset({"results", "count", "next", "next_cursor", "has_more"})
 BREAK, NOTE = "break", "note"
+# a record a run sets aside (its table kept as loaded, or loaded without it: a partial run)
+SET_ASIDE = "set aside"
 LINKS = frozenset({"next", "prev", "previous", "next_cursor", "prev_cursor"})
 SHAPE_DEPTH = 5  # containers deeper than this are shown as "object"/"list" (as live-shapes.json)
 UNKNOWN_KEY = "<unknown key>"  # what the report shows for a key not in `known_keys()`
@@ -195,11 +197,17 @@ class Compare:
         self._seen: set[tuple[str, str, str]] = set()
 
     def add(self, breaks: bool, where: str, path: tuple[str, ...], problem: str) -> None:
+        self._add(BREAK if breaks and self.used else NOTE, where, path, problem)
+
+    def set_aside(self, where: str, path: tuple[str, ...]) -> None:
+        """A record without its table's key or cursor: a run sets it aside (partial)."""
+        self._add(SET_ASIDE if self.used else NOTE, where, path, "missing key")
+
+    def _add(self, severity: str, where: str, path: tuple[str, ...], problem: str) -> None:
         name = ".".join(safe_key(p) if p != "[]" else "[]" for p in path).replace(".[]", "[]")
         if (where, name, problem) in self._seen:
             return
         self._seen.add((where, name, problem))
-        severity = BREAK if breaks and self.used else NOTE
         self.findings.append(Finding(severity, self.route, where, name, problem))
 
     def _is_read(self, path: tuple[str, ...]) -> bool:
@@ -223,13 +231,17 @@ class Compare:
             return
         if kind == "object" and node.keys is not None and not _free_form(path):
             for key in sorted(node.required - set(value)):
-                # Only a key or cursor the run needs breaks it: other columns are nullable.
-                self.add(self._is_required((*path, key)), where, (*path, key), "missing key")
+                # Only a key or cursor the run needs sets the record aside: other columns are
+                # nullable.
+                if self._is_required((*path, key)):
+                    self.set_aside(where, (*path, key))
+                else:
+                    self.add(False, where, (*path, key), "missing key")
             for key in sorted(set(node.keys) - node.required - set(value)):
                 if self._is_required((*path, key)):
-                    # a table's key or cursor, however the reference shows it: a run without it
-                    # ends naming `table.column` (`arrow.MissingKey`, exit 3)
-                    self.add(True, where, (*path, key), "missing key")
+                    # a table's key or cursor, however the reference shows it: a run sets the
+                    # record aside, naming `table.column` (`Table.keyed`, exit 6)
+                    self.set_aside(where, (*path, key))
                     continue
                 # A key only the spec adds to a live sample is no evidence that it is served.
                 documented_only = node.seen and not node.keys[key].seen

@@ -7,8 +7,9 @@ declaration does not know yet are kept, typed from their values, so nothing the 
 
 A value that cannot be read as its column's type (a year-0 time, a word in a number column, 1.5
 where a whole number belongs) is loaded as NULL and counted per column in the run's `Unreadable`
-tally, which the run record keeps and `status` shows: one odd value never ends the night. Only a
-table's key or cursor ends it (`UnreadableKey`), naming the column and the value.
+tally, which the run record keeps and `status` shows: one odd value never ends the night. A key
+or cursor that cannot be read ends it (`UnreadableKey`), naming the column and the value; a
+record without one is set aside before it gets here (`Table.keyed`).
 """
 
 from __future__ import annotations

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
-import dlt
-
-from .arrow import missing_key, shown
+from .arrow import shown
 from .http import (
     EsperAuthError,
     EsperClient,
@@ -29,7 +27,7 @@ from .http import (
 from .http.pages import fan_out, read_all
 from .run.ledger import RunLedger
 from .run.refusals import RetryNote
-from .table import Table
+from .table import Table, keep_what_was_loaded
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -89,22 +87,6 @@ def unless_skipped(ledger: RunLedger, table: str, rows: Callable[[], Iterator[T]
         return
     with skip_unavailable(ledger, table):
         yield from rows()
-
-
-def keep_what_was_loaded() -> None:
-    """Let the table of the resource running now keep its rows although it yields nothing.
-
-    dlt truncates the table of a `replace` resource that yielded no data at the end of the
-    extract; a table skipped in this run (refused route, Data Tap quota) must instead keep what
-    earlier runs loaded. An empty `append` changes nothing, and the next run's resource is
-    `replace` again.
-    """
-    try:
-        resource = dlt.current.resource()
-    except Exception:  # not inside a pipeline's extract (a resource iterated by hand)
-        return
-    if resource.write_disposition == "replace":
-        resource.apply_hints(write_disposition="append")
 
 
 REFUSED = object()  # what a fan-out's fetch returns for a refused part (counted in the ledger)
@@ -347,16 +329,19 @@ def parent_paths(table: Table, parents: list[str], client: EsperClient) -> dict[
     return {parent: table.path_for(client, parent) for parent in parents}
 
 
-def items_by_id(items: list[dict], column: str, route: str) -> dict[str, list[dict]]:
+def items_by_id(
+    items: list[dict], ledger: RunLedger, table: Table, column: str, route: str
+) -> dict[str, list[dict]]:
     """Lists read next, by their `id` (a list two parents share is read once, its items kept
-    for each, e.g. a stage plan's); a list without an id ends the run naming the
-    `table.column` (`column`) that would hold it (`MissingKey`), never with a `KeyError`."""
-    missing = sum(item.get("id") in (None, "") for item in items)
+    for each, e.g. a stage plan's); a list without an id is set aside, naming the
+    `table.column` (`column` of `table`) that would hold it, never read as a `KeyError`."""
+    missing = [item for item in items if item.get("id") in (None, "")]
     if missing:
-        raise missing_key(column, missing, len(items), route)
+        ledger.set_aside(table.name, column, route, missing, kept=table.disposition == "replace")
     lists: dict[str, list[dict]] = {}
     for item in items:
-        lists.setdefault(item["id"], []).append(item)
+        if item.get("id") not in (None, ""):
+            lists.setdefault(item["id"], []).append(item)
     return lists
 
 

@@ -17,14 +17,15 @@ Example (a list read whole each run: its resource is made from the declaration):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import dlt
 import pyarrow as pa
 
-from .arrow import ROW_VERSION, Col, Unreadable, cols, flat, missing_key, to_arrow, unreadable_key
+from .arrow import ROW_VERSION, Col, Unreadable, cols, flat, to_arrow, unreadable_key
 from .http.paginators import LinkPaginator, Paginator
 from .times import NotATime, parse_time
 
@@ -60,6 +61,49 @@ Disposition = Literal["merge", "insert-only", "replace", "scd2"]
 #   a 403/404 skips them all.
 # - core: a list every tenant has (groups): a refusal is the run's (`whole_list`).
 WholeList = Literal["own", "shared", "core"]
+
+
+class PageLedger(Protocol):
+    """What a table's pages use of the run's ledger (`run.ledger.RunLedger`)."""
+
+    unreadable: Unreadable
+
+    def set_aside(
+        self, table: str, column: str, route: str | None, items: list[Any], *, kept: bool
+    ) -> None: ...
+
+    def has_set_aside(self, table: str) -> bool: ...
+
+    def keep(self, table: str, text: str) -> None: ...
+
+
+def keep_what_was_loaded() -> None:
+    """Let the table of the resource running now keep its rows although it yields nothing.
+
+    dlt truncates the table of a `replace` resource that yielded no data at the end of the
+    extract; a table skipped in this run (refused route, Data Tap quota, a record set aside)
+    must instead keep what earlier runs loaded. An empty `append` changes nothing, and the next
+    run's resource is `replace` again.
+    """
+    try:
+        resource = dlt.current.resource()
+    except Exception:  # not inside a pipeline's extract (a resource iterated by hand)
+        return
+    if resource.write_disposition == "replace":
+        resource.apply_hints(write_disposition="append")
+
+
+def _absent(item: dict, path: tuple[str, ...]) -> bool:
+    """Whether `item` has no value at `path` (absent, null or empty); a path running into a
+    value that is not an object has one, which its page names as unreadable."""
+    value: Any = item
+    for part in path:
+        if value is None:
+            return True
+        if not isinstance(value, Mapping):
+            return False
+        value = value.get(part)
+    return value is None or value == ""
 
 
 @dataclass(frozen=True)
@@ -185,28 +229,62 @@ class Table:
 
     @property
     def identifying(self) -> frozenset[str]:
-        """The columns a row cannot be loaded without (key, cursor, scd2 merge key): a value of
-        them that is missing, null or cannot be read ends the run naming `table.column` (exit
-        3); any other reads as NULL, counted."""
+        """The columns a row cannot be loaded without (key, cursor, scd2 merge key): a record
+        without a value in one of them is set aside (`keyed`); a value that cannot be read ends
+        the run naming `table.column` (exit 3); any other reads as NULL, counted."""
         return frozenset((*self.key, *filter(None, (self.cursor, self.merge_key))))
 
     def require(
-        self, items: list[dict], fields: tuple[str, ...] | None = None, route: str | None = None
+        self,
+        items: list[dict],
+        ledger: PageLedger,
+        fields: tuple[str, ...] | None = None,
+        route: str | None = None,
     ) -> list[dict]:
-        """`items`, once each has a value in `fields` (default: the key, as the API serves it).
+        """`items` that have a value in `fields` (default: the key, as the API serves it); the
+        others are set aside under this table (`keyed`).
 
         Called where a read uses an item's key before its page is converted (a parent's ids,
-        a walk's seen keys), so that an item without it ends the run naming `table.column`
-        (`MissingKey`, exit 3) as its page would, never with a bare `KeyError`.
-
-        Raises:
-            MissingKey: some items lack a value in one of `fields`.
+        a walk's seen keys), so that an item without it is set aside as its page would set it
+        aside, never read as a bare `KeyError` or a route naming `None`.
         """
-        for name in fields if fields is not None else self.key:
-            missing = sum(item.get(name) in (None, "") for item in items)
-            if missing:
-                raise missing_key(f"{self.name}.{name}", missing, len(items), route or self.path)
-        return items
+        return self.keyed(items, ledger, fields if fields is not None else self.key, route)
+
+    def keyed(
+        self,
+        items: list[dict],
+        ledger: PageLedger,
+        fields: Iterable[str] | None = None,
+        route: str | None = None,
+    ) -> list[dict]:
+        """`items` that have a value in each of `fields` (default: `identifying`); each other
+        is set aside (`RunLedger.set_aside`) naming `table.column` and `route` (default: the
+        table's): never loaded, keyed `(None,)` or merged with another.
+
+        A whole list (`replace`) is then kept as loaded for the run (`page`). A part of an
+        scd2 table (one merge key's rows: a device's complete app list) leaves out all its rows:
+        loaded without one, the rows of the record set aside would be retired.
+        """
+        names = sorted(self.identifying) if fields is None else list(fields)
+        paths = {c.name: c.source for c in self.columns}
+        good: list[dict] = []
+        bad: dict[str, list[dict]] = {}
+        for item in items:
+            missing = next((n for n in names if _absent(item, paths.get(n, (n,)))), None)
+            if missing is None:
+                good.append(item)
+            else:
+                bad.setdefault(missing, []).append(item)
+        if not bad:
+            return items
+        for column, records in bad.items():
+            ledger.set_aside(
+                self.name, column, route or self.path, records, kept=self.disposition == "replace"
+            )
+        if self.disposition == "scd2" and self.merge_key:
+            parts = {item.get(self.merge_key) for records in bad.values() for item in records}
+            good = [item for item in good if item.get(self.merge_key) not in parts]
+        return good
 
     @property
     def cursor_field(self) -> str:
@@ -263,7 +341,23 @@ class Table:
         """Items per page: the run's `page_size` setting, never more than the route allows."""
         return min(page_size or self.page_size, self.page_size)
 
-    def page(self, items: list[dict], unreadable: Unreadable, **kwargs: Any) -> pa.Table:
+    def page(self, items: list[dict], ledger: PageLedger, **kwargs: Any) -> pa.Table:
         """One page of records as an Arrow table with this table's declared columns; values that
-        cannot be read are NULL, counted in the run's `unreadable` (`RunLedger.unreadable`)."""
-        return to_arrow(items, self, unreadable=unreadable, **kwargs)
+        cannot be read are NULL, counted in the run's `unreadable` (`RunLedger.unreadable`).
+
+        A record without a value in an identifying column is set aside (`keyed`; columns the
+        loader fills, `add`, excepted). A whole list (`replace`) a record of which, or of a
+        table it is read from, was set aside is kept as loaded: the page is empty, and dlt keeps
+        the table (`keep_what_was_loaded`), as it is never replaced by a list lacking one.
+        """
+        filled = set(kwargs.get("add") or ())
+        items = self.keyed(items, ledger, [n for n in sorted(self.identifying) if n not in filled])
+        if self.disposition == "replace" and ledger.has_set_aside(self.name):
+            ledger.keep(
+                self.name,
+                "kept as loaded, as a record of its list, or of a list it is read from, was set "
+                "aside",
+            )
+            keep_what_was_loaded()
+            items = []
+        return to_arrow(items, self, unreadable=ledger.unreadable, **kwargs)

@@ -230,7 +230,7 @@ def test_every_table_declares_what_the_documents_say_of_it() -> None:
     for path, tables in table_docs.routes_of(TABLES.values()).items():
         assert any(t.doc.envelope for t in tables), f"{path}: no table declares its envelope"
     rows = _markdown_rows(_section(ROOT / "README.md", "### Raw tables"))
-    others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs"}
+    others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs", "_esper_rejected"}
     assert set(rows) == set(TABLES) | others, "README's raw tables differ from the declarations"
 
 
@@ -274,12 +274,13 @@ def test_every_raw_table_has_its_staging_view() -> None:
 
 
 def test_the_contract_lists_the_run_bookkeeping_columns_whole() -> None:
-    """docs/contracts.md section 3 names every `_esper_runs` and `_esper_reconciliation` column,
-    in `bookkeeping.py`'s order."""
+    """docs/contracts.md section 3 names every `_esper_runs`, `_esper_reconciliation` and
+    `_esper_rejected` column, in `bookkeeping.py`'s order."""
     text = _section(ROOT / "docs" / "contracts.md", "## 3. Raw warehouse tables")
     for table, columns in (
         ("_esper_runs", bookkeeping.RUNS),
         ("_esper_reconciliation", bookkeeping.RECONCILIATION),
+        ("_esper_rejected", bookkeeping.REJECTED),
     ):
         listed = text.split(f"- `{table}`: `", 1)[1].split("`", 1)[0]
         while re.search(r"\([^()]*\)", listed):  # the meanings in parentheses, nested too

@@ -1,8 +1,8 @@
 """Issue 42: a key is a key, a parent is the one we asked, every record error names its table.
 
-A record served without its table's key or cursor (absent, renamed or null) ends the run with
-exit 3 naming `table.column` and the route: never keyed `(None,)`, merged away, counted as a
-repeat or loaded as NULL. A child of a per-parent route carries the parent its request named;
+A record served without its table's key or cursor (absent, renamed or null) is set aside (issue
+51): the run is partial (exit 6) naming `table.column` and the route, and the record is never
+keyed `(None,)`, merged away, counted as a repeat or loaded as NULL. A child of a per-parent route carries the parent its request named;
 an item that names another parent refuses its part (named, exit 6). The simulator's own drift
 fault serves the broken shapes.
 """
@@ -54,10 +54,12 @@ def _count(wh: Path, table: str, where: str = "true") -> int:
     return _rows(wh, f"select count(*) from esper.{table} where {where}")[0][0]
 
 
-def _ended_naming(result: Any, column: str) -> None:
-    assert result.exit_code == Exit.API, result.error
-    assert f"{column}: missing or null" in result.error, result.error
-    assert "KeyError" not in result.error and "StopIteration" not in result.error
+def _set_aside_naming(result: Any, column: str) -> str:
+    """The run is partial, naming `column` set aside; what it says of the column's table."""
+    assert result.exit_code == Exit.PARTIAL, result.error
+    why = result.unavailable[column.split(".")[0]]
+    assert f"set aside: {column} missing or null in GET" in why, result.unavailable
+    return why
 
 
 # ------------------------------------------------------------------------------- a key is a key
@@ -66,51 +68,58 @@ def _ended_naming(result: Any, column: str) -> None:
 @pytest.mark.parametrize(
     ("route", "resources", "column", "served"),
     [
-        (GROUPS, ["groups"], "groups.id", "9 of 9 item(s) from GET /enterprise/{eid}/devicegroup/"),
-        (TARGET_RUNS, ["pipeline_target_runs"], "pipeline_target_runs.id", "item(s) from GET"),
-        (V2_APPS, ["device_apps"], "device_apps.id", "item(s) from GET"),
+        (
+            GROUPS,
+            ["groups"],
+            "groups.id",
+            "9 record(s) set aside: groups.id missing or null in "
+            "GET /enterprise/{eid}/devicegroup/",
+        ),
+        (TARGET_RUNS, ["pipeline_target_runs"], "pipeline_target_runs.id", "record(s) set aside"),
+        (V2_APPS, ["device_apps"], "device_apps.id", "record(s) set aside"),
     ],
     ids=["groups", "target-runs", "apple-windows-apps"],
 )
-def test_a_renamed_key_ends_a_first_load_naming_it(
+def test_a_renamed_key_is_set_aside_on_a_first_load_naming_it(
     sim, tmp_path: Path, route: str, resources: list[str], column: str, served: str
 ) -> None:
     """The simulator's drift renames `id` to `uid`: not one NULL row, not "served more than once
-    (None)", not a count lowered to match and exit 0, but exit 3 naming the column."""
+    (None)", not a count lowered to match and exit 0, but exit 6 naming the column."""
     wh = tmp_path / "warehouse.duckdb"
     sim.set_faults([_rename(route)])
     result = load(sim, wh, resources=resources)
-    _ended_naming(result, column)
-    assert served in result.error
+    assert served in _set_aside_naming(result, column)
+    table = column.split(".")[0]
+    assert _count(wh, table, "id is null") == 0
 
 
 def test_a_renamed_key_on_a_nightly_keeps_what_was_loaded(sim, tmp_path: Path, first_load) -> None:
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0
-    groups, target_runs = _count(wh, "groups"), _count(wh, "pipeline_target_runs")
+    groups = _count(wh, "groups")
     asserted = ["groups", "pipeline_target_runs"]  # the nightlies load the tables asserted
     sim.set_faults([_rename(GROUPS)])
     sim.advance(hours=24)
-    _ended_naming(load(sim, wh, resources=asserted), "groups.id")
+    _set_aside_naming(load(sim, wh, resources=asserted), "groups.id")  # target runs load
+    target_runs = _count(wh, "pipeline_target_runs")
     sim.set_faults([_rename(TARGET_RUNS)])
-    _ended_naming(load(sim, wh, resources=["pipeline_target_runs"]), "pipeline_target_runs.id")
+    _set_aside_naming(load(sim, wh, resources=["pipeline_target_runs"]), "pipeline_target_runs.id")
     assert _count(wh, "groups") == groups and _count(wh, "groups", "id is null") == 0
     assert _count(wh, "pipeline_target_runs") == target_runs
     sim.set_faults([])  # the API serves its keys again: the night loads
     assert load(sim, wh, resources=asserted).exit_code == 0
 
 
-def test_only_some_items_without_a_key_end_the_run_too(sim, tmp_path: Path) -> None:
+def test_only_some_items_without_a_key_are_set_aside_too(sim, tmp_path: Path) -> None:
     """4 of 9 groups served with `id: null` (5 of 9 and "ok" before)."""
     wh = tmp_path / "warehouse.duckdb"
     groups = [g["id"] for g in sim.truth("groups")]
     sim.set_faults([_null(GROUPS, "id", groups[:4])])
     result = load(sim, wh, resources=["groups"])
-    _ended_naming(result, "groups.id")
-    assert f"4 of {len(groups)} item(s)" in result.error
+    assert "4 record(s) set aside" in _set_aside_naming(result, "groups.id")
 
 
-def test_a_null_cursor_is_refused_not_loaded_first_load_and_nightly(
+def test_a_null_cursor_is_set_aside_not_loaded_first_load_and_nightly(
     sim, tmp_path: Path, first_load
 ) -> None:
     """`devices.updated_at` null on some devices: never loaded as NULL, never a NULL-key row
@@ -119,18 +128,18 @@ def test_a_null_cursor_is_refused_not_loaded_first_load_and_nightly(
     sim.set_faults([_null("/v2/devices/", "updated_at", some)])
     (tmp_path / "first").mkdir()  # a run never creates its warehouse's folder
     result = load(sim, tmp_path / "first" / "warehouse.duckdb", resources=["devices"])
-    _ended_naming(result, "devices.updated_at")
-    assert f"{len(some)} of" in result.error
+    assert f"{len(some)} record(s)" in _set_aside_naming(result, "devices.updated_at")
 
     wh = tmp_path / "warehouse.duckdb"
     sim.set_faults([])
     assert first_load(wh).exit_code == 0
-    history = _count(wh, "device_history")
+    listed = ", ".join(f"'{d}'" for d in some)
+    history = _count(wh, "device_history", f"id in ({listed})")
     sim.set_faults([_null("/v2/devices/", "updated_at", some)])
     for _night in range(2):
         sim.advance(hours=24)
-        _ended_naming(load(sim, wh, resources=["devices"]), "devices.updated_at")
-    assert _count(wh, "device_history") == history
+        _set_aside_naming(load(sim, wh, resources=["devices"]), "devices.updated_at")
+    assert _count(wh, "device_history", f"id in ({listed})") == history  # the others load
     assert _count(wh, "device_history", "updated_at is null") == 0
     assert _count(wh, "devices", "updated_at is null") == 0
 
@@ -281,19 +290,29 @@ def one_sim() -> Iterator[Any]:
 
 
 @pytest.mark.parametrize(("selected", "route_table", "field"), _cases())
-def test_every_table_names_a_missing_key_cursor_or_parent_key(
+def test_every_table_sets_aside_a_missing_key_cursor_or_parent_key(
     one_sim, tmp_path: Path, selected: str, route_table: str, field: str
 ) -> None:
-    """Each declared table's items served without each field it cannot load without: the run
-    ends with exit 3 naming a `table.column` of the tables involved, never a bare KeyError."""
+    """Each declared table's items served without each field it cannot load without: the items
+    are set aside, the run is partial (exit 6) naming `table.column` missing of the tables
+    involved, never a bare KeyError, a reconciliation shortfall or a NULL key loaded."""
     table = TABLES[route_table]
     one_sim.set_faults([_rename(_glob(table.path), field, "renamed_" + field)])
-    result = load(one_sim, tmp_path / "warehouse.duckdb", resources=[selected])
+    wh = tmp_path / "warehouse.duckdb"
+    result = load(one_sim, wh, resources=[selected])
     involved = {selected, route_table, *read_from(TABLES[selected]), *read_from(table)}
-    assert result.exit_code == Exit.API, (result.exit_code, result.error)
-    assert "missing or null in" in result.error, result.error
-    assert any(f"{name}." in result.error for name in involved), result.error
-    assert "KeyError" not in result.error and "StopIteration" not in result.error
+    assert result.exit_code == Exit.PARTIAL, (result.exit_code, result.error)
+    named = "; ".join(result.unavailable.values())
+    assert "missing or null in GET" in named, result.unavailable
+    assert any(f"{name}." in named for name in involved), result.unavailable
+    if (route_table, field) not in FILLED and wh.exists():
+        with duckdb.connect(str(wh), read_only=True) as con:
+            loaded = {r[0] for r in con.execute(
+                "select table_name from information_schema.columns "
+                "where table_schema = 'esper' and column_name = ?", [field]).fetchall()}  # fmt: skip
+            if route_table in loaded:
+                nulls = f"select count(*) from esper.{route_table} where {field} is null"
+                assert con.execute(nulls).fetchone()[0] == 0
 
 
 def test_the_key_columns_the_loader_fills_are_never_null(sim, tmp_path: Path, first_load) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from esper_warehouse.pipelines.run.failures import error_text, exit_code_for
-from esper_warehouse.sources.esper.arrow import Unreadable, UnreadableKey
+from esper_warehouse.sources.esper.arrow import UnreadableKey
+from esper_warehouse.sources.esper.run.ledger import RunLedger
 from esper_warehouse.sources.esper.table import BOOL, INT, TS, Col, Table
 from esper_warehouse.sources.esper.times import parse_time
 from esper_warehouse.sources.esper.vocabulary import device_state_code
@@ -38,11 +39,12 @@ T = datetime(2026, 9, 21, 14, 13, 20, tzinfo=UTC)  # 1790000000 s after the epoc
 
 
 def _load(field: str, values: list[Any]) -> tuple[list[Any], dict[str, int]]:
-    tally = Unreadable()
+    ledger = RunLedger()
+    tally = ledger.unreadable
     rows = [
         {"id": str(i), "updated_at": "2026-01-01T00:00:00Z", field: v} for i, v in enumerate(values)
     ]
-    page = PROBE.page(rows, tally)
+    page = PROBE.page(rows, ledger)
     return page.column(field).to_pylist(), tally.counts()
 
 
@@ -87,13 +89,14 @@ def test_year_zero_text_alone_does_not_escape_arrow_as_an_overflow() -> None:
 
 
 def test_counts_add_up_across_pages_and_columns() -> None:
-    tally = Unreadable()
+    ledger = RunLedger()
+    tally = ledger.unreadable
     for _ in range(3):
         at = "2026-01-01T00:00:00Z"  # a cursor is never missing (`MissingKey`)
         PROBE.page(
             [{"id": "1", "updated_at": at, "n": "x", "flag": "maybe"},
              {"id": "2", "updated_at": at, "n": 5}],
-            tally,
+            ledger,
         )  # fmt: skip
 
     assert tally.counts() == {"probe.flag": 3, "probe.n": 3}
@@ -101,9 +104,9 @@ def test_counts_add_up_across_pages_and_columns() -> None:
 
 @pytest.mark.parametrize(("field", "value"), [("updated_at", "soon"), ("updated_at", 2**70)])
 def test_a_key_or_cursor_that_cannot_be_read_ends_the_run_naming_it(field: str, value: Any) -> None:
-    tally = Unreadable()
+    ledger = RunLedger()
     with pytest.raises(UnreadableKey) as caught:
-        PROBE.page([{"id": "1", field: value}], tally)
+        PROBE.page([{"id": "1", field: value}], ledger)
 
     assert str(caught.value).startswith(f"probe.{field}: {value!r} cannot be read as timestamp")
     assert exit_code_for(caught.value) == 3  # the API served it: an API failure

@@ -287,6 +287,7 @@ def test_raw_placeholders_match_the_declared_tables():
     for name, columns in (
         ("_esper_runs", bookkeeping.RUNS),
         ("_esper_reconciliation", bookkeeping.RECONCILIATION),
+        ("_esper_rejected", bookkeeping.REJECTED),
     ):
         declared[name] = {c: normal.get(t, t.upper()) for c, t in columns.items()}
 

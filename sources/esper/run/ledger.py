@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar, cast
 from ..arrow import Unreadable, unreadable_key
 from ..times import NotATime, parse_time
 from .refusals import Refusals
+from .set_aside import SetAside
 
 T = TypeVar("T")
 
@@ -351,6 +352,30 @@ class RunLedger:
     # the tables a `--resources` selection reads (None: every table): a device table left out is
     # owed each device the run read (`scan/devices.py`)
     selected: frozenset[str] | None = None
+    # records served without their key, cursor or parent key: never loaded, kept for the admin
+    rejected: SetAside = field(default_factory=SetAside)
+
+    def set_aside(
+        self, table: str, column: str, route: str | None, items: list[Any], *, kept: bool
+    ) -> None:
+        """Set aside `items` of `table`, served from `route` without `column`: kept for
+        `_esper_rejected`, and named with the count in the run (partial); `kept`: the table is
+        kept whole as loaded (a whole list lacking a record is never loaded in its place)."""
+        if not items:
+            return
+        count = self.rejected.add(table, column, route, items)
+        self.refusals.set_aside(table, column, route, count, kept=kept)
+
+    def keep(self, table: str, text: str) -> None:
+        """`table` is kept whole as loaded in this run, for the reason `text` (`Refusals.keep`)."""
+        self.refusals.keep(table, text)
+
+    def has_set_aside(self, table: str) -> bool:
+        """Whether this run set aside a record of `table` or of a table it is read from."""
+        return any(
+            name == table or table in self.refusals.dependents.get(name, ())
+            for name in self.rejected.tables()
+        )
 
     def holds(self, table: str, record_id: str) -> bool:
         """Whether this run read `record_id` as a current record of `table`: for devices, listed

@@ -48,6 +48,9 @@ class Refusals:
     # refused one of its parts: what `treatments` names for the freshness of each table
     _causes: dict[str, tuple[str | None, int | None, str | None]] = field(default_factory=dict)
     _kept: set[str] = field(default_factory=set)  # tables kept whole as loaded (`keep_if_refused`)
+    # (table, column, route) -> records served without `column` and set aside (`set_aside`)
+    _set_aside: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
+    _kept_whole: dict[str, str] = field(default_factory=dict)  # table -> why (`keep`)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def keep_retries_in(self, retries: dict[str, dict[str, RetryNote]]) -> None:
@@ -118,11 +121,19 @@ class Refusals:
         """Why each table was skipped, whole or in part, e.g. for `_esper_runs`."""
         with self._lock:
             out = dict(self._unavailable)
+            for table, text in self._kept_whole.items():
+                out[table] = f"{out[table]}; {text}" if table in out else text
             for table, text in self._left_out.items():
                 text = f"loaded without {text}"
                 out[table] = f"{out[table]}; {text}" if table in out else text
             for (table, route, status, meaning, noun), count in sorted(self._part_skips.items()):
                 text = f"{count} {noun}(s) skipped: {route} answered {status} ({meaning})"
+                out[table] = f"{out[table]}; {text}" if table in out else text
+            for (table, column, route), count in sorted(self._set_aside.items(), key=str):
+                text = (
+                    f"{count} record(s) set aside: {table}.{column} missing or null in GET "
+                    f"{route} (kept in _esper_rejected)"
+                )
                 out[table] = f"{out[table]}; {text}" if table in out else text
         return out
 
@@ -145,6 +156,37 @@ class Refusals:
         self._note_once(
             self._unavailable, table, text, "%s: not loaded in this run (unavailable), %s"
         )
+
+    def set_aside(
+        self, table: str, column: str, route: str | None, count: int, *, kept: bool
+    ) -> None:
+        """`count` records of `table` served without `column` from `route` were set aside so
+        far (`RunLedger.set_aside`); `kept`: the table is kept whole as loaded (a whole list is
+        never replaced by one that lacks a record), else it loads the rest (partial). Neither
+        skips the table: the tables read from it load from its other records."""
+        with self._lock:
+            first = (table, column, route) not in self._set_aside
+            self._set_aside[(table, column, route)] = count
+            self._causes.setdefault(table, (route, None, None))
+        if first:
+            log.warning(
+                "%s.%s: missing or null in a record from GET %s: set aside (_esper_rejected)",
+                table,
+                column,
+                route,
+            )
+        if kept:
+            self.keep(table, "kept as loaded, as a record of its list was set aside")
+
+    def keep(self, table: str, text: str) -> None:
+        """`table`, a whole list, is kept as loaded in this run, for the reason `text`, and still
+        read from (unlike a skipped table)."""
+        self._note_once(self._kept_whole, table, text, "%s: %s")
+
+    def is_kept(self, table: str) -> bool:
+        """Whether `table` is kept whole as loaded in this run (`keep`)."""
+        with self._lock:
+            return table in self._kept_whole
 
     def mark_unavailable(self, table: str, error: EsperUnavailableError) -> None:
         """Record (and log once) that `table` is skipped in this run, with the route and status."""
@@ -171,8 +213,8 @@ class Refusals:
         model (sql/intermediate/int_table_freshness.sql): ``{table: {"treatment", "route",
         "status", "read_from", "why"}}``.
 
-        treatment: `loaded` (read whole), `partial` (loaded, some parts refused or left out:
-        those parts keep older rows), `kept` (a replaced table kept whole as an earlier run
+        treatment: `loaded` (read whole), `partial` (loaded, some parts refused or left out, or
+        some records set aside: those keep older rows), `kept` (a replaced table kept whole as an earlier run
         loaded it) or `skipped` (not loaded: its route, or the table it is read from, refused).
 
         Args:
@@ -181,10 +223,13 @@ class Refusals:
         skipped = self.skipped()
         with self._lock:
             parts = {table for table, *_ in self._part_skips} | set(self._left_out)
+            parts |= {table for table, *_ in self._set_aside}
             out: dict[str, dict[str, Any]] = {}
             for table in sorted({*read, *skipped}):
                 if table in self._unavailable:
                     treatment = "kept" if table in self._kept else "skipped"
+                elif table in self._kept_whole:
+                    treatment = "kept"
                 elif table in parts:
                     treatment = "partial" if rows.get(table) else "kept"
                 else:

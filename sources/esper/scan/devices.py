@@ -78,12 +78,12 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     )
     seen: set[tuple[Any, ...]] = set()
     for _page, fresh in stop.pages(pages):
-        items = first_seen(DEVICES.require(fresh), seen, DEVICES.key)
+        items = first_seen(DEVICES.require(fresh, ledger), seen, DEVICES.key)
         for item in items:
             ledger.devices.changed(item["id"], apps_route(item))
             with_software(item, software)
         if items:
-            yield DEVICES.page(items, ledger.unreadable)
+            yield DEVICES.page(items, ledger)
     listed = {key[0] for key in seen}
     asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
     yield from _asked_again(client, ledger, asked_again, software)
@@ -115,7 +115,7 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
                 continue
             for item in items:
                 with_software(item, software)
-            yield DEVICES.page(items, ledger.unreadable)
+            yield DEVICES.page(items, ledger)
 
     yield from pages(walk.take(needs))
     _owe_unselected(ledger)
@@ -128,7 +128,8 @@ def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterato
         # a kill during the last part leaves a first load unfinished, not an incremental one.
         return
     count = device_count(client)
-    if count is not None and len(walk.seen) < count:
+    set_aside = ledger.rejected.count(DEVICES.name)  # listed without an id: not in `seen`
+    if count is not None and len(walk.seen) + set_aside < count:
         log.info(
             "devices: %d read for a count of %d, reading the list again", len(walk.seen), count
         )
@@ -245,7 +246,7 @@ def _asked_again(
         ledger.devices.changed(item["id"], apps_route(item))
         with_software(item, software)
     if items:
-        yield DEVICES.page(items, ledger.unreadable)
+        yield DEVICES.page(items, ledger)
 
 
 @dlt.transformer(**DEVICE_HISTORY.hints())
@@ -264,7 +265,7 @@ def device_census(ledger: RunLedger) -> Iterator[pa.Table]:
     census_at, walk = ledger.plan.as_of, planned_walk(ledger)  # (full scans only)
     rows = [{"id": i, "updated_at": u, "census_at": census_at} for i, u in walk.seen.items()]
     for start in range(0, len(rows), ROWS_PER_BATCH):
-        yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH], ledger.unreadable)
+        yield DEVICE_CENSUS.page(rows[start : start + ROWS_PER_BATCH], ledger)
 
 
 @dlt.transformer(
@@ -315,4 +316,4 @@ def device_apps(
         rows.extend(items)
     ledger.plan.page_read(DEVICE_APPS.name)  # a part limited by time hands out more (`walk.py`)
     if rows:
-        yield DEVICE_APPS.page(rows, ledger.unreadable, row_hash=True)
+        yield DEVICE_APPS.page(rows, ledger, row_hash=True)

@@ -70,5 +70,7 @@ def plan_full_scan(
     scope = fan_out_scope(plan.as_of, everything=everything, rotate=plan.completed_full_scan)
     parted = part_minutes > 0 or (plan.device_count or 0) > part_size
     seconds = part_minutes * 60 if part_minutes > 0 else None
-    walk = DeviceWalk(client, DEVICES.path, limit, part_size if parted else None, seconds)
+    walk = DeviceWalk(
+        client, DEVICES.path, limit, part_size if parted else None, seconds, ledger=ledger
+    )
     ledger.plan = replace(plan, fan_out_scope=scope, walk=walk)

@@ -78,6 +78,8 @@ class DeviceWalk:
     limit: int
     part_devices: int | None = None
     part_seconds: float | None = None
+    # sets aside a listed device without its id (`Table.require`); None: a walk read alone
+    ledger: RunLedger | None = None
     seen: dict[str, Any] = field(default_factory=dict)  # id -> listed `updated_at`
     parts: int = 0  # parts handed out so far
     exhausted: bool = False
@@ -250,7 +252,9 @@ class DeviceWalk:
     def _fresh(self, pages: Any) -> Iterator[list[dict]]:
         for _page, items in self._stop.pages(pages):
             self.newest = max(filter(None, (self.newest, self._stop.newest)), default=None)
-            fresh = first_seen(DEVICES.require(items), self._keys, DEVICES.key)
+            if self.ledger is not None:
+                items = DEVICES.require(items, self.ledger)
+            fresh = first_seen(items, self._keys, DEVICES.key)
             for item in fresh:
                 self.seen[str(item.get("id"))] = item.get(DEVICES.cursor_field)
             if fresh:

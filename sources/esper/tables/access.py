@@ -235,7 +235,7 @@ def _yield_rows(table: Table, ledger: RunLedger, rows: list[dict] | None) -> Ite
         return
     ledger.scans.add(table.name, len(rows), rows, table.key)
     if rows:
-        yield table.page(rows, ledger.unreadable)
+        yield table.page(rows, ledger)
 
 
 def _profile_rows(parent: Parent, body: Any, where: str) -> list[dict] | OtherParent:
@@ -262,7 +262,7 @@ def user_profiles(client: EsperClient, ledger: RunLedger, opts: Options) -> Iter
         read = shared_list(USERS, client, ledger, opts)
         parents = [
             (str(u["user_id"]), u["legacy_user_id"])  # as served: the row's `id` if it lacks one
-            for u in USERS.require(read.items)
+            for u in USERS.require(read.items, ledger)
             if u.get("legacy_user_id") is not None
         ]
         rows = _per_parent(USER_PROFILES, client, ledger, parents, _profile_rows, "id")
@@ -284,7 +284,9 @@ def user_groups(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     """Each user's group access (authz2): all groups, or the ids of the groups named."""
     with skip_unavailable(ledger, USER_GROUPS.name):
         read = shared_list(USERS, client, ledger, opts)
-        parents = [(str(u["user_id"]), str(u["user_id"])) for u in USERS.require(read.items)]
+        parents = [
+            (str(u["user_id"]), str(u["user_id"])) for u in USERS.require(read.items, ledger)
+        ]
         rows = _per_parent(USER_GROUPS, client, ledger, parents, _group_rows, "user_id")
         yield from _yield_rows(USER_GROUPS, ledger, rows)
 
@@ -299,7 +301,7 @@ def role_scopes(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     granting none has no row (the mart then calls its scopes unknown: never guessed)."""
     with skip_unavailable(ledger, ROLE_SCOPES.name):
         read = shared_list(ROLES, client, ledger, opts)
-        parents = [(str(r["id"]), str(r["id"])) for r in ROLES.require(read.items)]
+        parents = [(str(r["id"]), str(r["id"])) for r in ROLES.require(read.items, ledger)]
         rows = _per_parent(ROLE_SCOPES, client, ledger, parents, _scope_rows, "role_id")
         yield from _yield_rows(ROLE_SCOPES, ledger, rows)
 

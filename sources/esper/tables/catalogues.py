@@ -180,7 +180,7 @@ def whole_list(
     read = read_list(table, client, ledger, opts, params)
     ledger.scans.add(table.name, read.count, read.items, table.key)
     if read.items:
-        yield table.page(read.items, ledger.unreadable)
+        yield table.page(read.items, ledger)
 
 
 def read_list(
@@ -288,7 +288,7 @@ def loaded_versions(table: Table, lists: VersionLists, ledger: RunLedger) -> Ite
     resource running now: call this from `table`'s own resource)."""
     ledger.scans.add(table.name, lists.expected, lists.rows, table.key)
     if not keep_if_refused(ledger, table, lists.refused) and lists.rows:
-        yield table.page(lists.rows, ledger.unreadable)
+        yield table.page(lists.rows, ledger)
 
 
 @dlt.resource(**BLUEPRINTS.hints())
@@ -395,7 +395,7 @@ def optional_shared_list(
         read = shared_list(table, client, ledger, opts)
         ledger.scans.add(table.name, read.count, read.items, table.key)
         if read.items:
-            yield table.page(read.items, ledger.unreadable)
+            yield table.page(read.items, ledger)
 
 
 def optional_whole_list(

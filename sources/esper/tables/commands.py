@@ -137,10 +137,11 @@ def _desc_list(
     pages = iter_pages(client, path, params, limit=limit, paginator=table.paginator)
     for page, fresh in scan.pages(pages):
         count = max(count, page.count or 0)
-        items = first_seen(fresh, seen, key)  # a complete read keeps every item as fresh
+        # a complete read keeps every item as fresh; one without its key or cursor set aside
+        items = table.keyed(first_seen(fresh, seen, key), ledger)
         note_listed(ledger, table, items)  # read this run: a 404 on their routes retires none
         if items:
-            yield table.page(items, ledger.unreadable), items
+            yield table.page(items, ledger), items
     if since is None:  # a complete read of the whole list: reconcile it with its count
         ledger.scans.add(table.name, count, (dict(zip(key, k, strict=True)) for k in seen), key)
     advance_watermark(table.name, scan.newest)
@@ -205,7 +206,7 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
             if active_since is None or ts is None or ts >= active_since:
                 ledger.feeds.active([url_id(item.get("device"))])
         if read.items:
-            yield COMMAND_STATUSES.page(read.items, ledger.unreadable)
+            yield COMMAND_STATUSES.page(read.items, ledger)
     state[OPEN_REQUESTS] = sorted(r for r in open_requests if r)
     advance_watermark(STATUSES_SEEN, newest)
 
@@ -277,10 +278,10 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
                 ledger.feeds.active([item.get("device_id")])
         rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
-            yield OPERATION_DEVICES.page(rows, ledger.unreadable)
+            yield OPERATION_DEVICES.page(rows, ledger)
             rows = []
     if rows:
-        yield OPERATION_DEVICES.page(rows, ledger.unreadable)
+        yield OPERATION_DEVICES.page(rows, ledger)
     refuse_other_parents(ledger, OPERATION_DEVICES, OPERATIONS, "operation_id", others)
     still_open = {o for o, s in changed.items() if not is_terminal("operation", s)}
     state[OPEN_OPERATIONS] = sorted((previously_open - set(changed) - gone) | still_open | refused)

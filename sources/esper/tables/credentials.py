@@ -197,7 +197,7 @@ def provisioning_profile_versions(
     """
     with skip_unavailable(ledger, PROVISIONING_PROFILE_VERSIONS.name):
         profiles = shared_list(PROVISIONING_PROFILES, client, ledger, opts)
-        ids = [profile["id"] for profile in PROVISIONING_PROFILES.require(profiles.items)]
+        ids = [profile["id"] for profile in PROVISIONING_PROFILES.require(profiles.items, ledger)]
         yield from read_versions(
             PROVISIONING_PROFILE_VERSIONS, PROVISIONING_PROFILES, ids, client, ledger, opts
         )

@@ -187,6 +187,6 @@ def _heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     )
     ledger.scans.add("heartbeats", read.count, read.items, key)
     if read.items:
-        yield HEARTBEATS.page(read.items, ledger.unreadable)
+        yield HEARTBEATS.page(read.items, ledger)
     seen = (HEARTBEATS.cursor_time(item) for item in read.items)
     advance_watermark(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))

@@ -90,7 +90,7 @@ def _event_feeds(
 
     def fetch(device_id: str) -> tuple[list[dict], int, bool] | None:
         whole = not marks or (scope is not None and scope.in_rotation(device_id))
-        scan = FeedScan(None if whole else marks.get(device_id))
+        scan = FeedScan(None if whole else marks.get(device_id), ledger)
         try:
             path = DEVICE_EVENTS.path_for(client, device_id)
             pages = iter_pages(client, path, limit=limit, paginator=DEVICE_EVENTS.paginator)
@@ -119,10 +119,10 @@ def _event_feeds(
             ledger.scans.add("device_events", count, items, DEVICE_EVENTS.key)
         rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
-            yield DEVICE_EVENTS.page(rows, ledger.unreadable)
+            yield DEVICE_EVENTS.page(rows, ledger)
             rows = []
     if rows:
-        yield DEVICE_EVENTS.page(rows, ledger.unreadable)
+        yield DEVICE_EVENTS.page(rows, ledger)
 
 
 def _device_named(item: dict) -> tuple[object, object]:
@@ -249,6 +249,7 @@ class FeedScan:
     """
 
     mark: EventMark | None
+    ledger: RunLedger  # where an event without its id or time is set aside
     items: dict[Any, dict] = field(default_factory=dict)  # id -> item, every item read
     new: set[Any] = field(default_factory=set)
     count: int = 0
@@ -266,7 +267,7 @@ class FeedScan:
     def add(self, page: Page) -> None:
         """Take one page; decide whether the feed needs more pages."""
         self.count = max(self.count, page.count or 0)
-        for item in DEVICE_EVENTS.require(page.items):
+        for item in DEVICE_EVENTS.require(page.items, self.ledger):
             key = item.get("id")
             self.items[key] = item  # an arrival while paging repeats an item: one row per id
             if self.is_new(item):

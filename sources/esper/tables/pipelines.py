@@ -258,7 +258,7 @@ def _stage_lists(client: EsperClient, ledger: RunLedger, opts: Options) -> Versi
     read each stage's lists from them (a run may load either without the other)."""
 
     def read() -> VersionLists:
-        pipelines = PIPELINES.require(shared_list(PIPELINES, client, ledger, opts).items)
+        pipelines = PIPELINES.require(shared_list(PIPELINES, client, ledger, opts).items, ledger)
         ids = [p["id"] for p in pipelines]
         return read_version_lists(
             PIPELINE_STAGES, PIPELINES, ids, client, ledger, opts, "pipeline_id"
@@ -282,7 +282,7 @@ def _numbered(page: pa.Table) -> pa.Table:
 def _runs_to_read(ledger: RunLedger, client: EsperClient, opts: Options) -> tuple[list[str], Any]:
     """The runs whose children are read this run, and the newest `updated_at` of the list."""
     since = read_from(PIPELINE_RUNS_SEEN, opts.lag, ledger)
-    runs = PIPELINE_RUNS.require(shared_list(PIPELINE_RUNS, client, ledger, opts).items)
+    runs = PIPELINE_RUNS.require(shared_list(PIPELINE_RUNS, client, ledger, opts).items, ledger)
     newest: datetime | None = None
     wanted = []
     for run in runs:
@@ -309,7 +309,7 @@ class _Children:
         def of_stage_runs(table: Table) -> tuple[PerParent, Named]:  # each stage run's list
             def named(rows: list[dict]) -> dict[str, str]:
                 return parent_paths(
-                    table, [s["id"] for s in PIPELINE_STAGE_RUNS.require(rows)], client
+                    table, [s["id"] for s in PIPELINE_STAGE_RUNS.require(rows, ledger)], client
                 )
 
             return PerParent(table, PIPELINE_STAGE_RUNS, "stage_run_id"), named
@@ -335,7 +335,7 @@ def _children(
         read = ledger.shared.read_once("pipeline_children", lambda: _Children(client, ledger, opts))
         items = getattr(read, rows)
         if items:
-            yield table.page(items, ledger.unreadable)
+            yield table.page(items, ledger)
         if table is PIPELINE_TARGET_RUNS and not read.refused:  # the last of the three
             advance_watermark(PIPELINE_RUNS_SEEN, read.newest)
 
@@ -383,7 +383,7 @@ class _StagePlans:
     def __init__(self, client: EsperClient, ledger: RunLedger, opts: Options) -> None:
         read_stages = _stage_lists(client, ledger, opts)
         self.stages_refused = len(read_stages.refused)
-        stages = PIPELINE_STAGES.require(read_stages.rows)
+        stages = PIPELINE_STAGES.require(read_stages.rows, ledger)
         self._stage_ids = [s["id"] for s in stages]
         self._pipeline_of = {s["id"]: s["pipeline_id"] for s in stages}  # the pipeline asked
         self._asked = (client, ledger, opts)
@@ -393,10 +393,12 @@ class _StagePlans:
         """The stages' operation lists, and each list's operations as soon as its stage's lists
         are read."""
         client, ledger, opts = self._asked
-        column = "pipeline_stage_operations.operation_list_id"
+        column = "operation_list_id"
 
         def named(rows: list[dict]) -> dict[str, str]:
-            lists = items_by_id(rows, column, PIPELINE_STAGE_OPERATIONS.path)
+            lists = items_by_id(
+                rows, ledger, PIPELINE_STAGE_OPERATIONS, column, PIPELINE_STAGE_OPERATIONS.path
+            )
             return {ol: OPERATIONS_PATH.format(id=ol) for ol in lists}
 
         op_lists, operations = read_each_parent(
@@ -406,7 +408,9 @@ class _StagePlans:
                         OPERATIONS_PATH), named)],
             client, ledger, opts,
         )  # fmt: skip
-        lists = items_by_id(op_lists.rows, column, PIPELINE_STAGE_OPERATIONS.path)
+        lists = items_by_id(
+            op_lists.rows, ledger, PIPELINE_STAGE_OPERATIONS, column, PIPELINE_STAGE_OPERATIONS.path
+        )
         self.operations = []
         others: list[OtherParent] = []
         for op in operations.rows:
@@ -420,11 +424,13 @@ class _StagePlans:
         """The stages' target lists, and each list's devices or groups as soon as its stage's
         lists are read."""
         client, ledger, opts = self._asked
-        column = "pipeline_stage_targets.target_list_id"
+        column = "target_list_id"
 
         def named(rows: list[dict]) -> dict[str, str]:
             paths = {}
-            for list_id, held in items_by_id(rows, column, PIPELINE_STAGE_TARGETS.path).items():
+            for list_id, held in items_by_id(
+                rows, ledger, PIPELINE_STAGE_TARGETS, column, PIPELINE_STAGE_TARGETS.path
+            ).items():
                 members = MEMBERS.get(str(held[0].get("target_list_type") or "").upper())
                 pipeline = self._pipeline_of[held[0]["stage_id"]]
                 if members is not None:  # (a list shared by two stages is read once)
@@ -438,7 +444,9 @@ class _StagePlans:
                         MEMBERS_PATH + "…"), named)],
             client, ledger, opts,
         )  # fmt: skip
-        lists = items_by_id(target_lists.rows, column, PIPELINE_STAGE_TARGETS.path)
+        lists = items_by_id(
+            target_lists.rows, ledger, PIPELINE_STAGE_TARGETS, column, PIPELINE_STAGE_TARGETS.path
+        )
         self.targets = []
         others = []
         for member in read.rows:
@@ -483,7 +491,7 @@ def _stage_plan(
         elif getattr(plans, f"{name}_refused"):
             keep_if_refused(ledger, table, {"refused"})
         elif rows := getattr(plans, name):
-            yield table.page(rows, ledger.unreadable)
+            yield table.page(rows, ledger)
 
 
 @dlt.resource(**PIPELINE_STAGE_OPERATIONS.hints())

@@ -68,7 +68,7 @@ def status_metrics(client: EsperClient, ledger: RunLedger, opts: Options) -> Ite
     assert ledger.plan.as_of is not None  # set by open_run, before any resource runs
     as_of = ledger.plan.as_of.astimezone(UTC)
     row = {**body, "snapshot_date": as_of.date().isoformat(), "as_of": as_of.isoformat()}
-    yield STATUS_METRICS.page([row], ledger.unreadable)
+    yield STATUS_METRICS.page([row], ledger)
 
 
 LISTS = (status_metrics,)  # read beside the other tenant-level lists (`tables/__init__.py`)
