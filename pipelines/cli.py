@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .commands import SUBCOMMANDS, Subcommand, apply_options, subcommand
 from .exit_codes import Exit, brief
+from .readable import Visible
 
 
 def build_parser(commands: Mapping[str, Subcommand] | None = None) -> argparse.ArgumentParser:
@@ -42,6 +43,17 @@ def build_parser(commands: Mapping[str, Subcommand] | None = None) -> argparse.A
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the subcommand `argv` names, its output and log lines written through `Visible`:
+    every text a command prints may quote the API, and none may act on the terminal."""
+    shown = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Visible(shown[0]), Visible(shown[1])
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = shown
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     index = _command_index(argv)
     name = argv[index] if index is not None else None

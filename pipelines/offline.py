@@ -83,9 +83,26 @@ def chart_svg(spec: str | dict[str, Any]) -> str:
     """A Vega-Lite spec drawn as an SVG element."""
     import vl_convert  # the `notebooks` extra: only the report's pages draw charts
 
-    text = spec if isinstance(spec, str) else json.dumps(spec)
-    svg = vl_convert.vegalite_to_svg(text)
+    svg = vl_convert.vegalite_to_svg(drawable(spec))
     return svg[svg.index("<svg") :] if "<svg" in svg else svg
+
+
+def drawable(spec: str | dict[str, Any]) -> str:
+    """A Vega-Lite spec as JSON text whose every string is `readable.visible`: a control
+    character in an app or device name is refused by XML, and the chart renderer aborts the
+    whole process on it (SIGABRT) instead of raising."""
+    value = json.loads(spec) if isinstance(spec, str) else spec
+    return json.dumps(_visible_strings(value))
+
+
+def _visible_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return readable.visible(value)
+    if isinstance(value, list):
+        return [_visible_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {readable.visible(k): _visible_strings(v) for k, v in value.items()}
+    return value
 
 
 def _cell_text(value: Any) -> str:
@@ -95,7 +112,7 @@ def _cell_text(value: Any) -> str:
         return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return html.escape(value if isinstance(value, str) else json.dumps(value))
+    return html.escape(readable.visible(value if isinstance(value, str) else json.dumps(value)))
 
 
 def _rows_html(rows: list[dict[str, Any]], columns: list[str]) -> str:

@@ -222,7 +222,9 @@ def write_charts(warehouse: Path, charts_dir: Path, scale: float = 2.0) -> list[
                 if chart is None or not hasattr(chart, "to_json"):
                     raise LookupError(f"notebooks/{name}.py defines no chart `{variable}`")
                 target = charts_dir / filename
-                target.write_bytes(vl_convert.vegalite_to_png(chart.to_json(), scale=scale))
+                target.write_bytes(
+                    vl_convert.vegalite_to_png(offline.drawable(chart.to_json()), scale=scale)
+                )
                 written.append(target)
     return written
 

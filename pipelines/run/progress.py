@@ -41,8 +41,8 @@ class Progress:
             self.rows[name] += rows
             now = time.monotonic()
             if self.tty:
-                sys.stderr.write("\r\x1b[K extracting: " + self.text()[-150:])
-                sys.stderr.flush()
+                _terminal().write("\r\x1b[K extracting: " + self.text()[-150:])
+                _terminal().flush()
                 self._shown = True
             elif now - self._last >= self.every_s:
                 log.info("extract: progress %s", self.text())
@@ -53,6 +53,13 @@ class Progress:
 
     def done(self) -> None:
         if self._shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+            _terminal().write("\r\x1b[K")
+            _terminal().flush()
             self._shown = False
+
+
+def _terminal() -> Any:
+    """The terminal itself, under the command line's `readable.Visible` (which would show the
+    line's own escapes instead of obeying them): the progress line holds only table names and
+    counts, never a text from the API."""
+    return getattr(sys.stderr, "raw", sys.stderr)

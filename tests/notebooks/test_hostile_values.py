@@ -23,6 +23,11 @@ REMOTE = "http://198.51.100.7/p.png"  # TEST-NET-2: nothing answers; the proxy i
 HOSTILE = (
     "`x` <img src=x onerror=\"document.title='pwned'\"> ![p](" + REMOTE + ") "
     "<script>document.title='pwned'</script> $x$"
+    # every character that acts instead of showing (readable.py): a terminal's hyperlink
+    # (OSC 8), title and colour sequences, and the controls XML refuses in an SVG chart
+    " \x1b]8;;http://198.51.100.7/\x1b\\link\x1b]8;;\x1b\\ \x1b]0;title\x07 \x1b[31mred\x1b[0m "
+    + "".join(map(chr, [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]))
+    + "\u202e\u2066"
 )
 SHOWN = "<img src=x onerror="  # how the hostile text reads on the page, as text
 PAGES = ("rollouts", "fleet_overview")
@@ -44,6 +49,10 @@ def hostile_report(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactor
             ("pipelines", "name"),
             ("pipeline_runs", "pipeline_name"),
             ("pipeline_stages", "name"),
+            ("applications", "application_name"),
+            ("device_apps", "app_name"),
+            ("dep_tokens", "token_name"),
+            ("provisioning_profiles", "name"),
         ):
             con.execute(f"update esper.{table} set {column} = ? || ' ' || id", [HOSTILE])
     build_models(warehouse)
@@ -149,3 +158,16 @@ def test_the_offline_page_forbids_script_and_requests(hostile_report: Path) -> N
     page = (hostile_report / "rollouts.html").read_text(encoding="utf-8")
     assert f'<meta http-equiv="Content-Security-Policy" content="{offline.CSP}">' in page
     assert "default-src 'none'" in offline.CSP and "script-src" not in offline.CSP
+
+
+def test_status_shows_the_api_s_escapes_as_text(hostile_report: Path, capsys) -> None:
+    """A credential's name holding a hyperlink (OSC 8), a title and a colour sequence and every
+    control character: `status` prints them as their escapes (pipelines/readable.py)."""
+    from esper_warehouse.pipelines import cli
+
+    warehouse = hostile_report.parent / "hostile.duckdb"
+    cli.main(["status", "--warehouse", str(warehouse)])
+    shown = capsys.readouterr()
+    assert "\\x1b]8;;http://198.51.100.7/" in shown.out, "the hostile names are not shown"
+    for text in (shown.out, shown.err):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", text)
