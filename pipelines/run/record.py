@@ -75,11 +75,18 @@ def record(
             result.exit_code, result.error = exit_code_for(error), error_text(error)
 
 
-def record_start(pipeline: dlt.Pipeline, result: RunResult, started_at: datetime) -> None:
+def record_start(
+    pipeline: dlt.Pipeline, settings: RunSettings, result: RunResult, started_at: datetime
+) -> None:
     """Write the run's `started` row (bookkeeping.STARTED), which its outcome replaces: a run
     killed before its end (SIGKILL, a reboot) is still a night `status` and the ages count."""
     row = {"run_id": result.run_id, "started_at": started_at, "status": bookkeeping.STARTED}
-    bookkeeping.write(pipeline, row, [])
+    with_lock_wait(
+        lambda: bookkeeping.write(pipeline, row, []),
+        settings.warehouse,
+        settings.lock_timeout_s,
+        "the run record",
+    )
 
 
 def unavailable_text(unavailable: dict[str, str]) -> str:
@@ -111,10 +118,11 @@ def build_models(settings: RunSettings, result: RunResult) -> None:
 
 
 def age_models(settings: RunSettings, result: RunResult) -> None:
-    """After a run that loaded nothing (failed, interrupted, short), build the models again where
-    they were built: their data is the same, but every table is a night older
-    (intermediate.int_as_of.aged_at), and every age note says so. The run's outcome stays its own:
-    a build that fails here is logged, never the run's error."""
+    """After a run that failed or was interrupted before any load began, build the models again
+    where they were built: their data is the same, but every table is a night older
+    (intermediate.int_as_of.aged_at), and every age note says so. (A run whose load began may have
+    committed some tables: the next loaded run's build ages and judges them.) The run's outcome
+    stays its own: a build that fails here is logged, never the run's error."""
     if settings.destination != "duckdb" or not models_built(settings.warehouse):
         return
     log.info("models: building again, a night older")

@@ -191,13 +191,7 @@ class _Run:
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
-        # A run killed from here on leaves this row: `status` and the age notes count its night.
-        with_lock_wait(
-            lambda: record_start(pipeline, self.result, self.started_at),
-            settings.warehouse,
-            settings.lock_timeout_s,
-            "the run record",
-        )
+        record_start(pipeline, settings, self.result, self.started_at)  # a killed run leaves it
         if pipeline.has_pending_data:
             log.info("load: finishing a previous run's pending packages first")
             self.load_started = True
@@ -391,14 +385,11 @@ class _Run:
                 self.settings.warehouse,
             )
             return result
+        unrecorded = self.file_failed or result.exit_code == Exit.LOCKED
         if self.file_failed:  # not a DuckDB file, damaged, its disk full: it holds no record
             log.info("run: not recorded, as %s itself could not be used", self.settings.warehouse)
         try:
-            if (
-                self.pipeline is not None
-                and not self.file_failed
-                and result.exit_code != Exit.LOCKED
-            ):
+            if self.pipeline is not None and not unrecorded:
                 record(self.pipeline, self.settings, result, self.started_at, self.sql)
         finally:
             self._close_sql()
@@ -407,8 +398,8 @@ class _Run:
         if self.settings.build_models:
             if result.exit_code in LOADED:
                 build_models(self.settings, result)
-            elif not self.file_failed and result.exit_code != Exit.LOCKED:
-                age_models(self.settings, result)
+            elif not (unrecorded or self.load_started):
+                age_models(self.settings, result)  # the same data, a night older
         return result
 
     def _close_sql(self) -> None:

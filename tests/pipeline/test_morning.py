@@ -7,7 +7,9 @@ stopped) is an alarm too; a good night after all of it reads current again."""
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +22,7 @@ from esper_warehouse.pipelines.run.runner import summary
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.pipelines.warehouse import run_lock
 
-from .helpers import cli, load
+from .helpers import ROOT, cli, load
 from .test_run_kills import killed_run
 
 
@@ -55,6 +57,19 @@ def freshness_block(out: str) -> list[str]:
     return [line for line in block[: next(i for i, x in enumerate(block) if x[:2] != "  ")]]
 
 
+def readme_cron_check(wh: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """README "Every morning"'s cron command, as pasted, in `folder` standing for the project's
+    folder (its `.venv`, and `wh` copied to the default warehouse file)."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("\n## Every morning\n", 1)[1].split("```cron\n", 1)[1].split("```")[0]
+    (line,) = [x for x in block.splitlines() if x[:1].isdigit()]
+    command = line.split(None, 5)[5].replace("/opt/esper-warehouse", str(folder))
+    folder.mkdir()
+    (folder / ".venv").symlink_to(ROOT / ".venv")
+    shutil.copyfile(wh, folder / "esper_warehouse.duckdb")
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
+
+
 def at(when: datetime) -> str:
     return f"{when:%Y-%m-%d %H:%M} UTC"
 
@@ -78,13 +93,17 @@ def test_a_failed_night_ages_every_number_and_status_says_why_until_a_good_night
 
     code, out, err = morning(wh, capsys)
     assert code == Exit.NOT_LOADED == 8, err
-    assert "the last night loaded nothing: the run started" in err
+    assert "the last night did not load: the run started" in err
     assert f"(API time {at(failed.as_of)}) failed" in err
     assert "cause: " in err and "GET /v2/devices/" in err and "500" in err
     assert "last good load: the run started" in err and f"(API time {at(good.as_of)})" in err
     shown = freshness_block(out)
     assert len(shown) == len(rows) and all(note in line for line in shown), shown
     assert "None" not in out
+
+    alert = readme_cron_check(wh, wh.parent / "project")
+    assert alert.stdout == "esper-warehouse status exited 8\n", alert.stderr
+    assert "error: the last night did not load" in alert.stderr and "cause: " in alert.stderr
 
     sim.clear_faults()
     again = load(sim, wh, build_models=True)
