@@ -22,6 +22,9 @@ class Exit(IntEnum):
     LOCKED = 5  # the warehouse (or the published marts) stayed held by another process
     PARTIAL = 6  # loaded and committed, but some tables or parts skipped (doctor: a run would be)
     HELD_BACK = 7  # `status`: a table family held back by refusals longer than the warning age
+    # `status`: the latest run loaded nothing (failed, interrupted, fell short, never ended), or
+    # no run has loaded for longer than the warning age (a scheduler that stopped)
+    NOT_LOADED = 8
     INTERRUPTED = 130  # Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it
     OUTPUT_CLOSED = 141  # stdout's reader stopped reading (`status | head`): 128 + SIGPIPE
 
@@ -38,6 +41,7 @@ BRIEF = {
     Exit.LOCKED: "warehouse locked",
     Exit.PARTIAL: "partial run (loaded; some tables skipped)",
     Exit.HELD_BACK: "status: tables held back by refusals too long",
+    Exit.NOT_LOADED: "status: the last night loaded nothing, or no load for too long",
     Exit.INTERRUPTED: "interrupted",
     Exit.OUTPUT_CLOSED: "output closed by its reader",
 }

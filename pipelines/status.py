@@ -13,6 +13,7 @@ import orjson
 from . import headlines, readable
 from .commands import DEMO_WAREHOUSE
 from .exit_codes import Exit
+from .morning import night_alarm
 from .run.bookkeeping import unfinished_first_load, unreadable_lines
 from .warehouse import file_problem, path_problem
 
@@ -71,11 +72,13 @@ def open_failure(warehouse: Path, error: BaseException) -> tuple[int, str]:
 
 
 def status(warehouse: Path, dataset: str = "esper") -> int:
-    """Print the warehouse's state; opens the file read-only, briefly.
+    """Print the warehouse's state; opens the file read-only, briefly. The morning alarm.
 
-    Exit codes: 0, 7 a table family held back by refusals longer than
-    `freshness_warn_after_hours()` (sql/macros; a morning check's signal), 2 no such file or no
-    run recorded in it, 5 held by another process, 1 any other failure to open it.
+    Exit codes: 0; 8 the latest run loaded nothing (failed, interrupted, fell short, never ended)
+    or no run has loaded for longer than `freshness_warn_after_hours()` of wall-clock time (a
+    scheduler that stopped), the cause and the last good load on stderr; 7 a table family held
+    back by refusals longer than that age (8 wins when both hold); 2 no such file or no run
+    recorded in it, 5 held by another process, 1 any other failure to open it.
     """
     if not warehouse.exists():
         print(f"error: {missing_message(warehouse)}", file=sys.stderr)
@@ -92,6 +95,7 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
             return Exit.CONFIG
         print(render(con, dataset))
         held = [f for f in freshness(con) if f.is_held_back]
+        alarm = night_alarm(con, warehouse, dataset)
     finally:
         con.close()
     for family in held:
@@ -100,6 +104,10 @@ def status(warehouse: Path, dataset: str = "esper") -> int:
             f"{family.warn_after_hours:g} h behind the latest run)",
             file=sys.stderr,
         )
+    for line in alarm:
+        print(line, file=sys.stderr)
+    if alarm:
+        return Exit.NOT_LOADED
     return Exit.HELD_BACK if held else Exit.OK
 
 
@@ -394,7 +402,9 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
         out.append(f"last runs ({cut}; all in esper._esper_runs):" if cut else "last runs:")
         for row in runs:
             out.append(
-                f"  {row[0]:%Y-%m-%d %H:%M}  as of {row[1]}  {row[2]:<11} {row[3]:<22} "
+                f"  {row[0]:%Y-%m-%d %H:%M}  "
+                + (f"as of {row[1]}" if row[1] is not None else "no API time")
+                + f"  {row[2] or '-':<11} {row[3]:<22} "
                 f"requests {row[4]}, retries {row[5]}, 429s {row[6]}"
                 + (f" ({row[8]} not this run's)" if row[8] else "")
                 + (f", answered {row[7]} at {row[9]:.1f}/s" if row[9] else "")

@@ -249,7 +249,8 @@ def run_tenant(tenant: Tenant, base: RunSettings, **run_options: Any) -> RunResu
     except WarehouseLocked as error:
         code, text = Exit.LOCKED, f"{type(error).__name__}: {error}"
     log.error("tenant %s: %s", tenant.name, text)
-    result = RunResult("-", code, "failed", error=text)
+    # a tenant whose lock another run held did not start (sql/vocabulary/run_statuses.csv)
+    result = RunResult("-", code, "locked" if code == Exit.LOCKED else "failed", error=text)
     result.seconds = time.monotonic() - started
     return result
 

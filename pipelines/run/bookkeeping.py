@@ -103,6 +103,16 @@ def write(
             ):
                 typed = {c: names.get(t, t) for c, t in columns.items()}
                 _write_table(client, table, typed, rows, duckdb)
+                if table == "_esper_runs" and run.get("status") != STARTED:
+                    _drop_started(client, run["run_id"])  # the row it wrote as it started
+
+
+def _drop_started(client: Any, run_id: str) -> None:
+    """Remove the run's own `started` row, once its outcome is written beside it."""
+    if not run_id.isalnum():  # the runner's own hex id: nothing to quote
+        raise ValueError(f"unexpected run id {run_id!r}")
+    name = client.make_qualified_table_name("_esper_runs")
+    client.execute_sql(f"delete from {name} where run_id = '{run_id}' and status = '{STARTED}'")
 
 
 def _write_table(
@@ -160,8 +170,12 @@ def unreadable_lines(unreadable: dict[str, int]) -> list[str]:
     ]
 
 
-# A full scan that ended with these statuses walked the whole device list (its rows are all in).
-UNFINISHED = ("failed", "interrupted")
+# The status of the row a run writes as it starts (sql/vocabulary/run_statuses.csv): its outcome
+# replaces it; left alone, the run never ended (killed, or the machine stopped).
+STARTED = "started"
+
+# A full scan that ended with these statuses did not walk the whole device list.
+UNFINISHED = ("failed", "interrupted", STARTED)
 
 
 def unfinished_first_load(con: Any, ds: str) -> str | None:

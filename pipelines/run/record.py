@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dlt
+import duckdb
 import orjson
 
 from .. import models
@@ -76,6 +77,20 @@ def record(
             result.exit_code, result.error = exit_code_for(error), error_text(error)
 
 
+def record_start(
+    pipeline: dlt.Pipeline, settings: RunSettings, result: RunResult, started_at: datetime
+) -> None:
+    """Write the run's `started` row (bookkeeping.STARTED), which its outcome replaces: a run
+    killed before its end (SIGKILL, a reboot) is still a night `status` and the ages count."""
+    row = {"run_id": result.run_id, "started_at": started_at, "status": bookkeeping.STARTED}
+    with_lock_wait(
+        lambda: bookkeeping.write(pipeline, row, []),
+        settings.warehouse,
+        settings.lock_timeout_s,
+        "the run record",
+    )
+
+
 def unavailable_text(unavailable: dict[str, str]) -> str:
     """One clause per skipped table, e.g. ``status_metrics (GET /v2/... answered 403 (...))``."""
     return "; ".join(f"{table}: {why}" for table, why in sorted(unavailable.items()))
@@ -104,11 +119,51 @@ def build_models(settings: RunSettings, result: RunResult) -> None:
         log.error("models failed: %s", text)
 
 
+def age_models(settings: RunSettings, result: RunResult) -> None:
+    """After a run that failed or was interrupted before any load began, build the models again
+    where they were built: their data is the same, but every table is a night older
+    (intermediate.int_as_of.aged_at), and every age note says so. (A run whose load began may have
+    committed some tables: the next loaded run's build ages and judges them.) The run's outcome
+    stays its own: a build that fails here is logged, never the run's error."""
+    if settings.destination != "duckdb" or not models_built(settings.warehouse):
+        return
+    log.info("models: building again, a night older")
+    try:
+        result.models = with_lock_wait(
+            lambda: models.build_models(settings.warehouse, dataset=settings.dataset),
+            settings.warehouse,
+            settings.lock_timeout_s,
+            "the models",
+        )
+        log.info("models: %d built", len(result.models))
+    except Exception as error:
+        log.warning("models: not built again (%s); their ages are those of the last build", error)
+
+
+def models_built(warehouse: Any) -> bool:
+    """Whether the warehouse holds the freshness models (a build has run on it)."""
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            return bool(
+                con.execute(
+                    "select count(*) from information_schema.tables where table_schema = "
+                    "'intermediate' and table_name = 'int_family_freshness'"
+                ).fetchone()[0]  # type: ignore[index]
+            )
+    except duckdb.Error:
+        return False
+
+
 def summary(result: RunResult) -> str:
     """The end-of-run summary: rows per table, requests, retries, 429s, duration."""
+    seen = f"API time {result.as_of}" if result.as_of else "no API time: no answer was read"
+    if result.run_id == "-":  # it never started: no scan, no request
+        first = f"run not started ({result.status}), {result.seconds:.1f} s"
+    else:
+        first = f"run {result.run_id}: {result.status} ({result.mode} scan, {seen}), "
+        first += f"{result.seconds:.1f} s"
     lines = [
-        f"run {result.run_id}: {result.status} ({result.mode} scan, API time {result.as_of}), "
-        f"{result.seconds:.1f} s",
+        first,
         f"requests {result.requests}, retries {result.retries}, throttled (429) {result.throttled}"
         + (f" ({result.not_ours} not caused by this run's pace)" if result.not_ours else ""),
     ]

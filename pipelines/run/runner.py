@@ -50,7 +50,15 @@ from .ownership import check_owner
 from .pipeline import check_source_settings, make_pipeline
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
-from .record import build_models, record, shortfall, summary, unavailable_text
+from .record import (
+    age_models,
+    build_models,
+    record,
+    record_start,
+    shortfall,
+    summary,
+    unavailable_text,
+)
 from .types import PIPELINE_NAME, RunResult, RunSettings
 
 # What callers import from here: the run, its settings and result (exit codes: `Exit`).
@@ -87,8 +95,9 @@ def run(settings: RunSettings, *, client: EsperClient | None = None) -> RunResul
         try:
             stack.enter_context(run_lock(settings.warehouse, settings.lock_timeout_s))
         except WarehouseLocked as error:
+            # not recorded: the run holding the lock may hold the warehouse file too
             log.error("run not started: %s", error)
-            result = RunResult("-", Exit.LOCKED, "failed", error=f"WarehouseLocked: {error}")
+            result = RunResult("-", Exit.LOCKED, "locked", error=f"WarehouseLocked: {error}")
             result.seconds = time.monotonic() - started
             return result
         except OSError as error:  # its folder cannot be written (read-only, full, not ours)
@@ -153,6 +162,7 @@ class _Run:
         self.marker = Path()  # where this run notes its appends: set by prepare()
         self.interrupted_appends: list[str] = []
         self.created = False  # this run created the warehouse file
+        self.file_failed = False  # the warehouse file itself is what failed: nothing to record in
         self.load_started = False  # something was (or is being) loaded into it
 
     def current_client(self) -> Any:
@@ -187,6 +197,7 @@ class _Run:
         # Cursors come from the local state, or from the warehouse when the directory is new.
         with_lock_wait(pipeline.sync_destination, settings.warehouse, settings.lock_timeout_s)
         check_owner(pipeline, str(settings.warehouse))  # one pipeline per dataset, never two
+        record_start(pipeline, settings, self.result, self.started_at)  # a killed run leaves it
         if pipeline.has_pending_data:
             log.info("load: finishing a previous run's pending packages first")
             self.load_started = True
@@ -332,6 +343,7 @@ class _Run:
             problem = file_problem(self.settings.warehouse, error)
             if problem is not None and problem[0] != Exit.LOCKED:  # a lock's own words say more
                 result.exit_code, result.error = problem
+                self.file_failed = True
             log.error("run failed: %s", result.error)
             log.debug("run failed", exc_info=True)
 
@@ -340,6 +352,11 @@ class _Run:
         self.progress.done()
         client = self.current_client()
         result = self.result
+        # the API time this run saw, even when it failed before its plan (a 500 on the opening
+        # count still carries a `Date`): its night is counted at that time (int_as_of.aged_at)
+        result.as_of = result.as_of or self.ledger.plan.as_of
+        if result.as_of is None and client is not None:
+            result.as_of = client.server_time
         result.unavailable = self.ledger.refusals.skipped()
         result.tables = self.ledger.refusals.treatments(self.read, result.rows)
         result.unreadable = self.ledger.unreadable.counts()
@@ -377,15 +394,21 @@ class _Run:
                 self.settings.warehouse,
             )
             return result
+        unrecorded = self.file_failed or result.exit_code == Exit.LOCKED
+        if self.file_failed:  # not a DuckDB file, damaged, its disk full: it holds no record
+            log.info("run: not recorded, as %s itself could not be used", self.settings.warehouse)
         try:
-            if self.pipeline is not None and result.exit_code != Exit.LOCKED:
+            if self.pipeline is not None and not unrecorded:
                 record(self.pipeline, self.settings, result, self.started_at, self.sql)
         finally:
             self._close_sql()
             if self.held is not None:
                 self.held.close()
-        if result.exit_code in LOADED and self.settings.build_models:
-            build_models(self.settings, result)
+        if self.settings.build_models:
+            if result.exit_code in LOADED:
+                build_models(self.settings, result)
+            elif not (unrecorded or self.load_started):
+                age_models(self.settings, result)  # the same data, a night older
         return result
 
     def _close_sql(self) -> None:

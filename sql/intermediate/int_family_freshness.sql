@@ -10,18 +10,22 @@
 --                          as of; NULL when one of them was never loaded (then it is unknown)
 --   last_whole_load_at     the oldest last_whole_load_at of its tables (no part refused)
 --   warehouse_as_of        the warehouse's "now" (intermediate.int_as_of)
+--   aged_at                the time its age counts to (int_as_of.aged_at): later than
+--                          warehouse_as_of when runs since the latest loaded one loaded nothing
 --   is_known               data_as_of is not NULL
---   is_behind              data_as_of is older than warehouse_as_of
+--   is_behind              data_as_of is older than aged_at (after a failed night, every family)
 --   is_held_back           behind by more than freshness_warn_after_hours() (sql/macros) because runs
 --                          since were refused it (not because none read it): a warning in
 --                          `status`, which then exits 7
---   held_back_by           the family's tables older than warehouse_as_of, or never loaded,
+--   held_back_by           the family's tables older than aged_at, or never loaded,
 --                          comma-separated (NULL: none)
 --   held_back_since        when the refusal that holds it back began (API time)
 --   reason                 why it is behind or unknown: '<route> refused (<status>) since <day>',
 --                          the run's words for a refusal that is no route's answer (a Data Tap
 --                          quota), 'not read by the runs since' (runs that did not read it: a
---                          selection, a full-scan-only table), 'not loaded yet'
+--                          selection, a full-scan-only table), 'not loaded yet'; then, after runs
+--                          that loaded nothing, int_as_of.night_note ('the run of 2026-10-04 00:00
+--                          UTC failed'), joined by '; '
 --   age_note               what a surface prints beside a number drawn from the family: NULL when
 --                          current; 'as of 2026-10-03 00:00 UTC (3 days old: <reason>)' when behind;
 --                          'unknown — <reason>' when never loaded
@@ -49,6 +53,8 @@ families as (
         case when bool_and(last_loaded_at is not null) then min(last_loaded_at) end as data_as_of,
         min(last_whole_load_at) as last_whole_load_at,
         any_value(warehouse_as_of) as warehouse_as_of,
+        any_value(aged_at) as aged_at,
+        any_value(night_note) as night_note,
         string_agg(table_name, ', ' order by table_name)
             filter (where freshness <> 'current') as held_back_by,
     from tables
@@ -62,8 +68,9 @@ final as (
         families.data_as_of,
         families.last_whole_load_at,
         families.warehouse_as_of,
+        families.aged_at,
         families.data_as_of is not null as is_known,
-        coalesce(families.data_as_of < families.warehouse_as_of, false) as is_behind,
+        coalesce(families.data_as_of < families.aged_at, false) as is_behind,
         coalesce(
             causes.reason is not null
             and families.data_as_of
@@ -74,9 +81,16 @@ final as (
         causes.held_back_since,
         case
             when families.held_back_by is null then null
-            when causes.reason is not null then causes.reason
-            when families.data_as_of is null then 'not loaded yet'
-            else 'not read by the runs since'
+            else concat_ws(
+                '; ',
+                case
+                    when causes.reason is not null then causes.reason
+                    when families.data_as_of is null then 'not loaded yet'
+                    when families.data_as_of < families.warehouse_as_of
+                        then 'not read by the runs since'
+                end,
+                families.night_note
+            )
         end as reason,
     from families
     left join causes
@@ -89,6 +103,6 @@ select
         when not is_known then 'unknown — ' || reason
         when is_behind
             then 'as of ' || strftime(timezone('UTC', data_as_of), '%Y-%m-%d %H:%M') || ' UTC ('
-                || age_label(data_as_of, warehouse_as_of) || ': ' || reason || ')'
+                || age_label(data_as_of, aged_at) || ': ' || reason || ')'
     end as age_note,
 from final

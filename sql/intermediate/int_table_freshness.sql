@@ -22,8 +22,11 @@
 --   read_from            the table whose refusal skipped it, when it is read from another one
 --   why                  the refusal in the run's words
 --   warehouse_as_of      the warehouse's "now" (intermediate.int_as_of)
---   freshness            current (loaded by the latest loaded run, or as new as it), behind (older
---                        than warehouse_as_of), unknown (never loaded)
+--   aged_at              the time ages count to (int_as_of.aged_at: later than warehouse_as_of
+--                        after runs that loaded nothing)
+--   night_note           what those runs did (int_as_of.night_note; NULL: the latest run loaded)
+--   freshness            current (loaded by the latest loaded run, or as new as it, and no run
+--                        since failed), behind (older than aged_at), unknown (never loaded)
 --   reason               why it is behind or unknown since held_back_since, in the words of
 --                        int_family_freshness.reason (NULL: no refusal since its last load)
 --   age_note             the table's age in the words of int_family_freshness.age_note: NULL when
@@ -31,7 +34,7 @@
 with
 
 as_of as (
-    select as_of from intermediate.int_as_of
+    select as_of, aged_at, night_note from intermediate.int_as_of
 ),
 
 runs as (
@@ -137,9 +140,11 @@ joined as (
         held_back.read_from,
         held_back.why,
         as_of.as_of as warehouse_as_of,
+        as_of.aged_at,
+        as_of.night_note,
         case
             when loads.last_loaded_at is null then 'unknown'
-            when loads.last_loaded_at < as_of.as_of then 'behind'
+            when loads.last_loaded_at < as_of.aged_at then 'behind'
             else 'current'
         end as freshness,
     from tables
@@ -168,10 +173,18 @@ select
     *,
     case
         when freshness = 'unknown'
-            then 'unknown — ' || coalesce(reason, 'not loaded yet')
+            then 'unknown — ' || concat_ws('; ', coalesce(reason, 'not loaded yet'), night_note)
         when freshness = 'behind'
             then 'as of ' || strftime(timezone('UTC', last_loaded_at), '%Y-%m-%d %H:%M') || ' UTC ('
-                || age_label(last_loaded_at, warehouse_as_of) || ': '
-                || coalesce(reason, 'not read by the runs since') || ')'
+                || age_label(last_loaded_at, aged_at) || ': '
+                || concat_ws(
+                    '; ',
+                    case
+                        when last_loaded_at < warehouse_as_of
+                            then coalesce(reason, 'not read by the runs since')
+                    end,
+                    night_note
+                )
+                || ')'
     end as age_note,
 from final

@@ -137,6 +137,12 @@ def test_the_loaded_run_statuses_are_those_of_the_loaded_exit_codes() -> None:
     coded = {status: code for status, (_loaded, code) in run_statuses().items() if code is not None}
     assert {status for status, code in coded.items() if code in LOADED} == {"ok", "partial"}
     assert set(loaded_run_statuses()) == {"ok", "partial"}
-    assert {"ok", "partial", "reconciliation_failed", "interrupted", "failed"} == set(
-        run_statuses()
-    )
+    assert {
+        "ok",
+        "partial",
+        "reconciliation_failed",
+        "interrupted",
+        "failed",
+        "started",
+        "locked",
+    } == set(run_statuses())

@@ -207,7 +207,8 @@ def test_a_run_stopped_after_two_parts_is_recorded_and_says_what_was_committed(
 def test_status_and_models_tell_an_unfinished_first_load(
     wh: Path, killed: Killed, resumed: Resumed, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Killed after two parts: `status` says the first load is unfinished, `models` refuses.
+    """Killed after two parts: `status` says the first load is unfinished and, as no run has
+    loaded yet, that the night did not load (exit 8); `models` refuses.
 
     Both only read the warehouse, so the resume that follows is the module's (`resumed`), in a
     copy of its own."""
@@ -217,9 +218,11 @@ def test_status_and_models_tell_an_unfinished_first_load(
 
     copy_warehouse(killed.warehouse, wh)
 
-    assert status.status(wh) == 0
-    said = capsys.readouterr().out
+    assert status.status(wh) == Exit.NOT_LOADED
+    said, alarm = capsys.readouterr()
     assert "the first load is unfinished" in said and "device(s) loaded so far" in said, said
+    assert "never recorded its end (killed or stopped)" in alarm, alarm
+    assert "last good load: none, no run has loaded this warehouse yet" in alarm, alarm
     assert models_command.main(["--warehouse", str(wh)]) == Exit.UNFINISHED
     assert "no model was built" in capsys.readouterr().err
     with duckdb.connect(str(wh), read_only=True) as con:

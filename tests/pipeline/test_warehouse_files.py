@@ -173,7 +173,7 @@ def test_a_read_only_folder_ends_the_run_with_its_line_and_exit_2(
     assert code == Exit.CONFIG, captured.err
     assert f"{tmp_path / 'ro'} cannot be written (" in captured.out + captured.err
     assert "Read-only file system" in captured.out + captured.err
-    assert captured.out.startswith("run -: failed"), captured.out  # the run's summary line
+    assert captured.out.startswith("run not started (failed)"), captured.out  # its summary line
     assert "Traceback" not in captured.err
 
 
