@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 
+from . import readable
 from .model_files import SQL_DIR
 from .run.bookkeeping import STARTED
 from .warehouse import run_lock_path
@@ -105,12 +106,12 @@ def run_statuses() -> dict[str, tuple[bool, str]]:
 
 def shown_reason(error: str | None, limit: int = 300) -> str | None:
     """A run's recorded error (redacted as it was recorded) as two lines at most for a terminal:
-    control characters shown as `?`, cut at `limit` characters."""
+    characters that would act shown as their escapes (`readable.visible`), cut at `limit`."""
     if not error:
         return None
     lines = [line.strip() for line in error.splitlines() if line.strip()][:2]
     text = " / ".join(lines)
-    text = "".join(c if c.isprintable() else "?" for c in text)
+    text = readable.visible(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -5,6 +5,7 @@ through it:
 
 - `types.py`: what a run is given (`RunSettings`) and what it returns (`RunResult`);
 - `pipeline.py`: dlt's settings, the pipeline beside the warehouse, the settings checked first;
+- `held.py`: the DuckDB connection a run holds, and the load's memory limit;
 - `ownership.py`: a dataset belongs to one pipeline name;
 - `dispositions.py`: the resources selected, merge or append, the note of appends;
 - `progress.py`: the progress line while extracting;

@@ -53,7 +53,7 @@ def lock_timeout_default() -> float:
 
 def load_memory_limit_default() -> str | None:
     """`esper_warehouse.load_memory_limit` from dlt's configuration, else None (the run sets
-    one that follows the fleet: `runner.load_memory_for`)."""
+    one that follows the fleet: `held.load_memory_for`)."""
     value = dlt.config.get("esper_warehouse.load_memory_limit")
     return str(value) if value is not None else None
 

@@ -22,7 +22,7 @@ class RunSettings:
     full: bool = False
     lock_timeout_s: float = 300.0
     # DuckDB's memory for the load and the bookkeeping after it (it spills to disk beyond it)
-    load_memory_limit: str | None = None  # None: follows the fleet (runner.load_memory_for)
+    load_memory_limit: str | None = None  # None: follows the fleet (held.load_memory_for)
     build_models: bool = True
     source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
     pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/tenants.py)

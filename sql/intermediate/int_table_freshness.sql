@@ -9,14 +9,17 @@
 --   family               the family it shares its freshness with (seeds.table_families, from the
 --                        source's declarations; a Data Tap table is a family of its own)
 --   family_label         the family in words
---   last_loaded_at       API time of the latest loaded run that loaded the table, whole or in part
---                        (NULL: never loaded)
+--   last_loaded_at       the time the table's data is as of: a table that was partly refused is as
+--                        old as its refused part, so the API time of the latest loaded run that
+--                        loaded it whole (no part refused), else of the first that loaded part of
+--                        it (its refused part was never loaded; NULL: nothing of it ever was)
 --   last_whole_load_at   API time of the latest loaded run that loaded it whole (no part refused)
+--   last_part_load_at    API time of the latest loaded run that loaded any of it
 --   latest_read_at       API time of the latest loaded run that read the table (loaded it or not)
 --   latest_treatment     how that run treated it: loaded, partial, kept, skipped; never_read when
 --                        no loaded run read it
 --   held_back_since      API time of the first loaded run after last_loaded_at that read the table
---                        and did not load it (kept or skipped); NULL when none did
+--                        and did not load it whole (partial, kept or skipped); NULL when none did
 --   route, http_status   the route and status that refusal names (NULL: none, or not an answer of a
 --                        route, e.g. a Data Tap quota)
 --   read_from            the table whose refusal skipped it, when it is read from another one
@@ -100,15 +103,19 @@ tables as (
 loads as (
     select
         table_name,
-        max(as_of) filter (where treatment in ('loaded', 'partial')) as last_loaded_at,
+        coalesce(
+            max(as_of) filter (where treatment = 'loaded'),
+            min(as_of) filter (where treatment = 'partial')
+        ) as last_loaded_at,
         max(as_of) filter (where treatment = 'loaded') as last_whole_load_at,
+        max(as_of) filter (where treatment in ('loaded', 'partial')) as last_part_load_at,
         max(as_of) as latest_read_at,
         arg_max(treatment, as_of) as latest_treatment,
     from treated
     group by table_name
 ),
 
--- the first run after the last load that read the table and did not load it
+-- the first run after the last whole load that read the table and did not load it whole
 held_back as (
     select
         treated.table_name,
@@ -120,8 +127,10 @@ held_back as (
     from treated
     inner join loads
         on loads.table_name = treated.table_name
-    where treated.treatment in ('kept', 'skipped')
-        and (loads.last_loaded_at is null or treated.as_of > loads.last_loaded_at)
+    where treated.treatment in ('partial', 'kept', 'skipped')
+        and (loads.last_loaded_at is null or treated.as_of >= loads.last_loaded_at)
+        and (treated.treatment <> 'partial' or loads.last_whole_load_at is null
+            or treated.as_of > loads.last_whole_load_at)
     group by treated.table_name
 ),
 
@@ -132,6 +141,7 @@ joined as (
         tables.family_label,
         loads.last_loaded_at,
         loads.last_whole_load_at,
+        loads.last_part_load_at,
         loads.latest_read_at,
         coalesce(loads.latest_treatment, 'never_read') as latest_treatment,
         held_back.held_back_since,

@@ -8,9 +8,11 @@
 --                                history, heartbeats, installed apps) is as of
 --                                (intermediate.int_devices_as_of); the latest loaded run's API time
 --                                unless a run since could not read those tables
---   data_as_of                   the same time, NULL when the devices were never loaded
---   age_note                     how old that is, in the words every surface prints (NULL: loaded
---                                by the latest run; intermediate.int_family_freshness)
+--   data_as_of                   the time the verdict is as of: the oldest of the families it reads
+--                                (devices, catalogues: intermediate.int_verdict_as_of); NULL when
+--                                one was never loaded
+--   age_note                     how old that is, in the words every surface prints, each family
+--                                named ('Catalogues: as of ...'); NULL when all are current
 --   device_id                    Esper device id
 --   device_name, device_alias, serial_number   as the API serves them
 --   hardware_manufacturer, hardware_model   the device's maker and model (hardware_info.manufacturer,
@@ -92,6 +94,10 @@ with
 
 as_of as (
     select * from intermediate.int_devices_as_of
+),
+
+verdict_as_of as (
+    select * from intermediate.int_verdict_as_of
 ),
 
 checks as (
@@ -206,8 +212,8 @@ app_reasons as (
 joined as (
     select
         as_of.as_of as as_of,
-        as_of.data_as_of as data_as_of,
-        as_of.age_note as age_note,
+        verdict_as_of.data_as_of as data_as_of,
+        verdict_as_of.age_note as age_note,
         devices.device_id as device_id,
         devices.device_name as device_name,
         devices.device_alias as device_alias,
@@ -374,6 +380,7 @@ joined as (
         ) as reasons_with_gaps,
     from checks
     cross join as_of
+    cross join verdict_as_of
     inner join devices
         on devices.device_id = checks.device_id
     left join targets

@@ -417,18 +417,31 @@ items as (
     where is_failing
 ),
 
+-- the headlines drawn from compliance verdicts: as old as the families a verdict reads
+verdict_headlines as (
+    select
+        headlines.headline,
+        verdict.family,
+    from (
+        values
+            ('compliance_rate'),
+            ('non_compliant_devices'),
+            ('unverified_devices'),
+            ('top_reasons')
+    ) as headlines (headline)
+    cross join intermediate.int_verdict_families as verdict
+),
+
 -- the table families each headline reads (intermediate.int_family_freshness): its age
 headline_families as (
+    select * from verdict_headlines
+    union all
     select * from (
         values
             ('devices', 'devices'),
-            ('compliance_rate', 'devices'),
-            ('non_compliant_devices', 'devices'),
-            ('unverified_devices', 'devices'),
             ('out_of_service_devices', 'devices'),
             ('not_seen_devices', 'devices'),
             ('low_battery_devices', 'devices'),
-            ('top_reasons', 'devices'),
             ('esper_low_battery_devices', 'status_metrics'),
             ('credentials_needing_action', 'credentials'),
             ('drift_disagreements', 'devices'),

@@ -13,7 +13,9 @@ from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.tables import FAMILY
 from esper_warehouse.sources.esper.tables.access import ROLES
+from esper_warehouse.sources.esper.tables.catalogues import BLUEPRINTS
 from esper_warehouse.sources.esper.tables.credentials import APNS_CERTIFICATES
+from esper_warehouse.sources.esper.tables.devices import DEVICE_APPS
 
 from tests.routes import glob
 
@@ -104,3 +106,81 @@ def test_a_family_refused_after_a_good_night_keeps_its_numbers_and_says_how_old(
     shown = capsys.readouterr().out
     freshness = shown.split("freshness")[1]
     assert f"{note}; tables: {behind}" in freshness
+
+
+VERDICT_HEADLINES = (
+    "compliance_rate",
+    "non_compliant_devices",
+    "unverified_devices",
+    "top_reasons",
+)
+
+
+def test_a_verdict_is_as_old_as_the_catalogues_it_reads(
+    sim, wh: Path, modelled_first_load, capsys
+) -> None:
+    """The blueprint check reads the catalogues: with `/v2/blueprints/` refused, every verdict
+    and every number drawn from verdicts says how old the catalogues are (the devices moved on
+    with the run), and `status` warns once they are held back longer than the warning age."""
+    good = modelled_first_load(wh)
+    route = f"GET {BLUEPRINTS.path}"
+    result = refused_night(sim, wh, (glob(BLUEPRINTS) + "*",), hours=24)
+    assert result.exit_code == Exit.PARTIAL, result.error
+
+    catalogues = f"Catalogues: as of {good.as_of:%Y-%m-%d %H:%M} UTC ("
+    for like in VERDICT_HEADLINES:
+        rows = headlines(wh, like)
+        assert rows, like
+        for row in rows:
+            assert row[5] == good.as_of, (like, row)  # as old as its oldest family
+            assert row[6] and catalogues in row[6] and f"{route} refused (403)" in row[6], row
+    with duckdb.connect(str(wh), read_only=True) as con:
+        notes = con.execute(
+            "select distinct data_as_of, age_note from marts.fleet_compliance"
+        ).fetchall()
+    assert len(notes) == 1 and notes[0][0] == good.as_of and catalogues in notes[0][1], notes
+
+    again = refused_night(sim, wh, (glob(BLUEPRINTS) + "*",), hours=48)
+    assert again.exit_code == Exit.PARTIAL, again.error
+    capsys.readouterr()
+    assert status(wh) == Exit.HELD_BACK  # 72 h behind: more than the warning age
+
+
+def test_a_partly_refused_table_is_as_old_as_its_refused_part(sim, wh: Path, capsys) -> None:
+    """Android app lists refused every night while Apple and Windows ones load: the installed
+    apps (and the devices family, and every verdict) are as old as the Android lists, never
+    "current" because another platform's lists loaded; held back past the warning age, `status`
+    warns; once the lists answer, everything is current again."""
+    android = [{"kind": "status", "status": 403, "route": glob(DEVICE_APPS) + "*"}]
+    route = f"GET {DEVICE_APPS.path}".replace("{eid}", "{id}")
+    sim.set_faults(android)
+    first = load(sim, wh, build_models=True)
+    assert first.exit_code == Exit.PARTIAL, first.error
+
+    def devices_note() -> str | None:
+        with duckdb.connect(str(wh), read_only=True) as con:
+            (note,) = con.execute(
+                "select age_note from intermediate.int_family_freshness where family = 'devices'"
+            ).fetchone()
+        return note
+
+    sim.advance(24)
+    night = load(sim, wh, build_models=True)
+    assert night.exit_code == Exit.PARTIAL, night.error
+    note = devices_note()
+    assert note and f"as of {first.as_of:%Y-%m-%d %H:%M} UTC (" in note, note
+    assert f"{route} refused (403)" in note, note
+    for row in headlines(wh, "compliance_rate"):
+        assert row[5] == first.as_of and f"Devices: {note}" in row[6], row
+
+    sim.advance(48)
+    assert load(sim, wh, build_models=True).exit_code == Exit.PARTIAL
+    capsys.readouterr()
+    assert status(wh) == Exit.HELD_BACK
+
+    sim.clear_faults()
+    sim.advance(24)
+    mended = load(sim, wh, build_models=True)
+    assert mended.exit_code == Exit.OK, mended.error
+    assert devices_note() is None
+    assert status(wh) == Exit.OK

@@ -53,10 +53,11 @@ def test_a_family_held_back_longer_than_the_warning_age_makes_status_exit_7(
 
 
 def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, capsys) -> None:
-    """The first load reads the refused family and the devices family (the compliance numbers)
-    alone: no other family plays a part in what the pipelines' numbers say."""
+    """The first load reads the refused family and the families of the compliance numbers (the
+    devices and the catalogues a verdict reads) alone: no other family plays a part in what the
+    pipelines' numbers say."""
     sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/v0/*"}])
-    read = [t for t, family in FAMILY.items() if family in ("pipelines", "devices")]
+    read = [t for t, family in FAMILY.items() if family in ("pipelines", "devices", "catalogues")]
     result = load(sim, wh, build_models=True, resources=read)
     assert result.exit_code == Exit.PARTIAL, result.error
 
@@ -71,7 +72,7 @@ def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, caps
         assert data_as_of is None
         day = f"{result.as_of:%Y-%m-%d}"
         assert note == (f"Pipelines: unknown — GET /pipelines/v0/runs/ refused (403) since {day}")
-    # the numbers of the devices family, loaded in the same run, are known
+    # the compliance numbers, their families loaded in the same run, are known
     assert all(row[4] for row in headlines(wh, "compliance_rate"))
 
     capsys.readouterr()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.run.runner import RunSettings, load_memory_for
+from esper_warehouse.pipelines.run.held import load_memory_for
+from esper_warehouse.pipelines.run.runner import RunSettings
 from esper_warehouse.sources.esper import esper
 from esper_warehouse.sources.esper.settings import ENV_PREFIX, SETTINGS
 
