@@ -9,7 +9,8 @@ reads. `prepare` creates the tables before the models build (the mart's view rea
    temporary tables;
 2. this as-of's rows are deleted from the log and the snapshots (a rebuild at the same as-of
    replaces them: idempotent);
-3. the changes between the previous snapshot and now (`found.sql`) are appended to the log;
+3. the changes between the previous snapshot and now (`found.sql`) are appended to the log, and
+   the comparison itself to `changes.comparisons` (a night without changes is a night too);
 4. the snapshot of now is stored (`snapshot_*.sql`) and the snapshots before the previous one are
    deleted, so the cost does not grow with history.
 
@@ -90,10 +91,15 @@ def record(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> int:
         path, select = _sql(sql_dir, name)
         _run(con, path, f"create or replace temp table {temp} as\n{select}\n")
     _snapshot_table(con)
-    for table in ("change_log", "subject_states", "family_states"):
+    for table in ("change_log", "comparisons", "subject_states", "family_states"):
         con.execute(f"delete from {SCHEMA}.{table} where as_of >= ?", [as_of])
     path, select = _sql(sql_dir, "found")
     _run(con, path, f"insert into {SCHEMA}.change_log by name\n{select}\n")
+    con.execute(
+        f"insert into {SCHEMA}.comparisons select ?, max(as_of) from {SCHEMA}.family_states "
+        "where as_of < ? having count(*) > 0",
+        [as_of, as_of],
+    )
     found = con.execute(
         f"select count(*) from {SCHEMA}.change_log where as_of = ?", [as_of]
     ).fetchone()

@@ -21,3 +21,10 @@ create table if not exists changes.family_states (
     is_current boolean,
     reason varchar
 );
+
+-- changes.comparisons: one row per as-of a build compared with a previous snapshot (since), with
+-- or without changes: the nights a digest covers ("nothing changed" is a night too).
+create table if not exists changes.comparisons (
+    as_of timestamptz,
+    since timestamptz
+);
