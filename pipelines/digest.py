@@ -90,7 +90,9 @@ def read(
 
 def not_compared_label(con: duckdb.DuckDBPyConnection) -> str:
     """The vocabulary's words for a family not compared."""
-    row = con.execute("select label from seeds.change_kinds where change = 'not_compared'").fetchone()
+    row = con.execute(
+        "select label from seeds.change_kinds where change = 'not_compared'"
+    ).fetchone()
     return str(row[0]) if row else "not compared"
 
 
@@ -173,7 +175,10 @@ def rows(
     )
     names = [d[0] for d in cursor.description]
     return [
-        {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in zip(names, r, strict=True)}
+        {
+            k: (v.isoformat() if isinstance(v, datetime) else v)
+            for k, v in zip(names, r, strict=True)
+        }
         for r in cursor.fetchall()
     ]
 
