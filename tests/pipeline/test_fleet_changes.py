@@ -9,7 +9,8 @@ asserts.
 from __future__ import annotations
 
 import csv
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +147,14 @@ def test_each_night_lists_what_the_marts_and_the_clock_changed(sim, wh, modelled
         )
     every = {"devices", "credentials", "pipelines"}
     seen: set[str] = set()
+    as_ofs: list[datetime] = []
     # a day, then twelve days (the Apple push certificate, 20 days from expiry at the first load,
     # crosses 7 days left), then a day with the Pipelines refused
     for hours, refused in ((24, False), (24 * 12, False), (24, True)):
         if refused:
             sim.set_faults([{"kind": "status", "status": 403, "route": "/pipelines/*"}])
         as_of, after = _night(sim, wh, hours)
+        as_ofs.append(as_of)
         families = every - {"pipelines"} if refused else every
         expected = _expected(state, after, families)
         found = _found(wh, as_of, every)
@@ -187,3 +190,16 @@ def test_each_night_lists_what_the_marts_and_the_clock_changed(sim, wh, modelled
         assert con.execute("select * from marts.fleet_changes order by all").fetchall() == kept
         nights = con.execute("select count(distinct as_of) from marts.fleet_changes").fetchone()
     assert nights == (3,), "kept across nights"
+
+    # the README's "this week" query lists the nights of the last seven days, every row
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"-- What changed this week\?\n(select .*?);", readme, re.S)
+    assert match, "README has no 'What changed this week?' query"
+    with duckdb.connect(str(wh), read_only=True) as con:
+        week = con.execute(match.group(1)).fetchall()
+        (expected,) = con.execute(
+            "select count(*) from marts.fleet_changes where as_of >= ?",
+            [state["truth"]["now"] - timedelta(days=7)],
+        ).fetchone()  # type: ignore[misc]
+    assert len(week) == expected > 0
+    assert {row[0] for row in week} == set(as_ofs[1:]), "not the first night, 13 days before"
