@@ -10,7 +10,7 @@ reads. `prepare` creates the tables before the models build (the mart's view rea
 2. this as-of's rows are deleted from the log and the snapshots (a rebuild at the same as-of
    replaces them: idempotent);
 3. the changes between the previous snapshot and now (`found.sql`) are appended to the log, and
-   the comparison itself to `changes.comparisons` (a night without changes is a night too);
+   the comparison itself to the table `comparisons` (a night without changes is a night too);
 4. the snapshot of now is stored (`snapshot_*.sql`) and the snapshots before the previous one are
    deleted, so the cost does not grow with history.
 
@@ -67,7 +67,7 @@ def _catalog(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def _snapshot_table(con: duckdb.DuckDBPyConnection) -> None:
-    """`changes.subject_states` shaped as `states_now` plus `as_of`. A snapshot of another shape
+    """The table `subject_states` shaped as `states_now` plus `as_of`. A snapshot of another shape
     (a release that compares more) cannot be compared with now: it is dropped with the families'
     snapshot, so the next night starts a comparison instead of reporting every subject new."""
     shape = "select cast(null as timestamptz) as as_of, * from states_now where false"
