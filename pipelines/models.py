@@ -19,7 +19,9 @@ The runner is deliberately small and boring:
    `-- materialized: table`. Within a layer, a model that names `<layer>.<other>` is built after
    `<other>`.
 
-6. Runs the data tests of `sql/tests/`: a grain test generated from each line of `grain.csv`
+6. Appends what changed since the previous as-of to `changes.change_log` (`change_log.py`,
+   `sql/changes/`): the state the rebuild does not wipe; `marts.fleet_changes` reads it.
+7. Runs the data tests of `sql/tests/`: a grain test generated from each line of `grain.csv`
    (for tables and the staging views over seeds; views are grain-tested by the test suite) and
    every `sql/tests/*.sql`, a query that must return no rows. A failure (`DataTestError`) names
    each test file and shows its first five offending rows.
@@ -42,7 +44,7 @@ from pathlib import Path
 import dlt
 import duckdb
 
-from . import raw_contract
+from . import change_log, raw_contract
 from .datatests import in_build, load_data_tests, run_data_tests
 from .model_files import LAYERS, SQL_DIR, Model, ModelError, SeedsMissing, load_models, statements
 from .run.bookkeeping import unfinished_first_load
@@ -269,6 +271,8 @@ def build_models(
             built += _load_seeds(con, seeds)
             built.append(_load_table_families(con))
             create_macros(con, sql_dir)
+            # The record of changes outlives the rebuild; marts.fleet_changes reads it.
+            change_log.prepare(con, sql_dir)
             catalog = _catalog(con)
             existing = {layer: _existing(con, layer) for layer in {m.layer for m in plan}}
             for model in plan:
@@ -278,6 +282,7 @@ def build_models(
                 except duckdb.Error as exc:
                     raise ModelError(model.path, str(exc)) from exc
                 built.append(model.relation)
+            change_log.record(con, sql_dir)
             # Data tests (sql/tests/), in the same transaction: a failure rolls everything back.
             tests = load_data_tests(sql_dir, in_build(con, sql_dir))
             run_data_tests(con, tests, sql_dir.parent)

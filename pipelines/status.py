@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from . import headlines, readable
+from . import digest, headlines, readable
 from .commands import DEMO_WAREHOUSE
 from .exit_codes import Exit
 from .morning import night_alarm
@@ -415,6 +415,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     out.extend(freshness_lines(con) if runs else [])
     if runs and (unreadable := _unreadable(con, ds)):
         out += ["values the last run could not read (loaded as NULL):", *unreadable]
+    out.extend(digest.status_block(con) if runs else [])
     out.extend(compliance(headlines.read(con)))
     out.extend(morning_check(con))
     out.append("tables (whole table: all rows it holds, last loaded):")

@@ -39,6 +39,7 @@ PROJECT_DIR_ENV = "DLT_PROJECT_DIR"  # dlt reads .dlt/config.toml and secrets.to
 SUBCOMMANDS: tuple[str, ...] = (
     "run",
     "status",
+    "changes",
     "demo",
     "doctor",
     "simulate",

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import notify
 from ..exit_codes import Exit
 from ..run.failures import toml_problem
 from ..run.pipeline import load_memory_limit_default, lock_timeout_default
@@ -24,6 +25,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "(ESPER_WAREHOUSE__LOCK_TIMEOUT_S, default 300)",
     )
     parser.add_argument("--no-models", action="store_true", help="skip building the SQL models")
+    parser.add_argument(
+        "--notify",
+        action="append",
+        metavar="URL",
+        help="an Apprise URL told the night's outcome and changes (repeatable; default: the "
+        "setting notify_urls, ESPER_WAREHOUSE__NOTIFY_URLS)",
+    )
     tenants = parser.add_mutually_exclusive_group()
     tenants.add_argument(
         "--tenant", action="append", help="a tenant of the tenants file (repeatable)"
@@ -45,6 +53,12 @@ def _command(args: argparse.Namespace) -> int:
         problem = toml_problem(error) or f"ESPER_WAREHOUSE__LOCK_TIMEOUT_S: {error}"
         print(f"error: {problem}", file=sys.stderr)
         return Exit.CONFIG
+    try:
+        urls = args.notify or notify.notify_urls_default()
+    except Exception as error:
+        problem = toml_problem(error) or f"{notify.NOTIFY_ENV}: {error}"
+        print(f"error: {problem}", file=sys.stderr)
+        return Exit.CONFIG
     settings = RunSettings(
         warehouse=args.warehouse,
         destination=args.destination,
@@ -61,6 +75,8 @@ def _command(args: argparse.Namespace) -> int:
         return run_tenants(settings, args.tenant, args.tenants_file)
     result = run(settings)
     print(summary(result), file=sys.stdout)
+    # after the run is committed; whatever the message meets, the exit code is the run's
+    notify.send(urls, result, settings.warehouse)
     return result.exit_code
 
 

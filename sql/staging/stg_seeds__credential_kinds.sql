@@ -12,6 +12,7 @@ renamed as (
 
         -- thresholds
         cast(clean_text(warning_days) as integer) as warning_days,
+        cast(clean_text(urgent_days) as integer) as urgent_days,
 
         -- descriptors
         clean_text(stops_when_expired) as stops_when_expired,
