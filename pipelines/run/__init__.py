@@ -9,6 +9,7 @@ through it:
 - `ownership.py`: a dataset belongs to one pipeline name;
 - `dispositions.py`: the resources selected, merge or append, the note of appends;
 - `progress.py`: the progress line while extracting;
+- `clock.py`: the run's "now", unless the API's data and this machine's clock contradict it;
 - `interrupts.py`: Ctrl-C and SIGTERM;
 - `reconcile.py`: every complete list checked against the API's count after the load;
 - `bookkeeping.py`: the run's own tables (`_esper_runs`, `_esper_reconciliation`), also read

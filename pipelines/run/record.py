@@ -167,6 +167,8 @@ def summary(result: RunResult) -> str:
         f"requests {result.requests}, retries {result.retries}, throttled (429) {result.throttled}"
         + (f" ({result.not_ours} not caused by this run's pace)" if result.not_ours else ""),
     ]
+    if result.clock:
+        lines.append(result.clock)
     if result.answered_per_s:
         paced = f", paced at {result.pace:.1f}/s at the end" if result.pace else ", unpaced"
         lines.append(f"answered {result.answered} at {result.answered_per_s:.1f}/s{paced}")

@@ -34,6 +34,7 @@ from ..warehouse import (
     run_lock,
     with_lock_wait,
 )
+from .clock import trusted_as_of
 from .dispositions import (
     append_into,
     append_on_first_load,
@@ -231,6 +232,11 @@ class _Run:
         self.stage = "extract"
         self.pipeline.extract(source)
         self.progress.done()
+        result.as_of, result.clock = trusted_as_of(
+            plan.as_of, self.ledger.data_clock.newest, datetime.now(UTC)
+        )
+        if result.clock:
+            log.warning("%s", result.clock)
         log.info("extract: done (%s)", self.progress.text())
         log.info("normalize: started")
         self.stage = "normalize"

@@ -40,6 +40,7 @@ class RunResult:
     status: str
     mode: str = "incremental"
     as_of: datetime | None = None
+    clock: str | None = None  # why the API's Date was not the run's as_of (run/clock.py)
     rows: dict[str, int] = field(default_factory=dict)
     reconciliation: list[dict[str, Any]] = field(default_factory=list)
     requests: int = 0

@@ -4,12 +4,14 @@ unknown, never 0 (README "How old is a number"). Table by table: test_freshness_
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.run.runner import summary
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.tables import FAMILY
 from esper_warehouse.sources.esper.tables.access import ROLES
@@ -184,3 +186,31 @@ def test_a_partly_refused_table_is_as_old_as_its_refused_part(sim, wh: Path, cap
     assert mended.exit_code == Exit.OK, mended.error
     assert devices_note() is None
     assert status(wh) == Exit.OK
+
+
+def test_a_date_the_data_and_the_machine_contradict_is_not_the_run_s_now(
+    sim, wh: Path, modelled_first_load, capsys
+) -> None:
+    """One night's `Date` runs 72 h ahead of the data (the simulator's `clock_skew`): the run is
+    as of its newest data and says why, devices are judged there (not all "not seen"), and the
+    refusals of the nights after it are not hidden behind that night."""
+    modelled_first_load(wh)
+    sim.advance(24)
+    sim.set_faults([{"kind": "clock_skew", "hours": 72}])
+    skewed = load(sim, wh, build_models=True)
+    assert skewed.exit_code == Exit.OK, skewed.error
+    assert skewed.as_of is not None and abs(skewed.as_of - sim.now) <= timedelta(hours=2)
+    assert "runs 72 h ahead of its newest data" in summary(skewed)
+    (not_seen,) = [row[2] for row in headlines(wh, "not_seen_devices") if row[1] is None]
+    (fleet,) = [row[2] for row in headlines(wh, "devices") if row[1] is None]
+    assert not_seen < fleet / 4, (not_seen, fleet)
+
+    sim.clear_faults()
+    night = refused_night(sim, wh, ("/pipelines/v0/*",), hours=24)
+    assert night.exit_code == Exit.PARTIAL, night.error
+    with duckdb.connect(str(wh), read_only=True) as con:
+        (behind, note) = con.execute(
+            "select is_behind, age_note from intermediate.int_family_freshness "
+            "where family = 'pipelines'"
+        ).fetchone()
+    assert behind and "GET /pipelines/v0/runs/ refused (403)" in note, note

@@ -332,6 +332,23 @@ class Listed:
 
 
 @dataclass
+class DataClock:
+    """The newest time the data this run read carries (the newest heartbeat's `timestamp`, the
+    newest `updated_at` of a nightly's device pages): what the API's `Date` is checked against
+    before it becomes the run's "now" (`pipelines/run/clock.py`). Written by those two reads."""
+
+    newest: datetime | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def saw(self, when: datetime | None) -> None:
+        if when is None:
+            return
+        with self._lock:
+            if self.newest is None or when > self.newest:
+                self.newest = when
+
+
+@dataclass
 class RunLedger:
     """One run's context, in parts: its plan, the hand-offs between its resources, what it
     refused, the lists it read whole and the values it could not read.
@@ -349,6 +366,7 @@ class RunLedger:
     shared: SharedReads = field(default_factory=SharedReads)
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
     listed: Listed = field(default_factory=Listed)  # parents this run read from their lists
+    data_clock: DataClock = field(default_factory=DataClock)  # the data's own clock
     # the tables a `--resources` selection reads (None: every table): a device table left out is
     # owed each device the run read (`scan/devices.py`)
     selected: frozenset[str] | None = None

@@ -88,6 +88,7 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
     yield from _asked_again(client, ledger, asked_again, software)
     _owe_unselected(ledger)
+    ledger.data_clock.saw(stop.newest)
     advance_watermark("devices", stop.newest)
     kept_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
 

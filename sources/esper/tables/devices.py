@@ -189,4 +189,6 @@ def _heartbeats(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterat
     if read.items:
         yield HEARTBEATS.page(read.items, ledger)
     seen = (HEARTBEATS.cursor_time(item) for item in read.items)
-    advance_watermark(HEARTBEATS_SEEN, max((ts for ts in seen if ts is not None), default=None))
+    newest = max((ts for ts in seen if ts is not None), default=None)
+    ledger.data_clock.saw(newest)
+    advance_watermark(HEARTBEATS_SEEN, newest)
