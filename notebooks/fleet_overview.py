@@ -22,7 +22,7 @@ def _(mo):
 
         How many devices, on which platforms and in which groups; how many pass every compliance
         check today and how that moved day by day; what the non-compliant ones fail on; and which
-        devices have stopped checking in. A device not seen recently enough for its report to
+        devices no longer check in. A device not seen recently enough for its report to
         be judged (the last-seen buckets below), or that never reported a value a check needs,
         is **unverified**, never compliant. Thresholds and targets live in `sql/seeds/`.
         """

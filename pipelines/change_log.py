@@ -84,8 +84,9 @@ def _snapshot_table(con: duckdb.DuckDBPyConnection) -> None:
 def record(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> int:
     """Append the changes found at this build's as-of; return how many rows were appended."""
     row = con.execute("select as_of, loaded_run_count from intermediate.int_as_of").fetchone()
+    appended = 0
     if row is None or not row[1]:
-        return 0
+        return appended  # nothing loaded yet: no night to compare
     as_of = row[0]
     for name, temp in (("subject_states", "states_now"), ("family_states", "families_now")):
         path, select = _sql(sql_dir, name)

@@ -65,8 +65,8 @@ def _raw(text: str, dataset: str, catalog: str, stand_ins: frozenset[str] = froz
 
     def where(match: re.Match[str]) -> str:
         table = match.group(1)
-        if table in stand_ins:
-            return f'"{catalog}".{raw_contract.PLACEHOLDERS}.{table}'
+        if table in stand_ins:  # unqualified: found through whichever catalog reads the view
+            return f"{raw_contract.PLACEHOLDERS}.{table}"
         if catalog == dataset:
             return f'"{catalog}"."{dataset}".{table}'
         if dataset != RAW_SCHEMA:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import dlt
 from esper_warehouse.sources.esper.http import (
@@ -71,7 +72,9 @@ def missing_setting(error: BaseException) -> str | None:
         return None
     names = []
     for field, traces in getattr(error, "traces", {}).items():
-        keys = [t.key for t in traces if "Environment" in str(t.provider) and "__" in t.key]
+        keys = [
+            t.key for t in _lookups(traces) if "Environment" in str(t.provider) and "__" in t.key
+        ]
         # the source's own variable: SOURCES__ESPER__API_KEY, the shortest in its section
         ours = sorted((k for k in keys if k.startswith("SOURCES__ESPER__")), key=len)
         names.append(ours[0] if ours else field)
@@ -80,6 +83,17 @@ def missing_setting(error: BaseException) -> str | None:
         f"{listed} is not set: export it (or set it in .dlt/secrets.toml); nothing was requested "
         "or loaded"
     )
+
+
+def _lookups(traces: Any) -> Iterator[Any]:
+    """The places dlt looked (`LookupTrace`s) in a field's traces, through the traces of an
+    embedded configuration (`LookupTraces`: a destination's credentials) at any depth."""
+    for trace in traces:
+        if hasattr(trace, "key"):
+            yield trace
+        else:
+            for nested in getattr(trace, "traces", {}).values():
+                yield from _lookups(nested)
 
 
 def _chain(error: BaseException) -> list[BaseException]:

@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -263,7 +264,9 @@ class _Run:
         source = select(source, self.settings.resources)
         self.read |= set(source.selected_resources)
         if self.settings.resources:
-            self.ledger.selected = frozenset(source.selected_resources)
+            self.ledger.plan = replace(
+                self.ledger.plan, selected=frozenset(source.selected_resources)
+            )
         merge_where_needed(source, self.pipeline)
         append_into(source, self.appended)  # later parts append where the first part began to
         if first := append_on_first_load(source, self.pipeline):

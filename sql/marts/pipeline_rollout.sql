@@ -145,10 +145,11 @@ per_stage_run as (
 run_changes as (
     select
         runs.pipeline_run_id,
+        -- each part coalesced: on other engines `greatest` is NULL when any argument is
         greatest(
             any_value(runs.updated_at),
-            max(stage_runs.updated_at),
-            max(per_stage_run.last_target_change_at)
+            coalesce(max(stage_runs.updated_at), any_value(runs.updated_at)),
+            coalesce(max(per_stage_run.last_target_change_at), any_value(runs.updated_at))
         ) as last_change_at,
     from runs
     left join stage_runs on stage_runs.pipeline_run_id = runs.pipeline_run_id
@@ -306,7 +307,7 @@ final as (
         coalesce(per_stage_run.timed_out_devices, 0) as timed_out_devices,
         coalesce(per_stage_run.cancelled_devices, 0) as cancelled_devices,
         coalesce(per_stage_run.in_progress_devices, 0) as in_progress_devices,
-        (per_stage_run.target_devices - per_stage_run.in_progress_devices)
+        cast(per_stage_run.target_devices - per_stage_run.in_progress_devices as double)
             / nullif(per_stage_run.target_devices, 0) as share_done,
         stage_runs.started_at,
         stage_runs.ended_at,

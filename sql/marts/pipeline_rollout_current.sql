@@ -86,7 +86,7 @@ final as (
         coalesce(per_run.timed_out_devices, 0) as timed_out_devices,
         coalesce(per_run.cancelled_devices, 0) as cancelled_devices,
         coalesce(per_run.in_progress_devices, 0) as in_progress_devices,
-        (per_run.target_devices - per_run.in_progress_devices)
+        cast(per_run.target_devices - per_run.in_progress_devices as double)
             / nullif(per_run.target_devices, 0) as share_done,
         per_run.waiting_for_approval_since,
         latest.updated_at as run_updated_at,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -408,3 +409,20 @@ def test_a_first_load_appends_and_keeps_each_key_once(sim, wh: Path, caplog) -> 
         for table in ("command_requests", "operations", "command_statuses"):
             compare(sim, wh, table)
     compare(sim, wh, "devices", exact=False)
+
+
+def test_unset_destination_credentials_are_named_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dlt nests the lookups of an embedded configuration (a destination's credentials): the
+    run's error names the setting instead of failing on the nesting (AttributeError)."""
+    import dlt
+    from esper_warehouse.pipelines.run.failures import error_text
+
+    for name in [k for k in os.environ if k.startswith("DESTINATION__")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    pipeline = dlt.pipeline("nested", destination="postgres", pipelines_dir=str(tmp_path))
+    with pytest.raises(Exception) as raised, pipeline.sql_client():
+        pass
+    assert error_text(raised.value).startswith("credentials is not set: export it")

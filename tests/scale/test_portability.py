@@ -69,6 +69,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     warehouse = tmp_path_factory.mktemp("portable") / "warehouse.duckdb"
     with Simulator(devices=150, seed=11, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
+        # two nights, the models built on each: marts.fleet_changes holds the second's changes
+        assert load(sim, warehouse, build_models=True).exit_code == 0
+        sim.advance(24)
         assert load(sim, warehouse).exit_code == 0
     # some devices without any heartbeat: their last-seen time comes from the device record alone
     with duckdb.connect(str(warehouse)) as con:

@@ -77,6 +77,9 @@ class RunPlan:
     fan_out_scope: Scope | None = None  # a full scan's (None on incremental runs)
     walk: Walk | None = None  # a full scan's walk of the device list, shared by its parts
     building_last: bool = True  # whether the source built now is the run's last part
+    # the tables a `--resources` selection reads (None: every table): a device table left out is
+    # owed each device the run read (`scan/devices.py`)
+    selected: frozenset[str] | None = None
 
     @property
     def opened(self) -> bool:
@@ -335,7 +338,8 @@ class Listed:
 class DataClock:
     """The newest time the data this run read carries (the newest heartbeat's `timestamp`, the
     newest `updated_at` of a nightly's device pages): what the API's `Date` is checked against
-    before it becomes the run's "now" (`pipelines/run/clock.py`). Written by those two reads."""
+    before it becomes the run's "now". Written by those two reads (`tables/devices.py`,
+    `scan/devices.py`). Read by the runner after the extract (`pipelines/run/clock.py`)."""
 
     newest: datetime | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -367,9 +371,6 @@ class RunLedger:
     unreadable: Unreadable = field(default_factory=Unreadable)  # values loaded as NULL, counted
     listed: Listed = field(default_factory=Listed)  # parents this run read from their lists
     data_clock: DataClock = field(default_factory=DataClock)  # the data's own clock
-    # the tables a `--resources` selection reads (None: every table): a device table left out is
-    # owed each device the run read (`scan/devices.py`)
-    selected: frozenset[str] | None = None
     # records served without their key, cursor or parent key: never loaded, kept for the admin
     rejected: SetAside = field(default_factory=SetAside)
 

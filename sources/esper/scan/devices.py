@@ -216,7 +216,7 @@ def _owe_unselected(ledger: RunLedger) -> None:
     """A selection that reads devices without their apps or feeds (`run --resources devices`)
     moves the devices' watermark past changes those tables never saw: each device this run read
     is owed to them, and the next run reads it as it reads a refused part."""
-    selected = ledger.selected
+    selected = ledger.plan.selected
     if selected is None:
         return
     for table in (DEVICE_APPS.name, "device_events"):

@@ -25,7 +25,9 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
     here; otherwise every Android device's legacy list would look gone). A full scan happens on
     the first run, when asked, or when the last one is older than `interval`.
     """
-    ledger.plan = RunPlan(client=client)  # the runner reads its counters if a request fails
+    ledger.plan = RunPlan(
+        client=client, selected=ledger.plan.selected
+    )  # the runner reads its counters if a request fails
     ledger.refusals.dependents = DEPENDENTS
     count = device_count(client)
     check_enterprise(client)
@@ -42,6 +44,7 @@ def open_run(client: EsperClient, ledger: RunLedger, full_scan: bool, interval: 
         device_count=count,
         completed_full_scan=last_full is not None,
         resumed_from=resumed_from,
+        selected=ledger.plan.selected,
     )
 
 
