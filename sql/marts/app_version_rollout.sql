@@ -58,20 +58,19 @@ devices as (
 ),
 
 installs as (
-    -- each device's first install of each version it has held
+    -- each device's first install of each version it has held (the device gives the platform)
     select
-        all_devices.platform as platform,
         app_versions.device_id as device_id,
         app_versions.package_name as package_name,
         app_versions.version_name as version_name,
+        any_value(all_devices.platform) as platform,
         any_value(app_versions.version_key) as version_key,
         mode(app_versions.app_name) as app_name,
         min(app_versions.installed_at) as installed_at,
     from intermediate.int_device_app_versions as app_versions
     inner join all_devices
         on all_devices.device_id = app_versions.device_id
-    group by all_devices.platform, app_versions.device_id, app_versions.package_name,
-        app_versions.version_name
+    group by app_versions.device_id, app_versions.package_name, app_versions.version_name
 ),
 
 versions as (
@@ -105,6 +104,7 @@ install_times as (
 ),
 
 current_installs as (
+    -- one row per current device and app (int_device_app_latest's grain)
     select
         latest.device_id as device_id,
         devices.platform as platform,
@@ -116,13 +116,25 @@ current_installs as (
         on devices.device_id = latest.device_id
 ),
 
+current_versions as (
+    -- current devices on each version now
+    select
+        platform,
+        package_name,
+        version_name,
+        any_value(version_key) as version_key,
+        count(*) as devices,
+    from current_installs
+    group by platform, package_name, version_name
+),
+
 with_app as (
     select
         platform,
         package_name,
-        count(distinct device_id) as devices_with_app,
+        cast(sum(devices) as bigint) as devices_with_app,
         max(version_key) as latest_version_key,
-    from current_installs
+    from current_versions
     group by platform, package_name
 ),
 
@@ -139,86 +151,70 @@ now_counts as (
         versions.platform as platform,
         versions.package_name as package_name,
         versions.version_name as version_name,
-        count(distinct current_installs.device_id) filter (
-            where current_installs.version_name is not distinct from versions.version_name
-        ) as devices_on_version,
-        count(distinct current_installs.device_id) filter (
-            where current_installs.version_name is not distinct from versions.version_name
-                or current_installs.version_key >= versions.version_key
-        ) as devices_at_or_above,
+        cast(sum(current_versions.devices) filter (
+            where current_versions.version_name is not distinct from versions.version_name
+        ) as bigint) as devices_on_version,
+        cast(sum(current_versions.devices) filter (
+            where current_versions.version_name is not distinct from versions.version_name
+                or current_versions.version_key >= versions.version_key
+        ) as bigint) as devices_at_or_above,
     from versions
-    inner join current_installs
-        on current_installs.platform = versions.platform
-        and current_installs.package_name = versions.package_name
+    inner join current_versions
+        on current_versions.platform = versions.platform
+        and current_versions.package_name = versions.package_name
     group by versions.platform, versions.package_name, versions.version_name
 ),
 
 reached_by as (
-    -- each device's earliest install of each version or a higher one (an inner join: the `or`
-    -- stays a filter after the hash join on the package; in the outer join below it would make
-    -- DuckDB compare every pair of rows, quadratic in the fleet)
+    -- each current device with the app, for each version it has reached: its earliest install of
+    -- that version or a higher one; a device on a higher version before this one appeared
+    -- adopted it at its first appearance
     select
         versions.platform as platform,
         versions.package_name as package_name,
         versions.version_name as version_name,
         installs.device_id as device_id,
-        min(installs.installed_at) as installed_at,
+        greatest(min(installs.installed_at), any_value(versions.first_seen_at)) as adopted_at,
     from versions
     inner join installs
-        on installs.package_name = versions.package_name
+        on installs.platform = versions.platform
+        and installs.package_name = versions.package_name
         and (
             installs.version_name is not distinct from versions.version_name
             or installs.version_key >= versions.version_key
         )
+    semi join current_installs
+        on current_installs.device_id = installs.device_id
+        and current_installs.package_name = installs.package_name
     group by versions.platform, versions.package_name, versions.version_name, installs.device_id
 ),
 
-adopted as (
-    -- each current device with the app, for each version of it: its earliest install of that
-    -- version or a higher one (NULL: none yet); a device on a higher version before this one
-    -- appeared adopted it at its first appearance
-    select
-        versions.platform as platform,
-        versions.package_name as package_name,
-        versions.version_name as version_name,
-        current_installs.device_id as device_id,
-        case
-            when min(reached_by.installed_at) is not null
-                then greatest(min(reached_by.installed_at), any_value(versions.first_seen_at))
-        end as adopted_at,
-    from versions
-    inner join current_installs
-        on current_installs.platform = versions.platform
-        and current_installs.package_name = versions.package_name
-    left join reached_by
-        on reached_by.device_id = current_installs.device_id
-        and reached_by.platform = versions.platform
-        and reached_by.package_name = versions.package_name
-        and reached_by.version_name is not distinct from versions.version_name
-    group by versions.platform, versions.package_name, versions.version_name,
-        current_installs.device_id
-),
-
 adoption as (
-    -- the time the ceil(50 %) and ceil(90 %) device of devices_with_app adopted the version
-    select
-        adopted.platform as platform,
-        adopted.package_name as package_name,
-        adopted.version_name as version_name,
-        list(adopted.adopted_at order by adopted.adopted_at nulls last) as adopted_times,
-        count(*) as devices_with_app,
-    from adopted
-    group by adopted.platform, adopted.package_name, adopted.version_name
-),
-
-reached as (
+    -- the times the devices that have reached each version adopted it, earliest first
     select
         platform,
         package_name,
         version_name,
-        adopted_times[cast(ceil(0.5 * devices_with_app) as bigint)] as reached_50_pct_at,
-        adopted_times[cast(ceil(0.9 * devices_with_app) as bigint)] as reached_90_pct_at,
+        list(adopted_at order by adopted_at) as adopted_times,
+    from reached_by
+    group by platform, package_name, version_name
+),
+
+reached as (
+    -- the time the ceil(50 %) and ceil(90 %) device of devices_with_app adopted the version
+    -- (NULL: fewer devices have reached it)
+    select
+        adoption.platform as platform,
+        adoption.package_name as package_name,
+        adoption.version_name as version_name,
+        adoption.adopted_times[cast(ceil(0.5 * with_app.devices_with_app) as bigint)]
+            as reached_50_pct_at,
+        adoption.adopted_times[cast(ceil(0.9 * with_app.devices_with_app) as bigint)]
+            as reached_90_pct_at,
     from adoption
+    inner join with_app
+        on with_app.platform = adoption.platform
+        and with_app.package_name = adoption.package_name
 ),
 
 catalogue as (
