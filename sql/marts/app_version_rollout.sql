@@ -57,39 +57,70 @@ devices as (
     where not is_removed
 ),
 
+device_numbers as (
+    -- the big groupings and joins below compare numbers, not ids, names and BIGINT[6] keys:
+    -- a number per device, per version name, and each version key's rank (NULL: no key)
+    select
+        device_id,
+        platform,
+        is_removed,
+        row_number() over () as device_no,
+    from all_devices
+),
+
+version_numbers as (
+    select
+        version_name,
+        version_key,
+        row_number() over () as version_no,
+        case
+            when version_key is not null then dense_rank() over (order by version_key)
+        end as key_rank,
+    from intermediate.int_app_version_keys
+),
+
 installs as (
     -- each device's first install of each version it has held (the device gives the platform)
     select
-        app_versions.device_id as device_id,
+        device_numbers.device_no as device_no,
         app_versions.package_name as package_name,
-        app_versions.version_name as version_name,
-        any_value(all_devices.platform) as platform,
-        any_value(app_versions.version_key) as version_key,
-        mode(app_versions.app_name) as app_name,
+        version_numbers.version_no as version_no,
+        any_value(device_numbers.platform) as platform,
+        any_value(version_numbers.key_rank) as key_rank,
+        list(app_versions.app_name) as app_names,
         min(app_versions.installed_at) as installed_at,
     from intermediate.int_device_app_versions as app_versions
-    inner join all_devices
-        on all_devices.device_id = app_versions.device_id
-    group by app_versions.device_id, app_versions.package_name, app_versions.version_name
+    inner join device_numbers
+        on device_numbers.device_id = app_versions.device_id
+    left join version_numbers
+        on version_numbers.version_name = app_versions.version_name
+    group by device_numbers.device_no, app_versions.package_name, version_numbers.version_no
 ),
 
 versions as (
     select
-        platform,
-        package_name,
-        version_name,
-        any_value(version_key) as version_key,
-        mode(app_name) as app_name,
-        min(installed_at) as first_seen_at,
+        installs.platform as platform,
+        installs.package_name as package_name,
+        installs.version_no as version_no,
+        any_value(installs.key_rank) as key_rank,
+        -- each device's name for it (the mode of its records: a list, a map only for the few
+        -- devices with more than one record of the version), the mode of those
+        mode(
+            case
+                when len(installs.app_names) = 1 then installs.app_names[1]
+                else list_aggregate(installs.app_names, 'mode')
+            end
+        ) as app_name,
+        min(installs.installed_at) as first_seen_at,
     from installs
-    group by platform, package_name, version_name
+    group by installs.platform, installs.package_name, installs.version_no
 ),
 
 install_times as (
     select
         versions.platform as platform,
         versions.package_name as package_name,
-        versions.version_name as version_name,
+        versions.version_no as version_no,
         quantile_cont(epoch(installs.installed_at - versions.first_seen_at) / 60.0, 0.5)
             as p50_minutes_to_install,
         quantile_cont(epoch(installs.installed_at - versions.first_seen_at) / 60.0, 0.9)
@@ -99,21 +130,24 @@ install_times as (
     inner join installs
         on installs.platform = versions.platform
         and installs.package_name = versions.package_name
-        and installs.version_name is not distinct from versions.version_name
-    group by versions.platform, versions.package_name, versions.version_name
+        and installs.version_no is not distinct from versions.version_no
+    group by versions.platform, versions.package_name, versions.version_no
 ),
 
 current_installs as (
     -- one row per current device and app (int_device_app_latest's grain)
     select
-        latest.device_id as device_id,
-        devices.platform as platform,
+        device_numbers.device_no as device_no,
+        device_numbers.platform as platform,
         latest.package_name as package_name,
-        latest.version_name as version_name,
-        latest.version_key as version_key,
+        version_numbers.version_no as version_no,
+        version_numbers.key_rank as key_rank,
     from intermediate.int_device_app_latest as latest
-    inner join devices
-        on devices.device_id = latest.device_id
+    inner join device_numbers
+        on device_numbers.device_id = latest.device_id
+        and not device_numbers.is_removed
+    left join version_numbers
+        on version_numbers.version_name = latest.version_name
 ),
 
 current_versions as (
@@ -121,11 +155,11 @@ current_versions as (
     select
         platform,
         package_name,
-        version_name,
-        any_value(version_key) as version_key,
+        version_no,
+        any_value(key_rank) as key_rank,
         count(*) as devices,
     from current_installs
-    group by platform, package_name, version_name
+    group by platform, package_name, version_no
 ),
 
 with_app as (
@@ -133,7 +167,7 @@ with_app as (
         platform,
         package_name,
         cast(sum(devices) as bigint) as devices_with_app,
-        max(version_key) as latest_version_key,
+        max(key_rank) as latest_key_rank,
     from current_versions
     group by platform, package_name
 ),
@@ -150,19 +184,19 @@ now_counts as (
     select
         versions.platform as platform,
         versions.package_name as package_name,
-        versions.version_name as version_name,
+        versions.version_no as version_no,
         cast(sum(current_versions.devices) filter (
-            where current_versions.version_name is not distinct from versions.version_name
+            where current_versions.version_no is not distinct from versions.version_no
         ) as bigint) as devices_on_version,
         cast(sum(current_versions.devices) filter (
-            where current_versions.version_name is not distinct from versions.version_name
-                or current_versions.version_key >= versions.version_key
+            where current_versions.version_no is not distinct from versions.version_no
+                or current_versions.key_rank >= versions.key_rank
         ) as bigint) as devices_at_or_above,
     from versions
     inner join current_versions
         on current_versions.platform = versions.platform
         and current_versions.package_name = versions.package_name
-    group by versions.platform, versions.package_name, versions.version_name
+    group by versions.platform, versions.package_name, versions.version_no
 ),
 
 reached_by as (
@@ -172,21 +206,21 @@ reached_by as (
     select
         versions.platform as platform,
         versions.package_name as package_name,
-        versions.version_name as version_name,
-        installs.device_id as device_id,
+        versions.version_no as version_no,
+        installs.device_no as device_no,
         greatest(min(installs.installed_at), any_value(versions.first_seen_at)) as adopted_at,
     from versions
     inner join installs
         on installs.platform = versions.platform
         and installs.package_name = versions.package_name
         and (
-            installs.version_name is not distinct from versions.version_name
-            or installs.version_key >= versions.version_key
+            installs.version_no is not distinct from versions.version_no
+            or installs.key_rank >= versions.key_rank
         )
     semi join current_installs
-        on current_installs.device_id = installs.device_id
+        on current_installs.device_no = installs.device_no
         and current_installs.package_name = installs.package_name
-    group by versions.platform, versions.package_name, versions.version_name, installs.device_id
+    group by versions.platform, versions.package_name, versions.version_no, installs.device_no
 ),
 
 adoption as (
@@ -194,10 +228,10 @@ adoption as (
     select
         platform,
         package_name,
-        version_name,
+        version_no,
         list(adopted_at order by adopted_at) as adopted_times,
     from reached_by
-    group by platform, package_name, version_name
+    group by platform, package_name, version_no
 ),
 
 reached as (
@@ -206,7 +240,7 @@ reached as (
     select
         adoption.platform as platform,
         adoption.package_name as package_name,
-        adoption.version_name as version_name,
+        adoption.version_no as version_no,
         adoption.adopted_times[cast(ceil(0.5 * with_app.devices_with_app) as bigint)]
             as reached_50_pct_at,
         adoption.adopted_times[cast(ceil(0.9 * with_app.devices_with_app) as bigint)]
@@ -255,9 +289,9 @@ final as (
         versions.platform as platform,
         versions.package_name as package_name,
         versions.app_name as app_name,
-        versions.version_name as version_name,
-        versions.version_key as version_key,
-        coalesce(versions.version_key = with_app.latest_version_key, false) as is_latest_version,
+        version_numbers.version_name as version_name,
+        version_numbers.version_key as version_key,
+        coalesce(versions.key_rank = with_app.latest_key_rank, false) as is_latest_version,
         versions.first_seen_at as first_seen_at,
         utc_date(versions.first_seen_at) as first_seen_day,
         catalogue_versions.catalogue_created_at as catalogue_created_at,
@@ -280,26 +314,28 @@ final as (
         install_times.devices_installed as devices_installed,
     from versions
     cross join as_of
+    left join version_numbers
+        on version_numbers.version_no = versions.version_no
     left join install_times
         on install_times.platform = versions.platform
         and install_times.package_name = versions.package_name
-        and install_times.version_name is not distinct from versions.version_name
+        and install_times.version_no is not distinct from versions.version_no
     left join with_app
         on with_app.platform = versions.platform
         and with_app.package_name = versions.package_name
     left join now_counts
         on now_counts.platform = versions.platform
         and now_counts.package_name = versions.package_name
-        and now_counts.version_name is not distinct from versions.version_name
+        and now_counts.version_no is not distinct from versions.version_no
     left join reached
         on reached.platform = versions.platform
         and reached.package_name = versions.package_name
-        and reached.version_name is not distinct from versions.version_name
+        and reached.version_no is not distinct from versions.version_no
     left join reporting
         on reporting.platform = versions.platform
     left join catalogue_versions
         on catalogue_versions.package_name = versions.package_name
-        and catalogue_versions.version_name = versions.version_name
+        and catalogue_versions.version_name = version_numbers.version_name
 )
 
 select * from final
