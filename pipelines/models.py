@@ -50,6 +50,11 @@ SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
 RAW_SCHEMA = "esper"
 RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.")
+# DuckDB's memory for the build: by default it keeps up to 80 % of RAM in its buffers, and the
+# build of a 150,000-device warehouse held 2.2-3 GB; with this limit 1.2-1.4 GB for the same CPU,
+# what does not fit spilling beside the file (docs/decisions.md, "The model build at 150,000
+# devices"; bench/modelbuild.py measures it).
+MODELS_MEMORY = "1GB"
 
 
 def _raw(text: str, dataset: str, catalog: str) -> str:
@@ -230,6 +235,7 @@ def build_models(
         # The device x day spine is generated (generate_series), so DuckDB cannot estimate its
         # size and would run an as-of join on it as a nested loop (its small-input plan).
         con.execute("set asof_loop_join_threshold = 0")
+        con.execute(f"set memory_limit = '{MODELS_MEMORY}'")
         con.execute("begin transaction")
         try:
             for schema in SCHEMAS:
