@@ -1,6 +1,7 @@
 """`python -m bench [--quick] [--sizes 2000,20000] [--profiles none,latency,ratelimit]`.
 
-Runs every scenario (fleet size × API behaviour), then rewrites `bench/README.md` and writes the
+Runs every scenario (fleet size × API behaviour) and the model build on the synthetic
+150,000-device warehouse (`bench/modelbuild.py`), then rewrites `bench/README.md` and writes the
 raw results to `bench/results/<timestamp>.json` (and `latest.json`). Every process it started is
 stopped at the end, whatever happened.
 """

@@ -116,22 +116,23 @@ def measure_builds(
     builds = []
     for label, root in roots.items():
         root = root.resolve()
-        target = work / f"build-{label}.duckdb"
+        slug = "-".join(label.split())
+        target = work / f"build-{slug}.duckdb"
         for stale in (target, target.with_suffix(".duckdb.wal")):
             stale.unlink(missing_ok=True)
         shutil.copyfile(source, target)
-        out = work / f"build-{label}.json"
+        out = work / f"build-{slug}.json"
         out.unlink(missing_ok=True)
         m = measure(
             f"model_build_{label}",
             [PYTHON, str(Path(__file__).resolve()), "build", str(target), str(out)],
             env={"PYTHONPATH": str(root)},
             cwd=root,
-            log_path=work / f"build-{label}.log",
+            log_path=work / f"build-{slug}.log",
             timeout_s=timeout_s,
         )
         if m.returncode != 0 or not out.exists():
-            raise RuntimeError(f"the build of {label} failed: see {work / f'build-{label}.log'}")
+            raise RuntimeError(f"the build of {label} failed: see {work / f'build-{slug}.log'}")
         inside = json.loads(out.read_text())
         if not Path(inside["models_from"]).is_relative_to(root):
             raise RuntimeError(f"{label}: imported {inside['models_from']}, not from {root}")
