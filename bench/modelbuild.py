@@ -80,7 +80,8 @@ def _child_fill(warehouse: Path, devices: int, out: Path) -> None:
 
 
 def _commit(root: Path) -> str:
-    """The checkout's commit, with `+` when its files differ from it."""
+    """The checkout's commit, with `+` when what the build runs (sql/, pipelines/) differs from
+    it."""
 
     def git(*args: str) -> str:
         done = subprocess.run(
@@ -88,7 +89,7 @@ def _commit(root: Path) -> str:
         )
         return done.stdout.strip()
 
-    changed = git("status", "--porcelain", "--untracked-files=no")
+    changed = git("status", "--porcelain", "--", "sql", "pipelines")
     return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+" if changed else "")
 
 
