@@ -79,22 +79,54 @@ version_numbers as (
     from intermediate.int_app_version_keys
 ),
 
-installs as (
-    -- each device's first install of each version it has held (the device gives the platform)
+app_records as materialized (
+    -- every record of an app on a device, in numbers (the device gives the platform)
     select
         device_numbers.device_no as device_no,
+        device_numbers.platform as platform,
         app_versions.package_name as package_name,
         version_numbers.version_no as version_no,
-        any_value(device_numbers.platform) as platform,
-        any_value(version_numbers.key_rank) as key_rank,
-        list(app_versions.app_name) as app_names,
-        min(app_versions.installed_at) as installed_at,
+        version_numbers.key_rank as key_rank,
+        app_versions.app_name as app_name,
+        app_versions.installed_at as installed_at,
     from intermediate.int_device_app_versions as app_versions
     inner join device_numbers
         on device_numbers.device_id = app_versions.device_id
     left join version_numbers
         on version_numbers.version_name = app_versions.version_name
-    group by device_numbers.device_no, app_versions.package_name, version_numbers.version_no
+),
+
+installs as (
+    -- each device's first install of each version it has held; its records' lowest and highest
+    -- app name (fixed-size states, which DuckDB can spill: a list or a mode per group could not)
+    select
+        device_no,
+        package_name,
+        version_no,
+        any_value(platform) as platform,
+        any_value(key_rank) as key_rank,
+        min(app_name) as app_name_low,
+        max(app_name) as app_name_high,
+        min(installed_at) as installed_at,
+    from app_records
+    group by device_no, package_name, version_no
+),
+
+mixed_names as (
+    -- the few devices whose records of a version name the app differently: their most frequent
+    -- name (mode)
+    select
+        app_records.device_no as device_no,
+        app_records.package_name as package_name,
+        app_records.version_no as version_no,
+        mode(app_records.app_name) as app_name,
+    from app_records
+    semi join installs
+        on installs.device_no = app_records.device_no
+        and installs.package_name = app_records.package_name
+        and installs.version_no is not distinct from app_records.version_no
+        and installs.app_name_low is distinct from installs.app_name_high
+    group by app_records.device_no, app_records.package_name, app_records.version_no
 ),
 
 versions as (
@@ -103,16 +135,14 @@ versions as (
         installs.package_name as package_name,
         installs.version_no as version_no,
         any_value(installs.key_rank) as key_rank,
-        -- each device's name for it (the mode of its records: a list, a map only for the few
-        -- devices with more than one record of the version), the mode of those
-        mode(
-            case
-                when len(installs.app_names) = 1 then installs.app_names[1]
-                else list_aggregate(installs.app_names, 'mode')
-            end
-        ) as app_name,
+        -- the mode of each device's name for it
+        mode(coalesce(mixed_names.app_name, installs.app_name_low)) as app_name,
         min(installs.installed_at) as first_seen_at,
     from installs
+    left join mixed_names
+        on mixed_names.device_no = installs.device_no
+        and mixed_names.package_name = installs.package_name
+        and mixed_names.version_no is not distinct from installs.version_no
     group by installs.platform, installs.package_name, installs.version_no
 ),
 
