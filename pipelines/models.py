@@ -50,10 +50,10 @@ SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
 RAW_SCHEMA = "esper"
 RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.")
-# DuckDB's memory for the build: by default it keeps up to 80 % of RAM in its buffers, and the
-# build of a 150,000-device warehouse held 2.2-3 GB; with this limit 1.2-1.4 GB for the same CPU,
-# what does not fit spilling beside the file (docs/decisions.md, "The model build at 150,000
-# devices"; bench/modelbuild.py measures it).
+# DuckDB's memory for the build: by default it keeps up to 80 % of RAM in its buffers (2.2-3 GB
+# for a 150,000-device warehouse, 4 GB at 300,000); with this limit 1.2-1.3 GB, what does not fit
+# spilling beside the file. A model's aggregate states must be fixed-size to spill (no list or
+# mode per device): docs/decisions.md, "The model build at 150,000 devices".
 MODELS_MEMORY = "1GB"
 
 
