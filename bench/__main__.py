@@ -1,6 +1,7 @@
 """`python -m bench [--quick] [--sizes 2000,20000] [--profiles none,latency,ratelimit]`.
 
-Runs every scenario (fleet size × API behaviour), then rewrites `bench/README.md` and writes the
+Runs every scenario (fleet size × API behaviour) and the model build on the synthetic
+150,000-device warehouse (`bench/modelbuild.py`), then rewrites `bench/README.md` and writes the
 raw results to `bench/results/<timestamp>.json` (and `latest.json`). Every process it started is
 stopped at the end, whatever happened.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from bench import report
+from bench import modelbuild, report
 from bench.harness import REPO, stop_all
 from bench.scenarios import Scenario, profiles
 
@@ -43,7 +44,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--skip",
         default="",
         help="steps to leave out, comma-separated: generic (the generic alternative and the "
-        "4-table runs of this pipeline), io, duckdb, dlt, models, or a step name",
+        "4-table runs of this pipeline), io, duckdb, dlt, models, modelbuild (the build on the "
+        "synthetic warehouse, bench/modelbuild.py), or a step name",
     )
     parser.add_argument(
         "--render",
@@ -52,6 +54,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="RESULTS_JSON",
         help="only rewrite the README from saved results (no measurement); several files are "
         "merged in order (e.g. a 2,000 + 20,000 run and a separate 100,000 run)",
+    )
+    parser.add_argument(
+        "--build-devices",
+        type=int,
+        default=modelbuild.DEVICES,
+        help="devices of the synthetic warehouse the model build is measured on "
+        "(bench/modelbuild.py; `--skip modelbuild` leaves it out)",
+    )
+    parser.add_argument(
+        "--build-before",
+        type=Path,
+        help="a checkout of an earlier commit whose model build is measured beside this one",
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds per run")
@@ -120,11 +134,29 @@ def main(argv: list[str] | None = None) -> int:
         stop_all()
     results = _write(args, scenarios, started, partial=False)
     print(f"wrote {args.readme} and {args.results_dir / 'latest.json'}")
+    if "modelbuild" not in _skips(args.skip):
+        _model_build(args)
     for target in report.targets(results["scenarios"]):
         ok = target["ok"]
         verdict = ok if isinstance(ok, str) else {True: "pass", False: "FAIL", None: "n/a"}[ok]
         print(f"  {verdict:5} {target['target']} [{target['scenario']}]: {target['measured']}")
     return 1 if any(s["errors"] for s in scenarios) else 0
+
+
+def _model_build(args: argparse.Namespace) -> None:
+    """The model build on the synthetic warehouse (bench/modelbuild.py): its README section."""
+    from bench.realtenant import write_section
+
+    roots = {"this checkout": REPO}
+    if args.build_before:
+        roots["before"] = args.build_before
+    result = modelbuild.measure_builds(
+        roots, args.results_dir / "modelbuild", args.build_devices, args.run_timeout
+    )
+    command = "python -m bench " + shlex.join(sys.argv[1:])
+    write_section(args.readme, modelbuild.render(result, command), modelbuild.HEADING)
+    for target, measured, ok in modelbuild.verdicts(result):
+        print(f"  {'pass' if ok else 'FAIL':5} model build {target}: {measured}")
 
 
 def _merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -164,7 +196,8 @@ def _write(
     from bench.realtenant import kept  # its section is measured apart: keep it
 
     old = args.readme.read_text() if args.readme.exists() else ""
-    args.readme.write_text(kept(old, report.render(results)))
+    # sections measured apart (a real tenant, the model build at scale): kept
+    args.readme.write_text(kept(old, kept(old, report.render(results)), modelbuild.HEADING))
     return results
 
 

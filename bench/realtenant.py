@@ -236,11 +236,12 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def kept(old: str, new: str) -> str:
-    """`new` (the README `python -m bench` rendered) with this section of `old` carried over."""
-    if HEADING not in old or HEADING in new:
+def kept(old: str, new: str, heading: str = HEADING) -> str:
+    """`new` (the README `python -m bench` rendered) with the section under `heading` (this
+    one's by default) of `old` carried over."""
+    if heading not in old or heading in new:
         return new
-    section = HEADING + old.split(HEADING, 1)[1].split("\n## ", 1)[0]
+    section = heading + old.split(heading, 1)[1].split("\n## ", 1)[0]
     return new.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
 
 

@@ -54,6 +54,11 @@ SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
 RAW_SCHEMA = "esper"
 RAW_REFERENCE = re.compile(rf"(?<![\w.\"]){RAW_SCHEMA}\.(\w+)")
+# DuckDB's memory for the build: by default it keeps up to 80 % of RAM in its buffers (2.2-3 GB
+# for a 150,000-device warehouse, 4 GB at 300,000); with this limit 1.2-1.3 GB, what does not fit
+# spilling beside the file. A model's aggregate states must be fixed-size to spill (no list or
+# mode per device): docs/decisions.md, "The model build at 150,000 devices".
+MODELS_MEMORY = "1GB"
 
 
 def _raw(text: str, dataset: str, catalog: str, stand_ins: frozenset[str] = frozenset()) -> str:
@@ -260,6 +265,7 @@ def build_models(
         # The device x day spine is generated (generate_series), so DuckDB cannot estimate its
         # size and would run an as-of join on it as a nested loop (its small-input plan).
         con.execute("set asof_loop_join_threshold = 0")
+        con.execute(f"set memory_limit = '{MODELS_MEMORY}'")
         con.execute("begin transaction")
         try:
             for schema in SCHEMAS:

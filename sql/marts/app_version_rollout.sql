@@ -57,40 +57,100 @@ devices as (
     where not is_removed
 ),
 
-installs as (
-    -- each device's first install of each version it has held
+device_numbers as (
+    -- the big groupings and joins below compare numbers, not ids, names and BIGINT[6] keys:
+    -- a number per device, per version name, and each version key's rank (NULL: no key)
     select
-        all_devices.platform as platform,
-        app_versions.device_id as device_id,
+        device_id,
+        platform,
+        is_removed,
+        row_number() over () as device_no,
+    from all_devices
+),
+
+version_numbers as (
+    select
+        version_name,
+        version_key,
+        row_number() over () as version_no,
+        case
+            when version_key is not null then dense_rank() over (order by version_key)
+        end as key_rank,
+    from intermediate.int_app_version_keys
+),
+
+app_records as materialized (
+    -- every record of an app on a device, in numbers (the device gives the platform)
+    select
+        device_numbers.device_no as device_no,
+        device_numbers.platform as platform,
         app_versions.package_name as package_name,
-        app_versions.version_name as version_name,
-        any_value(app_versions.version_key) as version_key,
-        mode(app_versions.app_name) as app_name,
-        min(app_versions.installed_at) as installed_at,
+        version_numbers.version_no as version_no,
+        version_numbers.key_rank as key_rank,
+        app_versions.app_name as app_name,
+        app_versions.installed_at as installed_at,
     from intermediate.int_device_app_versions as app_versions
-    inner join all_devices
-        on all_devices.device_id = app_versions.device_id
-    group by all_devices.platform, app_versions.device_id, app_versions.package_name,
-        app_versions.version_name
+    inner join device_numbers
+        on device_numbers.device_id = app_versions.device_id
+    left join version_numbers
+        on version_numbers.version_name = app_versions.version_name
+),
+
+installs as (
+    -- each device's first install of each version it has held; its records' lowest and highest
+    -- app name (fixed-size states, which DuckDB can spill: a list or a mode per group could not)
+    select
+        device_no,
+        package_name,
+        version_no,
+        any_value(platform) as platform,
+        any_value(key_rank) as key_rank,
+        min(app_name) as app_name_low,
+        max(app_name) as app_name_high,
+        min(installed_at) as installed_at,
+    from app_records
+    group by device_no, package_name, version_no
+),
+
+mixed_names as (
+    -- the few devices whose records of a version name the app differently: their most frequent
+    -- name (mode)
+    select
+        app_records.device_no as device_no,
+        app_records.package_name as package_name,
+        app_records.version_no as version_no,
+        mode(app_records.app_name) as app_name,
+    from app_records
+    semi join installs
+        on installs.device_no = app_records.device_no
+        and installs.package_name = app_records.package_name
+        and installs.version_no is not distinct from app_records.version_no
+        and installs.app_name_low is distinct from installs.app_name_high
+    group by app_records.device_no, app_records.package_name, app_records.version_no
 ),
 
 versions as (
     select
-        platform,
-        package_name,
-        version_name,
-        any_value(version_key) as version_key,
-        mode(app_name) as app_name,
-        min(installed_at) as first_seen_at,
+        installs.platform as platform,
+        installs.package_name as package_name,
+        installs.version_no as version_no,
+        any_value(installs.key_rank) as key_rank,
+        -- the mode of each device's name for it
+        mode(coalesce(mixed_names.app_name, installs.app_name_low)) as app_name,
+        min(installs.installed_at) as first_seen_at,
     from installs
-    group by platform, package_name, version_name
+    left join mixed_names
+        on mixed_names.device_no = installs.device_no
+        and mixed_names.package_name = installs.package_name
+        and mixed_names.version_no is not distinct from installs.version_no
+    group by installs.platform, installs.package_name, installs.version_no
 ),
 
 install_times as (
     select
         versions.platform as platform,
         versions.package_name as package_name,
-        versions.version_name as version_name,
+        versions.version_no as version_no,
         quantile_cont(epoch(installs.installed_at - versions.first_seen_at) / 60.0, 0.5)
             as p50_minutes_to_install,
         quantile_cont(epoch(installs.installed_at - versions.first_seen_at) / 60.0, 0.9)
@@ -100,29 +160,45 @@ install_times as (
     inner join installs
         on installs.platform = versions.platform
         and installs.package_name = versions.package_name
-        and installs.version_name is not distinct from versions.version_name
-    group by versions.platform, versions.package_name, versions.version_name
+        and installs.version_no is not distinct from versions.version_no
+    group by versions.platform, versions.package_name, versions.version_no
 ),
 
 current_installs as (
+    -- one row per current device and app (int_device_app_latest's grain)
     select
-        latest.device_id as device_id,
-        devices.platform as platform,
+        device_numbers.device_no as device_no,
+        device_numbers.platform as platform,
         latest.package_name as package_name,
-        latest.version_name as version_name,
-        latest.version_key as version_key,
+        version_numbers.version_no as version_no,
+        version_numbers.key_rank as key_rank,
     from intermediate.int_device_app_latest as latest
-    inner join devices
-        on devices.device_id = latest.device_id
+    inner join device_numbers
+        on device_numbers.device_id = latest.device_id
+        and not device_numbers.is_removed
+    left join version_numbers
+        on version_numbers.version_name = latest.version_name
+),
+
+current_versions as (
+    -- current devices on each version now
+    select
+        platform,
+        package_name,
+        version_no,
+        any_value(key_rank) as key_rank,
+        count(*) as devices,
+    from current_installs
+    group by platform, package_name, version_no
 ),
 
 with_app as (
     select
         platform,
         package_name,
-        count(distinct device_id) as devices_with_app,
-        max(version_key) as latest_version_key,
-    from current_installs
+        cast(sum(devices) as bigint) as devices_with_app,
+        max(key_rank) as latest_key_rank,
+    from current_versions
     group by platform, package_name
 ),
 
@@ -138,87 +214,71 @@ now_counts as (
     select
         versions.platform as platform,
         versions.package_name as package_name,
-        versions.version_name as version_name,
-        count(distinct current_installs.device_id) filter (
-            where current_installs.version_name is not distinct from versions.version_name
-        ) as devices_on_version,
-        count(distinct current_installs.device_id) filter (
-            where current_installs.version_name is not distinct from versions.version_name
-                or current_installs.version_key >= versions.version_key
-        ) as devices_at_or_above,
+        versions.version_no as version_no,
+        cast(sum(current_versions.devices) filter (
+            where current_versions.version_no is not distinct from versions.version_no
+        ) as bigint) as devices_on_version,
+        cast(sum(current_versions.devices) filter (
+            where current_versions.version_no is not distinct from versions.version_no
+                or current_versions.key_rank >= versions.key_rank
+        ) as bigint) as devices_at_or_above,
     from versions
-    inner join current_installs
-        on current_installs.platform = versions.platform
-        and current_installs.package_name = versions.package_name
-    group by versions.platform, versions.package_name, versions.version_name
+    inner join current_versions
+        on current_versions.platform = versions.platform
+        and current_versions.package_name = versions.package_name
+    group by versions.platform, versions.package_name, versions.version_no
 ),
 
 reached_by as (
-    -- each device's earliest install of each version or a higher one (an inner join: the `or`
-    -- stays a filter after the hash join on the package; in the outer join below it would make
-    -- DuckDB compare every pair of rows, quadratic in the fleet)
+    -- each current device with the app, for each version it has reached: its earliest install of
+    -- that version or a higher one; a device on a higher version before this one appeared
+    -- adopted it at its first appearance
     select
         versions.platform as platform,
         versions.package_name as package_name,
-        versions.version_name as version_name,
-        installs.device_id as device_id,
-        min(installs.installed_at) as installed_at,
+        versions.version_no as version_no,
+        installs.device_no as device_no,
+        greatest(min(installs.installed_at), any_value(versions.first_seen_at)) as adopted_at,
     from versions
     inner join installs
-        on installs.package_name = versions.package_name
+        on installs.platform = versions.platform
+        and installs.package_name = versions.package_name
         and (
-            installs.version_name is not distinct from versions.version_name
-            or installs.version_key >= versions.version_key
+            installs.version_no is not distinct from versions.version_no
+            or installs.key_rank >= versions.key_rank
         )
-    group by versions.platform, versions.package_name, versions.version_name, installs.device_id
-),
-
-adopted as (
-    -- each current device with the app, for each version of it: its earliest install of that
-    -- version or a higher one (NULL: none yet); a device on a higher version before this one
-    -- appeared adopted it at its first appearance
-    select
-        versions.platform as platform,
-        versions.package_name as package_name,
-        versions.version_name as version_name,
-        current_installs.device_id as device_id,
-        case
-            when min(reached_by.installed_at) is not null
-                then greatest(min(reached_by.installed_at), any_value(versions.first_seen_at))
-        end as adopted_at,
-    from versions
-    inner join current_installs
-        on current_installs.platform = versions.platform
-        and current_installs.package_name = versions.package_name
-    left join reached_by
-        on reached_by.device_id = current_installs.device_id
-        and reached_by.platform = versions.platform
-        and reached_by.package_name = versions.package_name
-        and reached_by.version_name is not distinct from versions.version_name
-    group by versions.platform, versions.package_name, versions.version_name,
-        current_installs.device_id
+    semi join current_installs
+        on current_installs.device_no = installs.device_no
+        and current_installs.package_name = installs.package_name
+    group by versions.platform, versions.package_name, versions.version_no, installs.device_no
 ),
 
 adoption as (
-    -- the time the ceil(50 %) and ceil(90 %) device of devices_with_app adopted the version
-    select
-        adopted.platform as platform,
-        adopted.package_name as package_name,
-        adopted.version_name as version_name,
-        list(adopted.adopted_at order by adopted.adopted_at nulls last) as adopted_times,
-        count(*) as devices_with_app,
-    from adopted
-    group by adopted.platform, adopted.package_name, adopted.version_name
-),
-
-reached as (
+    -- the times the devices that have reached each version adopted it, earliest first
     select
         platform,
         package_name,
-        version_name,
-        adopted_times[cast(ceil(0.5 * devices_with_app) as bigint)] as reached_50_pct_at,
-        adopted_times[cast(ceil(0.9 * devices_with_app) as bigint)] as reached_90_pct_at,
+        version_no,
+        list(adopted_at order by adopted_at) as adopted_times,
+    from reached_by
+    group by platform, package_name, version_no
+),
+
+reached as (
+    -- the time the ceil(50 %) and ceil(90 %) device of devices_with_app adopted the version
+    -- (NULL: fewer devices have reached it)
+    select
+        adoption.platform as platform,
+        adoption.package_name as package_name,
+        adoption.version_no as version_no,
+        adoption.adopted_times[cast(ceil(0.5 * with_app.devices_with_app) as bigint)]
+            as reached_50_pct_at,
+        adoption.adopted_times[cast(ceil(0.9 * with_app.devices_with_app) as bigint)]
+            as reached_90_pct_at,
     from adoption
+    inner join with_app
+        on with_app.platform = adoption.platform
+        and with_app.package_name = adoption.package_name
 ),
 
 catalogue as (
@@ -259,9 +319,9 @@ final as (
         versions.platform as platform,
         versions.package_name as package_name,
         versions.app_name as app_name,
-        versions.version_name as version_name,
-        versions.version_key as version_key,
-        coalesce(versions.version_key = with_app.latest_version_key, false) as is_latest_version,
+        version_numbers.version_name as version_name,
+        version_numbers.version_key as version_key,
+        coalesce(versions.key_rank = with_app.latest_key_rank, false) as is_latest_version,
         versions.first_seen_at as first_seen_at,
         utc_date(versions.first_seen_at) as first_seen_day,
         catalogue_versions.catalogue_created_at as catalogue_created_at,
@@ -284,26 +344,28 @@ final as (
         install_times.devices_installed as devices_installed,
     from versions
     cross join as_of
+    left join version_numbers
+        on version_numbers.version_no = versions.version_no
     left join install_times
         on install_times.platform = versions.platform
         and install_times.package_name = versions.package_name
-        and install_times.version_name is not distinct from versions.version_name
+        and install_times.version_no is not distinct from versions.version_no
     left join with_app
         on with_app.platform = versions.platform
         and with_app.package_name = versions.package_name
     left join now_counts
         on now_counts.platform = versions.platform
         and now_counts.package_name = versions.package_name
-        and now_counts.version_name is not distinct from versions.version_name
+        and now_counts.version_no is not distinct from versions.version_no
     left join reached
         on reached.platform = versions.platform
         and reached.package_name = versions.package_name
-        and reached.version_name is not distinct from versions.version_name
+        and reached.version_no is not distinct from versions.version_no
     left join reporting
         on reporting.platform = versions.platform
     left join catalogue_versions
         on catalogue_versions.package_name = versions.package_name
-        and catalogue_versions.version_name = versions.version_name
+        and catalogue_versions.version_name = version_numbers.version_name
 )
 
 select * from final

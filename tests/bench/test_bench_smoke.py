@@ -49,6 +49,7 @@ def test_harness_runs_a_tiny_fleet_and_writes_its_table(tmp_path: Path) -> None:
             f"--sizes={DEVICES}",
             "--profiles=none",
             "--skip=generic",
+            "--build-devices=300",
             f"--readme={readme}",
             f"--results-dir={results}",
             "--run-timeout=120",
@@ -56,7 +57,7 @@ def test_harness_runs_a_tiny_fleet_and_writes_its_table(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=480,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -88,6 +89,16 @@ def test_harness_runs_a_tiny_fleet_and_writes_its_table(tmp_path: Path) -> None:
     skipped = [row for row in table if "| skipped |" in row]
     assert len(skipped) == len(SKIPPED_RUNS), table
     assert "## Targets" in text and "not run" not in text
+
+    # the model build on the synthetic warehouse (bench/modelbuild.py): its own section, with the
+    # build of this checkout, its figures and its most expensive models
+    section = text.split("## The model build at fleet scale (synthetic warehouse)", 1)[1]
+    assert "300 devices" in section
+    (row,) = [line for line in section.splitlines() if line.startswith("| this checkout (")]
+    wall, cpu, rss, relations = (cell.strip() for cell in row.split("|")[2:6])
+    assert float(wall) > 0 and float(cpu) > 0 and float(rss.replace(",", "")) > 0
+    assert int(relations) > 50
+    assert section.count("| `marts.") + section.count("| `intermediate.") >= 5
 
 
 def test_generic_config_builds_the_four_resources() -> None:

@@ -149,3 +149,44 @@ def test_required_apps_now_are_the_latest_rows_of_the_required_packages(rollout_
     assert q(f"select count(*) as n from ({REQUIRED_FROM_LATEST} except all {required})") == [
         {"n": 0}
     ]
+
+
+def test_each_versions_adoption_with_a_rollback(rollout_wh):
+    """marts.app_version_rollout on the same fleet, worked out by hand (installed_at is each
+    record's valid_from here): the current devices with the app are r1 (14.9), r2 (14.10), r3
+    (back on 14.9) and r5 (14.10); r3 counts as having reached 14.9 when it got 14.10 (10-22)."""
+    rows = query_fn(rollout_wh)(
+        "select version_name, is_latest_version, devices_on_version, devices_at_or_above, "
+        "devices_on_older, devices_with_app, days_to_50_pct, days_to_90_pct, "
+        "p50_minutes_to_install, devices_installed from marts.app_version_rollout "
+        "where platform = 'ANDROID' and package_name = ? order by version_key",
+        [PKG],
+    )
+    assert rows == [
+        {
+            "version_name": "14.9",
+            "is_latest_version": False,
+            "devices_on_version": 2,  # r1, r3
+            "devices_at_or_above": 4,
+            "devices_on_older": 0,
+            "devices_with_app": 4,
+            # adopted 10-18 (r1, r2), 10-22 (r3), 10-26 04:30Z (r5); first seen 10-18
+            "days_to_50_pct": 0.0,
+            "days_to_90_pct": 8.2,  # 8 d 4.5 h
+            "p50_minutes_to_install": 0.0,  # r1, r2 at 10-18; r3 at 10-27 (its second 14.9)
+            "devices_installed": 3,
+        },
+        {
+            "version_name": "14.10",
+            "is_latest_version": True,
+            "devices_on_version": 2,  # r2, r5
+            "devices_at_or_above": 2,
+            "devices_on_older": 2,
+            "devices_with_app": 4,
+            # adopted 10-22 (r3), 10-25 10:00Z (r2), 10-26 04:30Z (r5), never (r1)
+            "days_to_50_pct": 3.4,
+            "days_to_90_pct": None,
+            "p50_minutes_to_install": 4920.0,  # 0, 3 d 10 h, 4 d 4.5 h
+            "devices_installed": 3,
+        },
+    ]
