@@ -312,7 +312,7 @@ def summary(results: dict[str, RunResult]) -> str:
         rows = sum(result.rows.values())
         lines.append(
             f"{name:<{width}}  {result.status:<22} {result.exit_code:>4}  {rows:>10,}  "
-            f"{result.seconds:>7.1f}  {result.error or ''}".rstrip()
+            f"{result.seconds:>7.1f}  {_error(result)}".rstrip()
         )
     failed = [name for name, r in results.items() if r.exit_code not in LOADED]
     partial = [name for name, r in results.items() if r.exit_code == Exit.PARTIAL]
@@ -322,6 +322,14 @@ def summary(results: dict[str, RunResult]) -> str:
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return "\n".join(lines)
+
+
+def _error(result: RunResult) -> str:
+    """A tenant's error column: a partial run names its skipped tables (its run's own summary and
+    `status` say why), so its row stays one line."""
+    if result.status == "partial" and result.unavailable:
+        return f"skipped: {', '.join(sorted(result.unavailable))}"
+    return result.error or ""
 
 
 def _marts(con: Any, alias: str) -> list[str]:

@@ -310,7 +310,8 @@ class _Run:
         elif self.ledger.refusals.skipped():
             result.status, result.exit_code = "partial", Exit.PARTIAL
             result.error = unavailable_text(self.ledger.refusals.skipped())
-            log.warning("run partial: %s", result.error)
+            skipped = sorted(self.ledger.refusals.skipped())
+            log.warning("run partial: %d table(s) skipped: %s", len(skipped), ", ".join(skipped))
         else:
             result.status, result.exit_code = "ok", Exit.OK
 
