@@ -375,7 +375,7 @@ def percent(value: float | None) -> str:
 
 def rate_formats(frame: pl.DataFrame) -> dict[str, Any]:
     """Table formats that show every `*_rate` column of `frame` as a percentage, and every
-    column of minutes (`*_to_final_state`, `time_*`) as a readable duration (`2.0 days`)."""
+    column of minutes (`*_to_final_state`, `time_*`) as a readable duration (`2.5 days`)."""
     return {
         **{c: percent for c in frame.columns if c.endswith("_rate")},
         **{
@@ -526,7 +526,7 @@ def last_seen_buckets(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def hours(value: float) -> str:
-    """Hours as a page words them (`readable.duration`: 1.0 h, 7.0 days)."""
+    """Hours as a page words them (`readable.duration`: 1 h, 7 days)."""
     return readable.duration(value * 60)
 
 

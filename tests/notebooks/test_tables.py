@@ -101,12 +101,14 @@ def test_data_tap_says_the_demo_s_query_ran_in_the_last_load(rendered, demo_ware
 
 
 def test_durations_read_in_minutes_hours_or_days(rendered) -> None:
-    assert [readable.duration(m) for m in (None, 45, 200, 2_880)] == [
+    assert [readable.duration(m) for m in (None, 45, 200, 1_440, 3_600, 10_080)] == [
         "–",
         "45 min",
         "3.3 h",
-        "2.0 days",
+        "24 h",
+        "2.5 days",
+        "7 days",
     ]
     dom = rendered.page("rollouts").dom
     assert "minutes_to_terminal" not in dom and "minutes_since" not in dom
-    assert re.search(r"<td>\d+\.\d (h|days)</td>", dom)  # a p90 as a person reads it
+    assert re.search(r"<td>\d+(\.\d)? (h|days)</td>", dom)  # a p90 as a person reads it
