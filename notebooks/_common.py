@@ -38,6 +38,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_WAIT_SECONDS = 20.0
 
 ALL = "All"
+# A device in no group: its group_path is NULL in the marts, and a page names it so rather than
+# showing a blank name.
+NO_GROUP = "(no group)"
 
 VERDICTS = ["compliant", "non_compliant", "unverified", "out_of_service"]
 VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1", "#5b616b"]

@@ -80,7 +80,7 @@ def _(common, group, platform):
 
 
 @app.cell
-def _(common, mo, params, where):
+def _(common, mo, params, pl, where):
     devices = common.query(
         f"""
         select
@@ -91,7 +91,7 @@ def _(common, mo, params, where):
         where {where}
         """,
         params,
-    )
+    ).with_columns(pl.col("group_path").fill_null(common.NO_GROUP))
     # The whole fleet's numbers, from their one home (marts.headlines): the filters above choose
     # what the charts and tables below show, never these.
     _h = common.headlines()

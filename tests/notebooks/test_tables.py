@@ -9,26 +9,12 @@ import csv
 import html
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import duckdb
-import pytest
 from esper_warehouse.pipelines import offline, readable
 
 from .test_offline_report import _tables
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def common() -> ModuleType:
-    """notebooks/_common.py (imports marimo: loaded only when a test here runs)."""
-    sys.path.insert(0, str(ROOT / "notebooks"))
-    import _common
-
-    return _common
 
 
 def _label(table) -> str:
@@ -77,6 +63,24 @@ def test_a_table_longer_than_the_page_holds_says_so_and_is_written_whole(
     tap = common.table(frame.head(10), "data_tap__x", total=total, whole_sql=whole)
     assert f"first 10 of {total:,} rows" in _label(tap)
     assert _csv_rows(tmp_path / "data_tap__x.csv") == total
+
+
+def test_every_group_names_the_devices_in_no_group(rendered, demo_warehouse, common) -> None:
+    """The fleet page's "Every group" table: the devices whose group_path is NULL are a row
+    named `common.NO_GROUP`, never a blank name."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        (ungrouped,) = con.execute(
+            "select count(*) from marts.fleet_compliance where group_path is null"
+        ).fetchone()
+    assert ungrouped  # the demo's fleet has devices in no group
+    groups = next(
+        t
+        for t in _tables(rendered.page("fleet_overview").dom)
+        if t.columns[:2] == ["group_path", "devices"]
+    )
+    named = {row[0]: row[1] for row in groups.rows}
+    assert "" not in named
+    assert named[common.NO_GROUP] == f"{ungrouped:,}"
 
 
 def test_the_offline_page_says_when_it_was_given_a_first_page_only() -> None:
