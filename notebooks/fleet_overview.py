@@ -530,7 +530,7 @@ def _(mo):
 
 
 @app.cell
-def _(common, mo, params, where):
+def _(common, mo, params, pl, where):
     drift = common.query(
         f"""
         select disagreement, device_name, platform, group_path, esper_drift_state_name,
@@ -540,7 +540,7 @@ def _(common, mo, params, where):
         order by disagreement, group_path, device_name
         """,
         params,
-    )
+    ).with_columns(pl.col("blueprint_reasons").list.join("; "))  # none: an empty cell, not []
     # the whole fleet's counts (marts.headlines), then this selection's rows
     _h = common.headlines()
     _counts = ", ".join(

@@ -83,6 +83,13 @@ def test_every_group_names_the_devices_in_no_group(rendered, demo_warehouse, com
     assert named[common.NO_GROUP] == f"{ungrouped:,}"
 
 
+def test_an_empty_list_of_reasons_reads_as_nothing() -> None:
+    """A device with no blueprint reason (Esper's drift only): its cell is empty, never `[]`."""
+    rows = [{"device": "a", "blueprint_reasons": []}, {"device": "b", "blueprint_reasons": ["x"]}]
+    (shown,) = _tables(offline.table_html(rows))
+    assert [row[1] for row in shown.rows] == ["", '["x"]']
+
+
 def test_the_offline_page_says_when_it_was_given_a_first_page_only() -> None:
     rows = [{"device": f"d{i}"} for i in range(15)]
     page = offline.table_html(rows, total=183)
