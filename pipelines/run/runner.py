@@ -399,7 +399,7 @@ class _Run:
         An interrupted run is not one: Ctrl-C is the user's own act, and its record says where
         it stopped and what the next run does (README, exit 130)."""
         code = self.result.exit_code
-        if not self.created or self.settings.keep_failed_first or self.load_started:
+        if not self.created or self.load_started:
             return False
         if code in LOADED or code == Exit.INTERRUPTED:
             return False

@@ -122,7 +122,7 @@ def test_every_source_setting_is_declared_once_with_a_range() -> None:
     """The declaration covers exactly the source's settings, with the source's defaults."""
     parameters = inspect.signature(esper).parameters
     settings = {n: p.default for n, p in parameters.items()
-                if n not in ("api_key", "api_key_name", "base_url", "enterprise_id", "client", "ledger")}  # fmt: skip
+                if n not in ("api_key", "api_key_name", "base_url", "base_url_name", "enterprise_id", "client", "ledger")}  # fmt: skip
     assert set(settings) == set(SETTINGS)
     for name, default in settings.items():
         assert SETTINGS[name].default == default, name
