@@ -76,6 +76,14 @@ def record(
             result.exit_code, result.error = exit_code_for(error), error_text(error)
 
 
+def mark_partial(result: RunResult, skipped: dict[str, str]) -> None:
+    """The run loaded all it could but `skipped` (table -> why): partial, exit 6. The log line
+    names the tables only: the lines before it said why, one a table."""
+    result.status, result.exit_code = "partial", Exit.PARTIAL
+    result.error = unavailable_text(skipped)
+    log.warning("run partial: %d table(s) skipped: %s", len(skipped), ", ".join(sorted(skipped)))
+
+
 def unavailable_text(unavailable: dict[str, str]) -> str:
     """One clause per skipped table, e.g. ``status_metrics (GET /v2/... answered 403 (...))``."""
     return "; ".join(f"{table}: {why}" for table, why in sorted(unavailable.items()))

@@ -50,17 +50,11 @@ from .ownership import check_owner
 from .pipeline import check_source_settings, make_pipeline
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
-from .record import build_models, record, shortfall, summary, unavailable_text
+from .record import build_models, mark_partial, record, shortfall, summary
 from .types import PIPELINE_NAME, RunResult, RunSettings
 
 # What callers import from here: the run, its settings and result (exit codes: `Exit`).
-__all__ = [
-    "PIPELINE_NAME",
-    "RunResult",
-    "RunSettings",
-    "run",
-    "summary",
-]
+__all__ = ["PIPELINE_NAME", "RunResult", "RunSettings", "run", "summary"]
 
 log = logging.getLogger("esper_warehouse")
 
@@ -307,11 +301,8 @@ class _Run:
             names = ", ".join(f"{r['table_name']} ({shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
             result.status, result.exit_code = "reconciliation_failed", Exit.UNFINISHED
-        elif self.ledger.refusals.skipped():
-            result.status, result.exit_code = "partial", Exit.PARTIAL
-            result.error = unavailable_text(self.ledger.refusals.skipped())
-            skipped = sorted(self.ledger.refusals.skipped())
-            log.warning("run partial: %d table(s) skipped: %s", len(skipped), ", ".join(skipped))
+        elif skipped := self.ledger.refusals.skipped():
+            mark_partial(result, skipped)
         else:
             result.status, result.exit_code = "ok", Exit.OK
 

@@ -99,12 +99,8 @@ def esper(
         key_name=api_key_name,
         url_name=base_url_name,
     )
-    opts = Options(
-        timedelta(hours=lag_hours),
-        status_batch_size,
-        timedelta(days=heartbeat_start_days),
-        page_size,
-    )
+    lag, heartbeat_start = timedelta(hours=lag_hours), timedelta(days=heartbeat_start_days)
+    opts = Options(lag, status_batch_size, heartbeat_start, page_size)
     parts = (commit_every_devices, commit_every_minutes)
     ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, page_size)
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]

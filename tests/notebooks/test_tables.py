@@ -67,7 +67,7 @@ def test_a_table_longer_than_the_page_holds_says_so_and_is_written_whole(
 
 def test_every_group_names_the_devices_in_no_group(rendered, demo_warehouse, common) -> None:
     """The fleet page's "Every group" table: the devices whose group_path is NULL are a row
-    named `common.NO_GROUP`, never a blank name."""
+    named `NO_GROUP` (notebooks/_common.py), never a blank name."""
     with duckdb.connect(str(demo_warehouse), read_only=True) as con:
         (ungrouped,) = con.execute(
             "select count(*) from marts.fleet_compliance where group_path is null"

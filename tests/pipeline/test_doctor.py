@@ -305,7 +305,7 @@ def test_readme_names_every_basis_of_a_reference() -> None:
     paragraph = readme[readme.index("`doctor` prints one line per probe") :].split("\n\n")[0]
     paragraph = " ".join(paragraph.split("```")[0].split())
     assert [b for b in BASES if f"`{b}` (" not in paragraph] == []
-    assert reference("GET", "/pipelines/v0/runs/").basis == "none"  # nothing recorded there
+    assert reference("GET", TABLES["pipeline_runs"].path).basis == "none"  # nothing recorded
 
 
 def test_the_report_names_only_known_fields() -> None:
