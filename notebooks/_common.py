@@ -38,6 +38,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_WAIT_SECONDS = 20.0
 
 ALL = "All"
+# A device in no group: its group_path is NULL in the marts, and a page names it so rather than
+# showing a blank name.
+NO_GROUP = "(no group)"
 
 VERDICTS = ["compliant", "non_compliant", "unverified", "out_of_service"]
 VERDICT_COLORS = ["#2e8540", "#d83933", "#a9aeb1", "#5b616b"]
@@ -375,7 +378,7 @@ def percent(value: float | None) -> str:
 
 def rate_formats(frame: pl.DataFrame) -> dict[str, Any]:
     """Table formats that show every `*_rate` column of `frame` as a percentage, and every
-    column of minutes (`*_to_final_state`, `time_*`) as a readable duration (`2.0 days`)."""
+    column of minutes (`*_to_final_state`, `time_*`) as a readable duration (`2.5 days`)."""
     return {
         **{c: percent for c in frame.columns if c.endswith("_rate")},
         **{
@@ -526,7 +529,7 @@ def last_seen_buckets(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def hours(value: float) -> str:
-    """Hours as a page words them (`readable.duration`: 1.0 h, 7.0 days)."""
+    """Hours as a page words them (`readable.duration`: 1 h, 7 days)."""
     return readable.duration(value * 60)
 
 

@@ -80,7 +80,7 @@ def _(common, group, platform):
 
 
 @app.cell
-def _(common, mo, params, where):
+def _(common, mo, params, pl, where):
     devices = common.query(
         f"""
         select
@@ -91,7 +91,7 @@ def _(common, mo, params, where):
         where {where}
         """,
         params,
-    )
+    ).with_columns(pl.col("group_path").fill_null(common.NO_GROUP))
     # The whole fleet's numbers, from their one home (marts.headlines): the filters above choose
     # what the charts and tables below show, never these.
     _h = common.headlines()
@@ -530,7 +530,7 @@ def _(mo):
 
 
 @app.cell
-def _(common, mo, params, where):
+def _(common, mo, params, pl, where):
     drift = common.query(
         f"""
         select disagreement, device_name, platform, group_path, esper_drift_state_name,
@@ -540,7 +540,7 @@ def _(common, mo, params, where):
         order by disagreement, group_path, device_name
         """,
         params,
-    )
+    ).with_columns(pl.col("blueprint_reasons").list.join("; "))  # none: an empty cell, not []
     # the whole fleet's counts (marts.headlines), then this selection's rows
     _h = common.headlines()
     _counts = ", ".join(

@@ -48,6 +48,7 @@ h1 { font-size: 26px; } h2 { font-size: 20px; margin-top: 28px; } h3 { font-size
 table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
 th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f3f4f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th, td.id { white-space: nowrap; }
 .stat { border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 12px; min-width: 120px; }
 .stat .label { color: #57606a; font-size: 12px; } .stat .value { font-size: 24px; font-weight: 600; }
 .stat .caption { color: #57606a; font-size: 12px; }
@@ -56,6 +57,9 @@ th { background: #f3f4f6; } td.num { text-align: right; font-variant-numeric: ta
 pre { background: #f6f8fa; padding: 8px 12px; overflow-x: auto; }
 svg { max-width: 100%; height: auto; overflow: visible; }
 .wide { max-width: 100%; overflow-x: auto; } details.rows > summary { cursor: pointer; color: #0969da; }
+.wide::-webkit-scrollbar { height: 10px; }
+.wide::-webkit-scrollbar-thumb { background: #afb8c1; border-radius: 5px; }
+.wide::-webkit-scrollbar-track { background: #f3f4f6; }
 .control .paragraph, summary .paragraph, p.label .paragraph { display: inline; }
 .control { white-space: nowrap; margin: 4px 16px 4px 0; }
 footer { color: #57606a; font-size: 12px; margin-top: 32px; }
@@ -106,7 +110,7 @@ def _visible_strings(value: Any) -> Any:
 
 
 def _cell_text(value: Any) -> str:
-    if value is None:
+    if value is None or value == [] or value == {}:  # no reasons, no items: nothing to read
         return ""
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
@@ -122,10 +126,18 @@ def _rows_html(rows: list[dict[str, Any]], columns: list[str]) -> str:
         for c in columns:
             value = row.get(c)
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
-            cells.append(f"<td{' class=num' if numeric else ''}>{_cell_text(value)}</td>")
+            kind = " class=num" if numeric else " class=id" if _is_id(c) else ""
+            cells.append(f"<td{kind}>{_cell_text(value)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _is_id(column: str) -> bool:
+    """A column of ids (`id`, `device_id`): kept on one line, since a UUID would break at each
+    hyphen and a table squeezed to the page would stack it four characters a line; the table
+    scrolls instead."""
+    return column == "id" or column.endswith("_id")
 
 
 def table_html(rows: list[dict[str, Any]], total: int | None = None) -> str:

@@ -15,14 +15,20 @@ _ACTING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def duration(minutes: float | None) -> str:
-    """``45 min``, ``3.5 h``, ``2.0 days``; ``–`` when unknown."""
+    """``45 min``, ``3.5 h``, ``24 h``, ``2.5 days``, ``7 days``; ``–`` when unknown. A whole
+    number of hours or days reads without its ``.0``."""
     if minutes is None:
         return "–"
     if minutes < 60:
         return f"{minutes:.0f} min"
     if minutes < 48 * 60:
-        return f"{minutes / 60:.1f} h"
-    return f"{minutes / (24 * 60):.1f} days"
+        return f"{_tenths(minutes / 60)} h"
+    return f"{_tenths(minutes / (24 * 60))} days"
+
+
+def _tenths(value: float) -> str:
+    text = f"{value:.1f}"
+    return text.removesuffix(".0")
 
 
 def shown_of(shown: int, total: int) -> str:

@@ -62,6 +62,12 @@ class Tenant:
     enterprise_id: str
     api_key_env: str
     warehouse: Path
+    file: Path = DEFAULT_FILE  # the tenants file that declares it
+
+    @property
+    def base_url_name(self) -> str:
+        """Where `base_url` came from, named when its host is unknown or its TLS fails."""
+        return f"base_url of [tenants.{self.name}] in {self.file}"
 
     @property
     def pipeline_name(self) -> str:
@@ -174,6 +180,7 @@ def load_tenants(path: Path | None = None) -> Tenants:
             enterprise_id=str(entry["enterprise_id"]).strip(),
             api_key_env=str(entry["api_key_env"]).strip(),
             warehouse=warehouse_dir / f"{name}.duckdb",
+            file=path,
         )
     return result
 
@@ -226,7 +233,6 @@ def tenant_settings(tenant: Tenant, base: RunSettings) -> RunSettings:
         load_memory_limit=base.load_memory_limit,
         build_models=base.build_models,
         pipeline_name=tenant.pipeline_name,
-        keep_failed_first=True,
         source_options={
             **base.source_options,
             "base_url": tenant.base_url,
@@ -242,6 +248,7 @@ def run_tenant(tenant: Tenant, base: RunSettings, **run_options: Any) -> RunResu
         settings = tenant_settings(tenant, base)
         settings.source_options["api_key"] = tenant.api_key()
         settings.source_options["api_key_name"] = tenant.api_key_env  # named if it is refused
+        settings.source_options["base_url_name"] = tenant.base_url_name
         with tenant_lock(tenant, base.lock_timeout_s):
             return run(settings, **run_options)
     except EsperConfigError as error:
@@ -313,7 +320,7 @@ def summary(results: dict[str, RunResult]) -> str:
         rows = sum(result.rows.values())
         lines.append(
             f"{name:<{width}}  {result.status:<22} {result.exit_code:>4}  {rows:>10,}  "
-            f"{result.seconds:>7.1f}  {result.error or ''}".rstrip()
+            f"{result.seconds:>7.1f}  {_error(result)}".rstrip()
         )
     failed = [name for name, r in results.items() if r.exit_code not in LOADED]
     partial = [name for name, r in results.items() if r.exit_code == Exit.PARTIAL]
@@ -323,6 +330,14 @@ def summary(results: dict[str, RunResult]) -> str:
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return "\n".join(lines)
+
+
+def _error(result: RunResult) -> str:
+    """A tenant's error column: a partial run names its skipped tables (its run's own summary and
+    `status` say why), so its row stays one line."""
+    if result.status == "partial" and result.unavailable:
+        return f"skipped: {', '.join(sorted(result.unavailable))}"
+    return result.error or ""
 
 
 def _marts(con: Any, alias: str) -> list[str]:
@@ -380,12 +395,18 @@ def _attach_tenants(
     """Attach each tenant file read-only (as `tenant__<name>`).
 
     Returns:
-        The marts of each tenant that has some, and one `marts.tenants` row per tenant file.
+        The marts of each tenant that has some, and one `marts.tenants` row per tenant file or
+        result tonight.
     """
     sources: dict[str, list[str]] = {}
     freshness: list[tuple[Any, ...]] = []
     for tenant in tenants.tenants.values():
+        result = results.get(tenant.name)
         if not tenant.warehouse.exists():
+            # a failed first run leaves no file (runner.py): tonight's result still names it
+            if result is not None:
+                row = (str(tenant.warehouse), None, result.status, result.exit_code, False)
+                freshness.append((tenant.name, *row))
             continue
         alias = f"tenant__{tenant.name}"
         with_lock_wait(
@@ -399,7 +420,6 @@ def _attach_tenants(
         marts = _marts(con, alias)
         if marts:
             sources[tenant.name] = marts
-        result = results.get(tenant.name)
         freshness.append(
             (
                 tenant.name,

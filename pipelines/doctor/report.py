@@ -26,7 +26,7 @@ class RouteReport:
     method: str
     route: str
     used_by_source: bool
-    basis: str  # "live", "spec", "docs" or "none"
+    basis: str  # one of shapes.reference.BASES
     status: int | None = None
     envelope: str | None = None
     expected_envelope: list[str] = field(default_factory=list)

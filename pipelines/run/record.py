@@ -10,7 +10,7 @@ import dlt
 import duckdb
 import orjson
 
-from .. import models
+from .. import models, readable
 from ..exit_codes import LOADED, Exit
 from ..warehouse import WarehouseLocked, file_problem, with_lock_wait
 from . import bookkeeping
@@ -89,6 +89,14 @@ def record_start(
         settings.lock_timeout_s,
         "the run record",
     )
+
+
+def mark_partial(result: RunResult, skipped: dict[str, str]) -> None:
+    """The run loaded all it could but `skipped` (table -> why): partial, exit 6. The log line
+    names the tables only: the lines before it said why, one a table."""
+    result.status, result.exit_code = "partial", Exit.PARTIAL
+    result.error = unavailable_text(skipped)
+    log.warning("run partial: %d table(s) skipped: %s", len(skipped), ", ".join(sorted(skipped)))
 
 
 def unavailable_text(unavailable: dict[str, str]) -> str:
@@ -195,6 +203,37 @@ def summary(result: RunResult) -> str:
     lines += bookkeeping.unreadable_lines(result.unreadable)
     if result.models:
         lines.append(f"models built: {len(result.models)}")
-    if result.error:
+    if result.status == "partial" and result.unavailable:
+        lines += partial_lines(result.unavailable)
+    elif result.error:
         lines.append(f"error: {result.error}")
     return "\n".join(lines)
+
+
+# A partial run's reasons as the summary shows them: at most this many clauses a table, each cut
+# to this many characters; `status` and `_esper_runs.unavailable` keep them whole.
+REASONS_SHOWN = 3
+REASON_WIDTH = 240
+
+
+def partial_lines(unavailable: dict[str, str]) -> list[str]:
+    """A partial run's skipped tables, one line each, with each reason's clauses under it."""
+    lines = [f"partial: {len(unavailable)} table(s) skipped in whole or in part:"]
+    cut = False
+    for table, why in sorted(unavailable.items()):
+        clauses = why.split("; ")
+        shown = [_cut(c) for c in clauses[:REASONS_SHOWN]]
+        cut = cut or len(shown) < len(clauses) or shown != clauses[: len(shown)]
+        lines.append(f"  {table}: {shown[0]}")
+        lines += [f"    {clause}" for clause in shown[1:]]
+        if len(shown) < len(clauses):
+            lines.append(f"    ({readable.shown_of(len(shown), len(clauses))} reasons)")
+    if cut:
+        lines.append("  (`esper-warehouse status` shows every reason whole)")
+    return lines
+
+
+def _cut(text: str) -> str:
+    if len(text) <= REASON_WIDTH:
+        return text
+    return f"{text[:REASON_WIDTH]}… ({readable.shown_of(REASON_WIDTH, len(text))} characters)"

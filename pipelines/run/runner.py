@@ -55,22 +55,16 @@ from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
 from .record import (
     age_models,
     build_models,
+    mark_partial,
     record,
     record_start,
     shortfall,
     summary,
-    unavailable_text,
 )
 from .types import PIPELINE_NAME, RunResult, RunSettings
 
 # What callers import from here: the run, its settings and result (exit codes: `Exit`).
-__all__ = [
-    "PIPELINE_NAME",
-    "RunResult",
-    "RunSettings",
-    "run",
-    "summary",
-]
+__all__ = ["PIPELINE_NAME", "RunResult", "RunSettings", "run", "summary"]
 
 log = logging.getLogger("esper_warehouse")
 
@@ -327,10 +321,8 @@ class _Run:
             names = ", ".join(f"{r['table_name']} ({shortfall(r)})" for r in short)
             result.error = f"reconciliation shortfall: {names}"
             result.status, result.exit_code = "reconciliation_failed", Exit.UNFINISHED
-        elif self.ledger.refusals.skipped():
-            result.status, result.exit_code = "partial", Exit.PARTIAL
-            result.error = unavailable_text(self.ledger.refusals.skipped())
-            log.warning("run partial: %s", result.error)
+        elif skipped := self.ledger.refusals.skipped():
+            mark_partial(result, skipped)
         else:
             result.status, result.exit_code = "ok", Exit.OK
 
@@ -430,7 +422,7 @@ class _Run:
         An interrupted run is not one: Ctrl-C is the user's own act, and its record says where
         it stopped and what the next run does (README, exit 130)."""
         code = self.result.exit_code
-        if not self.created or self.settings.keep_failed_first or self.load_started:
+        if not self.created or self.load_started:
             return False
         if code in LOADED or code == Exit.INTERRUPTED:
             return False

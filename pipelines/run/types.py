@@ -26,9 +26,6 @@ class RunSettings:
     build_models: bool = True
     source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
     pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/tenants.py)
-    # A failed first run removes the file it created when nothing was loaded (runner.py); a
-    # tenant's run keeps it: the fleet's `tenants` mart lists a tenant that failed from its record.
-    keep_failed_first: bool = False
 
 
 @dataclass

@@ -228,6 +228,11 @@ LIVE_DEVICE_PLATFORM = "ANDROID"
 PLATFORM = "platform"  # the key whose value picks a record's schema among the spec's variants
 
 
+# Where a route's reference comes from, best first (README's `doctor` paragraph names each):
+# a live recording, Esper's documented shape, the OpenAPI subset, or nothing to compare with.
+BASES = ("live", "docs", "spec", "none")
+
+
 @dataclass
 class Reference:
     """What a route's answer is compared with, and where that came from.
@@ -235,7 +240,7 @@ class Reference:
     Attributes:
         root: The whole answer's reference.
         record: A record's: the live sample widened with the spec (`widen`), else the spec's.
-        basis: ``live``, ``docs``, ``spec`` or ``none``.
+        basis: One of `BASES`.
         variants: The spec's record schema per `PLATFORM` value, where the spec gives one per
             platform (the device routes); a record of a platform the live sample is not of is
             compared with its own.
@@ -269,7 +274,7 @@ def reference(method: str, template: str, *, cursor: bool = False) -> Reference:
     docs = docs_reference(method, template)
     spec = spec_reference(method, template)
     root = live or docs or spec
-    basis = "live" if live else "docs" if docs else "spec" if spec else "none"
+    basis = next(b for b, found in zip(BASES, (live, docs, spec, True), strict=True) if found)
     live_records = live or (live_reference(method, template) if cursor else None)
     records = live_records or docs
     record = widen(record_node(records), record_node(spec)) if records else record_node(spec)

@@ -60,6 +60,7 @@ def esper(
     commit_every_devices: int = s.COMMIT_EVERY_DEVICES,
     commit_every_minutes: float = s.COMMIT_EVERY_MINUTES,
     api_key_name: str = "SOURCES__ESPER__API_KEY",
+    base_url_name: str = "SOURCES__ESPER__BASE_URL",
     client: Any = None,
     ledger: Any = None,
 ) -> tuple[DltResource, ...]:
@@ -82,6 +83,8 @@ def esper(
         client: an `EsperClient` to use (the pipeline passes one to read its counters).
         api_key_name: where `api_key` came from, named when the API refuses it (a tenant's
             `api_key_env`).
+        base_url_name: where `base_url` came from, named when its host is unknown or its TLS
+            fails (a tenant's `base_url` entry in its tenants file).
         ledger: a `RunLedger` to fill (the pipeline reads it to reconcile after the load).
     """
     client = client or EsperClient(
@@ -94,13 +97,10 @@ def esper(
         initial_concurrency=initial_concurrency,
         max_concurrency=max_concurrency,
         key_name=api_key_name,
+        url_name=base_url_name,
     )
-    opts = Options(
-        timedelta(hours=lag_hours),
-        status_batch_size,
-        timedelta(days=heartbeat_start_days),
-        page_size,
-    )
+    lag, heartbeat_start = timedelta(hours=lag_hours), timedelta(days=heartbeat_start_days)
+    opts = Options(lag, status_batch_size, heartbeat_start, page_size)
     parts = (commit_every_devices, commit_every_minutes)
     ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, page_size)
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]

@@ -49,12 +49,15 @@ ENV_PREFIX = "SOURCES__ESPER__"
 
 @dataclass(frozen=True)
 class Setting:
-    """A setting's type, default and accepted range (inclusive; None = unbounded)."""
+    """A setting's type, default and accepted range (inclusive; None = unbounded), and, where
+    one is given, `doc`: what it does, in the words README's configuration table and
+    .dlt/config.toml's comment both use (tests/pipeline/test_run_settings.py)."""
 
     kind: type
     default: object
     low: float | None = None
     high: float | None = None
+    doc: str = ""
 
     def accepted(self) -> str:
         if self.kind is bool:
@@ -89,7 +92,14 @@ SETTINGS: dict[str, Setting] = {
     "commit_every_minutes": Setting(float, COMMIT_EVERY_MINUTES, 0, 1440),
     "data_tap_queries": Setting(dict, None),
     "data_tap_deadline_s": Setting(float, DATA_TAP_DEADLINE_S, 1, 86400),
-    "data_tap_stuck_s": Setting(float, DATA_TAP_STUCK_S, 1, 86400),
+    "data_tap_stuck_s": Setting(
+        float,
+        DATA_TAP_STUCK_S,
+        1,
+        86400,
+        "log a warning for a job still PENDING/RUNNING after this long (never resubmitted: a "
+        "submission is sent once)",
+    ),
     "data_tap_row_limit": Setting(int, DATA_TAP_ROW_LIMIT, 1, 10_000_000),
     "data_tap_requests_per_hour": Setting(int, DATA_TAP_REQUESTS_PER_HOUR, 2, 100_000),
     "data_tap_poll_s": Setting(tuple, DATA_TAP_POLL_S, 0, 3600),

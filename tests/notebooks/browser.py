@@ -11,6 +11,7 @@ log is kept: a page that needed the network shows its requests there, and render
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Chromium's own background traffic (updates, clock, accounts), not the page's.
 BROWSER_HOSTS = re.compile(r"^https?://([a-z0-9-]+\.)*(google\.com|googleapis\.com|gstatic\.com)/")
@@ -71,6 +73,22 @@ def open_offline(page: Path, width: int = 1280, fragment: str = "") -> Opened:
     urls = sorted(set(json.loads(f'"{u}"') for u in re.findall(r'"url":"((?:[^"\\]|\\.)*)"', text)))
     wanted = [u for u in urls if u.startswith("http") and not BROWSER_HOSTS.match(u)]
     return Opened(done.stdout, wanted)
+
+
+def measured(page: Path, script: str, folder: Path, width: int = 1280) -> Any:
+    """What `script` measured on `page` as Chromium laid it out: the page is copied into `folder`
+    without its Content-Security-Policy (which runs no script), `script` runs once the page has
+    loaded and returns a value, and that value comes back as JSON through the DOM."""
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text())
+    probe = (
+        "<script>addEventListener('load', () => document.body.setAttribute("
+        f"'data-measured', JSON.stringify((() => {{ {script} }})())));</script>"
+    )
+    copy = folder / f"measured-{page.name}"
+    copy.write_text(text.replace("</body>", probe + "</body>"), encoding="utf-8")
+    found = re.search(r'data-measured="([^"]*)"', open_offline(copy, width).dom)
+    assert found, "the measuring script did not run"
+    return json.loads(html.unescape(found.group(1)))
 
 
 def screenshot(page: Path, target: Path, width: int = 1280, height: int = 4000) -> Path:

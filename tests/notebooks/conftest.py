@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from esper_warehouse.pipelines import report
@@ -64,6 +66,17 @@ def build_demo_warehouse(
                     json.dumps({"as_of": result.as_of.isoformat(), **records}, default=str)
                 )
             sim.advance(hours=24)
+
+
+@pytest.fixture(scope="module")
+def common() -> ModuleType:
+    """notebooks/_common.py, imported when a test asking for it runs: it imports marimo, altair
+    and polars (~2 CPU-s), which every test worker would otherwise pay while collecting the
+    suite."""
+    sys.path.insert(0, str(report.NOTEBOOKS_DIR))
+    import _common
+
+    return _common
 
 
 @pytest.fixture(scope="session")

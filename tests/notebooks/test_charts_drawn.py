@@ -207,10 +207,10 @@ def test_apps_now_draws_each_app_s_share_on_its_latest_version(rendered, demo_wa
         assert abs(drawn_total(segments) - expected[app]) <= view.axis("x").per_pixel, app
 
 
-def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -> None:
+def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse, common) -> None:
     view = _view_titled(rendered, "fleet_overview", "Devices by group, largest first")
     expected = {
-        str(group): devices
+        common.NO_GROUP if group is None else group: devices
         for group, devices in _mart(
             demo_warehouse, "select group_path, count(*) from marts.fleet_compliance group by all"
         )
@@ -219,7 +219,7 @@ def test_devices_by_group_draws_each_group_s_devices(rendered, demo_warehouse) -
     assert len(drawn) == min(30, len(expected))  # common.CHART_ITEMS (N of M: test_nothing_cut)
     for group, segments in drawn.items():
         assert len(segments) == 1, group
-        expected_devices = expected["None" if group == "null" else group]
+        expected_devices = expected[group]
         assert abs(drawn_total(segments) - expected_devices) <= view.axis("x").per_pixel, group
 
 

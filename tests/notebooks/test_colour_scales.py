@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 from types import ModuleType
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def common() -> ModuleType:
-    """notebooks/_common.py, imported when a test here runs: it imports marimo, altair and polars
-    (~2 CPU-s), which every test worker would otherwise pay while collecting the suite."""
-    sys.path.insert(0, str(ROOT / "notebooks"))
-    import _common
-
-    return _common
 
 
 def _terminal_states() -> set[str]:

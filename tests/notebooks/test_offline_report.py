@@ -17,7 +17,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines import report
 
-from .browser import open_offline
+from .browser import measured, open_offline
 from .test_notebooks import session
 
 NOTEBOOKS = report.notebooks()
@@ -190,6 +190,39 @@ def test_a_click_opens_the_rest_of_a_table(report_run, rendered) -> None:
     )
     assert closed and "open" not in closed.group(0).split(">")[0]
     assert opened and "open" in opened.group(0).split(">")[0]
+
+
+# Each open table of a page as Chromium lays it out: the right edge of the box it shows and of the
+# page's text column, whether what it does not show scrolls, and how many lines its id cells take.
+TABLE_BOXES = """
+const main = document.querySelector('main').getBoundingClientRect();
+const right = main.right - parseFloat(getComputedStyle(document.querySelector('main')).paddingRight);
+return [...document.querySelectorAll('table')].filter(t => t.offsetParent).map(t => {
+  const box = t.parentElement, columns = [...t.querySelectorAll('thead th')].map(th => th.textContent);
+  const ids = columns.flatMap((c, i) => (c === 'id' || c.endsWith('_id')) ? [i + 1] : []);
+  const cells = ids.flatMap(i => [...t.querySelectorAll(`tbody td:nth-child(${i})`)]);
+  const lines = cells.map(td => {
+    const range = document.createRange(); range.selectNodeContents(td);
+    return range.getClientRects().length; });
+  return {columns, shownRight: Math.min(box.getBoundingClientRect().right, t.getBoundingClientRect().right),
+          pageRight: right, hidden: box.scrollWidth - box.clientWidth,
+          scrolls: ['auto', 'scroll'].includes(getComputedStyle(box).overflowX), lines};
+});
+"""
+
+
+@pytest.mark.parametrize("notebook", ["rollouts", "fleet_overview"])
+def test_a_wide_table_scrolls_and_keeps_its_ids_on_one_line(report_run, tmp_path, notebook) -> None:
+    """The commands', operations' and "who may act" tables are wider than the page: each stays
+    inside the page's column and scrolls sideways, and an id (a UUID) reads on one line."""
+    boxes = measured(report_run.out / f"{notebook}.html", TABLE_BOXES, tmp_path)
+    assert any(box["hidden"] > 0 for box in boxes), "no table wider than the page: nothing tested"
+    for box in boxes:
+        assert box["shownRight"] <= box["pageRight"] + 1, box["columns"]
+        assert box["hidden"] <= 0 or box["scrolls"], box["columns"]
+        assert set(box["lines"]) <= {1}, (box["columns"], box["lines"])
+    if notebook == "rollouts":
+        assert any(box["lines"] for box in boxes), "no id column shown: nothing tested"
 
 
 def test_the_long_tables_hold_every_row_of_their_mart(rendered, demo_warehouse) -> None:

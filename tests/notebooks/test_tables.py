@@ -9,26 +9,12 @@ import csv
 import html
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import duckdb
-import pytest
 from esper_warehouse.pipelines import offline, readable
 
 from .test_offline_report import _tables
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def common() -> ModuleType:
-    """notebooks/_common.py (imports marimo: loaded only when a test here runs)."""
-    sys.path.insert(0, str(ROOT / "notebooks"))
-    import _common
-
-    return _common
 
 
 def _label(table) -> str:
@@ -79,6 +65,31 @@ def test_a_table_longer_than_the_page_holds_says_so_and_is_written_whole(
     assert _csv_rows(tmp_path / "data_tap__x.csv") == total
 
 
+def test_every_group_names_the_devices_in_no_group(rendered, demo_warehouse, common) -> None:
+    """The fleet page's "Every group" table: the devices whose group_path is NULL are a row
+    named `NO_GROUP` (notebooks/_common.py), never a blank name."""
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        (ungrouped,) = con.execute(
+            "select count(*) from marts.fleet_compliance where group_path is null"
+        ).fetchone()
+    assert ungrouped  # the demo's fleet has devices in no group
+    groups = next(
+        t
+        for t in _tables(rendered.page("fleet_overview").dom)
+        if t.columns[:2] == ["group_path", "devices"]
+    )
+    named = {row[0]: row[1] for row in groups.rows}
+    assert "" not in named
+    assert named[common.NO_GROUP] == f"{ungrouped:,}"
+
+
+def test_an_empty_list_of_reasons_reads_as_nothing() -> None:
+    """A device with no blueprint reason (Esper's drift only): its cell is empty, never `[]`."""
+    rows = [{"device": "a", "blueprint_reasons": []}, {"device": "b", "blueprint_reasons": ["x"]}]
+    (shown,) = _tables(offline.table_html(rows))
+    assert [row[1] for row in shown.rows] == ["", '["x"]']
+
+
 def test_the_offline_page_says_when_it_was_given_a_first_page_only() -> None:
     rows = [{"device": f"d{i}"} for i in range(15)]
     page = offline.table_html(rows, total=183)
@@ -101,12 +112,14 @@ def test_data_tap_says_the_demo_s_query_ran_in_the_last_load(rendered, demo_ware
 
 
 def test_durations_read_in_minutes_hours_or_days(rendered) -> None:
-    assert [readable.duration(m) for m in (None, 45, 200, 2_880)] == [
+    assert [readable.duration(m) for m in (None, 45, 200, 1_440, 3_600, 10_080)] == [
         "–",
         "45 min",
         "3.3 h",
-        "2.0 days",
+        "24 h",
+        "2.5 days",
+        "7 days",
     ]
     dom = rendered.page("rollouts").dom
     assert "minutes_to_terminal" not in dom and "minutes_since" not in dom
-    assert re.search(r"<td>\d+\.\d (h|days)</td>", dom)  # a p90 as a person reads it
+    assert re.search(r"<td>\d+(\.\d)? (h|days)</td>", dom)  # a p90 as a person reads it

@@ -18,6 +18,7 @@ from esper_warehouse.pipelines.cli import main as cli_main
 from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.shapes.reference import BASES, reference
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.catalogues import GROUPS
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
@@ -295,6 +296,16 @@ def test_values_used_as_keys_and_the_key_itself_are_never_printed(
     assert [v for v in (*KEYED_VALUES, API_KEY) if v in text] == []
     assert doctor.UNKNOWN_KEY in out and doctor.UNKNOWN_KEY in json_path.read_text()
     assert report["verdict"] == "ok"
+
+
+def test_readme_names_every_basis_of_a_reference() -> None:
+    """README's `doctor` paragraph names each basis a probe's line may show (`BASES`), among
+    them `none`, the basis of the routes with no shape on record."""
+    readme = (ROOT / "README.md").read_text()
+    paragraph = readme[readme.index("`doctor` prints one line per probe") :].split("\n\n")[0]
+    paragraph = " ".join(paragraph.split("```")[0].split())
+    assert [b for b in BASES if f"`{b}` (" not in paragraph] == []
+    assert reference("GET", TABLES["pipeline_runs"].path).basis == "none"  # nothing recorded
 
 
 def test_the_report_names_only_known_fields() -> None:

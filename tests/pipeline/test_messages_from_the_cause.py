@@ -126,9 +126,23 @@ def test_a_name_lookup_failure_is_one_attempt_that_says_so(
     out = capsys.readouterr()
 
     assert exit_code == code, out.err
-    assert says.format(host="https://acme-api.example.invalid") in out.out + out.err
+    said = out.out + out.err
+    assert says.format(host="https://acme-api.example.invalid") in said
     assert resolver["asked"] == (1 if how == "single" else 2), "one lookup per tenant"
     assert seconds < 15
+    if errno == socket.EAI_NONAME:  # the setting to check is where the URL came from
+        tenants = tmp_path / "tenants.toml"
+        names = (
+            ["SOURCES__ESPER__BASE_URL"]
+            if how == "single"
+            else [f"base_url of [tenants.{n}] in {tenants}" for n in ("one", "two")]
+        )
+        assert all(f"check the base URL ({name})" in said for name in names), said
+        assert how == "single" or "SOURCES__ESPER__BASE_URL" not in said
+    # a failed first run leaves no empty warehouse behind, a tenant's as a single run's
+    assert sorted(p.name for p in tmp_path.rglob("*.duckdb")) == (
+        [] if how == "single" else ["fleet.duckdb"]
+    )
 
 
 # ------------------------------------------------------------------ tried as a new user would

@@ -119,13 +119,17 @@ def test_the_tenant_runner_treats_partial_as_loaded_never_hiding_a_failure() -> 
     from esper_warehouse.pipelines.run.runner import RunResult
     from esper_warehouse.pipelines.tenants import exit_code, summary
 
-    ok, partial = RunResult("a", 0, "ok"), RunResult("b", Exit.PARTIAL, "partial")
+    why = {"blueprints": "skipped: GET /v2/blueprints/ answered 403 (refused for this route)"}
+    ok = RunResult("a", 0, "ok")
+    partial = RunResult("b", Exit.PARTIAL, "partial", unavailable=why, error=str(why))
     failed = RunResult("c", Exit.API, "failed", error="boom")
     assert exit_code({"a": ok, "b": partial}) == Exit.PARTIAL
     assert exit_code({"a": ok, "b": partial, "c": failed}) == Exit.API
     assert summary({"a": ok, "b": partial, "c": failed}).splitlines()[-1] == (
         "1 of 3 ok; partial: b; failed: c"
     )
+    row = summary({"b": partial}).splitlines()[1]
+    assert row.endswith("  skipped: blueprints") and "answered" not in row  # one short line
 
 
 def test_the_loaded_run_statuses_are_those_of_the_loaded_exit_codes() -> None:

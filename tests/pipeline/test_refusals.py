@@ -17,7 +17,8 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.run.runner import summary
+from esper_warehouse.pipelines.run.record import REASON_WIDTH
+from esper_warehouse.pipelines.run.runner import RunResult, summary
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.common import apps_route
 from esper_warehouse.sources.esper.http import EsperClient, EsperNotFoundError
@@ -227,6 +228,13 @@ def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
         "operation_devices", "heartbeats", "devices", "device_events",
     }  # fmt: skip
     assert f"answered {refusal}" in nightly.unavailable["blueprint_versions"]
+    # the summary a person reads: "partial:", then one line a skipped table, never one long line
+    shown = summary(nightly).splitlines()
+    assert not [line for line in shown if line.startswith("error:")]
+    head = shown.index(f"partial: {len(nightly.unavailable)} table(s) skipped in whole or in part:")
+    tables = [line.split(":")[0].strip() for line in shown[head + 1 :] if line[2] != " "]
+    assert tables == sorted(nightly.unavailable)
+    assert max(map(len, shown)) < 300
     assert nightly.unavailable["devices"].startswith("loaded without Android security patch")
     text = out.getvalue()
     assert "a run would be partial (exit 6)" in text
@@ -244,6 +252,24 @@ def test_a_refused_core_list_is_a_partial_run_as_doctor_says(
     with reading(wh):
         for table in ("blueprints", "blueprint_versions", "command_requests", "operations"):
             compare(sim, wh, table, exact=False)
+
+
+def test_a_partial_runs_summary_cuts_a_long_reason_saying_how_much() -> None:
+    """A skipped table's reason of 2,000 characters and four clauses: the summary shows three
+    clauses on lines of their own, the long one cut, each cut saying "N of M"."""
+    why = "; ".join(["x" * 2_000, "second", "third", "fourth"])
+    result = RunResult(
+        run_id="r", exit_code=Exit.PARTIAL, status="partial", unavailable={"t": why}, error=why
+    )
+    shown = summary(result).splitlines()
+    assert shown[-6:] == [
+        "partial: 1 table(s) skipped in whole or in part:",
+        f"  t: {'x' * REASON_WIDTH}… ({REASON_WIDTH} of 2,000 characters)",
+        "    second",
+        "    third",
+        "    (3 of 4 reasons)",
+        "  (`esper-warehouse status` shows every reason whole)",
+    ]
 
 
 def test_a_device_refused_once_gets_its_events_the_next_night_without_changing(

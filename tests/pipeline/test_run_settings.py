@@ -123,7 +123,7 @@ def test_every_source_setting_is_declared_once_with_a_range() -> None:
     """The declaration covers exactly the source's settings, with the source's defaults."""
     parameters = inspect.signature(esper).parameters
     settings = {n: p.default for n, p in parameters.items()
-                if n not in ("api_key", "api_key_name", "base_url", "enterprise_id", "client", "ledger")}  # fmt: skip
+                if n not in ("api_key", "api_key_name", "base_url", "base_url_name", "enterprise_id", "client", "ledger")}  # fmt: skip
     assert set(settings) == set(SETTINGS)
     for name, default in settings.items():
         assert SETTINGS[name].default == default, name
@@ -155,6 +155,21 @@ def test_the_readme_configuration_table_lists_every_setting_with_its_variable_an
             name,
             default,
         )
+
+
+def test_a_setting_s_meaning_reads_the_same_in_readme_and_the_config_file() -> None:
+    """A setting whose declaration says what it does (`Setting.doc`): README's configuration
+    table and .dlt/config.toml's comment say exactly that (`data_tap_stuck_s` only warns: the
+    config file once said it resubmitted)."""
+    readme = (ROOT / "README.md").read_text()
+    config = (ROOT / ".dlt" / "config.toml").read_text()
+    documented = {name: spec.doc for name, spec in SETTINGS.items() if spec.doc}
+    assert "data_tap_stuck_s" in documented
+    for name, doc in documented.items():
+        row = re.search(rf"^\| `{name}` \|.*\| ([^|]*) \|$", readme, re.MULTILINE)
+        assert row and row.group(1) == doc, (name, row and row.group(1))
+        line = re.search(rf"^#? ?{name} = [^#\n]*# (.*)$", config, re.MULTILINE)
+        assert line and line.group(1) == doc, (name, line and line.group(1))
 
 
 def test_the_loads_memory_follows_the_fleet_unless_set(tmp_path: Path) -> None:

@@ -180,3 +180,28 @@ def test_lock_files_are_ignored_by_git(path: str) -> None:
         [git, "check-ignore", "--no-index", "-q", path], cwd=ROOT, capture_output=True
     )
     assert done.returncode == 0, f"{path} is not ignored: {done.stderr!r}"
+
+
+def test_what_the_readme_s_steps_write_is_ignored_by_git() -> None:
+    """Every file the README's commands write into the checkout (`--json doctor.json`, `cp …
+    tenants.toml`, a PostgreSQL data folder, a `> simulate.log`) is ignored: following the
+    README leaves `git status` clean."""
+    import re
+    import shutil
+    import subprocess
+
+    readme = (ROOT / "README.md").read_text()
+    written = {
+        *re.findall(r"--json (\S+)", readme),
+        *re.findall(r"^cp \S+ (\S+)", readme, re.MULTILINE),
+        *(f"{d}/x" for d in re.findall(r"local_postgres (\.\w+)\)", readme)),
+        *re.findall(r"> (\S+) 2>&1", readme),
+    }
+    assert {"doctor.json", "tenants.toml", ".pgdata/x", "simulate.log"} <= written
+    git = shutil.which("git")
+    assert git, "git is needed to check .gitignore"
+    for path in sorted(written):
+        done = subprocess.run(
+            [git, "check-ignore", "--no-index", "-q", path], cwd=ROOT, capture_output=True
+        )
+        assert done.returncode == 0, f"{path} (written by README's steps) is not ignored"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -104,6 +105,32 @@ def test_definitions_load_without_network(
     assert sorted(r.partition_key for r in requests) == ["north", "south"]
     assert len({r.run_key for r in requests}) == 2
     assert attempts == []
+
+
+def test_the_readme_s_selection_takes_the_whole_load_and_one_table_is_refused(
+    dg: ModuleType, tmp_path: Path
+) -> None:
+    """README's `dagster asset materialize --select` (parsed as Dagster's command line parses
+    it) builds a run of every raw table and mart; one raw table alone is refused, as README
+    says, since the load is one step."""
+    from esper_warehouse.pipelines.dagster_defs import build_definitions
+
+    readme = (ROOT / "README.md").read_text()
+    (selection,) = re.findall(r"dagster asset materialize .*--select (\S+)", readme)
+    defs = build_definitions(_offline_tenants(tmp_path))
+    graph, job = defs.resolve_asset_graph(), defs.resolve_implicit_global_asset_job_def()
+
+    def subset(text: str) -> set[str]:
+        keys = dg.AssetSelection.from_coercible(text.split(",")).resolve(graph)
+        job.get_subset(asset_selection=keys)
+        return {"/".join(k.path) for k in keys}
+
+    assert subset(selection) == {f"esper/{t}" for t in TABLES} | {f"marts/{m}" for m in MARTS}
+    with pytest.raises(dg.DagsterInvalidSubsetError):
+        subset("esper/devices")
+    assert "`--select esper/devices`, fails with `DagsterInvalidSubsetError`" in " ".join(
+        readme.split()
+    )
 
 
 def test_the_instance_settings_limit_one_run_per_tenant_and_the_api_pool(

@@ -29,6 +29,8 @@ def test_all_tenants_load_the_good_ones_report_the_401_and_fill_the_fleet(
     lines = {line.split()[0]: line for line in out.out.splitlines() if line.strip()}
     assert lines["alpha"].split()[1] == "ok" and lines["beta"].split()[1] == "ok"
     assert lines["gamma"].split()[1] == "failed" and "EsperAuthError" in lines["gamma"]
+    # gamma's failed first run loaded nothing: no empty file is left to pass for a warehouse
+    assert not (warehouses / "gamma.duckdb").exists()
     assert "2 of 3 ok; failed: gamma" in out.out
     assert API_KEY not in out.out + out.err
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 from esper_warehouse.simulator import Simulator
+from esper_warehouse.simulator.faults import KINDS
 from esper_warehouse.sources.esper.tables.credentials import APNS_CERTIFICATES
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
@@ -132,6 +136,32 @@ def test_http_fault_control(sim):
         assert ctl.post("/_sim/faults", json=[{"kind": "nope"}]).status_code == 400
         assert ctl.delete("/_sim/faults").status_code == 200
         assert c.get("/v0/operations/").status_code == 200
+
+
+def _readme_faults() -> str:
+    """README's paragraph on the simulator's faults, through its example block."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("**Faults** (`simulator/faults.py`)")
+    return readme[start : readme.index("From Python:", start)]
+
+
+def test_readme_documents_every_fault_kind_and_its_example_runs(sim):
+    """README's table has a row for each kind `parse` accepts (`faults.KINDS`), and its example
+    does what it says against a running simulator: the faults are set, listed, act, and go."""
+    text = _readme_faults()
+    assert set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE)) == KINDS
+    (block,) = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+    posted = json.loads(re.search(r"-d '(.*?)'", block, re.DOTALL).group(1))
+    assert "POST" in block and "DELETE" in block and block.count("/_sim/faults") == 3
+    root = sim.base_url.removesuffix("/api")
+    with httpx.Client(base_url=root) as ctl, make_client(sim) as c:
+        assert ctl.post("/_sim/faults", json=posted).status_code == 200
+        assert [f["kind"] for f in ctl.get("/_sim/faults").json()["faults"]] == [
+            f["kind"] for f in posted
+        ]
+        assert c.get("/v2/blueprints/").status_code == 403
+        assert ctl.delete("/_sim/faults").json() == {"faults": []}
+        assert c.get("/v2/blueprints/").status_code == 200
 
 
 def test_value_drift_serves_a_value_in_the_records_named(sim):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -158,7 +159,14 @@ def test_main_exit_codes(tmp_path, capsys, monkeypatch, broken_sql):
     assert f"no warehouse file {path}" in capsys.readouterr().err
     assert main(["--warehouse", str(path), "--create"]) == 0
     out = capsys.readouterr().out
-    assert "marts.fleet_compliance" in out
+    built = relations(path)
+    # a summary: relations per layer, no list of names unless asked (-v)
+    assert "marts.fleet_compliance" not in out and len(out.splitlines()) == 1, out
+    marts = sum(name.startswith("marts.") for name in built)
+    assert re.match(rf"built {len(built)} relations \(.*\b{marts} marts\) in [\d.]+ s ", out)
+    assert main(["--warehouse", str(path), "-v"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert set(built) <= set(listed)
     monkeypatch.setattr("esper_warehouse.pipelines.models.SQL_DIR", broken_sql)
     assert main(["--warehouse", str(path)]) == 1
     err = capsys.readouterr().err

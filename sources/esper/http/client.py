@@ -95,6 +95,7 @@ class EsperClient:
             for a longer wait than is left, the request fails at once, quoting the API's value.
         clock: Monotonic seconds for the waits (tests inject one that `sleep` advances).
         key_name: Where the key came from (an environment variable), named when it is refused.
+        url_name: Where the base URL came from, named when its host or TLS is wrong.
         pace: Pace requests at the rate learnt from 429s (`pacing.RatePacer`). `doctor` turns it off:
             it sends one request at a time within its own request and time allowances.
 
@@ -122,9 +123,11 @@ class EsperClient:
         clock: Callable[[], float] = time.monotonic,
         key_name: str = "SOURCES__ESPER__API_KEY",
         pace: bool = True,
+        url_name: str = "SOURCES__ESPER__BASE_URL",
     ) -> None:
         self.origin = Origin(base_url, enterprise_id)
         self.key_name = key_name  # where the key came from, named when the API refuses it
+        self.url_name = url_name  # where the base URL came from, named when it is wrong
         # Set by the run once its first requests proved the key and the enterprise id
         # (`scan/opening.py`): from then on a 403/404 on a tenant-level route is a missing
         # capability (`EsperUnavailableError`), not a wrong setting.
@@ -364,7 +367,7 @@ class EsperClient:
                 stats.bytes = answer.num_bytes_downloaded or len(answer.content)
                 self._note_date(answer, started)
                 log.debug("%s -> %s (%d bytes)", route, answer.status_code, stats.bytes)
-            facts = Facts(self.origin, self.key_name, self.settings_proven, redact)
+            facts = Facts(self.origin, self.key_name, self.settings_proven, redact, self.url_name)
             decision = decide(route, answer, tries, rules=self._rules, facts=facts,
                               pacer=self._pacer, reserved_at=reserved_at, retry=retry)  # fmt: skip
             learnt = decision.limiter

@@ -197,7 +197,9 @@ def check_enterprise_id(enterprise_id: str) -> str:
     return eid
 
 
-def tls_setting_error(error: BaseException, origin: str) -> EsperConfigError | None:
+def tls_setting_error(
+    error: BaseException, origin: str, url_name: str = "SOURCES__ESPER__BASE_URL"
+) -> EsperConfigError | None:
     """A failed TLS handshake that is the base URL's fault, as a setting error; else None.
 
     `https://` to a port that speaks plain HTTP (`WRONG_VERSION_NUMBER`), a certificate that
@@ -221,7 +223,7 @@ def tls_setting_error(error: BaseException, origin: str) -> EsperConfigError | N
                 hint = "the server and this client share no TLS version or cipher"
             return EsperConfigError(
                 f"the TLS handshake with {origin} failed ({reason}): {hint} Check the base "
-                "URL (SOURCES__ESPER__BASE_URL); nothing was retried"
+                f"URL ({url_name}); nothing was retried"
             )
         current = current.__cause__ or current.__context__
     return None
@@ -231,7 +233,9 @@ def tls_setting_error(error: BaseException, origin: str) -> EsperConfigError | N
 _NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
-def name_lookup_error(error: BaseException, origin: str) -> EsperError | None:
+def name_lookup_error(
+    error: BaseException, origin: str, url_name: str = "SOURCES__ESPER__BASE_URL"
+) -> EsperError | None:
     """A failed name lookup of the base URL's host, as the error that ends the request; else None.
 
     Never retried: the system's resolver has already asked again (resolv.conf's attempts), and
@@ -247,7 +251,7 @@ def name_lookup_error(error: BaseException, origin: str) -> EsperError | None:
             if current.errno in _NO_SUCH_NAME:
                 return EsperConfigError(
                     f"the host of {origin} is not known to DNS (name lookup: {said}): check the "
-                    "base URL (SOURCES__ESPER__BASE_URL); nothing was retried"
+                    f"base URL ({url_name}); nothing was retried"
                 )
             return EsperAPIError(
                 f"the name lookup of {origin} failed ({said}): this machine's DNS resolver did "

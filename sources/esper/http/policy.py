@@ -99,6 +99,7 @@ class Facts:
     Attributes:
         origin: Where the requests go (base URL, enterprise id, which routes are tenant-level).
         key_name: Where the key came from, named when the API refuses it.
+        url_name: Where the base URL came from, named when its host or TLS is wrong.
         settings_proven: The run's first requests proved the key and the enterprise id: a 403 or
             a tenant-level 404 is a missing capability from then on, not a wrong setting.
         redact: Takes every API key out of a text (`errors.redact`).
@@ -108,6 +109,7 @@ class Facts:
     key_name: str
     settings_proven: bool
     redact: Callable[[str], str]
+    url_name: str = "SOURCES__ESPER__BASE_URL"
 
 
 @dataclass(frozen=True)
@@ -322,9 +324,9 @@ def failed_attempt(error: Exception, facts: Facts) -> _Failure | Exception:
     origin = facts.origin.text()
     if isinstance(error, httpx.TimeoutException):
         reason = f"timeout ({type(error).__name__}: {error})"
-    elif (refused := tls_setting_error(error, origin)) is not None:
+    elif (refused := tls_setting_error(error, origin, facts.url_name)) is not None:
         return refused
-    elif (unknown := name_lookup_error(error, origin)) is not None:
+    elif (unknown := name_lookup_error(error, origin, facts.url_name)) is not None:
         return unknown
     elif isinstance(error, httpx.TransportError):
         reason = f"connection failed ({type(error).__name__}: {error})"
