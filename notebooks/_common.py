@@ -24,8 +24,8 @@ import altair as alt
 import duckdb
 import marimo as mo
 import polars as pl
+from esper_warehouse.pipelines import digest, readable
 from esper_warehouse.pipelines import headlines as headlines_module
-from esper_warehouse.pipelines import readable
 from esper_warehouse.pipelines.model_files import macro_names
 from esper_warehouse.pipelines.offline import REPORT_DIR_ENV, TABLE_ROWS
 from esper_warehouse.pipelines.warehouse import is_lock_error
@@ -339,6 +339,61 @@ def freshness_block(path: Path | None = None) -> mo.Html:
         .alias("age_note")
     ).drop("is_held_back")
     return mo.vstack([mo.md(title), table(shown, "freshness", page_size=20)])
+
+
+NOT_RECORDED = (
+    "What changed overnight is not recorded in this warehouse: build the models "
+    "(`esper-warehouse models`)."
+)
+
+
+def _nights(con: duckdb.DuckDBPyConnection, nights: int) -> int:
+    """`nights`, or every night compared when 0 (at least 1: the digest's own default)."""
+    if nights:
+        return nights
+    row = con.execute("select count(*) from changes.comparisons").fetchone()
+    return max(int(row[0]) if row else 0, 1)
+
+
+def changes_digest(nights: int = 1, path: Path | None = None) -> tuple[digest.Digest, str] | None:
+    """What changed over the last `nights` compared (0: every night recorded), read as every
+    surface reads it (`pipelines/digest.py`), with the vocabulary's words for a family not
+    compared; None when the warehouse's models record no changes."""
+    with _connect(path or warehouse_path()) as con:
+        if not digest.has_mart(con):
+            return None
+        found = digest.read(con, nights=_nights(con, nights))
+        return found, digest.not_compared_label(con)
+
+
+def changes_block(path: Path | None = None) -> mo.Html:
+    """The last night's changes as `status` and the report's index say them (escaped there)."""
+    found = changes_digest(path=path)
+    return mo.Html(digest.as_html(*found)) if found else nothing(NOT_RECORDED)
+
+
+def change_rows(nights: int, path: Path | None = None) -> pl.DataFrame:
+    """Every row of marts.fleet_changes over the last `nights` compared (0: every night
+    recorded), newest night first, in the vocabulary's words and order."""
+    with _connect(path or warehouse_path()) as con:
+        rows = digest.rows(con, nights=_nights(con, nights))
+    if not rows:
+        return pl.DataFrame()
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    utc = {  # ISO text to "2026-10-03 00:00", the column saying UTC
+        name: pl.col(name).str.slice(0, 16).str.replace("T", " ").alias(f"{name} (UTC)")
+        for name in ("as_of", "since")
+    }
+    return frame.sort("as_of", descending=True, maintain_order=True).select(
+        utc["as_of"],
+        pl.col("change_label").alias("change"),
+        pl.coalesce("subject_name", "subject_id").alias("subject"),
+        "subject_kind",
+        "before",
+        "after",
+        "reason",
+        utc["since"],
+    )
 
 
 def nothing(message: str) -> mo.Html:

@@ -163,6 +163,47 @@ def _(common, mo, params, pl, where):
 
 
 @app.cell
+def _(common, mo, wh):
+    mo.stop(not wh.ok)
+    # The last night's changes as `status`, `changes` and the report's index say them: counted
+    # once (pipelines/digest.py reads marts.fleet_changes), in the words of
+    # sql/vocabulary/change_kinds.csv; the whole fleet, no group or platform filter applies.
+    common.changes_block()
+    return
+
+
+@app.cell
+def _(common, mo, wh):
+    mo.stop(not wh.ok or common.changes_digest() is None)
+    nights = mo.ui.dropdown(
+        options={"last night": 1, "last 7 nights": 7, "last 30 nights": 30, "every night": 0},
+        value="last 7 nights",
+        label="Changes of the",
+    )
+    nights
+    return (nights,)
+
+
+@app.cell
+def _(common, mo, nights):
+    _digest, _ = common.changes_digest(nights.value)
+    _rows = common.change_rows(nights.value)
+    _since = f"{_digest.since:%Y-%m-%d %H:%M} UTC" if _digest.since else "–"
+    mo.vstack(
+        [
+            mo.md(
+                f"**{_digest.total:,} changes** over the {_digest.nights:,} "
+                f"night{'s' if _digest.nights != 1 else ''} compared "
+                f"since {_since}, night by night (`marts.fleet_changes`; a family not compared "
+                "says why):"
+            ),
+            common.table(_rows, "fleet_changes", page_size=15),
+        ]
+    ) if _rows.height else common.nothing("No change recorded over these nights.")
+    return
+
+
+@app.cell
 def _(mo):
     mo.md("""## Fleet size""")
     return

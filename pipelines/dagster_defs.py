@@ -12,11 +12,15 @@ docs/decisions.md). The load step runs in the pool `esper_api`; the models step 
 tenant's DuckDB file. A nightly schedule asks for one run per tenant; `orchestration/dagster.yaml`
 limits runs to one per tenant (`dagster/partition` tag) and the API pool.
 
+After each tenant's night, the message `run --notify` sends (`pipelines/notify.py`, the setting
+`notify_urls`): from the models step once the marts (and the night's changes) are built, or
+from the load step when the load failed (no models step follows it).
+
     ESPER_WAREHOUSE__TENANTS_FILE=tenants.toml dagster dev -m esper_warehouse.pipelines.dagster_defs
 """
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,7 @@ import dagster as dg
 import duckdb
 from dagster import AssetExecutionContext, ScheduleEvaluationContext
 
-from . import models, raw_contract
+from . import models, notify, raw_contract
 from .exit_codes import LOADED
 from .run.types import RunSettings
 from .tenants import Tenant, Tenants, build_fleet, load_tenants, run_tenant, tenant_lock
@@ -84,7 +88,10 @@ def _tenant(tenants: Tenants, context: AssetExecutionContext) -> Tenant:
 
 
 def build_definitions(
-    tenants_path: Path | None = None, *, base: RunSettings | None = None
+    tenants_path: Path | None = None,
+    *,
+    base: RunSettings | None = None,
+    notify_urls: Sequence[str] | None = None,
 ) -> dg.Definitions:
     """The definitions for the tenants of `tenants_path` (default: see `tenants.tenants_file`).
 
@@ -93,6 +100,8 @@ def build_definitions(
     Args:
         tenants_path: the tenants file.
         base: the run options every tenant starts from (tests shorten the lock timeout).
+        notify_urls: where each night's message goes; default: the setting `notify_urls`,
+            read when a step sends (the deployment's environment, not the definitions').
     """
     tenants = load_tenants(tenants_path)
     base = base or RunSettings()
@@ -107,8 +116,12 @@ def build_definitions(
         )
         for name, deps in lineage.items()
     ]
-    esper_load = _load_asset(tenants, base, partitions, raw_specs)
-    esper_models = _models_asset(tenants, base, partitions, mart_specs)
+
+    def urls() -> list[str]:
+        return list(notify_urls) if notify_urls is not None else notify.notify_urls_default()
+
+    esper_load = _load_asset(tenants, base, partitions, raw_specs, urls)
+    esper_models = _models_asset(tenants, base, partitions, mart_specs, urls)
     job = dg.define_asset_job(
         "esper_nightly",
         selection=dg.AssetSelection.assets(esper_load, esper_models),
@@ -125,8 +138,10 @@ def _load_asset(
     base: RunSettings,
     partitions: dg.PartitionsDefinition,
     raw_specs: list[dg.AssetSpec],
+    urls: Callable[[], list[str]],
 ) -> dg.AssetsDefinition:
-    """`esper_load`: one tenant's run (the project's runner), one materialization per raw table."""
+    """`esper_load`: one tenant's run (the project's runner), one materialization per raw table;
+    a failed load sends the night's message itself (no models step follows it)."""
 
     @dg.multi_asset(
         name="esper_load",
@@ -144,6 +159,7 @@ def _load_asset(
             f"{sum(result.rows.values())} rows, {result.requests} requests, {result.seconds:.1f} s"
         )
         if result.exit_code not in LOADED:  # a partial run is loaded: its tables materialize
+            notify.send(urls(), result, tenant.warehouse)
             raise dg.Failure(
                 description=f"tenant {tenant.name}: {result.error}",
                 metadata={"exit_code": int(result.exit_code), "run_id": result.run_id},
@@ -163,8 +179,10 @@ def _models_asset(
     base: RunSettings,
     partitions: dg.PartitionsDefinition,
     mart_specs: list[dg.AssetSpec],
+    urls: Callable[[], list[str]],
 ) -> dg.AssetsDefinition:
-    """`esper_models`: build the SQL models in one tenant's file, one materialization per mart."""
+    """`esper_models`: build the SQL models in one tenant's file, one materialization per mart,
+    then send the night's message (the outcome its load recorded, the changes just found)."""
 
     @dg.multi_asset(
         name="esper_models",
@@ -184,6 +202,9 @@ def _models_asset(
                     yield dg.MaterializeResult(
                         asset_key=spec.key, metadata={"rows": int(rows[0]) if rows else 0}
                     )
+        night = notify.last_run(tenant.warehouse, base.dataset)
+        if night is not None:  # after the build, outside the lock: a message never holds a night
+            notify.send(urls(), night, tenant.warehouse)
 
     return esper_models
 

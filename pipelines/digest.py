@@ -8,6 +8,7 @@ first subjects ("N of M" when cut), and the families not compared, with why.
 
 from __future__ import annotations
 
+import html
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -37,6 +38,9 @@ class Digest:
     nights: int  # the as-ofs covered
     changes: list[Change] = field(default_factory=list)
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (family label, why)
+    # how much older the digest is than the warehouse's latest night, and why (a night that
+    # did not load compares nothing): None when it is the latest night's
+    age_note: str | None = None
 
     @property
     def total(self) -> int:
@@ -85,7 +89,21 @@ def read(
         nights=int(covered[2] or 0),
         changes=[Change(r[0], r[1] or r[0], int(r[2]), list(r[3])) for r in rows],
         not_compared=[(str(r[0]), str(r[1])) for r in held],
+        age_note=_age_note(con, covered[1]),
     )
+
+
+def _age_note(con: duckdb.DuckDBPyConnection, as_of: datetime | None) -> str | None:
+    """'1 days old: the run of 2026-10-04 00:00 UTC failed' when nights after `as_of` compared
+    nothing (int_as_of: the time every age counts to, and the night that did not load)."""
+    if as_of is None:
+        return None
+    row = con.execute(
+        "select case when aged_at > ? then age_label(?, aged_at) || ': ' "
+        "|| coalesce(night_note, 'no night compared since') end from intermediate.int_as_of",
+        [as_of, as_of],
+    ).fetchone()
+    return str(row[0]) if row and row[0] else None
 
 
 def not_compared_label(con: duckdb.DuckDBPyConnection) -> str:
@@ -116,8 +134,9 @@ def lines(
     if digest.as_of is None:
         return ["no changes recorded yet: the first night after the first load compares"]
     nights = f", {digest.nights} nights" if digest.nights > 1 else ""
+    age = f"; {escape(digest.age_note)}" if digest.age_note else ""
     out = [
-        f"Since {_when(digest.since)} (as of {_when(digest.as_of)}{nights}): "
+        f"Since {_when(digest.since)} (as of {_when(digest.as_of)}{nights}{age}): "
         f"{digest.total:,} changes"
     ]
     for change in digest.changes:
@@ -132,6 +151,23 @@ def lines(
     return out
 
 
+def as_html(digest: Digest, not_compared: str, *, shown: int = SHOWN) -> str:
+    """The digest as an HTML block (the report's index page, the fleet notebook): the lines of
+    `lines`, each escaped for HTML, under the heading "What changed since <as-of>"."""
+    found = [html.escape(line.strip()) for line in lines(digest, not_compared, shown=shown)]
+    title = (
+        f"What changed since {_when(digest.since)}"
+        if digest.as_of is not None
+        else "What changed overnight"
+    )
+    items = "".join(f"<li>{line}</li>" for line in found[1:])
+    return (
+        f'<section class="digest"><h2>{html.escape(title)}</h2><p>{found[0]}</p>'
+        + (f"<ul>{items}</ul>" if items else "")
+        + "</section>"
+    )
+
+
 def as_json(digest: Digest, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The digest as JSON-ready data (`changes --json`, the notification's payload)."""
     out: dict[str, Any] = {
@@ -139,6 +175,7 @@ def as_json(digest: Digest, rows: list[dict[str, Any]] | None = None) -> dict[st
         "as_of": digest.as_of.isoformat() if digest.as_of else None,
         "nights": digest.nights,
         "total": digest.total,
+        "age_note": digest.age_note,
         "counts": {c.change: c.count for c in digest.changes},
         "labels": {c.change: c.label for c in digest.changes},
         "first_subjects": {c.change: c.subjects for c in digest.changes},

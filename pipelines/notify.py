@@ -18,6 +18,8 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,32 @@ def notify_urls_default() -> list[str]:
         else:
             return [u for u in text.replace(",", " ").split() if u]
     return [str(u).strip() for u in value if str(u).strip()]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A night as the run ledger (`_esper_runs`) recorded it: what `outcome` reads of a run, for
+    a sender that did not run it (Dagster's models step, after its tenant's load step)."""
+
+    status: str
+    as_of: datetime | None
+    error: str | None
+    unavailable: dict[str, str]
+
+
+def last_run(warehouse: Path, dataset: str = "esper") -> Recorded | None:
+    """The latest run the warehouse's ledger holds (None: no run recorded)."""
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        try:
+            row = con.execute(
+                f'select status, as_of, error, unavailable from "{dataset}"._esper_runs '
+                "order by started_at desc limit 1"
+            ).fetchone()
+        except duckdb.CatalogException:
+            return None
+    if row is None:
+        return None
+    return Recorded(str(row[0]), row[1], row[2], json.loads(row[3]) if row[3] else {})
 
 
 def _redact(text: str) -> str:

@@ -31,7 +31,7 @@ import duckdb
 
 from esper_warehouse import data_path
 
-from . import offline
+from . import digest, offline
 from .exit_codes import Exit
 from .status import no_run_message, open_failure
 
@@ -131,6 +131,23 @@ def export_notebook(
     return Export(notebook, page, ok and not busy, seconds, log, busy, target)
 
 
+def _changes(warehouse: Path) -> str:
+    """What changed since the night before (`digest.py`, as `status` says it), for the top of the
+    index: the first page the report opens on."""
+    if not warehouse.exists():
+        return ""
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            if not digest.has_mart(con):
+                return (
+                    "<p>What changed overnight is not recorded in this warehouse: build the "
+                    "models (<code>esper-warehouse models</code>).</p>"
+                )
+            return digest.as_html(digest.read(con), digest.not_compared_label(con))
+    except duckdb.Error as error:
+        return f"<p>What changed overnight could not be read: {html.escape(str(error))}</p>"
+
+
 def _index(exports: Sequence[Export], warehouse: Path) -> str:
     rows = "\n".join(
         f'<li><a href="{e.html.name}">{html.escape(e.notebook.stem.replace("_", " "))}</a>'
@@ -153,9 +170,12 @@ def _index(exports: Sequence[Export], warehouse: Path) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>esper-warehouse report</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:3rem auto;line-height:1.6}}
-code{{background:#f3f3f3;padding:0 .3em}}</style></head>
+code{{background:#f3f3f3;padding:0 .3em}}
+section.digest{{border-left:4px solid #54aeff;padding:0 1em}}</style></head>
 <body><h1>esper-warehouse report</h1>
 <p>Warehouse <code>{html.escape(str(warehouse))}</code>, exported {stamp}.</p>
+{_changes(warehouse)}
+<h2>Pages</h2>
 <ul>
 {rows}
 </ul>

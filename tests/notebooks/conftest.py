@@ -36,8 +36,9 @@ def build_demo_warehouse(
     path: Path, devices: int = DEVICES, nights: int = NIGHTS, truth_dir: Path | None = None
 ) -> None:
     """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
-    night-by-night incremental load per simulated day, the models built by the last run only (as
-    `pipelines/demo.py` does: every model is rebuilt whole from the raw tables). With `truth_dir`,
+    night-by-night incremental load per simulated day, the models built by the last two runs only
+    (as `pipelines/demo.py` does: every model is rebuilt whole from the raw tables, and the
+    record of changes needs the night before the last to compare with). With `truth_dir`,
     the API's records of `TRUTH_TABLES` as each load read them go to `night-<n>.json` there."""
     import json
 
@@ -54,7 +55,7 @@ def build_demo_warehouse(
                     warehouse=path,
                     full=night == 0,
                     lock_timeout_s=30,
-                    build_models=night == nights - 1,
+                    build_models=night >= nights - 2,
                     source_options=options,
                 )
             )

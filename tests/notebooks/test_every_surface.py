@@ -9,7 +9,9 @@ denominator, another ranking, another reason grouping) prints another number and
 
 from __future__ import annotations
 
+import csv
 import html
+import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import demo, headlines, report, status
+from esper_warehouse.pipelines import cli, demo, headlines, report, status
 from esper_warehouse.pipelines.headlines import Headline, Headlines
 from esper_warehouse.pipelines.model_files import SQL_DIR
 from esper_warehouse.pipelines.models import build_models
@@ -604,3 +606,93 @@ def test_the_report_prints_each_numbers_age_and_the_freshness_block(
     text = pages.rollouts
     assert waiting.age_note in text
     assert f"of {waiting.denominator:,} runs not ended · {waiting.age_note}" in text
+
+
+# What changed overnight (issue 52): the last night's digest, counted once (pipelines/digest.py
+# over marts.fleet_changes), told alike by `status`, `changes --json`, the report's index (its
+# first page) and the fleet page, in the vocabulary's words and order.
+
+
+def _vocabulary() -> dict[str, tuple[int, str]]:
+    """change -> (position, label), as sql/vocabulary/change_kinds.csv writes them."""
+    with open(ROOT / "sql" / "vocabulary" / "change_kinds.csv") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return {r["change"]: (int(r["position"]), r["label"]) for r in rows}
+
+
+def _last_nights_changes(wh: Path) -> tuple[str, dict[str, list[str]]]:
+    """The heading `status` prints and, per change of the last night compared (vocabulary
+    order), its subjects' names sorted: worked out from the mart and the vocabulary file."""
+    with duckdb.connect(str(wh), read_only=True) as con:
+        since, as_of = con.execute(
+            "select since, as_of from changes.comparisons order by as_of desc limit 1"
+        ).fetchone()  # type: ignore[misc]
+        found = con.execute(
+            "select change, coalesce(subject_name, subject_id), subject_id "
+            "from marts.fleet_changes where as_of = ? and change <> 'not_compared'",
+            [as_of],
+        ).fetchall()
+    words = _vocabulary()
+    names: dict[str, list[str]] = {}
+    for change, name, _subject in sorted(found, key=lambda r: (words[r[0]][0], r[1], r[2])):
+        names.setdefault(change, []).append(name)
+    heading = (
+        f"Since {since:%Y-%m-%d %H:%M} UTC (as of {as_of:%Y-%m-%d %H:%M} UTC): "
+        f"{len(found):,} changes"
+    )
+    return heading, names
+
+
+def _digest_lines(heading: str, names: dict[str, list[str]]) -> list[str]:
+    """The lines every short surface shows: the heading, then per change its count and its
+    first three subjects, "3 of N" when it has more."""
+    words = _vocabulary()
+    out = [heading]
+    for change, subjects in names.items():
+        cut = f"; 3 of {len(subjects):,}" if len(subjects) > 3 else ""
+        out.append(f"{words[change][1]}: {len(subjects):,} ({', '.join(subjects[:3])}{cut})")
+    return out
+
+
+def _digest_on_page(opened: Opened) -> list[str]:
+    """The "What changed since" block of a rendered page: its heading line and its items."""
+    assert opened.requests == []
+    block = re.search(r'<section class="digest">(.*?)</section>', opened.dom, re.S)
+    assert block, "no 'What changed since' block on the page"
+    parts = re.findall(r"<(?:p|li)[^>]*>(.*?)</(?:p|li)>", block.group(1), re.S)
+    return [re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", p))).strip() for p in parts]
+
+
+def test_what_changed_overnight_is_told_alike_everywhere(
+    demo_warehouse: Path, rendered, capsys: pytest.CaptureFixture[str]
+) -> None:
+    heading, names = _last_nights_changes(demo_warehouse)
+    # the demo's last two nights differ (a Pipeline run moves, an app gets a version): a digest
+    # of nothing would hold nothing equal
+    assert names, "the demo warehouse recorded no change between its last two nights"
+    wanted = _digest_lines(heading, names)
+
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        printed = status.render(con, "esper").splitlines()
+    start = next(i for i, line in enumerate(printed) if line.startswith("Since "))
+    assert [line.strip() for line in printed[start : start + len(wanted)]] == wanted
+    assert not printed[start + len(wanted)].startswith("  "), "status lists more changes"
+
+    assert cli.main(["changes", "--warehouse", str(demo_warehouse), "--json"]) == 0
+    told = json.loads(capsys.readouterr().out)
+    assert told["counts"] == {change: len(found) for change, found in names.items()}
+    assert list(told["counts"]) == list(names)  # the vocabulary's order
+    assert told["labels"] == {change: _vocabulary()[change][1] for change in names}
+    assert told["first_subjects"] == names  # `changes` names every subject
+    assert told["total"] == sum(map(len, names.values()))
+
+    # the report opens on its index: the block is at its top, before the pages' list
+    index = rendered.page("index")
+    assert index.dom.index('class="digest"') < index.dom.index('href="fleet_overview.html"')
+    assert _digest_on_page(index) == wanted
+    fleet = rendered.page("fleet_overview")
+    assert _digest_on_page(fleet) == wanted
+    # the notebook's night-by-night table counts the same night (the last 7 nights: one here)
+    _, text = _shown(fleet)
+    total = sum(map(len, names.values()))
+    assert f"{total:,} changes over the 1 night compared" in text

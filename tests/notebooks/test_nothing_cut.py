@@ -108,6 +108,9 @@ FIRST_FAILING = "(select {key} from marts.{mart} where failing_rank = 1)"
 TABLES: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "fleet_overview": [
         (("family", "data_as_of"), "select count(*) from intermediate.int_family_freshness"),
+        (("as_of (UTC)", "change", "subject"),  # the last 7 nights compared, as it opens
+         "select count(*) from marts.fleet_changes where as_of in "
+         "(select as_of from changes.comparisons order by as_of desc limit 7)"),
         (("group_path", "devices"), GROUPS),
         (("device_name", "platform", "group_path", "reasons"),
          "select count(*) from marts.fleet_compliance where verdict = 'non_compliant'"),

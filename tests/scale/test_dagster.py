@@ -18,9 +18,13 @@ from types import ModuleType
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines import digest
+from esper_warehouse.pipelines.notify import NOTIFY_ENV
 from esper_warehouse.pipelines.run.runner import RunSettings
 from esper_warehouse.sources.esper.tables import TABLES
 
+from tests.conftest import API_KEY
+from tests.pipeline.test_notify import Listener
 from tests.scale.conftest import write_tenants
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +72,7 @@ def test_definitions_load_without_network(
 
     monkeypatch.setattr(socket.socket, "connect", refuse_connect)
     monkeypatch.setattr(socket, "create_connection", refuse_create)
-    defs = build_definitions(path)
+    defs = build_definitions(path, notify_urls=["json://127.0.0.1:9/"])  # sent only by a run
     graph = defs.resolve_asset_graph()
     keys = {"/".join(k.path) for k in graph.get_all_asset_keys()}
     assert {f"marts/{m}" for m in MARTS} <= keys
@@ -223,6 +227,49 @@ def test_two_tenants_materialize_the_fleet_follows_them_and_a_refused_one_fails(
     assert not failed.success
     failure = next(e for e in failed.all_events if e.is_step_failure)
     assert "EsperAuthError" in str(failure.event_specific_data.error)
+
+
+def test_each_tenants_night_sends_the_run_notify_message(
+    dg: ModuleType, tenant_sims: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `notify_urls` setting (a loopback listener): a tenant's night under Dagster sends the
+    message `run --notify` sends once its marts are built (the outcome, what changed), and a
+    night whose load failed sends its failure, why, never the key."""
+    from esper_warehouse.pipelines.dagster_defs import build_definitions
+
+    listener = Listener()
+    monkeypatch.setenv(NOTIFY_ENV, f"json://127.0.0.1:{listener.port}/")
+    warehouses = tmp_path / "w"
+    defs = build_definitions(
+        write_tenants(tmp_path / "tenants.toml", tenant_sims, warehouses),
+        base=RunSettings(lock_timeout_s=5.0, resources=["devices"]),
+    )
+    assets = [defs.resolve_assets_def(dg.AssetKey(["esper", "devices"])),
+              defs.resolve_assets_def(dg.AssetKey(["marts", "fleet_compliance"]))]  # fmt: skip
+    try:
+        with dg.DagsterInstance.ephemeral() as instance:
+            assert dg.materialize(assets, partition_key="alpha", instance=instance).success
+            tenant_sims["alpha"].advance(hours=24)  # type: ignore[attr-defined]
+            assert dg.materialize(assets, partition_key="alpha", instance=instance).success
+            failed = dg.materialize(
+                assets, partition_key="gamma", instance=instance, raise_on_error=False
+            )
+    finally:
+        listener.close()
+    assert not failed.success
+    assert [p["title"] for p in listener.posts[:2]] == ["esper-warehouse: ok"] * 2
+    with duckdb.connect(str(warehouses / "alpha.duckdb"), read_only=True) as con:
+        (as_of,) = con.sql("select max(as_of) from esper._esper_runs").fetchone()  # type: ignore[misc]
+        (since,) = con.sql("select max(since) from changes.comparisons").fetchone()  # type: ignore[misc]
+        told = digest.lines(digest.read(con), digest.not_compared_label(con))
+    second = listener.posts[1]["message"].splitlines()
+    assert second[0] == f"loaded as of {as_of:%Y-%m-%d %H:%M} UTC"
+    assert second[1].startswith(f"Since {since:%Y-%m-%d %H:%M} UTC")
+    assert second[1 : 1 + len(told)] == told  # the digest, as `status` and `run --notify` say it
+    assert len(listener.posts) == 3, "one message per night"
+    assert listener.posts[2]["title"] == "esper-warehouse: failed"
+    assert "401" in listener.posts[2]["message"]
+    assert API_KEY not in json.dumps(listener.posts)
 
 
 def _free_port() -> int:
