@@ -60,7 +60,7 @@ class SetAside:
     """The records one run set aside, per (table, column, route): each distinct record counted
     once (a list read for its table and again for its children's routes names it twice), the
     first `KEPT_PER_COLUMN` of each kept as text. Thread-safe: the fan-outs set aside from dlt's
-    worker threads. Written through `RunLedger.set_aside`; read by the pipeline's runner (the
+    worker threads. Written by `RunLedger.set_aside`. Read by the pipeline's runner (the
     `_esper_rejected` rows) and its reconciliation (`count`)."""
 
     def __init__(self) -> None:
