@@ -111,12 +111,7 @@ def build_models(settings: RunSettings, result: RunResult) -> None:
         return
     log.info("models: building")
     try:
-        result.models = with_lock_wait(
-            lambda: models.build_models(settings.warehouse, dataset=settings.dataset),
-            settings.warehouse,
-            settings.lock_timeout_s,
-            "the models",
-        )
+        result.models = _build(settings)
         log.info("models: %d built", len(result.models))
     except WarehouseLocked as error:
         result.exit_code, result.error = Exit.LOCKED, str(error)
@@ -125,6 +120,16 @@ def build_models(settings: RunSettings, result: RunResult) -> None:
         code, text = file_problem(settings.warehouse, error) or (Exit.FAILED, str(error))
         result.exit_code, result.error = code, f"models failed: {text}"
         log.error("models failed: %s", text)
+
+
+def _build(settings: RunSettings) -> list[str]:
+    """The model build, once the warehouse is free (within the run's lock timeout)."""
+    return with_lock_wait(  # type: ignore[no-any-return]
+        lambda: models.build_models(settings.warehouse, dataset=settings.dataset),
+        settings.warehouse,
+        settings.lock_timeout_s,
+        "the models",
+    )
 
 
 def age_models(settings: RunSettings, result: RunResult) -> None:
@@ -137,12 +142,7 @@ def age_models(settings: RunSettings, result: RunResult) -> None:
         return
     log.info("models: building again, a night older")
     try:
-        result.models = with_lock_wait(
-            lambda: models.build_models(settings.warehouse, dataset=settings.dataset),
-            settings.warehouse,
-            settings.lock_timeout_s,
-            "the models",
-        )
+        result.models = _build(settings)
         log.info("models: %d built", len(result.models))
     except Exception as error:
         log.warning("models: not built again (%s); their ages are those of the last build", error)
