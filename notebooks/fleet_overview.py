@@ -194,7 +194,7 @@ def _(common, mo, nights):
             mo.md(
                 f"**{_digest.total:,} changes** over the {_digest.nights:,} "
                 f"night{'s' if _digest.nights != 1 else ''} compared "
-                f"since {_since}, night by night (`marts.fleet_changes`; a family not compared "
+                f"since {_since}, night by night (`marts.fleet_changes`; a family held back "
                 "says why):"
             ),
             common.table(_rows, "fleet_changes", page_size=15),

@@ -267,7 +267,11 @@ def test_the_reports_most_failing_table_starts_with_the_marts_worst(
     dom, _ = _shown(rendered.page("rollouts"))
     table = dom[dom.index("Most failing command requests") :]
     rows = re.findall(r"<tr>(.*?)</tr>", table[: table.index("</table>")], re.S)
-    ids = [found.group(1) for row in rows if (found := re.search(r"<td>([0-9a-f-]{36})</td>", row))]
+    ids = [
+        found.group(1)
+        for row in rows
+        if (found := re.search(r"<td[^>]*>([0-9a-f-]{36})</td>", row))
+    ]
     assert ids[:3] == [r.item for r in mart.items("worst_command_rollouts")]
 
 
