@@ -9,9 +9,10 @@ seconds or as an HTTP date) and answer a share 503. A first load runs through it
 process, and the proxy counts what the tenant's operator would see: requests, 429s, and the
 answered rate over the time requests were being sent, as a share of the allowed rate.
 
-`--scenarios` runs the five of bench/README.md "Polite client" side by side: the token buckets,
-a neighbour refusing one request in five for the first 30 s, weather for the whole run, and a
-limit that drops (50 -> 10/s) or rises (10 -> 50/s) mid-run.
+`--scenarios` runs those of bench/README.md "Polite client" side by side: the token buckets,
+a neighbour refusing one request in five for the first 30 s, weather for the whole run, a
+limit that drops (50 -> 10/s) or rises (10 -> 50/s) mid-run, a load shedder, refusals at
+random, and each path refused once (a first load, and a nightly after a quiet first load).
 
 `--before` runs the same loads with the client's pacer switched off (every request sent as soon
 as a concurrency slot is free, as before the pacer existed), for the comparison in
@@ -56,6 +57,8 @@ class TokenBucketProxy:
         self.rate, self.retry_after = self.rate_at(0.0), retry_after
         self.weather, self.unavailable = weather, unavailable
         self.shed = shed  # (N, share): that share refused while more than N came in 1 s
+        self.once = False  # each path (without its query) refused the first time it is asked
+        self.asked: set[str] = set()
         self.recent: list[float] = []
         self.tokens, self.filled_at = self.rate, time.monotonic()
         self.lock = threading.Lock()
@@ -83,7 +86,7 @@ class TokenBucketProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                answer = proxy.take()
+                answer = proxy.take(urlsplit(self.path).path)
                 if answer == "503":
                     self._send(503, b'{"message": "Service Unavailable"}', {})
                     return
@@ -125,9 +128,10 @@ class TokenBucketProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def take(self) -> str:
-        """How a request is answered: "ok" (a token), "429" (none left), "weather" (a 429
-        whatever the pace) or "503"; counts and logs every request."""
+    def take(self, path: str = "") -> str:
+        """How a request to `path` is answered: "ok" (a token), "429" (none left), "weather"
+        (a 429 whatever the pace, or a path's first request under `once`) or "503"; counts and
+        logs every request."""
         with self.lock:
             now = time.monotonic()
             self.requests += 1
@@ -139,7 +143,9 @@ class TokenBucketProxy:
             self.filled_at = now
             self.recent = [t for t in self.recent if t > now - 1.0] + [now]
             shedding = self.shed is not None and len(self.recent) > self.shed[0]
-            if self.rng.random() < self.weather(elapsed):
+            new_path = self.once and path not in self.asked
+            self.asked.add(path)
+            if self.rng.random() < self.weather(elapsed) or new_path:
                 answer = "weather"
             elif self.tokens < 1 or (shedding and self.rng.random() < self.shed[1]):  # type: ignore[index]
                 answer = "429"
@@ -175,8 +181,12 @@ def first_load(
     unavailable: float = 0.0,
     shed: tuple[float, float] | None = None,
     seed: int = 7,
+    once: bool = False,
+    nightly: bool = False,
 ) -> dict[str, Any]:
-    """One first load through the proxy; what the proxy counted. `seed`: the proxy's draws."""
+    """One first load through the proxy; what the proxy counted. `seed`: the proxy's draws;
+    `once`: each path refused the first time it is asked; `nightly`: the load measured is the
+    nightly a day after a first load (through the proxy with no fault: nothing refused)."""
     from esper_warehouse.pipelines.run.runner import RunSettings, run
     from esper_warehouse.simulator import Simulator
 
@@ -186,18 +196,30 @@ def first_load(
         proxy = TokenBucketProxy(sim.base_url, rate, retry_after, weather, unavailable, shed, seed)
         base = proxy.url + urlsplit(sim.base_url).path
         with tempfile.TemporaryDirectory() as folder:
-            started = time.monotonic()
-            result = run(
-                RunSettings(
-                    warehouse=Path(folder) / "polite.duckdb",
-                    build_models=False,
-                    source_options={
-                        "base_url": base,
-                        "api_key": API_KEY,
-                        "enterprise_id": ENTERPRISE_ID,
-                    },
-                )
+            settings = RunSettings(
+                warehouse=Path(folder) / "polite.duckdb",
+                build_models=False,
+                source_options={
+                    "base_url": base,
+                    "api_key": API_KEY,
+                    "enterprise_id": ENTERPRISE_ID,
+                },
             )
+            if nightly:
+                faults = proxy.rate_at, proxy.weather, proxy.unavailable, proxy.shed
+                proxy.rate_at, proxy.weather = (lambda t: NO_LIMIT), (lambda t: 0.0)
+                proxy.unavailable, proxy.shed = 0.0, None
+                run(settings)
+                sim.advance(hours=24)
+                proxy.rate_at, proxy.weather, proxy.unavailable, proxy.shed = faults
+                with proxy.lock:
+                    proxy.requests = proxy.refused = 0
+                    proxy.first = proxy.last = 0.0
+                    proxy.log.clear()
+                    proxy.asked.clear()
+            proxy.once = once
+            started = time.monotonic()
+            result = run(settings)
             wall = time.monotonic() - started
         proxy.close()
     answered = sum(1 for _, answer in proxy.log if answer == "ok")
@@ -222,7 +244,7 @@ NO_LIMIT = 100_000.0  # a bucket no first load empties
 
 
 def scenarios(devices: int, latency_ms: float, only: str = "") -> list[dict[str, Any]]:
-    """The scenarios of issues 31 and 42, side by side in one run; one row each, with its
+    """The scenarios of issues 31, 42 and 54, side by side in one run; one row each, with its
     target. `only`: the scenarios whose number starts with one of these (comma-separated)."""
     rows: list[dict[str, Any]] = []
     wanted = [w for w in only.split(",") if w]
@@ -255,6 +277,16 @@ def scenarios(devices: int, latency_ms: float, only: str = "") -> list[dict[str,
             ratio = got["seconds"] / quiet["seconds"]
             row(f"6. 14 % refused at random, no limit (run {seed_run + 1}, seed {7 + seed_run})",
                 f"{got['seconds']:.1f} s vs {quiet['seconds']:.1f} s quiet ({ratio:.1f}x)",
+                "<= 2x the quiet load", ratio <= 2, got)  # fmt: skip
+    if chosen("7"):
+        for nightly in (False, True):
+            load = "nightly" if nightly else "first load"
+            quiet = first_load(devices, NO_LIMIT, True, latency_ms, nightly=nightly)
+            got = first_load(devices, NO_LIMIT, True, latency_ms, once=True, nightly=nightly)
+            ratio = got["seconds"] / quiet["seconds"]
+            row(f"7. each path refused once (429, Retry-After 1 s), no limit, {load}",
+                f"{got['seconds']:.1f} s vs {quiet['seconds']:.1f} s quiet ({ratio:.1f}x), "
+                f"{got['refused_share']:.0%} refused",
                 "<= 2x the quiet load", ratio <= 2, got)  # fmt: skip
     if not chosen("1") and not chosen("2") and not chosen("3") and not chosen("4"):
         return rows
@@ -306,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", action="store_true", help="switch the client's pacer off")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--scenarios", action="store_true",
-                        help="the scenarios of issues 31 (1-4) and 42 (5, 6)")  # fmt: skip
+                        help="the scenarios of issues 31 (1-4), 42 (5, 6) and 54 (7)")  # fmt: skip
     parser.add_argument("--only", default="",
                         help="with --scenarios: these numbers only, e.g. 5,6 or 4a")  # fmt: skip
     args = parser.parse_args(argv)

@@ -175,3 +175,25 @@ def test_a_dropped_connection_is_retried_and_a_bug_is_raised_unchanged() -> None
     assert KEY not in dropped.why and "connection failed (RemoteProtocolError" in dropped.why
     bug = ValueError("not the network's")
     assert _decide(bug).error is bug
+
+
+def test_a_429_whose_retries_are_answered_is_the_requests_and_cuts_no_pace() -> None:
+    """Each path refused once (429), then answered: `decide` tells the pacer which answers are
+    retries of a refused request (`Tries.throttled`), so half the answers refused is read as
+    the requests' doing, not the pace's: after the first second, no 429 holds every request
+    and the pace is never set (told nothing, the pacer cut twice, to 2.2/s, before calling
+    the refusals weather)."""
+    clock = Clock()
+    pacer = RatePacer(clock)
+    held, paces = [], []
+    for _ in range(40):
+        clock.now += 0.05
+        pacer.reserve()
+        refused = _decide(_throttled("1"), pacer=pacer, reserved_at=clock.now)
+        clock.now += 0.05
+        pacer.reserve()
+        _decide(httpx.Response(200, json={}), refused.tries, pacer=pacer, reserved_at=clock.now)
+        if clock.now > 1.0:
+            held.append(refused.holds_all)
+            paces.append(pacer.rate)
+    assert not any(held) and paces == [None] * len(paces), (held, paces)

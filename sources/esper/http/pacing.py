@@ -23,17 +23,22 @@ request also passes this pacer:
   same budget) keep coming at the same share whatever this run's pace. So the pacer counts the
   answers to the first `TRIAL_ANSWERS` requests paced after a cut: if the refusals above the
   known weather at least halved, the cut was right (and if some remain, it cuts again to see
-  whether those are this run's too). If they did not, the pace is tried once below the pace
-  that first drew refusals (`Trial`, `FirstRefusals`: a shedder refusing a share above N a
-  second refuses the same share at every pace above N): any refusal there and the cuts are
-  undone, their share becoming the weather (the next cut then waits for a second of answers at
-  the pace come back to); none, and the cut stands. A 429 within the weather (the refused share
+  whether those are this run's too). If they did not, the pace is tried below the pace that
+  first drew refusals (`Trial`, `FirstRefusals`: a shedder refusing a share above N a second
+  refuses the same share at every pace above N): any refusal there and every cut no trial
+  showed to help is undone, their share becoming the weather (the next cut then waits for a
+  second of answers at the pace come back to); none, and the cut stands. Each re-test of the
+  weather tries half the last such pace, down to `DEEPEST_RATE`: a limit below
+  `DEEP_RATE` is found there. A 429 within the weather (the refused share
   of the last `SHARE_ANSWERS` answers no more than the weather plus a margin) cuts nothing: the
   client retries that one request after its own `Retry-After` and keeps the pace (`cuts_pace`
   returns False for it). The weather is forgotten once the refused share falls to half of it.
 * A run's first requests, sent one at a time, already are such a trial: where the first cut
   would come, if some of them were refused and the fast requests are refused about as often
   (`FirstRefusals.slow_share_holds`), that share is weather from the start and nothing is cut.
+* A 429 on a first attempt while the retries of refused requests, paced alike, are answered
+  (`RetriedAnswers`: an API refusing each path once) is the request's: it cuts nothing, and
+  the cuts no trial showed to help are undone.
 * Between 429s the pace grows back: quickly (`FAST_GROWTH` per second, as TCP's slow start after
   loss ends) up to `NEAR` x the last good rate (the ceiling), then slowly (`SLOW_GROWTH` per
   second) past it, so it finds a raised limit again and spends a long time near the allowed rate
@@ -85,6 +90,12 @@ TRIAL_REFUSALS = 8  # ... fewer, when this many of them and most (60 %) were ref
 DEEP_RATE = 8.0  # a trial below the first refusals is never slower than this ...
 DEEP_ANSWERS = 40  # ... and, when nothing is refused, ends after this many answers
 SLOW_ANSWERS = 5  # answers to requests sent below DEEP_RATE that stand for such a trial
+DEEPEST_RATE = 2.0  # ... and one refused is tried at half its pace at the next re-test, down
+# to this pace (a shedder refusing a share above 3 a second is found at 2/s)
+
+# Refusals of the request, not of the pace: a retry is sent at the same pace as a first attempt.
+RETRIES_KNOWN = 5  # answers to retries of refused requests before they are compared ...
+RETRY_CHANCE = 1e-3  # ... and how seldom a pace-bound refusal would spare them as often
 
 
 def noise(share: float, answers: int) -> float:
@@ -94,18 +105,17 @@ def noise(share: float, answers: int) -> float:
 
 @dataclass
 class Trial:
-    """A cut under test: what it changed, to undo it if the refusals stay the same."""
+    """A cut under test: the share it was cut at, and the answers since."""
 
     at: float  # when the cut was made (the pacer's clock)
-    rate_before: float | None  # the pace to come back to if the refusals stay (None: unpaced)
-    ceiling_before: float | None
     share_before: float  # refused share of the latest answers when the cut was made
     judged: bool = True  # False for the first cut of a run (from no pace at all)
-    cuts: int = 1  # the cuts undone with it (2 when it follows the run's first)
     answers: int = 0  # answers to requests paced after the cut
     refused: int = 0
-    # A trial below the first refusals counts the answers to requests paced from this time on
-    # (a second after its cut: a bucket or a shedder counts the second before); None: `at`.
+    # A trial below the first refusals counts the answers that come from this time on (a
+    # second after its cut: a bucket or a shedder counts the second before), to requests
+    # paced after its cut: those queued for a slot then are sent at its pace, up to
+    # (requests in flight / pace) seconds later, and count once answered. None: `at`.
     counts_from: float | None = None
 
     @property
@@ -113,9 +123,9 @@ class Trial:
         """A trial below the pace that first drew refusals."""
         return self.counts_from is not None
 
-    def counts(self, paced_at: float) -> bool:
-        """Whether the answer to a request paced at this time is the trial's."""
-        return paced_at > (self.at if self.counts_from is None else self.counts_from)
+    def counts(self, paced_at: float, now: float) -> bool:
+        """Whether the answer, now, to a request paced at `paced_at` is the trial's."""
+        return paced_at > self.at and (self.counts_from is None or now > self.counts_from)
 
     def done(self) -> bool:
         """Enough answers to judge the cut. A trial where most answers are refused is over
@@ -147,7 +157,10 @@ class FirstRefusals:
     def __init__(self) -> None:
         self.accepted: int | None = None  # answers accepted in the second before the first 429
         self._oks: deque[float] = deque()  # times of accepted answers until then
-        self.shown = False  # a trial below it saw the share: weather is weather from now on
+        # The pace of the slowest trial below it that was refused (None: none yet): the next
+        # one (the weather's next re-test) is tried at half that pace.
+        self.refused_at: float | None = None
+        self._refused_when = -math.inf  # ... and when it was cut to (the pacer's clock)
         # Until the first cut: answers to requests sent while this run sent fewer than
         # DEEP_RATE a second (its first requests, one at a time), and how many were refused.
         self.slow_answers = 0
@@ -193,8 +206,70 @@ class FirstRefusals:
             self._oks.append(now)
 
     def pace(self) -> float:
-        """The pace of a trial below the first refusals."""
+        """The pace of a trial below the first refusals: half the slowest one refused."""
+        if self.refused_at is not None:
+            return self.refused_at / 2
         return max(DEEP_RATE, (self.accepted or 0) / 4)
+
+    def refused(self, pace: float, now: float) -> None:
+        """A trial below the first refusals at `pace` was refused: the share is weather down
+        to that pace. A limit below it (a shedder refusing a share above 3 a second) refuses
+        the same share at every pace above it: only a pace below it tells, so the weather's
+        next re-test that changes nothing is tried at half that pace (`lower`)."""
+        self.refused_at, self._refused_when = pace, now
+
+    def lower(self, now: float) -> bool:
+        """Whether a trial below the first refusals is to be tried now: none was yet, or the
+        last one refused was above `DEEPEST_RATE` and `RETEST_S` ago (a re-test of the
+        weather). One at a time, as weather refuses a slow trial only after about
+        `1 / (share x pace)` seconds (14 % at 2/s: 4 s) while the whole load waits at that
+        pace."""
+        return self.pace() >= DEEPEST_RATE and now - self._refused_when >= RETEST_S
+
+
+class RetriedAnswers:
+    """Whether 429s are the requests' or the pace's: the latest answers to first attempts and
+    to retries of refused requests (not thread-safe: the pacer's lock is held).
+
+    A retry goes out at the same pace as a first attempt, so a limit on the pace (a bucket, a
+    shedder) or on the tenant (weather) refuses both alike. When first attempts are refused
+    and their retries answered (an API refusing each path once, then answering it), the
+    refusal follows the request: no pace would change it.
+    """
+
+    def __init__(self) -> None:
+        # (paced at, refused) of the latest answers of each kind
+        self._first: deque[tuple[float, bool]] = deque(maxlen=SHARE_ANSWERS)
+        self._retried: deque[tuple[float, bool]] = deque(maxlen=SHARE_ANSWERS)
+
+    def note(self, paced_at: float, throttled: bool, retried: bool) -> None:
+        (self._retried if retried else self._first).append((paced_at, throttled))
+
+    def clear_on_retry(self) -> bool:
+        """The latest retries (at least `RETRIES_KNOWN`) refused at most a quarter as often as
+        the first attempts paced since the oldest of them, and seldom enough that retries
+        refused as often as those (their share less two standard errors) would be so
+        seldom one time in `1 / RETRY_CHANCE`. Compared over the same time, not since a cut:
+        a bucket's overshoot refuses first attempts, and their retries come after the cut.
+        Asked at every 429, so far from its noise: 14 % weather refuses none of 10 retries
+        one time in five, and a run asks hundreds of times."""
+        retries = len(self._retried)
+        if retries < RETRIES_KNOWN:
+            return False
+        since = min(paced_at for paced_at, _ in self._retried)
+        first = [refused for paced_at, refused in self._first if paced_at >= since]
+        if not first:
+            return False
+        share = sum(first) / len(first)
+        again = sum(refused for _, refused in self._retried)
+        if again > retries * share / 4:
+            return False
+        hedged = (sum(first) + 1) / (len(first) + 2)  # a share of few answers is never sure
+        low = max(0.0, share - 2 * noise(hedged, len(first)))
+        chance = sum(
+            math.comb(retries, k) * low**k * (1 - low) ** (retries - k) for k in range(again + 1)
+        )
+        return chance < RETRY_CHANCE
 
 
 class RatePacer:
@@ -225,6 +300,12 @@ class RatePacer:
         self._lately = 0.0  # the refused share, an average over about SHARE_ANSWERS answers
         self._first = FirstRefusals()
         self._undone_at = -math.inf  # when cuts were last undone (their trial called weather)
+        # The pace before the earliest cut no trial has shown to help, and how many such cuts
+        # since: refusals that turn out not to depend on the pace undo them all.
+        self._undo: tuple[float | None, float | None] | None = None
+        self._unproven = 0
+        self._retried = RetriedAnswers()
+        self.refused_once = False  # 429s cleared by their retry: the requests', not the pace's
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -257,13 +338,17 @@ class RatePacer:
                     break
         return self.reserve()
 
-    def cuts_pace(self, throttled: bool, reserved_at: float | None = None) -> bool:
+    def cuts_pace(
+        self, throttled: bool, reserved_at: float | None = None, retried: bool = False
+    ) -> bool:
         """Record an answer; whether it cut the pace (a 429, `throttled`, that is news does).
 
         Args:
             throttled: the answer was a 429.
             reserved_at: when the request took its slot (`reserve`, the pacer's clock); a 429
                 for a request paced before the last cut is the same overshoot, not news.
+            retried: the request was refused (429) before: a 429 on a first attempt while
+                such retries are answered is the request's (`RetriedAnswers`), not news.
 
         Returns:
             True when this answer cut the pace, or came before there was anything to learn
@@ -280,6 +365,9 @@ class RatePacer:
                     times.popleft()
             if throttled:
                 self._refused.append(now)
+            self._retried.note(paced_at, throttled, retried)
+            if throttled and not retried and self._retried.clear_on_retry():
+                return self._refused_once(now)
             self._latest.append(throttled)
             self._first.note(now, throttled)
             if self._last_cut == -math.inf and now - paced_at <= WINDOW_S - 1.0:
@@ -290,7 +378,7 @@ class RatePacer:
                 self._first.note_pace(around, throttled)
             trial = self._trial
             if trial is not None and paced_at > trial.at:
-                if not trial.counts(paced_at):
+                if not trial.counts(paced_at, now):
                     return False  # paced while the API still counted the faster pace
                 trial.answers += 1
                 trial.refused += throttled
@@ -387,24 +475,17 @@ class RatePacer:
     def _floor(self) -> float:
         return FLOOR_SHARE * self.best if self.best else MIN_RATE
 
-    def _cut(
-        self, now: float, accepted: float | None, share: float, undo: Trial | None = None
-    ) -> bool:
+    def _cut(self, now: float, accepted: float | None, share: float) -> bool:
         """Cut the pace below the answered rate and put the cut on trial (lock held).
 
         Args:
             share: the refused share at the pace being cut, to compare the trial's with.
-            undo: the trial whose pace to come back to if this cut changes nothing (a cut that
-                follows the run's first, unjudged one goes back to before both); else the
-                pace now.
 
         Returns:
             True (the pace was cut, or nothing was answered yet to learn a pace from).
         """
-        before = Trial(now, self.rate, self.ceiling, share, judged=self.rate is not None)
-        if undo is not None:
-            before.rate_before, before.ceiling_before = undo.rate_before, undo.ceiling_before
-            before.cuts = undo.cuts + 1
+        before = Trial(now, share, judged=self.rate is not None)
+        pace_before = (self.rate, self.ceiling)
         if accepted is not None:
             # The pace that delivers `accepted` answers when the weather refuses its share.
             allowed = accepted / (1 - self.weather)
@@ -416,8 +497,7 @@ class RatePacer:
         else:  # nothing to learn from yet: the retry's own wait (backoff, Retry-After) rules
             return True
         self._trial = before
-        self._last_cut = self._grown_at = now
-        self.cuts += 1
+        self._on_trial(now, pace_before)
         # the next request waits one interval: the bucket the 429 came from is empty
         self._next = max(self._next, now + 1.0 / self.rate)
         (log.info if self.cuts == 1 else log.debug)(
@@ -434,11 +514,16 @@ class RatePacer:
         * At least half of the excess refusals (above the weather) gone: the excess was this
           run's; the cut stands, and if refusals above the weather remain, it cuts again to
           see whether those are this run's too.
-        * Otherwise the refusals came at the same share at a lower pace. Unless a trial
-          already ran below the pace that first drew refusals, one does now (`_cut_below`):
-          any refusal there and they are weather, the cuts undone; none, and the cut stands.
-          The first cut of a run is never undone this way (it comes from no pace at all, with
-          the bucket's saved tokens in the share before it): a second cut is tried first.
+        * Otherwise the refusals came at the same share at a lower pace. A trial below the
+          pace that first drew refusals runs now (`_cut_below`), below the last one refused
+          (`FirstRefusals.lower`): none refused, and the cut stands; any, and they are weather
+          down to that pace (the next re-test tries half of it, down to `DEEPEST_RATE`). The
+          first cut of a run is never undone this way (it comes from no pace at all, with the
+          bucket's saved tokens in the share before it): a second cut is tried first.
+
+        A cut that stands without having shown that it helped (the share still above
+        `WEATHER_MAX`, the run's first) is undone with the cuts after it when those turn out
+        to be weather (`_undo_cuts`).
 
         Returns:
             True when it cut the pace again.
@@ -453,10 +538,12 @@ class RatePacer:
             accepted = self.rate * (1 - after)
         before = trial.share_before
         if trial.deep and trial.refused:  # refused below the first refusals' pace: weather
-            self._first.shown = True
+            assert self.rate is not None
+            self._first.refused(self.rate, trial.at)  # a re-test comes RETEST_S after it
             return self._weather(trial, now)
         if after <= RESIDUE:
             self.weather = 0.0
+            self._undo, self._unproven = None, 0  # the cuts were this run's
             if trial.deep and self.ceiling is not None:  # a limit below the first refusals:
                 self.best = min(self.best, self.ceiling)  # the floor follows it, not the blast
             return False
@@ -468,35 +555,74 @@ class RatePacer:
         # above the weather by chance, then one near it, must not pass for a limit).
         spread = math.sqrt(2) * noise(trial.share_with_the_last(), trial.answers)
         helped = after - weather < (before - weather) / 2 and before - after > 3 * spread
+        if helped:
+            self._undo, self._unproven = None, 0  # the cuts were this run's
         if trial.judged and (helped or after > WEATHER_MAX):
             weather = self.weather
             if after > weather + max(RESIDUE, 2 * noise(weather, TRIAL_ANSWERS)):
                 return self._cut(now, accepted, after)
             return False
         if not trial.judged:
-            return self._cut(now, accepted, after, undo=trial)
-        if not self._first.shown:
-            if not trial.deep and self.rate is not None and self.rate > self._first.pace():
-                return self._cut_below(now, after, trial)
-            self._first.shown = True
+            return self._cut(now, accepted, after)
+        if self._first.lower(now) and self.rate is not None and self.rate > self._first.pace():
+            return self._cut_below(now, trial.share_with_the_last())
         return self._weather(trial, now)
 
-    def _weather(self, trial: Trial, now: float) -> bool:
-        """The refused share held at a lower pace: not this run's doing (lock held). The cuts
-        on trial are undone and the share, over this trial and the one before, remembered as
-        the weather.
+    def _on_trial(self, now: float, pace_before: tuple[float | None, float | None]) -> None:
+        """Count a cut just made, from `pace_before` (rate, ceiling) (lock held)."""
+        if self._undo is None:
+            self._undo = pace_before
+        self._unproven += 1
+        self._last_cut = self._grown_at = now
+        self.cuts += 1
+
+    def _undo_cuts(self, now: float) -> None:
+        """Back to the pace before every cut no trial showed to help (lock held): all of them
+        were made while the refusals did not depend on the pace, not only the last trial's."""
+        self._trial = None
+        if self._undo is not None:
+            self.rate, self.ceiling = self._undo
+            self.cuts -= self._unproven
+        self._undo, self._unproven = None, 0
+        self._grown_at = self._undone_at = now
+        self._next = now
+
+    def _refused_once(self, now: float) -> bool:
+        """A first attempt refused while the retries of refused requests are answered
+        (`RetriedAnswers.clear_on_retry`): the request's refusal, not the pace's (lock held).
+        It waits for itself, teaches the pace nothing, and the cuts no trial showed to help
+        are undone (they were made from such refusals).
 
         Returns:
             False (no cut).
         """
-        after = trial.share_with_the_last()
+        self.not_ours += 1
+        if self._undo is not None or not self.refused_once:
+            self._undo_cuts(now)
+            pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
+            (log.info if not self.refused_once else log.debug)(
+                "429s answered on their retry (the API refuses a request once, whatever the "
+                "pace): refusals not caused by this run's pace: %s",
+                pace,
+            )
+        self.refused_once = True
+        return False
+
+    def _weather(self, trial: Trial, now: float) -> bool:
+        """The refused share held at a lower pace: not this run's doing (lock held). Every cut
+        no trial showed to help is undone (`_undo_cuts`) and the share, over this trial and
+        the one before, remembered as the weather.
+
+        Returns:
+            False (no cut).
+        """
+        # A trial below the first refusals ends at its first refusal: its share says little
+        # (one of a handful of answers), the two trials above it measured the weather.
+        after = trial.share_before if trial.deep else trial.share_with_the_last()
         news = self.weather == 0.0
         self.weather = after if news else (self.weather + after) / 2
         self._lately = max(self._lately, self.weather)
-        self.cuts -= trial.cuts
-        self.rate, self.ceiling = trial.rate_before, trial.ceiling_before
-        self._grown_at = self._undone_at = now
-        self._next = now
+        self._undo_cuts(now)
         pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
         (log.info if news else log.debug)(
             "%.0f%% of requests refused whatever this run's pace (the tenant's rate limit is "
@@ -517,7 +643,9 @@ class RatePacer:
             False (no cut).
         """
         self.weather, self._weather_answers = share, answers
-        self._first.shown = True  # the slow requests were the trial below the first refusals
+        # The slow requests stand for a trial at DEEP_RATE that was refused: a retest that
+        # changes nothing tries below them (a limit below their pace refuses them too).
+        self._first.refused(DEEP_RATE, now)
         self._lately = max(self._lately, share)
         self._last_cut = self._grown_at = self._undone_at = now
         log.info(
@@ -528,19 +656,19 @@ class RatePacer:
         )
         return False
 
-    def _cut_below(self, now: float, share: float, undo: Trial) -> bool:
-        """Put a pace below the first refusals on trial, before calling the share weather
-        (lock held): `undo`'s cuts are undone with it if the share holds there too.
+    def _cut_below(self, now: float, share: float) -> bool:
+        """Put a pace below the first refusals on trial (`FirstRefusals.pace`), before calling
+        the share weather (lock held): the cuts before it are undone with it if the share
+        holds there too.
 
         Returns:
             True (the pace was cut).
         """
-        self._trial = Trial(now, undo.rate_before, undo.ceiling_before, share,
-                            cuts=undo.cuts + 1, counts_from=now + MIN_SPAN_S)  # fmt: skip
+        self._trial = Trial(now, share, counts_from=now + MIN_SPAN_S)
+        pace_before = (self.rate, self.ceiling)
         self.rate = self._first.pace()
         self.ceiling = self.rate / CUT  # refusals came above it: grow back slowly past it
-        self._last_cut = self._grown_at = now
-        self.cuts += 1
+        self._on_trial(now, pace_before)
         log.debug("the same refusals at a lower pace: trying %.1f requests/s", self.rate)
         return True
 

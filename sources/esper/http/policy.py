@@ -204,7 +204,12 @@ def decide(
         return _follow(route, failure, tries, rules, retry)
     status = answer.status_code
     throttled = status == 429
-    cut = pacer.cuts_pace(throttled, reserved_at) if pacer is not None else throttled
+    refused_before = tries.throttled > 0  # a retry: paced as first attempts are
+    cut = (
+        pacer.cuts_pace(throttled, reserved_at, retried=refused_before)
+        if pacer is not None
+        else throttled
+    )
     if throttled:
         failure = _Failure(
             reason=f"HTTP 429 (throttled){api_message(answer, facts.redact)}",
