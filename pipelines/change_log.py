@@ -94,12 +94,18 @@ def record(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> int:
     _snapshot_table(con)
     for table in ("change_log", "comparisons", "subject_states", "family_states"):
         con.execute(f"delete from {SCHEMA}.{table} where as_of >= ?", [as_of])
+    # the snapshot compared with, one row (NULL: none), read by found.sql and the snapshots
+    con.execute(
+        f"create or replace temp table previous_at as select max(as_of) as as_of "
+        f"from {SCHEMA}.family_states where as_of < ?",
+        [as_of],
+    )
     path, select = _sql(sql_dir, "found")
     _run(con, path, f"insert into {SCHEMA}.change_log by name\n{select}\n")
     con.execute(
-        f"insert into {SCHEMA}.comparisons select ?, max(as_of) from {SCHEMA}.family_states "
-        "where as_of < ? having count(*) > 0",
-        [as_of, as_of],
+        f"insert into {SCHEMA}.comparisons select ?, as_of from temp.previous_at "
+        "where as_of is not null",
+        [as_of],
     )
     found = con.execute(
         f"select count(*) from {SCHEMA}.change_log where as_of = ?", [as_of]
@@ -110,12 +116,10 @@ def record(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> int:
     ):
         path, select = _sql(sql_dir, name)
         _run(con, path, f"insert into {SCHEMA}.{table} by name\n{select}\n")
-    previous = con.execute(
-        f"select max(as_of) from {SCHEMA}.family_states where as_of < ?", [as_of]
-    ).fetchone()
+    previous = con.execute("select as_of from temp.previous_at").fetchone()
     if previous is not None and previous[0] is not None:
         for table in ("subject_states", "family_states"):
             con.execute(f"delete from {SCHEMA}.{table} where as_of < ?", [previous[0]])
-    for temp in ("states_now", "families_now"):
+    for temp in ("states_now", "families_now", "previous_at"):
         con.execute(f"drop table if exists temp.{temp}")
     return int(found[0]) if found else 0

@@ -7,10 +7,7 @@ now_at as (
 ),
 
 previous_at as (
-    select max(family_states.as_of) as as_of
-    from changes.family_states
-    cross join now_at
-    where family_states.as_of < now_at.as_of
+    select as_of from temp.previous_at
 ),
 
 current_families as (
