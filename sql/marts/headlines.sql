@@ -28,8 +28,8 @@
 --                 are NULL then (unknown, never 0), and age_note says why
 --   held_back_by  the raw tables it reads that are older than as_of (NULL: none)
 --   age_note      what every surface prints beside the number when it is older than as_of or
---                 unknown: '<Family>: as of <time> UTC (<age>: <reason>)', '<Family>: unknown —
---                 <reason>' (several families: joined by '; '); NULL when current
+--                 unknown: '<Family>: as of <time> UTC (<age>: <reason>)', '<Family>: unknown
+--                 (never loaded: <reason>)' (several families: joined by '; '); NULL when current
 with
 
 as_of as (
