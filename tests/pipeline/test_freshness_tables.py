@@ -6,11 +6,14 @@ never loaded is unknown (never 0), a Data Tap table skipped is a family behind w
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import polars as pl
 import pytest
+from esper_warehouse.pipelines import report
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.tables import FAMILY
@@ -132,6 +135,14 @@ def test_a_data_tap_table_skipped_is_a_family_behind_with_its_reason(
     assert "CANCELED" in row[4] and "since " in row[4]
 
 
+def _report_freshness(wh: Path) -> pl.DataFrame:
+    """The report's freshness table (notebooks/_common.py: it imports marimo, so only here)."""
+    sys.path.insert(0, str(report.NOTEBOOKS_DIR))
+    import _common
+
+    return _common.freshness(wh)
+
+
 def _commands_freshness(wh: Path) -> tuple[Any, ...]:
     with duckdb.connect(str(wh), read_only=True) as con:
         return con.execute(
@@ -163,3 +174,5 @@ def test_a_family_never_loaded_says_so_without_a_last_whole_load(sim, wh: Path, 
         shown = [line for line in capsys.readouterr().out.splitlines() if "Commands " in line]
         assert any(expected in line for line in shown), shown
         assert not any("last whole load" in line for line in shown), shown
+        shown_row = _report_freshness(wh).row(by_predicate=pl.col("family") == "Commands")
+        assert shown_row[2:4] == (None, expected), shown_row  # the report's freshness table
