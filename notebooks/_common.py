@@ -300,7 +300,7 @@ def aged(row: dict[str, Any] | None, caption: str | None, *, markdown: bool = Fa
 
 def age_callout(row: dict[str, Any]) -> mo.Html:
     """What a section shows for a number that is unknown: the mart's words, e.g. "Pipelines:
-    unknown — GET /pipelines/v0/runs/ refused (403) since 2026-10-04" (escaped)."""
+    unknown (never loaded: GET /pipelines/v0/runs/ refused (403) since 2026-10-04)" (escaped)."""
     return mo.callout(mo.md(text(row.get("age_note") or "unknown")), kind="warn")
 
 

@@ -25,7 +25,7 @@ class Headline:
     denominator: int | None
     share: float | None
     # how old the number is, in the mart's words (None: loaded by the latest run): "Pipelines: as
-    # of 2026-10-03 00:00 UTC (3 days old: ...)" or "Pipelines: unknown — ... refused (403) since"
+    # of 2026-10-03 00:00 UTC (3 days old: ...)" or "Pipelines: unknown (never loaded: ...)"
     age_note: str | None = None
     is_known: bool = True
 

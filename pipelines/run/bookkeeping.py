@@ -36,6 +36,7 @@ RUNS = {
     # table -> how the run treated it: {"treatment": loaded | partial | kept | skipped, "route",
     # "status", "read_from", "why"}, for every table its resources read (int_table_freshness)
     "tables": "json",
+    "device_count": "bigint",  # the API's device count as the run opened (NULL: not read)
 }
 RECONCILIATION = {
     "run_id": "varchar",
@@ -69,6 +70,7 @@ ADDED = {
         "not_ours",
         "pace",
         "tables",
+        "device_count",
     ),
 }  # columns added after the first release
 

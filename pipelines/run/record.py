@@ -57,6 +57,7 @@ def record(
         "answered_per_s": result.answered_per_s,
         "not_ours": result.not_ours,
         "pace": result.pace,
+        "device_count": result.device_count,
         "tables": orjson.dumps(result.tables).decode(),
     }
     try:

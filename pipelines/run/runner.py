@@ -358,6 +358,7 @@ class _Run:
         result.as_of = result.as_of or self.ledger.plan.as_of
         if result.as_of is None and client is not None:
             result.as_of = client.server_time
+        result.device_count = self.ledger.plan.device_count
         result.unavailable = self.ledger.refusals.skipped()
         result.tables = self.ledger.refusals.treatments(self.read, result.rows)
         result.unreadable = self.ledger.unreadable.counts()

@@ -60,3 +60,6 @@ class RunResult:
     answered_per_s: float | None = None
     not_ours: int = 0
     pace: float | None = None
+    # the API's device count as the run opened (its first request): what the warehouse counts
+    # beyond it after a nightly are removals only a full scan names (marts.headlines)
+    device_count: int | None = None

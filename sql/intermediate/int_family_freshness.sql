@@ -8,7 +8,8 @@
 --   family, family_label   the family (int_table_freshness)
 --   data_as_of             the oldest last_loaded_at of the family's tables: the time its data is
 --                          as of; NULL when one of them was never loaded (then it is unknown)
---   last_whole_load_at     the oldest last_whole_load_at of its tables (no part refused)
+--   last_whole_load_at     the oldest last_whole_load_at of its tables (no part refused); NULL
+--                          when one of them was never loaded whole (another's is not the family's)
 --   warehouse_as_of        the warehouse's "now" (intermediate.int_as_of)
 --   aged_at                the time its age counts to (int_as_of.aged_at): later than
 --                          warehouse_as_of when runs since the latest loaded one loaded nothing
@@ -23,12 +24,12 @@
 --   reason                 why it is behind or unknown: '<route> refused (<status>) since <day>',
 --                          the run's words for a refusal that is no route's answer (a Data Tap
 --                          quota), 'not read by the runs since' (runs that did not read it: a
---                          selection, a full-scan-only table), 'not loaded yet'; then, after runs
+--                          selection, a full-scan-only table), 'not read yet'; then, after runs
 --                          that loaded nothing, int_as_of.night_note ('the run of 2026-10-04 00:00
 --                          UTC failed'), joined by '; '
 --   age_note               what a surface prints beside a number drawn from the family: NULL when
 --                          current; 'as of 2026-10-03 00:00 UTC (3 days old: <reason>)' when behind;
---                          'unknown — <reason>' when never loaded
+--                          'unknown (never loaded: <reason>)' when never loaded
 with
 
 tables as (
@@ -51,7 +52,9 @@ families as (
         family,
         any_value(family_label) as family_label,
         case when bool_and(last_loaded_at is not null) then min(last_loaded_at) end as data_as_of,
-        min(last_whole_load_at) as last_whole_load_at,
+        case
+            when bool_and(last_whole_load_at is not null) then min(last_whole_load_at)
+        end as last_whole_load_at,
         any_value(warehouse_as_of) as warehouse_as_of,
         any_value(aged_at) as aged_at,
         any_value(night_note) as night_note,
@@ -85,7 +88,7 @@ final as (
                 '; ',
                 case
                     when causes.reason is not null then causes.reason
-                    when families.data_as_of is null then 'not loaded yet'
+                    when families.data_as_of is null then 'not read yet'
                     when families.data_as_of < families.warehouse_as_of
                         then 'not read by the runs since'
                 end,
@@ -100,7 +103,7 @@ final as (
 select
     *,
     case
-        when not is_known then 'unknown — ' || reason
+        when not is_known then 'unknown (never loaded: ' || reason || ')'
         when is_behind
             then 'as of ' || strftime(timezone('UTC', data_as_of), '%Y-%m-%d %H:%M') || ' UTC ('
                 || age_label(data_as_of, aged_at) || ': ' || reason || ')'

@@ -33,7 +33,8 @@
 --   reason               why it is behind or unknown since held_back_since, in the words of
 --                        int_family_freshness.reason (NULL: no refusal since its last load)
 --   age_note             the table's age in the words of int_family_freshness.age_note: NULL when
---                        current; 'as of <time> UTC (<age>: <reason>)'; 'unknown — <reason>'
+--                        current; 'as of <time> UTC (<age>: <reason>)';
+--                        'unknown (never loaded: <reason>)'
 with
 
 as_of as (
@@ -183,7 +184,8 @@ select
     *,
     case
         when freshness = 'unknown'
-            then 'unknown — ' || concat_ws('; ', coalesce(reason, 'not loaded yet'), night_note)
+            then 'unknown (never loaded: '
+                || concat_ws('; ', coalesce(reason, 'not read yet'), night_note) || ')'
         when freshness = 'behind'
             then 'as of ' || strftime(timezone('UTC', last_loaded_at), '%Y-%m-%d %H:%M') || ' UTC ('
                 || age_label(last_loaded_at, aged_at) || ': '

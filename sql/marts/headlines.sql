@@ -28,8 +28,11 @@
 --                 are NULL then (unknown, never 0), and age_note says why
 --   held_back_by  the raw tables it reads that are older than as_of (NULL: none)
 --   age_note      what every surface prints beside the number when it is older than as_of or
---                 unknown: '<Family>: as of <time> UTC (<age>: <reason>)', '<Family>: unknown —
---                 <reason>' (several families: joined by '; '); NULL when current
+--                 unknown: '<Family>: as of <time> UTC (<age>: <reason>)', '<Family>: unknown
+--                 (never loaded: <reason>)' (several families: joined by '; '); then, for a number
+--                 over the devices, the removals it still counts: 'Devices: 2 removed since the
+--                 full scan of <day> still counted (the API counted <n> at <time> UTC; the next
+--                 full scan names them)' (removals). NULL when current and none
 with
 
 as_of as (
@@ -482,6 +485,55 @@ held_back as (
     group by pairs.headline
 ),
 
+-- Devices removed that the warehouse still counts. The device list's nightly read is incremental
+-- (updated since the last), so only a complete scan (device_census) names a removal: until then a
+-- removed device is current. Every run reads the API's device count as it opens (its first
+-- request, no extra one); after the latest run that loaded the devices whole, the current devices
+-- enrolled by then beyond that count are removals not yet named (docs/decisions.md, "Removals
+-- between full scans")
+device_count as (
+    select runs.as_of, runs.api_device_count
+    from staging.stg_esper__runs as runs
+    inner join staging.stg_esper__run_tables as run_tables
+        on run_tables.run_id = runs.run_id
+    where runs.is_loaded
+        and runs.as_of is not null
+        and run_tables.table_name = 'devices'
+        and run_tables.treatment = 'loaded'
+    order by runs.as_of desc
+    limit 1
+),
+
+removals as (
+    select
+        count(*) filter (
+            where not devices.is_removed and coalesce(devices.created_at <= counted.as_of, true)
+        ) - any_value(counted.api_device_count) as unseen,
+        any_value(counted.api_device_count) as api_device_count,
+        any_value(counted.as_of) as counted_at,
+        (select max(census_at) from staging.stg_esper__device_census) as census_at,
+    from device_count as counted
+    cross join intermediate.int_devices_current as devices
+    where counted.api_device_count is not null
+),
+
+removal_notes as (
+    select distinct
+        pairs.headline,
+        'Devices: ' || removals.unseen || ' removed since '
+            || coalesce(
+                'the full scan of ' || strftime(timezone('UTC', removals.census_at), '%Y-%m-%d'),
+                'the last full scan'
+            )
+            || ' still counted (the API counted ' || removals.api_device_count || ' at '
+            || strftime(timezone('UTC', removals.counted_at), '%Y-%m-%d %H:%M')
+            || ' UTC; the next full scan names them)' as note,
+    from headline_families as pairs
+    cross join removals
+    where pairs.family = 'devices'
+        and removals.unseen > 0
+),
+
 -- a headline that is only a list (top reasons, worst rollouts) gets a row of its own when it is
 -- unknown, so that every surface can say so (its items are not listed then)
 unknown_lists as (
@@ -531,7 +583,7 @@ final as (
         ages.data_as_of as data_as_of,
         ages.is_known as is_known,
         held_back.held_back_by as held_back_by,
-        ages.age_note as age_note,
+        nullif(concat_ws('; ', ages.age_note, removal_notes.note), '') as age_note,
     from numbers as rows
     -- a headline missing from headline_families would have no age: a data test fails on it
     -- (sql/tests/headlines_have_an_age.sql), and the row is not lost meanwhile
@@ -539,6 +591,8 @@ final as (
         on ages.headline = rows.headline
     left join held_back
         on held_back.headline = rows.headline
+    left join removal_notes
+        on removal_notes.headline = rows.headline
     cross join as_of
     -- an item of a number that is unknown is not listed (its rows are older than anything known)
     where ages.is_known is not false or rows.item is null

@@ -1,6 +1,7 @@
 -- Pipeline runs (bookkeeping table `_esper_runs`). as_of is the API's time of the run.
 -- is_loaded: the run's load is committed, ok or partial (sql/vocabulary/run_statuses.csv).
 -- unavailable: table -> why the run skipped it, whole or in part.
+-- api_device_count: the API's device count as the run opened (NULL: not read, or an earlier release).
 -- has_table_record: the run recorded how it treated each table it read (staging.stg_esper__run_tables);
 --   runs of releases before that record did not.
 with
@@ -24,6 +25,7 @@ renamed as (
         cast(requests as bigint) as request_count,
         cast(retries as bigint) as retry_count,
         cast(throttled as bigint) as throttled_count,
+        cast(device_count as bigint) as api_device_count,
 
         -- booleans
         lower(clean_text(status)) = 'ok' as is_ok,

@@ -557,7 +557,9 @@ def test_the_aged_marts_keep_the_pipelines_numbers_and_say_credentials_are_unkno
         assert f"(3 days old: {PIPELINES_ROUTE} refused (403) since " in new.age_note
     creds = numbers.number("credentials_needing_action")
     assert creds.value is None and creds.denominator is None and not creds.is_known
-    assert creds.age_note.startswith(f"Credentials: unknown — {CREDENTIALS_ROUTE} refused (403)")
+    assert creds.age_note.startswith(
+        f"Credentials: unknown (never loaded: {CREDENTIALS_ROUTE} refused (403)"
+    )
     assert not numbers.items("credentials_needing_action")
     rate = numbers.number("compliance_rate")
     assert rate.is_known and rate.age_note is None
@@ -584,7 +586,7 @@ def test_status_and_the_demo_print_each_numbers_age_from_the_mart(
         assert f"{creds.value or 0:,} (" not in text.split("credential_expiry)")[1][:5]
     assert "warning: Pipelines held back: as of " in out.err
     block = out.out.split("freshness (")[1].split("\n\n")[0]
-    assert f"Credentials{' ' * 3}" not in block or "unknown — " in block
+    assert f"Credentials{' ' * 3}" not in block or "unknown (never loaded: " in block
     assert "HELD BACK: as of " in block and f"{PIPELINES_ROUTE} refused (403)" in block
 
 

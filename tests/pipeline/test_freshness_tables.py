@@ -6,10 +6,14 @@ never loaded is unknown (never 0), a Data Tap table skipped is a family behind w
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import polars as pl
 import pytest
+from esper_warehouse.pipelines import report
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.status import status
 from esper_warehouse.sources.esper.tables import FAMILY
@@ -71,7 +75,9 @@ def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, caps
         assert item is None and value is None and denominator is None and not is_known
         assert data_as_of is None
         day = f"{result.as_of:%Y-%m-%d}"
-        assert note == (f"Pipelines: unknown — GET /pipelines/v0/runs/ refused (403) since {day}")
+        assert note == (
+            f"Pipelines: unknown (never loaded: GET /pipelines/v0/runs/ refused (403) since {day})"
+        )
     # the compliance numbers, their families loaded in the same run, are known
     assert all(row[4] for row in headlines(wh, "compliance_rate"))
 
@@ -79,8 +85,8 @@ def test_a_first_load_without_pipelines_says_unknown_never_0(sim, wh: Path, caps
     assert status(wh) == Exit.OK  # unknown since the first load: said, not a warning
     shown = capsys.readouterr().out
     assert (
-        "Esper Pipelines runs not ended (marts.pipeline_rollout): Pipelines: unknown — "
-        f"GET /pipelines/v0/runs/ refused (403) since {day}"
+        "Esper Pipelines runs not ended (marts.pipeline_rollout): Pipelines: unknown (never "
+        f"loaded: GET /pipelines/v0/runs/ refused (403) since {day})"
     ) in shown
 
 
@@ -127,3 +133,46 @@ def test_a_data_tap_table_skipped_is_a_family_behind_with_its_reason(
     assert row[:4] == ("Data Tap battery", first.as_of, True, "data_tap__battery")
     assert row[4].startswith(f"as of {first.as_of:%Y-%m-%d %H:%M} UTC (2 days old: ")
     assert "CANCELED" in row[4] and "since " in row[4]
+
+
+def _report_freshness(wh: Path) -> pl.DataFrame:
+    """The report's freshness table (notebooks/_common.py: it imports marimo, so only here)."""
+    sys.path.insert(0, str(report.NOTEBOOKS_DIR))
+    import _common
+
+    return _common.freshness(wh)
+
+
+def _commands_freshness(wh: Path) -> tuple[Any, ...]:
+    with duckdb.connect(str(wh), read_only=True) as con:
+        return con.execute(
+            "select data_as_of, last_whole_load_at, age_note "
+            "from intermediate.int_family_freshness where family = 'commands'"
+        ).fetchone()
+
+
+def test_a_family_never_loaded_says_so_without_a_last_whole_load(sim, wh: Path, capsys) -> None:
+    """Command statuses refused from the first night while the requests load: the family was never
+    loaded whole, so no surface gives it a "last whole load" (the requests' own is not the
+    family's), on the first load and after a nightly still refused."""
+    sim.set_faults([{"kind": "status", "status": 403, "route": "/commands/v0/status/*"}])
+    read = [t for t, family in FAMILY.items() if family == "commands"]
+    first = load(sim, wh, build_models=True, resources=read)
+    assert first.exit_code == Exit.PARTIAL, first.error
+    day = f"{first.as_of:%Y-%m-%d}"
+    expected = f"unknown (never loaded: GET /commands/v0/status/ refused (403) since {day})"
+    for night in ("first", "nightly"):
+        if night == "nightly":
+            sim.advance(24)
+            nightly = load(sim, wh, build_models=True, resources=read)
+            assert nightly.exit_code == Exit.PARTIAL, nightly.error
+        assert _commands_freshness(wh) == (None, None, expected), night
+        rows = headlines(wh, "worst_command_rollouts")
+        assert rows and all(row[6] == f"Commands: {expected}" for row in rows), rows
+        capsys.readouterr()
+        status(wh)
+        shown = [line for line in capsys.readouterr().out.splitlines() if "Commands " in line]
+        assert any(expected in line for line in shown), shown
+        assert not any("last whole load" in line for line in shown), shown
+        shown_row = _report_freshness(wh).row(by_predicate=pl.col("family") == "Commands")
+        assert shown_row[2:4] == (None, expected), shown_row  # the report's freshness table

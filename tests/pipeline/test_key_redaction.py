@@ -9,7 +9,10 @@ the client (`tests/source/test_redaction.py`); here, what the commands do with t
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
+from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -234,18 +237,30 @@ def cli_main(argv: list[str]) -> int:
 
 class EchoKeyIntoCursor(httpx.HTTPTransport):
     """Loopback transport: the device list's cursors carry the key (the server takes them
-    back), and the list refuses its third page, quoting the cursor it was sent."""
+    back), and the list refuses its third page, quoting the cursor it was sent. `wrapped`: the
+    cursor is an opaque token, base64 of the key and the real cursor, as a server's may be."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrapped: bool = False) -> None:
         super().__init__()
         self.pages = 0
+        self.wrapped = wrapped
+
+    def wrap(self, cursor: str) -> str:
+        if self.wrapped:
+            return base64.urlsafe_b64encode(f"{API_KEY}|{cursor}".encode()).decode()
+        return API_KEY + cursor
+
+    def unwrap(self, cursor: str) -> str:
+        token = base64.urlsafe_b64encode(f"{API_KEY}|".encode()).decode()[:40]
+        if self.wrapped and cursor.startswith(token):  # the client's own first cursor is not
+            return base64.urlsafe_b64decode(cursor).decode().split("|", 1)[1]
+        return cursor.removeprefix(API_KEY)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if not request.url.path.endswith("/v2/devices/"):
             return super().handle_request(request)
         cursor = request.url.params.get("cursor", "")
-        if cursor.startswith(API_KEY):
-            request.url = request.url.copy_set_param("cursor", cursor[len(API_KEY) :])
+        request.url = request.url.copy_set_param("cursor", self.unwrap(cursor))
         self.pages += 1
         response = super().handle_request(request)
         if self.pages > 2:
@@ -255,22 +270,54 @@ class EchoKeyIntoCursor(httpx.HTTPTransport):
         body = orjson.loads(response.content)
         envelope = body.get("content", body)
         if envelope.get("next_cursor"):
-            envelope["next_cursor"] = API_KEY + envelope["next_cursor"]
+            envelope["next_cursor"] = self.wrap(envelope["next_cursor"])
         return with_body(response, body)
 
 
-def test_a_key_echoed_into_a_cursor_reaches_no_file(sim: Any, tmp_path: Path) -> None:
+def _strings(value: Any) -> Iterator[str]:
+    """Every text in an unpickled object: its fields, items, an exception's args and chain."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or item is None:
+            continue
+        seen.add(id(item))
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack += list(item)
+        else:
+            if isinstance(item, BaseException):
+                stack += [*item.args, item.__cause__, item.__context__, str(item)]
+            stack += list(getattr(item, "__dict__", {}).values())
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["as sent", "in base64"])
+def test_a_key_echoed_into_a_cursor_reaches_no_file(
+    sim: Any, tmp_path: Path, wrapped: bool
+) -> None:
     """The device list's cursors carry the key: the run sends them back (they are the server's),
     commits a part, then fails on a refusal quoting the cursor; no file it leaves (the warehouse,
-    dlt's trace, state, schemas and packages beside it) holds a piece of the key."""
+    dlt's trace, state, schemas and packages beside it) holds a piece of the key, as sent or in
+    base64, nor does any text of dlt's trace unpickled (its steps' exceptions and their chains)."""
     warehouse = tmp_path / "warehouse.duckdb"
-    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=EchoKeyIntoCursor())
+    transport = EchoKeyIntoCursor(wrapped)
+    client = EsperClient(sim.base_url, API_KEY, ENTERPRISE_ID, transport=transport)
     with client:
         # in parts of 40 devices, 20 a page: a part commits with the walk's cursor in its state
         options = {"commit_every_devices": 40, "page_size": 20}
         result = run(settings(sim, warehouse, source_options=options), client=client)
     assert result.exit_code == Exit.API, result.error
     assert "invalid cursor '[redacted]" in (result.error or "")
+    (trace,) = tmp_path.rglob("trace.pickle")
     texts = {"error": result.error or "", **files_left(tmp_path)}
-    leaks = {where: _fragments_in_any_case(t, API_KEY) for where, t in texts.items()}
+    texts["trace unpickled"] = "\n".join(_strings(pickle.loads(trace.read_bytes())))
+    wrapped_key = transport.wrap("")[:40]  # the key's own characters of the token
+    leaks = {
+        where: [*_fragments_in_any_case(t, API_KEY), *key_fragments(t, wrapped_key)]
+        for where, t in texts.items()
+    }
     assert {where: found for where, found in leaks.items() if found} == {}

@@ -46,10 +46,11 @@ def _same_record(wh: Path, result: RunResult) -> None:
         "throttled": result.throttled,
         "error": result.error,
     }
-    assert (run["answered"], run["answered_per_s"], run["pace"]) == (
+    assert (run["answered"], run["answered_per_s"], run["pace"], run["device_count"]) == (
         result.answered,
         result.answered_per_s,
         result.pace,
+        result.device_count,
     )
     assert orjson.loads(run["rows"]) == result.rows
     assert orjson.loads(run["tables"]) == result.tables

@@ -9,11 +9,13 @@ places the key so that each cut position splits it, for every kind of answer tha
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any
 
 import pytest
 from esper_warehouse.sources.esper.http import EsperClient, EsperError
+from esper_warehouse.sources.esper.http.errors import REDACTED, keep_secret, redact
 
 from tests.source.test_client import EID, LoopbackServer, Reply, Seen
 
@@ -78,3 +80,18 @@ def test_no_cut_leaves_a_piece_of_the_key(
     assert key_fragments(caplog.text) == []
     assert all("x" * 20 in t for t in texts), "the server's text is still quoted"
     assert "[redacted]" in texts[-1], "a key well inside the cut is replaced, not dropped"
+
+
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+def test_a_key_wrapped_in_base64_is_taken_out_wherever_it_starts(encode: Any) -> None:
+    """A server that wraps the key in an opaque token (a page cursor, a Basic header) echoes it
+    in base64: whatever bytes come before and after it, what is left once it is redacted is
+    only the neighbours' own characters, and decodes to no piece of the key."""
+    keep_secret(KEY)
+    for before in ("", "a", "ab", "abc"):
+        for after in ("", "x", "|eyJzdiI6W10ifQ=="):
+            token = encode((before + KEY + after).encode()).decode()
+            redacted = redact(f"invalid cursor {token!r}")
+            assert REDACTED in redacted, (before, after)
+            left = redacted.removeprefix("invalid cursor '").removesuffix("'").split(REDACTED)
+            assert len(left) == 2 and len(left[0]) <= 4 and len(left[1]) <= len(after) * 4 // 3 + 4

@@ -8,6 +8,7 @@ codes (`pipelines/exit_codes.py`): `EsperConfigError` and `EsperAuthError` are s
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 from urllib.parse import quote, quote_plus
@@ -36,11 +37,30 @@ def keep_secret(key: str) -> None:
     # The forms a key takes in a text a server or a library writes: as sent, percent-encoded
     # in a URL, and in any case (a host name is lower-cased; so is a header echoed by some
     # servers): matched case-insensitively.
-    forms = {key, quote(key, safe=""), quote_plus(key)}
+    forms = {key, quote(key, safe=""), quote_plus(key), *_base64_forms(key)}
     with _secrets_lock:
         _secrets.update(forms)
         alternatives = sorted(_secrets, key=len, reverse=True)  # the longest form first
         _pattern = re.compile("|".join(map(re.escape, alternatives)), re.IGNORECASE)
+
+
+def _base64_forms(key: str) -> set[str]:
+    """The characters of `key` in base64 (standard and URL-safe) that do not depend on its
+    neighbours, at each of the three places it can start in a group of three bytes: a server
+    that wraps the key in an opaque token (a page cursor, a Basic header) echoes it so. Too
+    short a key has no such run long enough to name it alone."""
+    forms = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + key.encode()).decode().rstrip("=")
+        start = (offset * 8 + 5) // 6  # the first character of the key's own bits
+        end = len(encoded) - (1 if (offset + len(key.encode())) % 3 else 0)
+        run = encoded[start:end]
+        if len(run) >= 16:
+            forms |= {run, run.translate(_URL_SAFE)}
+    return forms
+
+
+_URL_SAFE = str.maketrans("+/", "-_")
 
 
 def redact(text: str) -> str:
