@@ -41,7 +41,8 @@ def test_a_429_from_the_socket_to_the_sleep_crosses_three_files(
 ) -> None:
     """From the moment the 429 is read off the socket (`_send` returns) to the client's sleep:
     the code that runs is in client.py, policy.py and pacing.py, plus `errors.redact`, handed to
-    the decision as a value; policy.py never calls into client.py."""
+    the decision as a value, and the client's bookkeeping (counters.py: what it counted, called by
+    the client alone); policy.py never calls into client.py."""
     replies = [Reply(429, {"message": f"slow down, {KEY}"}, {"Retry-After": "2"}), Reply()]
     server = serve(lambda seen: replies.pop(0) if len(replies) > 1 else replies[0])
     calls: list[tuple[str, str, str]] = []  # (file called, function, file calling)
@@ -71,8 +72,10 @@ def test_a_429_from_the_socket_to_the_sleep_crosses_three_files(
             sys.setprofile(None)
     assert slept == [pytest.approx(2, abs=0.1)], "the 429's Retry-After was slept"
     files = {called for called, _, _ in calls}
-    assert files - {"errors.py"} == {"client.py", "policy.py", "pacing.py"}, calls
+    assert files - {"errors.py", "counters.py"} == {"client.py", "policy.py", "pacing.py"}, calls
     assert {name for called, name, _ in calls if called == "errors.py"} <= {"redact"}, calls
+    counted = {(name, caller) for called, name, caller in calls if called == "counters.py"}
+    assert {caller for _, caller in counted} <= {"client.py", "counters.py"}, calls
     back = [(name, caller) for called, name, caller in calls if called == "client.py"]
     assert all(caller == "client.py" for _, caller in back), f"policy calls the client: {back}"
 
