@@ -15,8 +15,6 @@ FUNCTION_LINES = 80
 # reach, and why (docs/decisions.md, "`http/` by concern"). Split by size, a request's path
 # crossed nine modules.
 LONGER_MODULES = {
-    # the client with what it sends with: pools, an attempt's deadline, threads, counters
-    "sources/esper/http/client.py": 950,
     # the pace learnt from 429s with its weather judgement's evidence (trials, the slow first
     # requests, retries answered), and the limit of requests in flight: a 429 crosses client,
     # policy and pacing, no fourth room

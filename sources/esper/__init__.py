@@ -20,7 +20,7 @@ from .run.tail import Tail
 from .scan.devices import device_apps, device_census, device_history, devices
 from .scan.opening import open_run, plan_full_scan
 from .scan.walk import planned_walk
-from .tables import LISTS, TABLES, read_from
+from .tables import LISTS, TABLES, extraction_order, read_from, waits_for_tail
 from .tables.catalogues import (
     application_versions,
     applications,
@@ -31,7 +31,7 @@ from .tables.catalogues import (
 )
 from .tables.commands import command_requests, command_statuses, operation_devices, operations
 from .tables.data_tap import data_tap_resources
-from .tables.devices import DEVICE_APPS, DEVICES, heartbeats
+from .tables.devices import DEVICE_APPS, DEVICE_CENSUS, DEVICES, heartbeats
 from .tables.events import DEVICE_EVENTS, device_events, device_events_of_page
 
 
@@ -143,7 +143,8 @@ def _opened(
 def _resources(
     run: dict[str, Any], data_tap: Callable[[], list[DltResource]]
 ) -> tuple[DltResource, ...]:
-    """This part's resources, in extraction order (see `esper`); `data_tap` on the last part."""
+    """This part's resources, in the order derived from their tables' declarations
+    (`tables.extraction_order`); `data_tap` after them on the last part."""
     ledger: RunLedger = run["ledger"]
 
     device_list = devices(**run)
@@ -151,67 +152,65 @@ def _resources(
     scd2 = DEVICE_APPS.hints()["write_disposition"]
     apps.apply_hints(write_disposition={**scd2, "boundary_timestamp": ledger.plan.as_of})
     plan = ledger.plan = replace(ledger.plan, building_last=ledger.plan.last_part())
+    scope = plan.fan_out_scope
+    # Device events are read per device page in a part of a full scan and in a first load (every
+    # feed); else, after the tail, the feeds of the devices with activity.
+    per_page = not plan.building_last or (plan.full_scan and scope is not None and scope.everything)
+    # The devices walk: `devices` and its pipes (dlt evaluates a resource and its transformers
+    # together, at the place of the last of them).
+    walk = [device_list, device_list | device_history, device_list | apps]
+    walk += [device_list | device_events_of_page(**run)] if per_page else []
     if not plan.building_last:  # a full scan in parts: the next devices and their fan-outs
-        page_events = device_list | device_events_of_page(**run)
         # the fan-outs that read each page the walk hands out
         planned_walk(ledger).readers = (DEVICE_APPS.name, DEVICE_EVENTS.name)
-        return (device_list, device_list | device_history, device_list | apps, page_events)
-    # Both forms load the table `device_events` under the resource name `device_events`. dlt
-    # starts resources in the order of this tuple, so the per-page form sits next to the apps
-    # (the devices scan and its fan-outs start first) and the incremental form comes last.
-    scope = plan.fan_out_scope
-    if plan.full_scan and scope is not None and scope.everything:  # a first load: every feed
-        page_events, last_events = [device_list | device_events_of_page(**run)], []
-    else:  # (after parts: the feeds of devices with activity the parts did not read)
-        page_events, last_events = [], [device_events(**run)]
+        return tuple(_ordered(walk, [], Tail()))
+    census = [device_census(ledger=ledger)] if plan.full_scan else []  # reads the walk: no gate
+    reads = [*census, *_tenant_reads(run), *([] if per_page else [device_events(**run)])]
     tail = Tail()
-    return (
-        device_list,
-        device_list | device_history,
-        device_list | apps,
-        *page_events,
-        # after every pipe of `devices` (dlt evaluates a resource and its transformers together,
-        # at the place of the last of them), so that `devices` has ended the walk
-        *([device_census(ledger=ledger)] if plan.full_scan else []),
-        *_tail(tail, run),
-        *(tail.after(read) for read in last_events),  # they read what the tail saw
-        *(tail.after(read) for read in data_tap()),
-    )
+    return (*_ordered(walk, reads, tail), *(tail.after(read) for read in data_tap()))
 
 
-def _tail(tail: Tail, run: dict[str, Any]) -> list[DltResource]:
-    """The tenant-level reads after the scan, side by side, each once the reads listed before
-    it that it is read from (`tables.read_from`) have ended (`run/tail.py`)."""
-    reads = [
+def _ordered(walk: list[DltResource], reads: list[DltResource], tail: Tail) -> list[DltResource]:
+    """The resources in their tables' order (`tables.extraction_order`), each read after the
+    walk gated by `tail`: side by side, each once the reads it is read from
+    (`tables.read_from`) have ended, or, when it waits for the tail
+    (`tables.waits_for_tail`), once the whole tail has ended (`run/tail.py`)."""
+    made = {resource.name: resource for resource in (*walk, *reads)}
+    on_walk = {resource.name for resource in walk}
+    order = extraction_order({name: t for name, t in TABLES.items() if name in made}, on_walk)
+    ordered = []
+    for name in order:
+        resource, table = made[name], TABLES[name]
+        if name in on_walk or name == DEVICE_CENSUS.name:
+            ordered.append(resource)
+        elif waits_for_tail(table, made, on_walk):
+            ordered.append(tail.after(resource))
+        else:
+            parents = read_from(table) & (set(made) - on_walk)
+            ordered.append(tail.after_reads(resource, frozenset(parents)))
+    return ordered
+
+
+def _tenant_reads(run: dict[str, Any]) -> list[DltResource]:
+    """The tenant-level reads after the devices scan, in no order (`tables.extraction_order`
+    orders them)."""
+    blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
+    application_list = applications(**run)
+    return [
         heartbeats(**run),
         *(read(**run) for read in LISTS),  # groups, status metrics, ... (tables/__init__.py)
         command_requests(**run),
         command_statuses(**run),
         operations(**run),
         operation_devices(**run),
-        *_catalogues(run),
-    ]
-    listed: set[str] = set()
-    gated = []
-    for read in reads:
-        parents = frozenset(read_from(TABLES[read.name]) & listed)
-        gated.append(tail.after_reads(read, parents))
-        listed.add(read.name)
-    return gated
-
-
-def _catalogues(run: dict[str, Any]) -> tuple[DltResource, ...]:
-    """The catalogues with their version lists, each list piped into its versions."""
-    blueprint_list, tenant_app_list = blueprints(**run), tenant_apps(**run)
-    application_list = applications(**run)
-    return (
+        # the catalogues with their version lists, each list piped into its versions
         blueprint_list,
         blueprint_list | blueprint_versions(**run),
         tenant_app_list,
         tenant_app_list | tenant_app_versions(**run),
         application_list,
         application_list | application_versions(**run),
-    )
+    ]
 
 
 __all__ = ["EsperClient", "RunLedger", "esper"]

@@ -186,7 +186,8 @@ class Table:
             this declaration. Default: when `path` names no `{id}`. False: the route needs
             parameters (a time window, request ids); `doctor` probes it by hand.
         after: tables whose resources must have run before this one's on a nightly run (the
-            extraction order: `__init__.py`'s tuple, checked by tests/source/test_declarations.py).
+            extraction order is derived from it, `parent`, `needs` and `loaded_with`:
+            `tables.extraction_order`).
         parent: a per-parent list (`{id}` in `path`): the table whose items fill `{id}`, with
             their field `parent_key`. `doctor` and the conformance test probe it with the first
             item of the parent's list.

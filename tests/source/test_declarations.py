@@ -28,7 +28,7 @@ from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS, RunPlan
 from esper_warehouse.sources.esper.scan.walk import DeviceWalk
 from esper_warehouse.sources.esper.table import TS
-from esper_warehouse.sources.esper.tables import MODULES, TABLES
+from esper_warehouse.sources.esper.tables import MODULES, TABLES, read_from
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 10, 1, 2, 30, tzinfo=UTC)
@@ -288,16 +288,33 @@ def test_the_contract_lists_the_run_bookkeeping_columns_whole() -> None:
         assert [c.strip() for c in listed.split(",")] == list(columns), table
 
 
-def test_a_nightly_run_extracts_every_table_after_the_tables_it_declares_it_follows(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("full_scan", [False, True], ids=["nightly", "first load"])
+def test_the_source_starts_every_table_after_what_its_declaration_says_it_follows(
+    monkeypatch: pytest.MonkeyPatch, full_scan: bool
 ) -> None:
-    """`Table.after` and `Table.needs` against the order dlt starts the source's resources in
-    (`fifo`).
-
-    (A full scan reads the feeds per device page instead, needing no activity: not checked.)
-    """
-    order = list(_hints(_source(monkeypatch, full_scan=False)))
-    followed = [(earlier, t) for t, e in TABLES.items() for earlier in (*e.after, *e.needs)]
-    assert ("command_statuses", "device_events") in followed
-    for earlier, table in followed:
-        assert order.index(earlier) < order.index(table), (earlier, table, order)
+    """The order dlt starts the source's resources in (`fifo`) against the declarations it is
+    derived from (`tables.extraction_order`): the devices walk (`devices` and its pipes) first,
+    every table after the tables it is read from (parent, needs, companion), off the walk after
+    what it declares it follows (`Table.after`), and device events after the whole tail when
+    they read the activity it saw (a nightly run; a first load reads them per device page)."""
+    hints = _hints(_source(monkeypatch, full_scan=full_scan))
+    order = list(hints)
+    assert set(order) == set(TABLES) - ({"device_census"} if not full_scan else set())
+    walk = {"devices"} | {
+        t
+        for t, (resource, _) in hints.items()
+        if resource.is_transformer and "devices" in read_from(TABLES[t])
+    }
+    assert ("device_events" in walk) is full_scan
+    assert order[: len(walk)] == [t for t in order if t in walk]  # the walk first
+    assert order[0] == "devices"
+    for table in order:
+        declared = TABLES[table]
+        earlier = read_from(declared) | (set() if table in walk else set(declared.after))
+        for name in earlier:
+            assert order.index(name) < order.index(table), (name, table, order)
+    if full_scan:
+        assert order.index("device_census") == len(walk)  # after every pipe of `devices`
+    else:  # the feeds of the devices with activity: once the whole tail has ended
+        assert "command_statuses" in TABLES["device_events"].after  # (a table of the tail)
+        assert order[-1] == "device_events"

@@ -2,8 +2,10 @@
 
 Rooms by concern, as dlt's `rest_client` keeps its client, paginators and exceptions apart:
 
-* `client`: `EsperClient` (get, post, map, read_ahead, counters), the connections it sends with
-  (pools holding the key, the total deadline of an attempt, `stop()`), its worker threads;
+* `client`: `EsperClient` (get, post, map, read_ahead, counters, `stop()`): auth, retries, the
+  pace; what it sends with beside it: `transport` (the connection pools holding the key, the
+  total deadline of an attempt, an httpx transport of its own), `workers` (the threads of `map`
+  and `read_ahead`) and `counters` (`RouteStats`);
 * `policy`: what an answer means and what follows it, as a value: `decide(...) -> Decision` (a
   value, a retry, a final error; backoff, `Retry-After`, whether it holds every request, the
   wait budget; what a refusal says), given the facts it needs (`redact`, proven settings);
@@ -21,7 +23,8 @@ A 429 crosses three rooms: `client` (`_attempt` sends) â†’ `policy` (`decide`) â
 wait, or holds every request until it is over). The path step by step: `policy`'s docstring.
 """
 
-from .client import EsperClient, RouteStats
+from .client import EsperClient
+from .counters import RouteStats
 from .errors import (
     EsperAPIError,
     EsperAuthError,

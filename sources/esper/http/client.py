@@ -17,8 +17,8 @@ resources never sleep or retry by themselves:
   header), else exponential backoff with full jitter. 500/502/503/504, timeouts, dropped
   connections and 200 answers whose body is not JSON are retried a bounded number of times.
   401/403 and 404 fail at once with a message that says what is probably wrong.
-* Nothing hangs: each attempt (connect, TLS, headers, body) ends within `timeout` in total (the
-  `Guard` below), a request waits at most `max_retry_wait` seconds between its attempts
+* Nothing hangs: each attempt (connect, TLS, headers, body) ends within `timeout` in total
+  (`transport.Guard`), a request waits at most `max_retry_wait` seconds between its attempts
   altogether (a longer `Retry-After` fails it at once, quoting the server), and `stop()` ends
   every request within a fraction of a second with `EsperInterrupted`, never retried.
 * `next` links are followed only on the configured origin, under the configured base path. A
@@ -27,9 +27,9 @@ resources never sleep or retry by themselves:
   `EsperConfigError` before anything is sent, so the bearer token cannot leak to another host.
 * Per-route counters (requests, retries, 429s, errors, bytes, seconds) for the run summary.
 
-Besides the client, this module holds what it sends with: its connection pools (the key lives
-only there), the total deadline of an attempt (httpx bounds each socket operation, not an
-attempt), its worker threads (`map`, `read_ahead`) and its counters.
+What it sends with sits beside it, by concern: `transport.py` (the connection pools, where the
+headers and so the key live, and the total deadline of an attempt), `workers.py` (the threads of
+`map`, `map_in_order` and `read_ahead`) and `counters.py` (what it counted).
 
 Example:
     >>> with EsperClient("https://acme-api.esper.cloud/api", api_key, enterprise_id) as client:
@@ -38,29 +38,25 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import logging
-import math
-import queue
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from datetime import datetime
-from itertools import islice
 from typing import Any, TypeVar
 
-import httpcore
 import httpx
 import orjson
 
+from .counters import Counters, RouteStats
 from .errors import STOP_POLL_S, EsperConfigError, EsperInterrupted, redact
 from .origin import Origin, check_key
 from .pacing import AdaptiveLimiter, RatePacer
 from .policy import Decision, Facts, Rules, Tries, decide, parse_date
+from .transport import Guard, Pools
+from .workers import map_concurrently, map_in_order, read_one_ahead
 
 log = logging.getLogger("esper_warehouse.client")
 
@@ -152,7 +148,8 @@ class EsperClient:
         self._lock = threading.Lock()  # guards the server time
         self._counters = Counters()
         self._server_time: datetime | None = None
-        self._pools = Pools(check_key(api_key), timeout, max_concurrency, self._guard, transport)
+        headers = _headers(check_key(api_key))  # the key, from here on only in the pools
+        self._pools = Pools(headers, timeout, max_concurrency, self._guard, transport)
         self._thread = threading.local()
 
     @property
@@ -466,6 +463,17 @@ class EsperClient:
         return redact(text)
 
 
+def _headers(key: str) -> dict[str, str]:
+    """The headers of every request: the key as a bearer token (handed to the pools, kept only
+    there), JSON answers, gzip."""
+    return {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json",
+        "Accept-Encoding": "gzip",
+        "User-Agent": "esper-warehouse (httpx)",
+    }
+
+
 def check_limits(
     min_concurrency: int,
     max_concurrency: int,
@@ -489,438 +497,3 @@ def check_limits(
         raise EsperConfigError("timeout must be > 0; max_retries and backoff must be >= 0")
     if not max_retry_wait >= 0:  # NaN too
         raise EsperConfigError(f"max_retry_wait must be >= 0 seconds, not {max_retry_wait}")
-
-
-# ------------------------------------------------------------------------------------ counters
-
-
-@dataclass
-class RouteStats:
-    """Counters for one route template (or, from `EsperClient.totals`, for all of them).
-
-    Attributes:
-        requests: Attempts sent, retries included.
-        retries: Attempts that were repeated after a failure or a 429.
-        throttled: 429 answers.
-        errors: Attempts that failed for any other reason (5xx, other 4xx, timeout, dropped
-            connection, body not JSON).
-        bytes: Bytes received on the wire (compressed size when gzip was used).
-        seconds: Time spent in attempts (waits between retries not included).
-    """
-
-    requests: int = 0
-    retries: int = 0
-    throttled: int = 0
-    errors: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-
-    def add(self, other: RouteStats) -> None:
-        """Add the counters of `other` to these."""
-        for field in fields(self):
-            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
-
-
-class Counters:
-    """What one client counted, per route, and when the API was answering (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._routes: dict[str, RouteStats] = {}
-        self._first_sent = 0.0  # monotonic time of the first answered request's attempt
-        self._last_answer = 0.0  # ... and of the last answer
-
-    def count(self, route: str, **increments: float) -> None:
-        """Add `increments` (RouteStats field names) to the route's counters."""
-        with self._lock:
-            stats = self._routes.setdefault(route, RouteStats())
-            for name, value in increments.items():
-                setattr(stats, name, getattr(stats, name) + value)
-
-    def answered(self, sent: float) -> None:
-        """An answer came for an attempt sent at `sent` (monotonic)."""
-        with self._lock:
-            self._first_sent = self._first_sent or sent
-            self._last_answer = time.monotonic()
-
-    def routes(self) -> dict[str, RouteStats]:
-        """Copies of the counters, keyed by route template."""
-        with self._lock:
-            return {route: RouteStats(**vars(s)) for route, s in sorted(self._routes.items())}
-
-    def totals(self) -> RouteStats:
-        """The counters of all routes added up."""
-        total = RouteStats()
-        for route_stats in self.routes().values():
-            total.add(route_stats)
-        return total
-
-    def answering_s(self) -> float:
-        """Seconds from the first answered request sent to the last answer (0: none yet)."""
-        with self._lock:
-            return self._last_answer - self._first_sent if self._first_sent else 0.0
-
-
-# --------------------------------------------------------------------------------- connections
-
-# Several small connection pools instead of one large one: httpcore scans every connection of its
-# pool on each request and release (quadratic in the pool's size), which with 64 connections in
-# one pool showed in a full load's CPU (docs/decisions.md, "The client's limiter uses slow start").
-# Each thread sticks to one pool (so its connections stay warm); the limiter bounds requests in
-# flight across all of them.
-
-_CONNECTIONS_PER_POOL = 8  # connections per httpx pool
-
-
-class Pools:
-    """The connection pools of one client; each thread is given one on its first request.
-
-    Args:
-        key: The API key, sent as ``Authorization: Bearer <key>`` and kept only in the pools'
-            headers (never in a repr, a log record or an exception text).
-        timeout: Seconds for each attempt.
-        max_concurrency: Connections in all pools together.
-        guard: Bounds every socket operation (deadline, stop).
-        transport: An httpx transport to use instead of the network (tests).
-    """
-
-    def __init__(
-        self,
-        key: str,
-        timeout: float,
-        max_concurrency: int,
-        guard: Guard,
-        transport: httpx.BaseTransport | None,
-    ) -> None:
-        self._pools = _connection_pools(key, timeout, max_concurrency, guard, transport)
-        self._turn = itertools.count()  # which pool the next new thread gets
-        self._thread = threading.local()
-
-    def for_thread(self) -> httpx.Client:
-        """The connection pool of the calling thread (assigned in turn on its first request)."""
-        pool = getattr(self._thread, "http", None)
-        if pool is None:
-            pool = self._thread.http = self._pools[next(self._turn) % len(self._pools)]
-        return pool
-
-    def close(self) -> None:
-        """Close every pool."""
-        for pool in self._pools:
-            pool.close()
-
-
-def _connection_pools(
-    key: str,
-    timeout: float,
-    max_concurrency: int,
-    guard: Guard,
-    transport: httpx.BaseTransport | None,
-) -> list[httpx.Client]:
-    """One httpx client per pool, all with the same headers and limits."""
-    headers = {
-        "Authorization": f"Bearer {key}",
-        "Accept": "application/json",
-        "Accept-Encoding": "gzip",
-        "User-Agent": "esper-warehouse (httpx)",
-    }
-    pools = math.ceil(max_concurrency / _CONNECTIONS_PER_POOL)
-    # one TLS context for every pool: building one loads the CA bundle
-    tls = httpx.create_ssl_context()
-    limits = httpx.Limits(
-        max_connections=max_concurrency,
-        max_keepalive_connections=min(max_concurrency, 2 * _CONNECTIONS_PER_POOL),
-    )
-    return [
-        httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(timeout),
-            follow_redirects=False,
-            transport=transport or guarded_transport(guard, tls, limits),
-        )
-        for _ in range(pools)
-    ]
-
-
-# ------------------------------------------------------------------ the deadline of an attempt
-
-# Nothing hangs: httpx bounds each socket operation, not an attempt as a whole, so a server
-# trickling one byte per timeout could hold a request for ever. `Guard` holds the deadline of the
-# attempt in flight on a thread and the client's stop flag; the guarded network backend bounds
-# every connect, read and write by both. `wait_interruptibly` keeps a main thread responsive to
-# Ctrl-C while it waits.
-
-
-def wait_interruptibly(wait: Callable[..., T], timed_out: type[Exception]) -> T:
-    """Call `wait(timeout=...)` in slices of `STOP_POLL_S` until it returns a value.
-
-    The kernel may deliver Ctrl-C or SIGTERM to any thread of the process, and Python runs
-    signal handlers on the main thread only, between two steps of Python code. A main thread
-    asleep in an untimed wait (a queue, a future) would notice the signal only when the wait
-    ended, possibly minutes later; waking it every slice lets the handler run at once.
-
-    Args:
-        wait: A blocking call that takes ``timeout`` and raises `timed_out` when it expires.
-        timed_out: The exception `wait` raises on a timeout.
-    """
-    while True:
-        try:
-            return wait(timeout=STOP_POLL_S)
-        except timed_out:
-            continue
-
-
-class Guard:
-    """The total deadline of the calling thread's attempt, and the client's stop flag.
-
-    httpx applies its timeouts to each socket operation: a server that trickles its answer one
-    byte at a time never trips a read timeout (docs/decisions.md, "Bounded requests"). Every
-    socket operation of the client goes through
-    `GuardedStream`, which asks this guard how long it may block: never past the attempt's
-    deadline (connect, TLS, headers and body together), and never more than `STOP_POLL_S` at a
-    time for reads, so a stopped client's threads notice within a fraction of a second.
-    """
-
-    def __init__(self) -> None:
-        # A plain flag, not a threading.Event: setting it takes no lock, so a signal handler can
-        # set it whatever the interrupted thread holds. Everything that waits polls it.
-        self.stopped = False
-        self._local = threading.local()
-
-    def begin(self, seconds: float) -> None:
-        """Start the calling thread's attempt: it must be over within `seconds`."""
-        self._local.deadline = time.monotonic() + seconds
-        self._local.total = seconds
-
-    def end(self) -> None:
-        """End the calling thread's attempt (its connections stay open for the next one)."""
-        self._local.deadline = None
-
-    def bound(self, until: float | None, timeout_error: type[Exception]) -> float:
-        """Seconds an operation may still block: by `until` (monotonic) and by the deadline.
-
-        Raises:
-            httpcore.ReadError: The client was stopped.
-            timeout_error: One of the two limits has passed.
-        """
-        if self.stopped:
-            raise httpcore.ReadError("the client was stopped")
-        deadline = getattr(self._local, "deadline", None)
-        limits = [t for t in (until, deadline) if t is not None]
-        if not limits:
-            return math.inf
-        left = min(limits) - time.monotonic()
-        if left <= 0:
-            if deadline is not None and deadline <= min(limits):
-                raise timeout_error(f"no complete answer within {self._local.total:g} s")
-            raise timeout_error("timed out")
-        return left
-
-
-class GuardedStream(httpcore.NetworkStream):
-    """A socket stream whose every operation is bounded by the `Guard` (see there)."""
-
-    def __init__(self, stream: httpcore.NetworkStream, guard: Guard) -> None:
-        self._stream = stream
-        self._guard = guard
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        until = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = self._guard.bound(until, httpcore.ReadTimeout)
-            try:
-                # A socket read that times out loses nothing (plain or TLS): try again.
-                return self._stream.read(max_bytes, min(left, STOP_POLL_S))
-            except httpcore.ReadTimeout:
-                continue  # `bound` raises once a limit has passed
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, self._bounded(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def start_tls(
-        self,
-        ssl_context: Any,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        wait = self._bounded(timeout, httpcore.ConnectTimeout)
-        return GuardedStream(
-            self._stream.start_tls(ssl_context, server_hostname, wait), self._guard
-        )
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-    def _bounded(self, timeout: float | None, error: type[Exception]) -> float | None:
-        until = None if timeout is None else time.monotonic() + timeout
-        left = self._guard.bound(until, error)
-        return None if left == math.inf else left
-
-
-class GuardedBackend(httpcore.NetworkBackend):
-    """httpcore's own socket backend, with every stream it opens wrapped in `GuardedStream`."""
-
-    def __init__(self, guard: Guard) -> None:
-        self._inner = httpcore.SyncBackend()
-        self._guard = guard
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        until = None if timeout is None else time.monotonic() + timeout
-        left = self._guard.bound(until, httpcore.ConnectTimeout)
-        stream = self._inner.connect_tcp(
-            host, port, None if left == math.inf else left, local_address, socket_options
-        )
-        return GuardedStream(stream, self._guard)
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:  # pragma: no cover - the client speaks TCP only
-        return GuardedStream(
-            self._inner.connect_unix_socket(path, timeout, socket_options), self._guard
-        )
-
-    def sleep(self, seconds: float) -> None:  # pragma: no cover - unused by HTTP/1.1
-        self._inner.sleep(seconds)
-
-
-def guarded_transport(guard: Guard, tls: Any, limits: httpx.Limits) -> httpx.HTTPTransport:
-    """httpx's transport, its socket operations bounded by `guard`.
-
-    httpx does not take a network backend; its connection pool (`httpcore.ConnectionPool`) does,
-    so the backend is set on the pool it built. Checked here, so that an httpx upgrade that moves
-    it fails at construction (and in the tests), not silently.
-    """
-    transport = httpx.HTTPTransport(verify=tls, limits=limits)
-    pool = getattr(transport, "_pool", None)
-    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
-        raise RuntimeError("httpx/httpcore changed: cannot bound requests by a total deadline")
-    pool._network_backend = GuardedBackend(guard)
-    return transport
-
-
-# ------------------------------------------------------------------------------ worker threads
-
-# The client's worker threads: a bounded fan-out (`map`) and a one-page read-ahead. Both wait in
-# slices (`wait_interruptibly`) so that Ctrl-C is noticed at once, and call `on_interrupt` (the
-# client's `stop`) before re-raising it, so the workers' requests end now instead of being
-# retried.
-
-
-def map_concurrently(
-    fn: Callable[[T], R],
-    items: Iterable[T],
-    workers: int,
-    initializer: Callable[[], None] | None,
-    on_interrupt: Callable[[], None],
-) -> Iterator[R]:
-    """`fn(item)` for every item on `workers` threads, in completion order (`EsperClient.map`).
-
-    At most ``2 * workers`` calls are queued at once; the first exception of `fn` is raised
-    after cancelling the calls that have not started.
-    """
-    window = 2 * workers
-    source = iter(items)
-    # Finished calls queue themselves here (a done-callback): taking the next one is O(1),
-    # where `concurrent.futures.wait` would re-register a waiter on every pending call.
-    finished: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
-    pending: set[Future[R]] = set()
-    with ThreadPoolExecutor(
-        max_workers=workers,
-        thread_name_prefix="esper-map",
-        initializer=initializer,
-    ) as pool:
-
-        def submit(count: int) -> None:
-            for item in islice(source, count):
-                future = pool.submit(fn, item)
-                pending.add(future)
-                future.add_done_callback(finished.put)
-
-        submit(window)
-        try:
-            while pending:
-                future = wait_interruptibly(finished.get, queue.Empty)
-                pending.discard(future)
-                error = future.exception()
-                if error is not None:
-                    raise error
-                submit(1)  # before yielding: the pool keeps working while the caller does
-                yield future.result()
-        except KeyboardInterrupt:
-            on_interrupt()  # Ctrl-C: the workers' requests end now instead of being retried
-            raise
-        finally:
-            for future in pending:
-                future.cancel()
-
-
-def map_in_order(
-    fn: Callable[[T], R],
-    items: Iterable[T],
-    workers: int,
-    ahead: int,
-    on_interrupt: Callable[[], None],
-) -> Iterator[R]:
-    """`fn(item)` for every item on `workers` threads, in item order (`EsperClient.map_in_order`).
-
-    At most `ahead` calls are started and not yet yielded: a call that ends late holds back the
-    calls after it, not just their order, so the results waiting for it stay `ahead` at most
-    (in completion order they would pile up without bound). The first exception, in item order,
-    is raised after cancelling the calls that have not started.
-    """
-    source = iter(items)
-    started: deque[Future[R]] = deque()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="esper-map") as pool:
-
-        def submit(count: int) -> None:
-            started.extend(pool.submit(fn, item) for item in islice(source, count))
-
-        submit(max(ahead, 1))
-        try:
-            while started:
-                # `exception` waits and raises TimeoutError only for its own timeout
-                error = wait_interruptibly(started[0].exception, TimeoutError)
-                if error is not None:
-                    raise error
-                head = started.popleft()
-                submit(1)  # before yielding: the pool keeps working while the caller does
-                yield head.result()
-        except KeyboardInterrupt:
-            on_interrupt()  # Ctrl-C: the workers' requests end now instead of being retried
-            raise
-        finally:
-            for future in started:
-                future.cancel()
-
-
-def read_one_ahead(items: Iterator[T], on_interrupt: Callable[[], None]) -> Iterator[T]:
-    """Yield from `items` while its next item is produced on another thread (`EsperClient.read_ahead`)."""
-    done = object()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="esper-read-ahead") as pool:
-        future = pool.submit(next, items, done)
-        try:
-            while True:
-                # Wait with `exception`, which raises TimeoutError only for its own timeout
-                # (`result` would also re-raise a TimeoutError of the page walk).
-                wait_interruptibly(future.exception, TimeoutError)
-                if (item := future.result()) is done:
-                    break
-                future = pool.submit(next, items, done)
-                yield item
-        except KeyboardInterrupt:
-            on_interrupt()
-            raise
-        finally:
-            future.cancel()

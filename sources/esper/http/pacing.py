@@ -734,7 +734,7 @@ class AdaptiveLimiter:
             if urgent:
                 self._urgent_waiting += 1
                 while self._in_flight >= self.limit:
-                    self._urgent.wait(STOP_POLL_S)  # timed: see `client.wait_interruptibly`
+                    self._urgent.wait(STOP_POLL_S)  # timed: see `workers.wait_interruptibly`
                 self._urgent_waiting -= 1
             else:
                 while self._in_flight >= self.limit or self._urgent_waiting:

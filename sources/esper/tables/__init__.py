@@ -12,6 +12,9 @@ docs/recipes/add-a-resource.md.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Collection, Mapping
+from graphlib import TopologicalSorter
 from types import ModuleType
 
 from dlt.extract.resource import DltResource
@@ -80,6 +83,52 @@ def read_from(table: Table) -> set[str]:
     return {*table.needs, *filter(None, (table.loaded_with, table.parent))}
 
 
+def waits_for_tail(table: Table, present: Collection[str], walk: Collection[str]) -> bool:
+    """Whether a table's resource starts once the whole tail has ended (`run.tail.Tail.after`):
+    read off the devices walk, it declares it follows (`Table.after`) a table read in the tail."""
+    return table.name not in walk and any(t in present and t not in walk for t in table.after)
+
+
+def extraction_order(tables: Mapping[str, Table], walk: Collection[str]) -> list[str]:
+    """The order in which dlt starts this run's resources (`fifo`), derived from the tables'
+    declarations as dlt's `rest_api` derives its resources' (`graphlib`). A table comes after:
+
+    - the tables it is read from (`read_from`: its parent, the ids it needs, the table it comes
+      with);
+    - the devices walk (`walk`: devices and the tables read per device page, its pipes), when it
+      is not on it: dlt starts it once `devices` has ended;
+    - off the walk, the tables it declares it follows (`Table.after`; a table read per device
+      page reads every device's feed, needing no other table's activity); when one of them is
+      read in the tail, every table of the tail (its resource waits for the tail to end, and
+      sees only the resources already started: `run/tail.py`).
+
+    Among the tables free to start, their declaration order (`tables`' order, `TABLES`').
+
+    Raises:
+        graphlib.CycleError: Declarations that follow each other round a circle.
+    """
+    tail = {n for n, t in tables.items() if n not in walk and not waits_for_tail(t, tables, walk)}
+    graph: dict[str, set[str]] = {}
+    for name, table in tables.items():
+        before = read_from(table)
+        if name not in walk:
+            before |= {*walk, *table.after}
+        if waits_for_tail(table, tables, walk):
+            before |= tail
+        graph[name] = {t for t in before if t in tables and t != name}
+    sorter = TopologicalSorter(graph)
+    sorter.prepare()
+    rank = {name: i for i, name in enumerate(tables)}
+    ready: list[tuple[int, str]] = []
+    order: list[str] = []
+    while sorter.is_active():
+        for name in sorter.get_ready():
+            heapq.heappush(ready, (rank[name], name))
+        order.append(heapq.heappop(ready)[1])
+        sorter.done(order[-1])
+    return order
+
+
 def _dependents(name: str) -> tuple[str, ...]:
     found: list[str] = []
     todo = [name]
@@ -109,6 +158,7 @@ __all__ = [
     "LISTS",
     "TABLES",
     "Table",
+    "extraction_order",
     "read_from",
     "skipped_with",
 ]
