@@ -210,7 +210,7 @@ class Setting:
         if self.kind is bool:
             return "true or false"
         if self.kind is tuple:
-            return f"comma-separated seconds, each from {low:g} to {high:g}"
+            return f"comma-separated seconds, each from {_n(low)} to {_n(high)}"
         if self.kind is dict:
             return (
                 "a JSON object of name -> SQL text, or name -> {sql, cursor, key, lag_days, start} "
@@ -220,8 +220,13 @@ class Setting:
             return "text"
         what = "a whole number" if self.kind is int else "a number"
         if high is None:
-            return f"{what} >= {low:g}"
-        return f"{what} from {low:g} to {high:g}"
+            return f"{what} >= {_n(low)}"
+        return f"{what} from {_n(low)} to {_n(high)}"
+
+
+def _n(number: float | None) -> str:
+    """A bound as a person writes it: 10000000, 0.1."""
+    return str(int(number)) if float(number or 0).is_integer() else format(number, "g")
 
 
 def _declared() -> dict[str, Setting]:
@@ -245,6 +250,17 @@ def _declared() -> dict[str, Setting]:
 
 
 SETTINGS: dict[str, Setting] = _declared()
+
+
+def changed(config: EsperSourceConfiguration) -> dict[str, object]:
+    """The checked settings not at their default (what `doctor` shows): never the key, the base
+    URL or the enterprise id; of the Data Tap queries, their names."""
+    found: dict[str, object] = {}
+    for spec in SETTINGS.values():
+        value = getattr(config, spec.name)
+        if spec.checked and not spec.secret and value is not None and value != spec.default:
+            found[spec.name] = sorted(value) if spec.kind is dict else value
+    return found
 
 
 class SettingError(ValueError):
