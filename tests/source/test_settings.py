@@ -62,7 +62,7 @@ def test_the_source_takes_the_declaration_and_dlt_looks_where_the_variables_say(
     reference = esper.ref  # type: ignore[attr-defined]
     assert reference.SPEC is EsperSourceConfiguration
     assert (SECTIONS[0], reference.section, reference.name) == SECTIONS
-    assert ENV_PREFIX == "__".join(SECTIONS[:2]).upper() + "__"
+    assert "__".join(SECTIONS[:2]).upper() + "__" == ENV_PREFIX
     for spec in SETTINGS.values():
         assert spec.accepts.doc and "\n" not in spec.accepts.doc, spec.name
         assert spec.required or spec.kind in (bool, dict) or spec.accepts.low is not None
@@ -142,16 +142,12 @@ def declared_elsewhere(path: str, tree: ast.AST) -> list[str]:
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             args = node.args
             positional = args.posonlyargs + args.args
-            pairs += list(
-                zip(
-                    [a.arg for a in positional[len(positional) - len(args.defaults) :]],
-                    args.defaults,
-                )
-            )
-            pairs += [(a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if any(spec.key == node.value for spec in SETTINGS.values()):  # dlt.config.get(...)
-                found.append(f"{path}:{node.lineno}: {node.value!r} looked up by hand")
+            defaulted = positional[len(positional) - len(args.defaults) :]
+            pairs += [(a.arg, d) for a, d in zip(defaulted, args.defaults, strict=True)]
+            kw_defaults = zip(args.kwonlyargs, args.kw_defaults, strict=True)
+            pairs += [(a.arg, d) for a, d in kw_defaults if d]
+        elif isinstance(node, ast.Constant) and node.value in {s.key for s in SETTINGS.values()}:
+            found.append(f"{path}:{node.lineno}: {node.value!r} looked up by hand")
         for name, value in pairs:
             spec = SETTINGS.get(name.lower())
             # (a flag's False is any flag's default: not a copy of `full_scan`'s)
