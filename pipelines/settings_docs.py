@@ -61,6 +61,21 @@ def page() -> str:
             f"| `{spec.name}` | `{spec.env}` | {shown_default(spec)} | {accepts} | "
             f"{spec.accepts.doc} |"
         )
+    lines += [
+        "",
+        "## Adding a setting",
+        "",
+        "1. Declare it once: a field of `EsperSourceConfiguration` in sources/esper/settings.py,",
+        "   `name: type = setting(default, \"what it does, in one line\", low, high)`. Its",
+        "   variable (`SOURCES__ESPER__<NAME>`), its check, this page, `.dlt/config.toml`'s block",
+        "   and `doctor`'s report follow from that line.",
+        "2. Read it where it is used, from the `config` the source is given (`config.name` in",
+        "   `esper()`, sources/esper/__init__.py, handed to what needs it).",
+        f"3. Run `{COMMAND}` and commit the page and `.dlt/config.toml` it rewrites.",
+        "",
+        "tests/source/test_settings.py fails when a setting's default, table row or dlt key is",
+        "written anywhere else.",
+    ]
     return "\n".join(lines) + "\n"
 
 
