@@ -5,7 +5,7 @@ One field per setting: its name, type, default, accepted range and one line of w
 (`esper(config: EsperSourceConfiguration = dlt.config.value)`), the check (`on_resolved`, run by
 dlt's own resolution), the environment variables (`SOURCES__ESPER__<NAME>`), `doctor`'s view,
 the `[sources.esper]` block of `.dlt/config.toml` and docs/reference/settings.md
-(`pipelines/settings_docs.py`). tests/source/test_settings_declared_once.py fails when a setting
+(`pipelines/settings_docs.py`). tests/source/test_settings.py fails when a setting
 is declared, defaulted or tabled anywhere else.
 
 What each table is (route, key, cursor, columns) is declared beside its resource, in `tables/`.
@@ -30,9 +30,9 @@ from dlt.common.typing import TSecretStrValue, extract_inner_type, is_optional_t
 from .table import MAX_PAGE_SIZE
 
 # Where dlt looks for the source's settings: the sections of `@dlt.source(name="esper")` in the
-# module `esper` (tests/source/test_settings_declared_once.py holds them to dlt's own).
+# module `esper` (tests/source/test_settings.py holds them to dlt's own).
 SECTIONS = ("sources", "esper", "esper")
-ENV_PREFIX = "SOURCES__ESPER__"
+ENV_PREFIX = "__".join(SECTIONS[:2]).upper() + "__"  # SOURCES__ESPER__
 _ACCEPTS = "esper_accepts"  # the key of a field's `Accepts` in its dataclass metadata
 
 
@@ -58,9 +58,6 @@ def setting(
     return field(default=default, metadata={_ACCEPTS: Accepts(doc, low, high, kind)})
 
 
-# Data Tap's quota is the tenant's, shared with its console and other tools: Esper's own reporting
-# client budgets 25 requests per rolling hour (submissions and polls alike) and polls after 10,
-# 20, then 30 s (live-observations section 18); the last wait repeats.
 @configspec
 class EsperSourceConfiguration(BaseConfiguration):
     """Every setting of the `esper` source (`[sources.esper]` in .dlt/*.toml, or
@@ -149,8 +146,11 @@ class EsperSourceConfiguration(BaseConfiguration):
         1,
         10_000_000,
     )
+    # Data Tap's quota is the tenant's, shared with its console and other tools: Esper's own
+    # reporting client budgets 25 requests per rolling hour (submissions and polls alike) and
+    # polls after 10, 20, then 30 s (live-observations section 18); the last wait repeats.
     # "10,20,30" from the environment, a TOML list, or one number: dlt cannot type all three, so
-    # the annotation is Any and the check (`kind`) makes it a tuple
+    # the annotation is Any and the check (`kind`) makes it a tuple.
     data_tap_poll_s: Any = setting(
         (10.0, 20.0, 30.0),
         "seconds to wait before each poll of a Data Tap job; the last repeats (a 40 s job costs 1 "
