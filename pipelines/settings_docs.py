@@ -66,7 +66,7 @@ def page() -> str:
         "## Adding a setting",
         "",
         "1. Declare it once: a field of `EsperSourceConfiguration` in sources/esper/settings.py,",
-        "   `name: type = setting(default, \"what it does, in one line\", low, high)`. Its",
+        '   `name: type = setting(default, "what it does, in one line", low, high)`. Its',
         "   variable (`SOURCES__ESPER__<NAME>`), its check, this page, `.dlt/config.toml`'s block",
         "   and `doctor`'s report follow from that line.",
         "2. Read it where it is used, from the `config` the source is given (`config.name` in",
