@@ -13,7 +13,7 @@ import argparse
 import time
 
 from esper_warehouse.sources.esper.http import EsperClient
-from esper_warehouse.sources.esper.settings import DATA_TAP_POLL_S
+from esper_warehouse.sources.esper.settings import EsperSourceConfiguration as Settings
 from esper_warehouse.sources.esper.tables.data_tap_jobs import RequestBudget, run_query
 
 API_KEY = "bench-datatap-key-0123456789"
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print("| poll schedule | job | requests (submission + polls) | result seen after |")
     print("|---|---|---|---|")
-    for label, schedule in (("10, 20, then every 30 s (now)", DATA_TAP_POLL_S),
+    for label, schedule in (("10, 20, then every 30 s (now)", Settings.data_tap_poll_s),
                             ("0.25 s, doubling (before)", BEFORE)):  # fmt: skip
         requests, seconds = cost(args.job_seconds, schedule)
         print(f"| {label} | {args.job_seconds:g} s | {requests} | {seconds:.0f} s |", flush=True)

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from esper_warehouse.sources.esper.settings import EsperSourceConfiguration
 
-PAGE_SIZE = 1000
+PAGE_SIZE = EsperSourceConfiguration.page_size  # the pipeline's, for a like-for-like comparison
 EPOCH = "1970-01-01T00:00:00Z"
 TABLES = ("devices", "command_requests", "command_statuses", "operations")
 

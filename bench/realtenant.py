@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from esper_warehouse.pipelines.run.runner import run  # noqa: E402
 from esper_warehouse.simulator import Simulator  # noqa: E402
-from esper_warehouse.sources.esper.settings import COMMIT_EVERY_DEVICES  # noqa: E402
+from esper_warehouse.sources.esper.settings import EsperSourceConfiguration  # noqa: E402
 
 from tests.conftest import API_KEY, ENTERPRISE_ID  # noqa: E402
 from tests.pipeline.helpers import TABLES, cli, compare, load, settings  # noqa: E402
@@ -212,7 +212,7 @@ def render(
         f"- Nightly by route (largest five): {top('nightly')}.",
         f"- Killed and resumed first loads ({resumed['devices']:,} devices; a clean first load: "
         f"{resumed['clean']:,} requests, {resumed['clean_seconds']} s; committed in parts of "
-        f"{COMMIT_EVERY_DEVICES:,} devices): "
+        f"{EsperSourceConfiguration.commit_every_devices:,} devices): "
         + "; ".join(
             f"SIGKILL after {k['killed_at']:,} requests (~{k['killed_at'] / resumed['clean']:.0%}), "
             f"then `run` again: {k['total']:,} in all, **{k['ratio']:.2f}×** a clean load, "

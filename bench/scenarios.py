@@ -64,21 +64,14 @@ def profiles(rate_limit_rps: float) -> dict[str, Profile]:
 
 def pipeline_settings() -> dict[str, int]:
     """The pipeline's maximum concurrency and status batch size (its settings, env overrides)."""
-    found = {"max_concurrency": 20, "status_batch": 100}
-    try:
-        from esper_warehouse.sources.esper import (
-            settings,
-        )  # the pipeline's defaults, read, never changed
-    except Exception:
-        return found
-    found["max_concurrency"] = int(getattr(settings, "MAX_CONCURRENCY", 20))
-    found["status_batch"] = int(getattr(settings, "STATUS_BATCH_SIZE", 100))
-    for key, env in (
-        ("max_concurrency", "SOURCES__ESPER__MAX_CONCURRENCY"),
-        ("status_batch", "SOURCES__ESPER__STATUS_BATCH_SIZE"),
+    from esper_warehouse.sources.esper.settings import SETTINGS
+
+    found = {}
+    for key, name in (
+        ("max_concurrency", "max_concurrency"),
+        ("status_batch", "status_batch_size"),
     ):
-        if os.environ.get(env):
-            found[key] = int(os.environ[env])
+        found[key] = int(os.environ.get(SETTINGS[name].env) or SETTINGS[name].default)
     return found
 
 

@@ -247,8 +247,8 @@ def run_tenant(tenant: Tenant, base: RunSettings, **run_options: Any) -> RunResu
     try:
         settings = tenant_settings(tenant, base)
         settings.source_options["api_key"] = tenant.api_key()
-        settings.source_options["api_key_name"] = tenant.api_key_env  # named if it is refused
-        settings.source_options["base_url_name"] = tenant.base_url_name
+        settings.api_key_name = tenant.api_key_env  # named if it is refused
+        settings.base_url_name = tenant.base_url_name
         with tenant_lock(tenant, base.lock_timeout_s):
             return run(settings, **run_options)
     except EsperConfigError as error:

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import TextIO
 
 from esper_warehouse.sources.esper.http import EsperConfigError
+from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, changed, resolve_settings
 
 from ..doctor.probes import probe
 from ..doctor.report import render
 from ..exit_codes import Exit
+from ..run.failures import toml_problem
 from . import Subcommand, config_options
 
 
@@ -39,18 +41,16 @@ def run(
     data_tap_sql: str | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    settings: dict[str, object] | None = None,
 ) -> int:
-    """The `doctor` command: probe, print the report, write the JSON; the exit code."""
+    """The `doctor` command: probe, print the report, write the JSON; the exit code.
+
+    `settings`: the source's settings not at their default (`settings.changed`), shown in the
+    report as what a run would use.
+    """
     out, err = out or sys.stdout, err or sys.stderr
-    missing = [
-        name
-        for name, value in (
-            ("SOURCES__ESPER__BASE_URL", base_url),
-            ("SOURCES__ESPER__API_KEY", api_key),
-            ("SOURCES__ESPER__ENTERPRISE_ID", enterprise_id),
-        )
-        if not value
-    ]
+    given = {"base_url": base_url, "api_key": api_key, "enterprise_id": enterprise_id}
+    missing = [SETTINGS[name].env for name, value in given.items() if not value]
     if missing:
         print(f"doctor: missing configuration: {', '.join(missing)}", file=err)
         return Exit.CONFIG
@@ -59,6 +59,7 @@ def run(
     except EsperConfigError as error:
         print(f"doctor: {error}", file=err)  # the client's texts never hold the key
         return Exit.CONFIG
+    result.settings = dict(settings or {})
     print(_without(render(result), str(api_key)), file=out)
     if json_path is not None:
         text = json.dumps(result.as_json(), indent=2) + "\n"
@@ -73,15 +74,25 @@ def _without(text: str, secret: str) -> str:
 
 
 def main(json_path: Path | None = None, data_tap_sql: str | None = None) -> int:
-    """Read the source's settings the dlt way (environment, `.dlt/`) and run the probe."""
-    import dlt
-
+    """Read the source's settings as a run does (dlt: environment, `.dlt/`), check them, and run
+    the probe; a setting outside what it accepts is exit 2, as it is for a run."""
+    try:
+        config = resolve_settings(accept_partial=True)  # a missing one is named by `run`
+    except SettingError as error:
+        print(f"doctor: {error}", file=sys.stderr)
+        return Exit.CONFIG
+    except Exception as error:
+        if (problem := toml_problem(error)) is None:
+            raise
+        print(f"doctor: {problem}", file=sys.stderr)
+        return Exit.CONFIG
     return run(
-        dlt.config.get("sources.esper.base_url"),
-        dlt.secrets.get("sources.esper.api_key"),
-        dlt.config.get("sources.esper.enterprise_id"),
+        config.base_url,
+        config.api_key,
+        config.enterprise_id,
         json_path=json_path,
         data_tap_sql=data_tap_sql,
+        settings=changed(config),
     )
 
 

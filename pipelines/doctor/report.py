@@ -59,6 +59,8 @@ class Result:
     seconds: float
     stopped: str | None = None
     skipped: list[str] = field(default_factory=list)
+    # the source's settings not at their default (`settings.changed`): what a run would use
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def findings(self) -> list[Finding]:
@@ -102,6 +104,9 @@ class Result:
             "throttled": self.throttled,
             "seconds": round(self.seconds, 3),
             "skipped": self.skipped,
+            "settings": {
+                k: list(v) if isinstance(v, tuple) else v for k, v in self.settings.items()
+            },
             "refused": self.refused,
             "would_skip": self.would_skip,
             "routes": [
@@ -162,6 +167,7 @@ def render(result: Result) -> str:
         lines += [f"  {f.text()}" for f in notes[: _MAX_NOTES_PER_ROUTE * 2]]
         if len(notes) > _MAX_NOTES_PER_ROUTE * 2:
             lines.append(f"  ... {len(notes) - _MAX_NOTES_PER_ROUTE * 2} more in the JSON report")
+    lines += ["", _settings_line(result.settings)]
     if result.skipped:
         lines += ["", "Not probed:"]
         lines += [f"  {s}" for s in result.skipped]
@@ -185,6 +191,14 @@ def render(result: Result) -> str:
     else:
         lines.append("Verdict: nothing found that would break a run (exit 0).")
     return "\n".join(lines)
+
+
+def _settings_line(settings: dict[str, Any]) -> str:
+    """The source's settings a run would use that are not at their default."""
+    if not settings:
+        return "Settings: every source setting at its default (docs/reference/settings.md)."
+    shown = ", ".join(f"{name} = {value}" for name, value in settings.items())
+    return f"Settings not at their default (docs/reference/settings.md): {shown}."
 
 
 def _n(value: int | None) -> str:

@@ -11,10 +11,12 @@ import os
 from typing import Any
 
 import dlt
-from dlt.common.configuration.container import Container
-from dlt.common.configuration.specs.pluggable_run_context import PluggableRunContext
 from esper_warehouse.sources.esper.http import EsperConfigError, EsperError
-from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, check_settings
+from esper_warehouse.sources.esper.settings import (
+    EsperSourceConfiguration,
+    SettingError,
+    resolve_settings,
+)
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import table_name as data_tap_table
 
@@ -94,45 +96,23 @@ def make_pipeline(settings: RunSettings) -> dlt.Pipeline:
     )
 
 
-# Where dlt looks for a source setting, most specific first (`SOURCES__ESPER__ESPER__X` ... `X`).
-SOURCE_SECTIONS = (("sources", "esper", "esper"), ("sources", "esper"), ("sources",), ())
-
-
-def check_source_settings(explicit: dict[str, Any]) -> dict[str, Any]:
-    """Every source setting (given here, else from the environment or .dlt/*.toml) is valid.
-
-    Looked up as dlt does: each provider in turn (environment, secrets.toml, config.toml), and in
-    each `SOURCES__ESPER__<NAME>` first, then fewer sections down to a bare `<NAME>`.
-
-    Returns:
-        The settings found (name -> value as `check_settings` typed it; not found: absent), for
-        the run to hand to the source as they were checked: dlt would otherwise read the
-        text again and type it by the default's type (`DATA_TAP_POLL_S=5` is no tuple to it).
+def source_settings(settings: RunSettings) -> EsperSourceConfiguration:
+    """The source's settings for this run, resolved by dlt as `esper()` would resolve them (the
+    run's explicit `source_options` first, then the environment and .dlt/*.toml, under the
+    run's pipeline name first), typed and checked; the run hands this object to `esper`.
 
     Raises:
-        EsperConfigError: a value outside what its setting accepts (named, with the range), or a
-            .dlt/config.toml / secrets.toml that is not valid TOML (the file and the line).
+        EsperConfigError: a value outside what its setting accepts (named, with its variable and
+            range), a Data Tap query name that makes no table name, or a .dlt/config.toml /
+            secrets.toml that is not valid TOML (the file and the line).
+        ConfigFieldMissingException: a required setting (the key, the base URL, the enterprise
+            id) set nowhere: exit 2, naming its variable (`failures.missing_setting`).
     """
-    values: dict[str, Any] = {}
     try:
-        providers = Container()[PluggableRunContext].providers.providers
-        for name in SETTINGS:
-            if name in explicit:
-                values[name] = explicit[name]
-                continue
-            values[name] = next(
-                (
-                    value
-                    for provider in providers  # as dlt resolves: provider by provider
-                    for sections in SOURCE_SECTIONS
-                    if (value := provider.get_value(name, Any, None, *sections)[0]) is not None
-                ),
-                None,
-            )
-        checked = check_settings(values)
-        for name in checked.get("data_tap_queries") or {}:
+        config = resolve_settings(settings.source_options, pipeline_name=settings.pipeline_name)
+        for name in config.data_tap_queries or {}:
             data_tap_table(name)
-        return {name: value for name, value in checked.items() if value is not None}
+        return config
     except (SettingError, EsperError) as error:
         raise EsperConfigError(str(error)) from None
     except Exception as error:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import dlt
-from esper_warehouse.sources.esper import RunLedger, esper
+from esper_warehouse.sources.esper import EsperSourceConfiguration, RunLedger, esper
 from esper_warehouse.sources.esper.http import EsperClient, redact
 
 from ..exit_codes import LOADED, Exit
@@ -49,7 +49,7 @@ from .failures import error_text, exit_code_for, is_interrupt
 from .held import check_memory_limit, hold_warehouse, release_warehouse
 from .interrupts import AFTER_INTERRUPT, KEPT, interrupted_text, stop_client, stop_client_on_signals
 from .ownership import check_owner
-from .pipeline import check_source_settings, make_pipeline
+from .pipeline import make_pipeline, source_settings
 from .progress import Progress
 from .reconcile import reconcile, remove_duplicate_keys, retire_missing_apps
 from .record import (
@@ -143,7 +143,7 @@ class _Run:
         self.client = client  # the caller's, else the source's own once it is made
         self.own_client = client is None
         self.client_options: dict[str, Any] = {"client": client} if client is not None else {}
-        self.source_options: dict[str, Any] = {}
+        self.config: EsperSourceConfiguration | None = None  # the source's: set by prepare()
         # DuckDB: the one connection of the reads before the extract, then (another) of the load
         # and the bookkeeping after it
         self.held: Any = None
@@ -173,7 +173,7 @@ class _Run:
             settings.warehouse,
             settings.dataset,
         )
-        checked = check_source_settings(settings.source_options)  # before any request or file
+        config = source_settings(settings)  # before any request or file
         check_memory_limit(settings)
         self.pipeline = pipeline = make_pipeline(settings)
         self.marker = appended_marker(settings)
@@ -201,10 +201,10 @@ class _Run:
             with_lock_wait(pipeline.load, settings.warehouse, settings.lock_timeout_s)
         if self.held is not None:  # the file is free while the API is read
             self.held = release_warehouse(pipeline, settings, self.held)
-        self.source_options = {**checked, **settings.source_options}
+        config.full_scan = settings.full  # the run's own choice wins over a configured value
         if settings.resources:  # a selection loads in one part: parts carry the device tables
-            self.source_options["commit_every_devices"] = sys.maxsize
-            self.source_options["commit_every_minutes"] = 0
+            config.commit_every_devices, config.commit_every_minutes = sys.maxsize, 0
+        self.config = config
 
     def load_part(self) -> bool:
         """Extract, normalize and load one part (or the whole run); True after the last part."""
@@ -246,13 +246,15 @@ class _Run:
 
     def _source(self) -> Any:
         """The source of the next part, each resource told how to write."""
-        source = esper(  # the run's own full_scan and ledger win over a configured value
-            **{
-                **self.source_options,
-                **self.client_options,
-                "full_scan": self.settings.full,
-                "ledger": self.ledger,
-            }
+        names = {
+            "api_key_name": self.settings.api_key_name,
+            "base_url_name": self.settings.base_url_name,
+        }
+        source = esper(
+            self.config,
+            ledger=self.ledger,
+            **self.client_options,
+            **{name: value for name, value in names.items() if value is not None},
         )
         self.client = self.client_options["client"] = self.ledger.plan.client
         source = select(source, self.settings.resources)

@@ -24,7 +24,12 @@ class RunSettings:
     # DuckDB's memory for the load and the bookkeeping after it (it spills to disk beyond it)
     load_memory_limit: str | None = None  # None: follows the fleet (held.load_memory_for)
     build_models: bool = True
-    source_options: dict[str, Any] = field(default_factory=dict)  # e.g. base_url, api_key
+    # Explicit values of the source's settings (`EsperSourceConfiguration`'s names, e.g.
+    # base_url, api_key): they win over the environment and .dlt/*.toml, as arguments do in dlt
+    source_options: dict[str, Any] = field(default_factory=dict)
+    # where the key and the base URL came from, named when the API refuses them (a tenant's)
+    api_key_name: str | None = None
+    base_url_name: str | None = None
     pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/tenants.py)
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import dlt
 from dlt.extract.resource import DltResource
 
-from . import settings as s
 from .common import Options
 from .http import EsperClient
 from .run.ledger import RunLedger
@@ -20,6 +19,7 @@ from .run.tail import Tail
 from .scan.devices import device_apps, device_census, device_history, devices
 from .scan.opening import open_run, plan_full_scan
 from .scan.walk import planned_walk
+from .settings import SETTINGS, EsperSourceConfiguration
 from .tables import LISTS, TABLES, extraction_order, read_from, waits_for_tail
 from .tables.catalogues import (
     application_versions,
@@ -35,34 +35,14 @@ from .tables.devices import DEVICE_APPS, DEVICE_CENSUS, DEVICES, heartbeats
 from .tables.events import DEVICE_EVENTS, device_events, device_events_of_page
 
 
-@dlt.source(name="esper")
+@dlt.source(name="esper", spec=EsperSourceConfiguration)
 def esper(
-    api_key: str = dlt.secrets.value,
-    base_url: str = dlt.config.value,
-    enterprise_id: str = dlt.config.value,
-    full_scan: bool = False,
-    full_scan_interval_days: float = s.FULL_SCAN_INTERVAL_DAYS,
-    lag_hours: float = s.LAG_HOURS,
-    page_size: int = s.MAX_PAGE_SIZE,
-    status_batch_size: int = s.STATUS_BATCH_SIZE,
-    heartbeat_start_days: float = s.HEARTBEAT_START_DAYS,
-    initial_concurrency: int = s.INITIAL_CONCURRENCY,
-    max_concurrency: int = s.MAX_CONCURRENCY,
-    max_retries: int = s.MAX_RETRIES,
-    request_timeout: float = s.REQUEST_TIMEOUT_S,
-    max_retry_wait_s: float = s.MAX_RETRY_WAIT_S,
-    data_tap_queries: dict[str, str] | None = None,
-    data_tap_deadline_s: float = s.DATA_TAP_DEADLINE_S,
-    data_tap_stuck_s: float = s.DATA_TAP_STUCK_S,
-    data_tap_row_limit: int = s.DATA_TAP_ROW_LIMIT,
-    data_tap_requests_per_hour: int = s.DATA_TAP_REQUESTS_PER_HOUR,
-    data_tap_poll_s: Any = s.DATA_TAP_POLL_S,  # "10,20,30" (environment) or a TOML list
-    commit_every_devices: int = s.COMMIT_EVERY_DEVICES,
-    commit_every_minutes: float = s.COMMIT_EVERY_MINUTES,
-    api_key_name: str = "SOURCES__ESPER__API_KEY",
-    base_url_name: str = "SOURCES__ESPER__BASE_URL",
-    client: Any = None,
-    ledger: Any = None,
+    config: EsperSourceConfiguration = dlt.config.value,
+    *,
+    api_key_name: str = SETTINGS["api_key"].env,
+    base_url_name: str = SETTINGS["base_url"].env,
+    client: EsperClient | None = None,
+    ledger: RunLedger | None = None,
 ) -> tuple[DltResource, ...]:
     """Devices and their history, apps, events, commands, operations and reference lists.
 
@@ -80,39 +60,41 @@ def esper(
     caller that passes no `ledger` cannot ask for a next part: it gets a full scan in one piece.
 
     Args:
-        client: an `EsperClient` to use (the pipeline passes one to read its counters).
+        config: the settings (`settings.py`): dlt resolves them from the environment and
+            .dlt/*.toml when none are given; the pipeline passes the ones it resolved and checked.
         api_key_name: where `api_key` came from, named when the API refuses it (a tenant's
             `api_key_env`).
         base_url_name: where `base_url` came from, named when its host is unknown or its TLS
             fails (a tenant's `base_url` entry in its tenants file).
+        client: an `EsperClient` to use (the pipeline passes one to read its counters).
         ledger: a `RunLedger` to fill (the pipeline reads it to reconcile after the load).
     """
+    c = config
     client = client or EsperClient(
-        base_url,
-        api_key,
-        enterprise_id,
-        timeout=request_timeout,
-        max_retries=max_retries,
-        max_retry_wait=max_retry_wait_s,
-        initial_concurrency=initial_concurrency,
-        max_concurrency=max_concurrency,
+        c.base_url,
+        c.api_key,
+        c.enterprise_id,
+        timeout=c.request_timeout,
+        max_retries=c.max_retries,
+        max_retry_wait=c.max_retry_wait_s,
+        initial_concurrency=c.initial_concurrency,
+        max_concurrency=c.max_concurrency,
         key_name=api_key_name,
         url_name=base_url_name,
     )
-    lag, heartbeat_start = timedelta(hours=lag_hours), timedelta(days=heartbeat_start_days)
-    opts = Options(lag, status_batch_size, heartbeat_start, page_size)
-    parts = (commit_every_devices, commit_every_minutes)
-    ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, page_size)
-    poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
+    lag, heartbeat_start = timedelta(hours=c.lag_hours), timedelta(days=c.heartbeat_start_days)
+    opts = Options(lag, c.status_batch_size, heartbeat_start, c.page_size)
+    parts = (c.commit_every_devices, c.commit_every_minutes)
+    ledger = _opened(client, ledger, c.full_scan, c.full_scan_interval_days, parts, c.page_size)
     data_tap = partial(
         data_tap_resources,
         client,
-        data_tap_queries or {},
-        deadline_s=data_tap_deadline_s,
-        stuck_s=data_tap_stuck_s,
-        row_limit=data_tap_row_limit,
-        poll_s=poll_s,
-        requests_per_hour=data_tap_requests_per_hour,
+        c.data_tap_queries or {},
+        deadline_s=c.data_tap_deadline_s,
+        stuck_s=c.data_tap_stuck_s,
+        row_limit=c.data_tap_row_limit,
+        poll_s=c.data_tap_poll_s,
+        requests_per_hour=c.data_tap_requests_per_hour,
         ledger=ledger,
     )
     return _resources({"client": client, "ledger": ledger, "opts": opts}, data_tap)
@@ -213,4 +195,4 @@ def _tenant_reads(run: dict[str, Any]) -> list[DltResource]:
     ]
 
 
-__all__ = ["EsperClient", "RunLedger", "esper"]
+__all__ = ["EsperClient", "EsperSourceConfiguration", "RunLedger", "esper"]

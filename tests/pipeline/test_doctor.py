@@ -515,3 +515,61 @@ def test_every_row_says_what_its_probe_checks(sim: Any) -> None:
     assert len(devices) == 2
     assert any("offset" in r for r in devices) and any("cursor" in r for r in devices)
     assert sim.stats()["total"] == len(rows)
+
+
+def _configured(sim: Any, monkeypatch: pytest.MonkeyPatch, **settings: str) -> None:
+    """The tenant and `settings` in the environment, as an admin sets them for a run."""
+    monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
+    monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
+    monkeypatch.setenv("SOURCES__ESPER__ENTERPRISE_ID", ENTERPRISE_ID)
+    for name, value in settings.items():
+        monkeypatch.setenv(f"SOURCES__ESPER__{name.upper()}", value)
+
+
+def test_a_setting_a_run_would_refuse_stops_doctor_with_exit_2_before_any_request(
+    sim: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    _configured(sim, monkeypatch, lag_hours="-48")
+
+    code = cli_main(["doctor"])
+
+    err = capsys.readouterr().err
+    assert code == Exit.CONFIG
+    assert "SOURCES__ESPER__LAG_HOURS (sources.esper.lag_hours) = -48" in err, err
+    assert "a number from 0 to 720" in err
+    assert sim.stats()["total"] == 0
+
+
+def test_a_missing_setting_is_named_by_its_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    for name in ("BASE_URL", "API_KEY", "ENTERPRISE_ID"):
+        monkeypatch.delenv(f"SOURCES__ESPER__{name}", raising=False)
+    monkeypatch.setenv("SOURCES__ESPER__BASE_URL", "https://tenant-api.esper.cloud/api")
+
+    assert cli_main(["doctor"]) == Exit.CONFIG
+
+    err = capsys.readouterr().err
+    assert "missing configuration: SOURCES__ESPER__API_KEY, SOURCES__ESPER__ENTERPRISE_ID" in err
+
+
+def test_the_report_shows_the_settings_a_run_would_use_not_at_their_default(
+    sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """What a run would change from the declared defaults, in the report and its JSON; the key,
+    the base URL and the enterprise id never."""
+    _configured(sim, monkeypatch, lag_hours="4", data_tap_queries='{"battery": "select 1"}')
+    json_path = tmp_path / "doctor.json"
+
+    code = cli_main(["doctor", "--json", str(json_path)])
+
+    out = capsys.readouterr().out
+    assert code == Exit.OK, out[-2000:]
+    line = next(x for x in out.splitlines() if x.startswith("Settings not at their default"))
+    assert "lag_hours = 4.0" in line and "data_tap_queries = ['battery']" in line, line
+    assert json.loads(json_path.read_text())["settings"] == {
+        "lag_hours": 4.0,
+        "data_tap_queries": ["battery"],
+    }
+    for value in (API_KEY, ENTERPRISE_ID, sim.base_url):
+        assert value not in out

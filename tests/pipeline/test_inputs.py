@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.run.pipeline import check_source_settings
+from esper_warehouse.pipelines.run.pipeline import source_settings
+from esper_warehouse.pipelines.run.types import RunSettings
 from esper_warehouse.sources.esper.tables import data_tap as datatap
 
 from .helpers import ROOT, cli, load, rows
@@ -25,7 +26,12 @@ QUERY = "select device_id, report_date from devices"
 @pytest.mark.parametrize(("given", "read"), [("5", (5.0,)), ("0.5", (0.5,)), ("5,10", (5.0, 10.0))])
 def test_data_tap_poll_s_reads_one_wait_or_several(monkeypatch, given: str, read: tuple) -> None:
     monkeypatch.setenv("SOURCES__ESPER__DATA_TAP_POLL_S", given)
-    assert check_source_settings({})["data_tap_poll_s"] == read
+    tenant = {
+        "api_key": "k" * 20,
+        "base_url": "https://t-api.esper.cloud/api",
+        "enterprise_id": "e",
+    }
+    assert source_settings(RunSettings(source_options=tenant)).data_tap_poll_s == read
 
 
 def test_one_poll_wait_is_the_wait_between_every_poll(sim, tmp_path: Path, monkeypatch) -> None:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
-import re
 from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.run.held import load_memory_for
 from esper_warehouse.pipelines.run.runner import RunSettings
-from esper_warehouse.sources.esper import esper
-from esper_warehouse.sources.esper.settings import ENV_PREFIX, SETTINGS
 
-from .helpers import ROOT, cli, compare, load, reading
+from .helpers import cli, compare, load, reading
 
 
 @pytest.mark.parametrize(
@@ -117,59 +113,6 @@ def test_a_negative_lag_is_refused_so_no_device_is_lost(
     with reading(wh):
         for table in compared:
             compare(sim, wh, table, exact=table not in ("devices", "device_events", "heartbeats"))
-
-
-def test_every_source_setting_is_declared_once_with_a_range() -> None:
-    """The declaration covers exactly the source's settings, with the source's defaults."""
-    parameters = inspect.signature(esper).parameters
-    settings = {n: p.default for n, p in parameters.items()
-                if n not in ("api_key", "api_key_name", "base_url", "base_url_name", "enterprise_id", "client", "ledger")}  # fmt: skip
-    assert set(settings) == set(SETTINGS)
-    for name, default in settings.items():
-        assert SETTINGS[name].default == default, name
-
-
-def _readme_default(value: object) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, tuple):
-        return ",".join(format(v, "g") for v in value)
-    return format(value, "g")
-
-
-def test_the_readme_configuration_table_lists_every_setting_with_its_variable_and_default() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and (match := re.fullmatch(r"`(\w+)`", cells[0])):
-            rows[match.group(1)] = cells
-    for name, spec in SETTINGS.items():
-        assert name in rows, f"README's configuration table has no row for {name}"
-        _, variable, default, *_ = rows[name]
-        assert f"`{ENV_PREFIX}{name.upper()}`" in variable, (name, variable)
-        assert re.match(rf"`{re.escape(_readme_default(spec.default))}`|none", default), (
-            name,
-            default,
-        )
-
-
-def test_a_setting_s_meaning_reads_the_same_in_readme_and_the_config_file() -> None:
-    """A setting whose declaration says what it does (`Setting.doc`): README's configuration
-    table and .dlt/config.toml's comment say exactly that (`data_tap_stuck_s` only warns: the
-    config file once said it resubmitted)."""
-    readme = (ROOT / "README.md").read_text()
-    config = (ROOT / ".dlt" / "config.toml").read_text()
-    documented = {name: spec.doc for name, spec in SETTINGS.items() if spec.doc}
-    assert "data_tap_stuck_s" in documented
-    for name, doc in documented.items():
-        row = re.search(rf"^\| `{name}` \|.*\| ([^|]*) \|$", readme, re.MULTILINE)
-        assert row and row.group(1) == doc, (name, row and row.group(1))
-        line = re.search(rf"^#? ?{name} = [^#\n]*# (.*)$", config, re.MULTILINE)
-        assert line and line.group(1) == doc, (name, line and line.group(1))
 
 
 def test_the_loads_memory_follows_the_fleet_unless_set(tmp_path: Path) -> None:

@@ -27,11 +27,13 @@ from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS, RunPlan
 from esper_warehouse.sources.esper.scan.walk import DeviceWalk
+from esper_warehouse.sources.esper.settings import resolve_settings
 from esper_warehouse.sources.esper.table import TS
 from esper_warehouse.sources.esper.tables import MODULES, TABLES, read_from
 
 ROOT = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 10, 1, 2, 30, tzinfo=UTC)
+UNUSED = {"api_key": "unused", "base_url": "https://unused.invalid/api", "enterprise_id": "unused"}
 # What each declared disposition is in dlt: (write_disposition, merge strategy or None).
 DLT_DISPOSITION = {
     "merge": ("merge", None),
@@ -49,10 +51,7 @@ def _source(monkeypatch: pytest.MonkeyPatch, *, full_scan: bool) -> DltSource:
 
     monkeypatch.setattr(esper_package, "open_run", opened)
     return esper(
-        api_key="unused",
-        base_url="https://unused.invalid/api",
-        enterprise_id="unused",
-        full_scan=full_scan,
+        resolve_settings({**UNUSED, "full_scan": full_scan}),
         client=object(),  # no resource runs: only the hints are read
     )  # no ledger: a full scan in one piece, every resource (a caller's ledger may ask parts)
 
@@ -66,8 +65,7 @@ def test_a_full_scan_comes_in_parts_only_to_a_caller_holding_the_ledger(
     monkeypatch.setattr(DeviceWalk, "has_more", lambda self: True)  # devices remain to be read
     alone = _source(monkeypatch, full_scan=True)
     assert set(alone.resources) == set(TABLES)
-    options = {"api_key": "unused", "base_url": "https://unused.invalid/api"}
-    first = esper(**options, enterprise_id="unused", client=object(), ledger=RunLedger())
+    first = esper(resolve_settings(UNUSED), client=object(), ledger=RunLedger())
     assert set(first.resources) == {"devices", "device_history", "device_apps", "device_events"}
 
 

@@ -34,7 +34,7 @@ from ..run.state import (
     kept_state,
     read_from,
 )
-from ..settings import STATUS_BATCH_SIZE
+from ..settings import EsperSourceConfiguration as Settings
 from ..table import INT, JSON, TS, Col, Doc, Table, cols
 from ..vocabulary import is_terminal
 
@@ -70,7 +70,7 @@ COMMAND_STATUSES = Table(
     probe=False,  # needs request (or device) ids: doctor probes it by hand
     needs=("command_requests",),  # the requests new in this run (`CommandNews.new_requests`)
     doc=Doc(
-        read=f"(`request=<ids>`, {STATUS_BATCH_SIZE} ids a call: `status_batch_size`)",
+        read=f"(`request=<ids>`, {Settings.status_batch_size} ids a call: `status_batch_size`)",
         kept="requests new or still open",
         envelope="cc-list",
     ),

@@ -34,7 +34,7 @@ from dlt.extract.resource import DltResource
 from ..common import keep_what_was_loaded
 from ..http import EsperClient, EsperUnavailableError
 from ..run.ledger import RunLedger
-from ..settings import DATA_TAP_REQUESTS_PER_HOUR
+from ..settings import EsperSourceConfiguration as Settings
 from .data_tap_jobs import (
     DataTapError,
     DataTapQuotaError,
@@ -221,7 +221,7 @@ def data_tap_resources(
     client: EsperClient,
     queries: Mapping[str, str | Mapping[str, Any]],
     *,
-    requests_per_hour: int = DATA_TAP_REQUESTS_PER_HOUR,
+    requests_per_hour: int = Settings.data_tap_requests_per_hour,
     ledger: RunLedger | None = None,
     now: Callable[[], float] = time.time,
     **options: Any,

@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..http import EsperAPIError, EsperClient, EsperConfigError, EsperError, EsperUnavailableError
 from ..http.policy import clip
 from ..run.state import DATA_TAP_REQUESTS
-from ..settings import DATA_TAP_POLL_S, DATA_TAP_REQUESTS_PER_HOUR
+from ..settings import EsperSourceConfiguration as Settings
 
 log = logging.getLogger("esper_warehouse.source")
 
@@ -196,7 +196,7 @@ def run_query(
     deadline_s: float,
     stuck_s: float,
     row_limit: int,
-    poll_s: tuple[float, ...] = DATA_TAP_POLL_S,
+    poll_s: tuple[float, ...] = Settings.data_tap_poll_s,
     budget: RequestBudget | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
@@ -216,7 +216,7 @@ def run_query(
         DataTapQuotaError: the tenant's quota refused a request (429), or `budget` is spent.
     """
     payload = {"query": sql, "is_download": False, "row_limit": row_limit, "latest_data": True}
-    budget = budget or RequestBudget(DATA_TAP_REQUESTS_PER_HOUR)
+    budget = budget or RequestBudget(Settings.data_tap_requests_per_hour)
     started = clock()
     budget.spend(name, needed=2)  # a submission is worth sending only with a poll left
     try:
