@@ -139,16 +139,15 @@ def _readme_default(value: object) -> str:
     return format(value, "g")
 
 
-def test_the_readme_configuration_table_lists_every_setting_with_its_variable_and_default() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+def test_the_settings_reference_lists_every_setting_with_its_variable_and_default() -> None:
+    table = (ROOT / "docs" / "reference" / "settings.md").read_text()
     rows = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 4 and (match := re.fullmatch(r"`(\w+)`", cells[0])):
             rows[match.group(1)] = cells
     for name, spec in SETTINGS.items():
-        assert name in rows, f"README's configuration table has no row for {name}"
+        assert name in rows, f"docs/reference/settings.md has no row for {name}"
         _, variable, default, *_ = rows[name]
         assert f"`{ENV_PREFIX}{name.upper()}`" in variable, (name, variable)
         assert re.match(rf"`{re.escape(_readme_default(spec.default))}`|none", default), (
@@ -157,11 +156,11 @@ def test_the_readme_configuration_table_lists_every_setting_with_its_variable_an
         )
 
 
-def test_a_setting_s_meaning_reads_the_same_in_readme_and_the_config_file() -> None:
-    """A setting whose declaration says what it does (`Setting.doc`): README's configuration
+def test_a_setting_s_meaning_reads_the_same_in_the_reference_and_the_config_file() -> None:
+    """A setting whose declaration says what it does (`Setting.doc`): the settings reference's
     table and .dlt/config.toml's comment say exactly that (`data_tap_stuck_s` only warns: the
     config file once said it resubmitted)."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "reference" / "settings.md").read_text()
     config = (ROOT / ".dlt" / "config.toml").read_text()
     documented = {name: spec.doc for name, spec in SETTINGS.items() if spec.doc}
     assert "data_tap_stuck_s" in documented

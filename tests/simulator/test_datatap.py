@@ -180,8 +180,10 @@ def test_every_readme_and_notebook_data_tap_example_runs_on_the_simulator(client
 
     from esper_warehouse.sources.esper.tables.data_tap import Incremental
 
+    from tests.docs import every_page
+
     root = Path(__file__).parents[2]
-    readme = (root / "README.md").read_text() + (root / "notebooks" / "data_tap.py").read_text()
+    readme = every_page() + (root / "notebooks" / "data_tap.py").read_text()
     queries = [
         query
         for block in re.findall(r"```toml\n(.*?)```", readme, re.S)
