@@ -14,6 +14,7 @@ writes them. From it:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +111,17 @@ def checks(marts: Mapping[str, Mart] | None = None) -> list[tuple[str, str]]:
     return queries
 
 
+# A link in the YAML names a path from the repository's root; the page is two folders down.
+REPO_LINK = re.compile(r"\]\((?![a-z]+:|#|\.\./)([^)]+)\)")
+
+
+def _from_page(text: str) -> str:
+    return REPO_LINK.sub(r"](../../\1)", text)
+
+
 def _cell(text: str) -> str:
-    """A markdown table cell: one line, a `|` escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """A markdown table cell: one line, a `|` escaped, links from the page."""
+    return _from_page(" ".join(text.split()).replace("|", "\\|"))
 
 
 def _test_words(tests: Iterable[Any]) -> str:
@@ -137,7 +146,7 @@ def reference(marts: Mapping[str, Mart] | None = None) -> str:
     ]
     for mart in marts.values():
         out += ["", f"## {mart.name}", ""]
-        out.append("\n\n".join(p.strip() for p in mart.description.split("\n\n")))
+        out.append(_from_page("\n\n".join(p.strip() for p in mart.description.split("\n\n"))))
         out += ["", f"SQL: [sql/marts/{mart.name}.sql](../../sql/marts/{mart.name}.sql)", ""]
         out += ["| column | description | tests |", "|---|---|---|"]
         out += [

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-from collections.abc import Iterator
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from .exit_codes import MEANING, Exit
 
@@ -33,38 +33,26 @@ def _escaped(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-@contextlib.contextmanager
-def _fixed_terminal() -> Iterator[None]:
-    """argparse wraps at $COLUMNS: the same text on every machine (and no colour)."""
-    saved = {name: os.environ.get(name) for name in ("COLUMNS", "NO_COLOR")}
-    os.environ.update(COLUMNS=HELP_COLUMNS, NO_COLOR="1")
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def help_text(words: list[str]) -> str:
-    """What `esper-warehouse <words> --help` prints."""
-    from .cli import main
-
-    out = io.StringIO()
-    with _fixed_terminal(), contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        main([*words, "--help"])
-    return out.getvalue().rstrip()
+    """What `esper-warehouse <words> --help` prints, run as a user runs it (a process of its own:
+    nothing below the command line imports it), wrapped at `HELP_COLUMNS` and without colour."""
+    env = {**os.environ, "COLUMNS": HELP_COLUMNS, "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", f"{__package__}.cli", *words, "--help"],
+        capture_output=True, text=True, env=env, check=True, timeout=120,
+    )  # fmt: skip
+    return done.stdout.rstrip()
 
 
 def cli_reference() -> str:
     """`esper-warehouse --help`, then every subcommand's, in `SUBCOMMANDS` order."""
     from .commands import SUBCOMMANDS
 
-    parts = ["## esper-warehouse", "", "```text", help_text([]), "```"]
-    for name in SUBCOMMANDS:
-        parts += ["", f"## esper-warehouse {name}", "", "```text", help_text([name]), "```"]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each process imports what its word needs
+        helps = list(pool.map(help_text, [[], *([name] for name in SUBCOMMANDS)]))
+    parts = ["## esper-warehouse", "", "```text", helps[0], "```"]
+    for name, text in zip(SUBCOMMANDS, helps[1:], strict=True):
+        parts += ["", f"## esper-warehouse {name}", "", "```text", text, "```"]
     return "\n".join(parts)
 
 
