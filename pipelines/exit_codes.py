@@ -97,18 +97,18 @@ MEANING = {
         "`status` only: a table family has been held back by refusals for more than two "
         "scheduled nights (`freshness_warn_after_hours()`, 48 h of API time behind the latest "
         "run): its tables keep their rows and every number drawn from them says how old it is "
-        '(see "How old is a number"); the family, its age and the refused route are on '
+        '(docs/guide/warehouse.md, "How old is a number"); the family, its age and the refused route are on '
         "stderr. A morning check can alert on it"
     ),
     Exit.NOT_LOADED: (
         "`status` only: the last night did not load (its run failed, was interrupted, fell "
         "short of the API's counts, or never recorded its end: killed), or no run has loaded "
         "for more than `freshness_warn_after_hours()` (48 h) of wall-clock time; the cause "
-        'and the last good load are on stderr, and 8 wins over 7 (see "Every morning")'
+        'and the last good load are on stderr, and 8 wins over 7 (docs/guide/scheduling.md, "Every morning")'
     ),
     Exit.INTERRUPTED: (
         "interrupted: Ctrl-C or SIGTERM; requests in flight stop at once, parts already "
-        "committed stay, the run is recorded as interrupted (Troubleshooting)"
+        "committed stay, the run is recorded as interrupted (docs/troubleshooting.md)"
     ),
     Exit.OUTPUT_CLOSED: (
         "the program reading the output stopped reading (`esper-warehouse status | head`): "

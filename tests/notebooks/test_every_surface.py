@@ -1,9 +1,9 @@
 """Every surface tells the same story: each headline number the demo's summary, `esper-warehouse
-status`, the offline report (rendered in headless Chromium, network off) and the README show
+status`, the offline report (rendered in headless Chromium, network off) and the documents show
 equals its row of `marts.headlines`, the numbers' one home (issue 33).
 
-Each test reads what a person reads (the printed lines, the page's text, the README's table and
-queries) and finds every headline number there; a surface that counts on its own (another
+Each test reads what a person reads (the printed lines, the page's text, the warehouse guide's table
+and queries) and finds every headline number there; a surface that counts on its own (another
 denominator, another ranking, another reason grouping) prints another number and fails here.
 """
 
@@ -317,7 +317,7 @@ def test_the_readme_queries_rank_as_the_mart(demo_warehouse: Path, mart: Headlin
 def test_low_battery_and_esper_s_counter_agree_on_the_simulator(mart: Headlines) -> None:
     """The simulator's counter counts what the headline counts (below 15 %, devices served, tvOS
     without a battery), read in the same run: a difference is a bug in one of them. On a live
-    tenant they may differ (README "Headline numbers")."""
+    tenant they may differ (docs/guide/warehouse.md, "Headline numbers")."""
     low, esper = _number(mart, "low_battery_devices"), _number(mart, "esper_low_battery_devices")
     assert low.value > 0 and low.value == esper.value
 
