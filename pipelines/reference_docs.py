@@ -10,10 +10,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
 from .exit_codes import MEANING, Exit
 
@@ -33,23 +34,40 @@ def _escaped(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def help_text(words: list[str]) -> str:
-    """What `esper-warehouse <words> --help` prints, run as a user runs it (a process of its own:
-    nothing below the command line imports it), wrapped at `HELP_COLUMNS` and without colour."""
+# Run in a process of its own: the command line sits on top of every module, and none below it
+# imports it (tests/test_import_graph.py). One process prints every help (`esper-warehouse
+# --help` imports every subcommand anyway), as `esper-warehouse <word> --help` prints it.
+_PRINT_HELP = """
+import contextlib, io, json, sys
+from esper_warehouse.pipelines.cli import main
+helps = []
+for words in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main([*words, "--help"])
+    helps.append(out.getvalue().rstrip())
+print(json.dumps(helps))
+"""
+
+
+def help_texts(commands: list[list[str]]) -> list[str]:
+    """What `esper-warehouse <words> --help` prints for each of `commands`, wrapped at
+    `HELP_COLUMNS` and without colour."""
     env = {**os.environ, "COLUMNS": HELP_COLUMNS, "NO_COLOR": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", f"{__package__}.cli", *words, "--help"],
-        capture_output=True, text=True, env=env, check=True, timeout=120,
+        [sys.executable, "-c", _PRINT_HELP, json.dumps(commands)],
+        capture_output=True, text=True, env=env, check=True, timeout=300,
     )  # fmt: skip
-    return done.stdout.rstrip()
+    return json.loads(done.stdout)
 
 
+@cache
 def cli_reference() -> str:
-    """`esper-warehouse --help`, then every subcommand's, in `SUBCOMMANDS` order."""
+    """`esper-warehouse --help`, then every subcommand's, in `SUBCOMMANDS` order (once per
+    process: the parsers do not change while it runs)."""
     from .commands import SUBCOMMANDS
 
-    with ThreadPoolExecutor(max_workers=4) as pool:  # each process imports what its word needs
-        helps = list(pool.map(help_text, [[], *([name] for name in SUBCOMMANDS)]))
+    helps = help_texts([[], *([name] for name in SUBCOMMANDS)])
     parts = ["## esper-warehouse", "", "```text", helps[0], "```"]
     for name, text in zip(SUBCOMMANDS, helps[1:], strict=True):
         parts += ["", f"## esper-warehouse {name}", "", "```text", text, "```"]

@@ -200,10 +200,10 @@ def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_lo
 
 def test_every_command_the_documents_name_exists() -> None:
     """`esper-warehouse <word>` in README.md or a page under docs/ (prose, tables, code blocks) is
-    a subcommand, and the README names every subcommand."""
+    a subcommand, and the documents name every subcommand."""
     from esper_warehouse.pipelines.commands import SUBCOMMANDS
 
-    from tests.docs import every_page, page
+    from tests.docs import every_page
 
     def named(text: str) -> set[str]:
         return set(re.findall(r"esper-warehouse ([a-z][a-z_-]*)", text)) - {"command"}

@@ -190,9 +190,10 @@ def test_what_the_documents_steps_write_is_ignored_by_git() -> None:
     import shutil
     import subprocess
 
-    from tests.docs import every_page
+    from tests.docs import page, pages
 
-    readme = every_page()
+    # docs/reference/cli.md is the commands' help (`--json PATH`): options, not steps
+    readme = "\n".join(page(name) for name in pages() if name != "docs/reference/cli.md")
     written = {
         *re.findall(r"--json (\S+)", readme),
         *re.findall(r"^cp \S+ (\S+)", readme, re.MULTILINE),

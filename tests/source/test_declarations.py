@@ -230,7 +230,9 @@ def test_every_table_declares_what_the_documents_say_of_it() -> None:
         assert any(t.doc.envelope for t in tables), f"{path}: no table declares its envelope"
     rows = _markdown_rows(_section(ROOT / table_docs.RAW_TABLES_PAGE, "# Raw tables"))
     others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs", "_esper_rejected"}
-    assert set(rows) == set(TABLES) | others, "the raw tables reference differs from the declarations"
+    assert set(rows) == set(TABLES) | others, (
+        "the raw tables reference differs from the declarations"
+    )
 
 
 # docs/spec/README.md's envelope words -> the family `shapes.families` reads off an answer
