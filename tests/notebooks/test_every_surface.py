@@ -276,13 +276,15 @@ def test_the_reports_most_failing_table_starts_with_the_marts_worst(
 
 
 def _readme() -> str:
-    """The warehouse guide, which holds the queries and the headline table."""
-    return (ROOT / "docs" / "guide" / "warehouse.md").read_text()
+    """The documents (README and the pages under docs/): the queries and the headline table."""
+    from tests.docs import every_page
+
+    return every_page()
 
 
 def _readme_query(comment: str) -> str:
     match = re.search(rf"-- {re.escape(comment)}.*?\n(select .*?);", _readme(), re.S)
-    assert match, f"docs/guide/warehouse.md has no {comment!r} query"
+    assert match, f"no page has a {comment!r} query"
     return match.group(1)
 
 
@@ -295,7 +297,7 @@ def test_the_readme_gives_each_headline_the_marts_definition(demo_warehouse: Pat
             ).fetchall()
         )
     block = re.search(r"<!-- headlines:.*?-->\n(.*?)<!-- /headlines -->", _readme(), re.S)
-    assert block, "docs/guide/warehouse.md has no headline table"
+    assert block, "no page has the headline table"
     documented = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", block.group(1), re.M))
     assert documented == defined
 
