@@ -111,7 +111,7 @@ def test_definitions_load_without_network(
     assert attempts == []
 
 
-def test_the_readme_s_selection_takes_the_whole_load_and_one_table_is_refused(
+def test_the_guide_s_selection_takes_the_whole_load_and_one_table_is_refused(
     dg: ModuleType, tmp_path: Path
 ) -> None:
     """docs/guide/growing.md's `dagster asset materialize --select` (parsed as Dagster's command

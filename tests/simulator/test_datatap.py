@@ -173,7 +173,7 @@ def test_spark_sql_runs_and_a_double_quoted_identifier_fails_as_live(client):
     assert quoted["status"] == "FAILED" and "double-quoted" in quoted["error_message"]
 
 
-def test_every_readme_and_notebook_data_tap_example_runs_on_the_simulator(client):
+def test_every_document_and_notebook_data_tap_example_runs_on_the_simulator(client):
     import re
     import tomllib
     from pathlib import Path
