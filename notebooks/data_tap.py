@@ -49,7 +49,7 @@ def _(mo):
 
         A query with a `cursor` and a `key` is incremental: it reads from the last day loaded on
         (that day again, whole: Data Tap serves its newest day in progress) and keeps the
-        history (README, "Data Tap"). `esper-warehouse demo`
+        history (docs/guide/data-tap.md). `esper-warehouse demo`
         configures one, `device_stats_daily`.
 
         or, without touching the file (a JSON object of name → SQL):

@@ -33,7 +33,7 @@ DEMO_ENTERPRISE = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 
 # The demo's Data Tap query, in the live dialect (Spark SQL over the live columns: text figures
 # and JSON-text blobs): each device's battery and free memory per day, kept night by night (an
-# incremental query, README "Data Tap"). The simulator's jobs finish by their third poll and it
+# incremental query, docs/guide/data-tap.md). The simulator's jobs finish by their third poll and it
 # has no quota, so the demo polls every 0.1 s and affords its 15 runs (4 requests each); on a
 # real tenant keep the defaults (polls after 10, 20, 30 s; 25 requests an hour).
 DEMO_DATA_TAP: dict[str, object] = {
@@ -134,7 +134,7 @@ def next_steps(warehouse: Path) -> str:
         f"  see the runs            {tool} status --warehouse {warehouse}\n"
         "  your own tenant         set SOURCES__ESPER__API_KEY, SOURCES__ESPER__BASE_URL and\n"
         f"                          SOURCES__ESPER__ENTERPRISE_ID, then {tool} run\n"
-        "                          (README: 'Using it on a real tenant')"
+        "                          (README: 'A real tenant in five steps')"
     )
 
 

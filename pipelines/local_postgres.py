@@ -1,4 +1,4 @@
-"""A local PostgreSQL to try `run --destination postgres` and `publish` (README "Postgres").
+"""A local PostgreSQL to try `run --destination postgres` and `publish` (docs/guide/growing.md, "Postgres").
 
 `python -m esper_warehouse.pipelines.local_postgres [DIR]` starts pgserver (the `postgres`
 extra; `make install` installs it) on a unix socket in DIR (default `.pgdata`), leaves it

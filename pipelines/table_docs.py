@@ -1,19 +1,23 @@
-"""The documents' sections about raw tables, written from the `Table` declarations.
+"""The documents' generated sections: the raw tables from the `Table` declarations, and the
+reference pages from their one homes.
 
 `python -m esper_warehouse.pipelines.table_docs` rewrites every section that sits between
 `<!-- generated: <name> ... -->` and `<!-- end: <name> -->` in a checked-out repository:
 
-* README.md `raw-tables`: one row per declared table: its route, key (as declared) and its
-  `Doc` (how it is read, what its columns mean, how it is kept up to date);
+* docs/reference/raw-tables.md `raw-tables`: one row per declared table: its route, key (as
+  declared) and its `Doc` (how it is read, what its columns mean, how it is kept up to date);
 * docs/spec/README.md `table-routes`: one row per route a table declares: its tables, the
   envelope its `Doc` names, and the evidence (`live <n>` when live-shapes.json recorded it, else
   `spec` from the OpenAPI subset, else the `Doc`'s);
-* README.md `doctor-requests`: how many requests `doctor` sends to the simulator, counted by
-  running it (with and without `--data-tap`) against an embedded simulator.
+* docs/guide/real-tenant.md `doctor-requests`: how many requests `doctor` sends to the
+  simulator, counted by running it (with and without `--data-tap`) against an embedded simulator;
+* docs/reference/ `exit-codes`, `cli` and `marts`: written from `Exit`, the command's parsers and
+  sql/marts/_marts.yml (`reference_docs`).
 
 `--check` writes nothing and exits 1 naming the stale files. tests/source/test_declarations.py
-fails when the first two differ from the declarations, tests/pipeline/test_doctor.py when the
-third differs from the requests its own doctor run counted: both name this command.
+fails when a section written from a declaration (`DECLARED`) differs from it,
+tests/pipeline/test_doctor.py when the doctor count differs from the requests its own doctor run
+counted: both name this command.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from esper_warehouse.sources.esper.table import Table
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 
+from . import reference_docs
 from .exit_codes import Exit
 from .shapes.reference import live_document, norm_path, spec_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python -m esper_warehouse.pipelines.table_docs"
-README = "README.md"
+RAW_TABLES_PAGE = "docs/reference/raw-tables.md"
+TENANT_PAGE = "docs/guide/real-tenant.md"
 SPEC_README = "docs/spec/README.md"
 # Devices and the seed of the simulator doctor is counted on (its count does not depend on them:
 # one request per route, every parent list holding items).
@@ -58,7 +64,7 @@ def key_cell(table: Table) -> str:
 
 
 def raw_tables(tables: Iterable[Table] | None = None) -> str:
-    """README's "Raw tables": one row per declared table."""
+    """The raw tables reference: one row per declared table."""
     rows = ["| table | from | key | kept up to date by |", "|---|---|---|---|"]
     for table in tables if tables is not None else TABLES.values():
         doc = table.doc
@@ -106,7 +112,7 @@ def table_routes(tables: Iterable[Table] | None = None) -> str:
 
 
 def doctor_requests(routes: Mapping[str, int]) -> str:
-    """README's count of doctor's requests, from a simulator's per-route counts of one doctor
+    """The guide's count of doctor's requests, from a simulator's per-route counts of one doctor
     run with `--data-tap` (`Simulator.stats()["routes"]`)."""
     total = sum(routes.values())
     plain = sum(n for route, n in routes.items() if DATA_TAP_PATH not in route)
@@ -132,11 +138,15 @@ def measure_doctor() -> str:
 
 # section -> (file, what writes it); a block section's text sits on lines of its own
 SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
-    "raw-tables": (README, raw_tables),
+    "raw-tables": (RAW_TABLES_PAGE, raw_tables),
     "table-routes": (SPEC_README, table_routes),
-    "doctor-requests": (README, measure_doctor),
+    "doctor-requests": (TENANT_PAGE, measure_doctor),
+    "exit-codes": ("docs/reference/exit-codes.md", reference_docs.exit_codes_table),
+    "cli": ("docs/reference/cli.md", reference_docs.cli_reference),
+    "marts": ("docs/reference/marts.md", reference_docs.marts_reference),
 }
-DECLARED = ("raw-tables", "table-routes")  # written from the declarations alone (no simulator)
+# Written from the declarations alone (no simulator).
+DECLARED = ("raw-tables", "table-routes", "exit-codes", "cli", "marts")
 
 
 def _pattern(name: str) -> re.Pattern[str]:

@@ -2,7 +2,8 @@
 
 A comment that points at a moved module sends the next reader to a file that is not there. Three
 kinds of name are checked wherever prose is written (the comments and docstrings of every Python
-file in git, and the README, contracts and recipes; `docs/decisions.md` is history and may name
+file in git, and the README, every page under docs/ (`tests.docs.pages`: the guide, the
+reference, the recipes, ...) and the other READMEs; `docs/decisions.md` is history and may name
 what is gone):
 
 - a file path (`scan/walk.py`, `sql/marts/fleet_compliance.sql`, `README.md`): some file or
@@ -191,7 +192,10 @@ def _dangling(line: str, python: bool) -> Iterator[str]:
 
 
 def test_comments_docstrings_and_documents_name_only_what_exists() -> None:
-    scanned = [*_python_files(), *DOCUMENTS, *(f for f in _git_files() if "docs/recipes/" in f)]
+    from tests.docs import pages
+
+    pages_in_git = [f for f in pages() if f in _git_files()]
+    scanned = [*_python_files(), *dict.fromkeys([*DOCUMENTS, *pages_in_git])]
     dangling = [
         f"{f}:{n}: {token}"
         for f in scanned

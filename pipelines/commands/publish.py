@@ -22,7 +22,7 @@ from . import Subcommand, add_lock_timeout, apply_options, shared_options
 def main(argv: list[str] | None = None) -> int:
     """`esper-warehouse publish`: (pull and build, then) publish the marts to Postgres.
 
-    Exit codes: as README's table; the warehouse file's problems (held by another process,
+    Exit codes: as docs/reference/exit-codes.md says; the warehouse file's problems (held by another process,
     damaged, missing) as for `status`, before Postgres is asked anything.
     """
     parser = argparse.ArgumentParser(

@@ -1,6 +1,6 @@
 """`esper-warehouse doctor`: a bounded, read-only probe of a tenant's wire shapes.
 
-One small page (``limit`` 3) per route the source reads (README counts them: `table_docs`), every one
+One small page (``limit`` 3) per route the source reads (docs/guide/real-tenant.md counts them: `table_docs`), every one
 through `EsperClient`, so a 429 is honoured and the key stays in the client (Data Tap only with
 ``--data-tap``, since it runs a query). Hard bounds: ``MAX_REQUESTS`` on the wire (3 per route at
 most, a 429 included: the transport refuses a fourth), and no route probed after

@@ -423,7 +423,7 @@ class _Run:
         """This run created the file, failed, and left nothing loaded nor pending for it.
 
         An interrupted run is not one: Ctrl-C is the user's own act, and its record says where
-        it stopped and what the next run does (README, exit 130)."""
+        it stopped and what the next run does (docs/reference/exit-codes.md, 130)."""
         code = self.result.exit_code
         if not self.created or self.load_started:
             return False

@@ -228,7 +228,7 @@ LIVE_DEVICE_PLATFORM = "ANDROID"
 PLATFORM = "platform"  # the key whose value picks a record's schema among the spec's variants
 
 
-# Where a route's reference comes from, best first (README's `doctor` paragraph names each):
+# Where a route's reference comes from, best first (docs/guide/real-tenant.md's `doctor` paragraph names each):
 # a live recording, Esper's documented shape, the OpenAPI subset, or nothing to compare with.
 BASES = ("live", "docs", "spec", "none")
 

@@ -6,8 +6,8 @@ columns, how `doctor` probes it, and what the documents say of it (`Doc`). Every
 derived from it: the resource's dlt hints (`Table.hints`; a list read whole each run gets its
 resource too: `whole_list`), the Arrow pages (`Table.page`), the
 empty raw tables the SQL build starts from (`pipelines/raw_contract.py`), Dagster's raw assets,
-`doctor`'s probes of plain lists, `run --resources` companions, and the rows of README's "Raw
-tables" and docs/spec/README.md's route table (`pipelines/table_docs.py` writes them).
+`doctor`'s probes of plain lists, `run --resources` companions, and the rows of
+docs/reference/raw-tables.md and docs/spec/README.md's route table (`pipelines/table_docs.py` writes them).
 
 Example (a list read whole each run: its resource is made from the declaration):
     >>> GEOFENCES = Table("geofences", "/v0/enterprise/{eid}/geofence/", ("id",),
@@ -131,7 +131,7 @@ class Evidence:
 @dataclass(frozen=True)
 class Doc:
     """What the documents say of a table beyond its route and key, written once here:
-    `python -m esper_warehouse.pipelines.table_docs` writes README's "Raw tables" row and the
+    `python -m esper_warehouse.pipelines.table_docs` writes the table's row in docs/reference/raw-tables.md and the
     route's row in docs/spec/README.md from it (a test fails when they differ).
 
     Attributes:
@@ -193,7 +193,7 @@ class Table:
             item of the parent's list.
         prefer_copy: for a whole list that serves one key more than once (`pages.read_all`),
             `prefer_copy(kept, other)` is the copy kept; None keeps the last one read.
-        doc: what README's "Raw tables" and docs/spec/README.md say of the table (`Doc`).
+        doc: what docs/reference/raw-tables.md and docs/spec/README.md say of the table (`Doc`).
         family: the family whose freshness the table shares (`tables.FAMILY_LABELS`: a line of
             `status`'s freshness block, the inputs of a mart's clock); None: its module's name.
         whole_list: how a tenant-level list read whole each run is read (`WholeList`): its

@@ -1,26 +1,6 @@
 -- materialized: table
--- app_rollout: how far has each app version got, day by day. One row per UTC day, platform, app
--- (package_name) and version, from the day the version first appears on a device (within the
--- spine: first load .. as_of) to as_of.
+-- app_rollout: described, with every column, in sql/marts/_marts.yml.
 --
--- Columns
---   day                          UTC calendar day; a device counts as on a version when that
---                                install was valid at the end of the day (at as_of for the last day)
---   platform                     the devices' platform (an app is counted per platform)
---   package_name                 the app, as devices report it
---   version_name                 the installed version (version_name, else version_code)
---   version_key                  version_name as numbers part by part (sorts 14.10 after 14.9)
---   devices_on_version           fleet devices of the platform with this version installed
---   reporting_devices            fleet devices of the platform that had reported their app
---                                inventory by that day (the denominator)
---   share_of_reporting           devices_on_version / reporting_devices (NULL if none reported)
---   not_reporting_devices        fleet devices of the platform that had never reported their apps;
---                                shown apart, never counted as not updated
---   fleet_devices                fleet devices of the platform that day
---   is_highest_version           this is the highest version of the app installed anywhere
---                                on the platform that day
---   data_as_of                   the time the row holds at: the end of the day, or for the last day
---                                the time the devices family is as of (intermediate.int_devices_as_of)
 -- The fleet on a day is the device x day spine (int_device_ranges; removed devices leave it after
 -- their last activity).
 with

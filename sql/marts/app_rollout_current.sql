@@ -1,29 +1,4 @@
--- app_rollout_current: the rollout state of each app now. One row per platform and app
--- (package_name) installed on at least one current device. Built from the installed apps now
--- (intermediate.int_device_app_latest), independently of app_rollout, whose as_of day agrees.
---
--- Columns
---   as_of                        "now": the time the devices family (devices, history, heartbeats,
---                                installed apps) is as of (intermediate.int_devices_as_of)
---   data_as_of                   the same time, NULL when the devices were never loaded
---   age_note                     how old that is, in the words every surface prints (NULL: current)
---   platform                     the devices' platform
---   package_name                 the app, as devices report it
---   app_name                     its name, as most devices report it
---   latest_version               highest version installed on any current device (compared part
---                                by part as numbers)
---   devices_with_app             current devices with the app installed (any version)
---   devices_on_latest            current devices on latest_version
---   devices_on_older             devices_with_app - devices_on_latest
---   reporting_devices            current devices of the platform that reported their apps
---   not_reporting_devices        current devices of the platform that never reported their apps
---   share_on_latest              devices_on_latest / reporting_devices
---   share_with_app               devices_with_app / reporting_devices
---   version_count                distinct versions installed
---   versions                     list of {version_name, devices}, highest version first
---   required_min_version         minimum version if the app is required (sql/seeds), else NULL
---   devices_below_required       devices with the app below required_min_version (NULL if not required)
---   devices_missing_required     reporting devices of the platform without the app (NULL if not required)
+-- app_rollout_current: described, with every column, in sql/marts/_marts.yml.
 with
 
 as_of as (

@@ -1,19 +1,4 @@
--- app_version_laggards: who is left on an older version. One row per current device and app
--- (package_name) whose installed version is below the app's latest version on the device's
--- platform (marts.app_version_rollout, is_latest_version): the devices that row counts in
--- devices_on_older.
---
--- Columns
---   as_of, data_as_of, age_note  as in app_version_rollout (the devices family's time)
---   device_id, device_name, group_name, group_path   as in fleet_compliance
---   platform                     the device's platform
---   package_name, app_name       the app
---   installed_version            the version the device has now (int_device_app_latest)
---   installed_at                 when the device installed it (int_device_app_versions.installed_at)
---   latest_version               the latest version on the platform (is_latest_version)
---   latest_first_seen_at         that version's first appearance in the fleet
---   last_seen_at, last_seen_bucket, verdict   the device's last check-in and compliance verdict
---                                (fleet_compliance): a device not seen cannot update
+-- app_version_laggards: described, with every column, in sql/marts/_marts.yml.
 with
 
 latest_versions as (

@@ -1,47 +1,5 @@
 -- materialized: table
--- app_version_rollout: how fast has each app version rolled out, and who is left. One row per
--- platform, app (package_name) and version installed on any device the warehouse has held
--- (removed devices included: a version's history is the fleet's). "Now" is the time the devices
--- family is as of (intermediate.int_devices_as_of); the counts of now are over current devices.
---
--- Columns
---   as_of                        "now": the time the devices family (devices, history, heartbeats,
---                                installed apps) is as of (intermediate.int_devices_as_of)
---   data_as_of                   the same time, NULL when the devices were never loaded
---   age_note                     how old that is, in the words every surface prints (NULL: current)
---   platform                     the devices' platform (an app is counted per platform)
---   package_name                 the app, as devices report it
---   app_name                     its name, as most devices report it
---   version_name                 the version (version_name, else version_code)
---   version_key                  version_name as numbers part by part (sorts 14.10 after 14.9)
---   is_latest_version            the highest version installed on any current device of the
---                                platform now (app_rollout_current.latest_version)
---   first_seen_at                the version's first appearance in the fleet: the earliest
---                                installed_at of any device on it (int_device_app_versions: the app
---                                record's updated_at, else the load that first held it)
---   first_seen_day               its UTC day
---   catalogue_created_at         when the tenant's app catalogue created the version
---                                (staging.stg_esper__application_versions for Android,
---                                stg_esper__tenant_app_versions for Apple and Windows); NULL when
---                                the catalogue does not list it (store apps, an unloaded catalogue)
---   devices_on_version           current devices with this version installed now
---   devices_at_or_above          current devices on this version or a higher one now
---   devices_on_older             current devices with the app on a lower version now (or on a
---                                version that cannot be read as numbers): still to update;
---                                listed in marts.app_version_laggards for the latest version
---   devices_with_app             current devices that report the app now, any version
---   reporting_devices            current devices of the platform that reported their apps
---                                (app_rollout_current's denominator)
---   share_of_reporting           devices_on_version / reporting_devices (as app_rollout shares)
---   share_at_or_above            devices_at_or_above / devices_with_app: how far the version has
---                                got among the devices that have the app
---   days_to_50_pct, days_to_90_pct   days (one decimal) from first_seen_at until 50 % (90 %) of
---                                devices_with_app had installed this version or a higher one,
---                                each device at its earliest such install; NULL until reached
---   p50_minutes_to_install, p90_minutes_to_install   percentiles (continuous) of the minutes from
---                                first_seen_at to each device's first install of the version,
---                                over every device that has held it (the first device: 0)
---   devices_installed            the devices those percentiles are over
+-- app_version_rollout: described, with every column, in sql/marts/_marts.yml.
 with
 
 as_of as (

@@ -1,31 +1,5 @@
 -- materialized: table
--- fleet_compliance_daily: the compliance trend. One row per UTC day, group and platform, from the
--- first load to as_of, rebuilt from device history: each device is judged as it was at the end of
--- that day (same rules as fleet_compliance; the as_of day equals fleet_compliance).
---
--- Columns
---   day                          UTC calendar day (a change at 23:30 UTC-5 belongs to the next day)
---   group_id                     the group the device was in at the end of the day
---   group_path                   that group's path now (NULL if the group no longer exists)
---   platform                     ANDROID, APPLE, WINDOWS or LINUX
---   devices                      devices in service in the fleet that day (enrolled, not yet
---                                removed, state counted: see out_of_service_devices)
---   compliant_devices            verdict compliant at the end of the day
---   non_compliant_devices        verdict non_compliant
---   unverified_devices           verdict unverified (not seen recently, or a value not reported)
---   out_of_service_devices       devices disabled, provisioning, being wiped or onboarding that
---                                day (sql/vocabulary/device_states.csv): shown apart, in no rate
---   compliance_rate              compliant_devices / devices (unverified count against it); NULL
---                                when no device is in service
---   verified_compliance_rate     compliant_devices / (compliant + non_compliant); NULL when none
---   os_outdated_devices          devices in service failing the OS check that day (any verdict)
---   patch_outdated_devices       failing the security-patch age check
---   blueprint_drift_devices      failing the blueprint check
---   missing_required_apps_devices  failing the required-apps check
---   agent_outdated_devices       failing the agent version check
---   not_seen_recently_devices    devices whose last-seen bucket does not count as seen
---   data_as_of                   the time the row holds at: the end of the day, or for the last day
---                                the time the devices family is as of (intermediate.int_devices_as_of)
+-- fleet_compliance_daily: described, with every column, in sql/marts/_marts.yml.
 with
 
 checks as (

@@ -1,38 +1,5 @@
 -- materialized: table
--- headlines: every number a person reads first, defined once. The demo's summary, `esper-warehouse
--- status`, the notebooks (and the offline report made from them) and the README read these rows
--- and compute none of their own; tests/notebooks/test_every_surface.py holds every surface to them.
--- One row per headline number, or per item of a headline that is a list or a breakdown (the worst
--- command rollouts, the top reasons, the last-seen buckets, the pipeline runs that need a look).
---
--- Columns
---   as_of         "now" (API time of the latest loaded run, ok or partial)
---   headline      the number's name (the list is in the README, "Headline numbers")
---   item          NULL for the headline's own number; else the item's key: a platform, a bucket,
---                 a reason_code, a command_request_id, a credential status, a disagreement kind,
---                 a pipeline_run_id
---   item_rank     the item's place (1 = first as surfaces list them); NULL for the headline row
---   label         what the number counts, in words (an item's label: the command, the reason)
---   value         the count (devices, users, credentials, failed devices; for a waiting or
---                 stalled pipeline run: the whole minutes it has waited, or gone without a change)
---   denominator   what the count is out of; NULL when it is not a share of anything
---   share         value / denominator (NULL without one, or when it is 0)
---   unit          what value counts: devices, users, credentials, failed or timed-out devices,
---                 pipeline runs, minutes
---   source        the mart (and column) the number is drawn from
---   definition    the definition, as the README gives it
---   data_as_of    the time the number is as of: the oldest data_as_of of the table families it
---                 reads (intermediate.int_family_freshness); its clocks (not seen, stalled,
---                 waiting) are judged there. NULL: a family it reads was never loaded
---   is_known      false when a family it reads was never loaded: value, denominator and share
---                 are NULL then (unknown, never 0), and age_note says why
---   held_back_by  the raw tables it reads that are older than as_of (NULL: none)
---   age_note      what every surface prints beside the number when it is older than as_of or
---                 unknown: '<Family>: as of <time> UTC (<age>: <reason>)', '<Family>: unknown
---                 (never loaded: <reason>)' (several families: joined by '; '); then, for a number
---                 over the devices, the removals it still counts: 'Devices: 2 removed since the
---                 full scan of <day> still counted (the API counted <n> at <time> UTC; the next
---                 full scan names them)' (removals). NULL when current and none
+-- headlines: described, with every column, in sql/marts/_marts.yml.
 with
 
 as_of as (

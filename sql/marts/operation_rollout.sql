@@ -1,44 +1,4 @@
--- operation_rollout: how far has each operation got? One row per operation, with its per-device
--- parts (operation_devices) counted the same way as command_rollout. States are tidied to the
--- command enum (staging: SUCCEDED -> success, FAILED -> failure, CREATED -> queued, ...).
---
--- Columns
---   operation_id                 the operation
---   operation_type               CONVERGE, INSTALL_APP, ...
---   operation_alias, schedule_type   as the API gives them
---   state, state_raw, is_terminal    the operation's own state (tidied / API text / terminal?)
---   created_at, updated_at       the operation's timestamps
---   created_by                   the id of the user who created the operation (created_by; a user_id
---                                of marts.fleet_access)
---   created_by_name              that user's name (the tenant's users, authn2 `name`); NULL when
---                                the id is no user the access tables hold (not read, refused,
---                                removed)
---   target_devices               devices with a per-device record (the denominator); 0 when none
---                                yet (then every rate is NULL)
---   queued_devices, initiated_devices, in_progress_devices, scheduled_devices
---                                devices in that non-terminal state
---   success_devices, failure_devices, timeout_devices, cancelled_devices
---                                devices in that terminal state
---   unknown_state_devices        a state string the models do not know (see staging)
---   terminal_devices             success + failure + timeout + cancelled
---   pending_devices              target_devices - terminal_devices
---   success_rate, failure_rate, timeout_rate   success/failure/timeout devices / target_devices
---   completion_rate              terminal_devices / target_devices
---   is_complete                  every target is terminal (false with no targets)
---   p50_minutes_to_terminal, p90_minutes_to_terminal
---                                median and 90th percentile (interpolated) over terminal devices of
---                                (device record updated_at - created_at), in minutes
---   top_failure_reasons          up to 3 {reason, devices} among failure and timeout devices
---   api_success_device_count, api_failed_device_count
---                                the API's own tally (operation_stats), to cross-check the recount
---   last_device_update_at        latest updated_at of its per-device records
---   failing_rank                 1 = the worst: rank by failure + timeout rate (highest first), then
---                                more target devices, then the id, among those with 5 target
---                                devices or more (NULL below 5); marts.headlines, the demo and the
---                                report's "Most failing" table read it (intermediate.int_rollout_progress)
---   data_as_of                   the time the operations family (operations and their devices) is as of
---                                (intermediate.int_family_freshness): its figures hold at that time
---   age_note                     how old that is, in the words every surface prints (NULL: current)
+-- operation_rollout: described, with every column, in sql/marts/_marts.yml.
 with
 
 age as (

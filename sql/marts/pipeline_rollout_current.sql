@@ -1,33 +1,4 @@
--- pipeline_rollout_current: where each Esper Pipeline's latest run stands now. One row per
--- pipeline that has run at least once: its latest run (the highest run_number) and the stage
--- that run is at (marts.pipeline_rollout).
---
--- Columns
---   pipeline_id, pipeline_name       the pipeline
---   pipeline_run_id, run_number      its latest run
---   run_status                       that run's status (the spec's lowercase enum)
---   run_started_at, run_ended_at     that run's start and end (NULL while open)
---   stages                           stages in the pipeline
---   stages_reached                   stages the run has a stage run for
---   current_stage_order, current_stage_name, current_stage_status
---                                    the last stage reached (NULL when none yet)
---   target_devices                   target runs of the run, over every stage reached
---   succeeded_devices, failed_devices, timed_out_devices, cancelled_devices, in_progress_devices
---                                    those target runs by status (as in pipeline_rollout)
---   share_done                       ended target runs / target_devices (NULL without targets)
---   waiting_for_approval_since       when the run began to wait for an approval (NULL: not waiting)
---   run_updated_at                   that run record's own last change (its updated_at)
---   last_change_at                   the newest change anywhere in that run (as in
---                                    marts.pipeline_rollout: the run, its stage runs, their
---                                    target runs)
---   is_stalled, is_failing           that run is stalled, or failing, at its current stage (the
---                                    flags of marts.pipeline_rollout, on whichever stage they are)
---   current_stage_target_devices, current_stage_succeeded_devices, current_stage_failed_devices,
---   current_stage_timed_out_devices, current_stage_in_progress_devices, current_stage_share_done
---                                    the current stage's own figures (marts.pipeline_rollout's row
---                                    of that stage): what a row labelled with the stage shows
---   data_as_of, age_note             the time the Pipelines tables are as of, and how old that is
---                                    (as in marts.pipeline_rollout)
+-- pipeline_rollout_current: described, with every column, in sql/marts/_marts.yml.
 with
 
 rollout as (

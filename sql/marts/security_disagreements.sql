@@ -1,35 +1,4 @@
--- security_disagreements: the devices where Esper's security verdict and the warehouse's disagree.
--- One row per current device whose two verdicts differ (agreeing devices, and devices either side
--- does not judge, are left out).
---
--- Esper rates an Android device from Google's integrity verdicts and the age of its security
--- patch (security_state on /v2/devices/); the warehouse judges the patch age against the
--- platform's target (fleet_compliance.is_security_patch_current, the one check both make) and
--- cannot see integrity. Neither is wrong by construction: a row is a device to look at.
---
--- Columns
---   as_of, data_as_of, age_note  as in fleet_compliance (the devices family's time)
---   device_id, device_name, platform, group_name, group_path   as in fleet_compliance
---   is_in_service                the device's state counts in compliance (fleet_compliance)
---   esper_security_state         Esper's verdict, as served (SECURE, LOW_RISK, MEDIUM_RISK,
---                                HIGH_RISK)
---   is_esper_at_risk             Esper rates the device at risk (any *_RISK state); NULL: a state
---                                sql/vocabulary/security_states.csv does not know
---   esper_reason                 Esper's reason, in words (sql/vocabulary/security_states.csv: the
---                                project's reading of Esper's documents); NULL for an unknown state
---   security_patch_level, security_patch_age_days   the device's patch and its age at as_of
---   max_security_patch_age_days  the platform's target (sql/seeds/compliance_platform_targets.csv)
---   is_security_patch_current    the warehouse's security check (fleet_compliance)
---   verdict                      the warehouse's compliance verdict (fleet_compliance)
---   our_reason                   the warehouse's reason, in words: the patch check's reason when
---                                it fails, else what it found ("security patch ... is N days old,
---                                within the maximum M"), then the verdict and its other reasons
---   disagreement                 esper_only: Esper rates the device at risk while it passes the
---                                warehouse's security patch check (`verdict` says whether the
---                                warehouse calls it compliant);
---                                ours_only: Esper rates it SECURE while it fails the warehouse's
---                                security patch check;
---                                esper_state_unknown: a state the vocabulary does not know
+-- security_disagreements: described, with every column, in sql/marts/_marts.yml.
 with
 
 compliance as (

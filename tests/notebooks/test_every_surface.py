@@ -1,9 +1,9 @@
 """Every surface tells the same story: each headline number the demo's summary, `esper-warehouse
-status`, the offline report (rendered in headless Chromium, network off) and the README show
+status`, the offline report (rendered in headless Chromium, network off) and the documents show
 equals its row of `marts.headlines`, the numbers' one home (issue 33).
 
-Each test reads what a person reads (the printed lines, the page's text, the README's table and
-queries) and finds every headline number there; a surface that counts on its own (another
+Each test reads what a person reads (the printed lines, the page's text, the warehouse guide's table
+and queries) and finds every headline number there; a surface that counts on its own (another
 denominator, another ranking, another reason grouping) prints another number and fails here.
 """
 
@@ -276,12 +276,15 @@ def test_the_reports_most_failing_table_starts_with_the_marts_worst(
 
 
 def _readme() -> str:
-    return (ROOT / "README.md").read_text()
+    """The documents (README and the pages under docs/): the queries and the headline table."""
+    from tests.docs import every_page
+
+    return every_page()
 
 
 def _readme_query(comment: str) -> str:
     match = re.search(rf"-- {re.escape(comment)}.*?\n(select .*?);", _readme(), re.S)
-    assert match, f"README has no {comment!r} query"
+    assert match, f"no page has a {comment!r} query"
     return match.group(1)
 
 
@@ -294,7 +297,7 @@ def test_the_readme_gives_each_headline_the_marts_definition(demo_warehouse: Pat
             ).fetchall()
         )
     block = re.search(r"<!-- headlines:.*?-->\n(.*?)<!-- /headlines -->", _readme(), re.S)
-    assert block, "README has no headline table"
+    assert block, "no page has the headline table"
     documented = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", block.group(1), re.M))
     assert documented == defined
 
@@ -316,7 +319,7 @@ def test_the_readme_queries_rank_as_the_mart(demo_warehouse: Path, mart: Headlin
 def test_low_battery_and_esper_s_counter_agree_on_the_simulator(mart: Headlines) -> None:
     """The simulator's counter counts what the headline counts (below 15 %, devices served, tvOS
     without a battery), read in the same run: a difference is a bug in one of them. On a live
-    tenant they may differ (README "Headline numbers")."""
+    tenant they may differ (docs/guide/warehouse.md, "Headline numbers")."""
     low, esper = _number(mart, "low_battery_devices"), _number(mart, "esper_low_battery_devices")
     assert low.value > 0 and low.value == esper.value
 

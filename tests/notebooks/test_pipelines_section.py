@@ -50,7 +50,7 @@ def test_a_key_without_read_pipeline_is_named_on_the_page(refused_page: Path) ->
 
 def test_the_fixture_s_stalled_and_failing_stages_are_the_definitions(demo_warehouse) -> None:
     """The demo warehouse (two days on) holds a stalled run; its flags in marts.pipeline_rollout
-    are the README's definitions worked out in Python over the raw tables, as the simulator's
+    are the warehouse guide's definitions worked out in Python over the raw tables, as the simulator's
     records are in tests/source/test_pipelines.py."""
     with duckdb.connect(str(demo_warehouse), read_only=True) as con:
 

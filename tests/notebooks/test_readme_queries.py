@@ -1,6 +1,8 @@
-"""The README's "Worst command rollouts" query ranks as marts.headlines (the demo's "three worst
-command rollouts" and the report's "Most failing" table read the same `failing_rank`); its two
-Esper Pipelines questions answer as the staging views and `marts.pipeline_rollout` say."""
+"""The documents' queries (README.md and the pages under docs/: `tests.docs`) run as pasted: every
+SQL block on the demo warehouse, and no shell command holds a `[--option]`. The warehouse guide's
+"Worst command rollouts" query ranks as marts.headlines (the demo's "three worst command
+rollouts" and the report's "Most failing" table read the same `failing_rank`); its two Esper
+Pipelines questions answer as the staging views and `marts.pipeline_rollout` say."""
 
 from __future__ import annotations
 
@@ -9,14 +11,15 @@ from pathlib import Path
 
 import duckdb
 
+from tests.docs import every_page, page, pages
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _readme_query(title: str) -> str:
-    """The README query under the comment line that starts with `-- <title>`."""
-    readme = (ROOT / "README.md").read_text()
-    match = re.search(rf"-- {re.escape(title)}.*?\n(select .*?);", readme, re.S)
-    assert match, f"README has no '{title}' query"
+    """The documents' query under the comment line that starts with `-- <title>`."""
+    match = re.search(rf"-- {re.escape(title)}.*?\n(select .*?);", every_page(), re.S)
+    assert match, f"no page has a '{title}' query"
     return match.group(1)
 
 
@@ -122,8 +125,30 @@ def test_readme_compliance_trend_covers_the_last_30_days_of_the_data(demo_wareho
     assert all(rate is None or 0 <= rate <= 1 for *_, rate in readme)
 
 
+def test_every_sql_block_of_every_page_runs_on_the_demo_warehouse(demo_warehouse: Path) -> None:
+    """Each statement of each ```sql block, as pasted: it binds and runs on a warehouse the demo
+    built (a block that names a column a mart no longer has fails here)."""
+    ran = 0
+    with duckdb.connect(str(demo_warehouse), read_only=True) as con:
+        for name in pages():
+            for block in re.findall(r"```sql\n(.*?)```", page(name), re.S):
+                for statement in filter(str.strip, _statements(block)):
+                    try:
+                        con.execute(statement).fetchall()
+                    except duckdb.Error as exc:
+                        raise AssertionError(f"{name}: {statement}\n{exc}") from exc
+                    ran += 1
+    assert ran >= 15  # the pages hold 18 statements
+
+
+def _statements(block: str) -> list[str]:
+    """A block's statements: its comment lines dropped, split at each `;` ending a line."""
+    text = "\n".join(line for line in block.splitlines() if not line.lstrip().startswith("--"))
+    return re.split(r";[ \t]*(?:--[^\n]*)?$", text, flags=re.M)
+
+
 def _commands(block: str) -> list[str]:
-    """The commands of a README shell block: continued lines joined, comments and quoted
+    """The commands of a shell block: continued lines joined, comments and quoted
     strings left out (a `[...]` inside quotes is the command's own text)."""
     text = re.sub(r"\\\n", " ", block)
     lines = [re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines()]
@@ -133,7 +158,7 @@ def _commands(block: str) -> list[str]:
 def test_readme_shell_blocks_run_as_pasted() -> None:
     """No `[--option value]` in a command: pasted, the shell passes the brackets on (or globs
     them) and the command refuses its words. Optional words are said in a comment."""
-    readme = (ROOT / "README.md").read_text()
+    readme = every_page()
     blocks = re.findall(r"```(?:bash|sh|shell)\n(.*?)```", readme, re.S)
     assert blocks
     bracketed = [c for b in blocks for c in _commands(b) if re.search(r"\[[^\]]*\]", c)]

@@ -1,4 +1,4 @@
-"""The README's "Rollouts: five questions", run as pasted on the demo warehouse, answer what the
+"""The warehouse guide's "Rollouts: five questions" (docs/guide/warehouse.md), run as pasted on the demo warehouse, answer what the
 simulator's own records say (issue 43): how fast each app's newest version rolls out, who is left
 on an older one, and which devices Esper rates at risk while the patch check passes (or secure
 while it fails). Which stage and why failing are the Esper Pipelines questions, held by
@@ -320,11 +320,11 @@ def test_the_headlines_count_as_the_records(demo_warehouse, truth) -> None:
     assert abs(float(shown.group(3)) - days) <= 0.051
 
 
-def test_the_readme_asks_the_five_questions() -> None:
-    """Five questions, each answered by one query the README holds (the Pipelines two above)."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("#### Rollouts: five questions") :]
-    section = section[: section.index("\n### ")]
+def test_the_guide_asks_the_five_questions() -> None:
+    """Five questions, each answered by one query the guide holds (the Pipelines two above)."""
+    readme = (ROOT / "docs" / "guide" / "warehouse.md").read_text()
+    section = readme[readme.index("### Rollouts: five questions") :]
+    section = section[: section.index("\n## ")]
     asked = re.findall(r"^\d\. \*\*(.+?)\*\*", section, re.M)
     assert len(asked) == 5
     for title in ("How fast is each app's newest version", "Who is left on an older version?",

@@ -105,7 +105,7 @@ def test_a_family_refused_on_the_first_load_loads_on_the_next_night(
 
 
 def test_a_first_selection_then_full_nightlies_load_every_table(sim, wh: Path) -> None:
-    """The README's way around a table that breaks a run: `run --resources devices,groups`."""
+    """The way around (docs/troubleshooting.md) a table that breaks a run: `run --resources devices,groups`."""
     first = load(sim, wh, resources=["devices", "groups"], build_models=True)
     assert first.exit_code == Exit.OK, first.error
     _nightly(sim, wh)

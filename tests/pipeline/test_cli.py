@@ -198,12 +198,15 @@ def test_a_locked_warehouse_waits_then_fails_with_exit_5(sim, wh: Path, first_lo
     compare(sim, wh, "command_statuses")
 
 
-def test_every_command_the_readme_names_exists() -> None:
-    """`esper-warehouse <word>` in README.md (prose, tables, code blocks) is a subcommand, and
-    README names every subcommand."""
+def test_every_command_the_documents_name_exists() -> None:
+    """`esper-warehouse <word>` in README.md or a page under docs/ (prose, tables, code blocks) is
+    a subcommand, and the documents name every subcommand."""
     from esper_warehouse.pipelines.commands import SUBCOMMANDS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    named = set(re.findall(r"esper-warehouse ([a-z][a-z_-]*)", readme)) - {"command"}
-    assert named - set(SUBCOMMANDS) == set()
-    assert named == set(SUBCOMMANDS)  # and every subcommand is in README
+    from tests.docs import every_page
+
+    def named(text: str) -> set[str]:
+        return set(re.findall(r"esper-warehouse ([a-z][a-z_-]*)", text)) - {"command"}
+
+    assert named(every_page()) - set(SUBCOMMANDS) == set()
+    assert named(every_page()) == set(SUBCOMMANDS)  # and every subcommand is documented

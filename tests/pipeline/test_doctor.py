@@ -77,7 +77,7 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """Through the command line, Data Tap included: exit 0, every route the source reads is
-    probed, within `MAX_REQUESTS` and as many as README says (`table_docs.doctor_requests`),
+    probed, within `MAX_REQUESTS` and as many as docs/guide/real-tenant.md says (`table_docs.doctor_requests`),
     and no id, name, serial, URL or key is printed."""
     monkeypatch.setenv("SOURCES__ESPER__BASE_URL", sim.base_url)
     monkeypatch.setenv("SOURCES__ESPER__API_KEY", API_KEY)
@@ -100,9 +100,9 @@ def test_doctor_is_clean_bounded_and_leaks_no_value(
     read_by_source = {e.path for e in TABLES.values()} | {V2_DEVICE_APPS_PATH}
     assert {("GET", p) for p in read_by_source} <= probed
     assert ("POST", DATA_TAP_PATH) in {(r["method"], r["route"]) for r in report["routes"]}
-    readme = table_docs.section((ROOT / "README.md").read_text(), "doctor-requests")
+    readme = table_docs.section((ROOT / table_docs.TENANT_PAGE).read_text(), "doctor-requests")
     counted = table_docs.doctor_requests(stats["routes"])
-    assert readme == counted, f"README says {readme!r}: run `{table_docs.COMMAND}`"
+    assert readme == counted, f"the guide says {readme!r}: run `{table_docs.COMMAND}`"
 
     text = captured.out + captured.err + json_path.read_text()
     leaked = sorted(v for v in _identifying_values(sim) if v in text)
@@ -299,9 +299,9 @@ def test_values_used_as_keys_and_the_key_itself_are_never_printed(
 
 
 def test_readme_names_every_basis_of_a_reference() -> None:
-    """README's `doctor` paragraph names each basis a probe's line may show (`BASES`), among
+    """The guide's `doctor` paragraph (docs/guide/real-tenant.md) names each basis a probe's line may show (`BASES`), among
     them `none`, the basis of the routes with no shape on record."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "guide" / "real-tenant.md").read_text()
     paragraph = readme[readme.index("`doctor` prints one line per probe") :].split("\n\n")[0]
     paragraph = " ".join(paragraph.split("```")[0].split())
     assert [b for b in BASES if f"`{b}` (" not in paragraph] == []
@@ -330,7 +330,7 @@ def test_429_without_retry_after_is_bounded(sim: Any) -> None:
     result = _probe(sim, sleep=waits.append)
 
     stats = sim.stats()
-    assert doctor.MAX_REQUESTS == 50  # README: "at most **50 requests**"
+    assert doctor.MAX_REQUESTS == 50  # docs/guide/real-tenant.md: "at most **50 requests**"
     assert stats["total"] <= doctor.MAX_REQUESTS
     assert result.requests <= doctor.MAX_REQUESTS
     assert stats["statuses"].get("429", 0) >= 10

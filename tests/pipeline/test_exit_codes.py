@@ -1,5 +1,7 @@
-"""Exit codes have one home, pipelines/exit_codes.py: README lists exactly its values, no
-command writes a code as a bare number, and every module says `Exit.<NAME>` (no alias)."""
+"""Exit codes have one home, pipelines/exit_codes.py: the reference (docs/reference/exit-codes.md,
+written from it) lists exactly its values with their meaning, the README's brief names only its
+values, no command writes a code as a bare number, and every module says `Exit.<NAME>` (no
+alias)."""
 
 from __future__ import annotations
 
@@ -9,16 +11,24 @@ import subprocess
 import tokenize
 from pathlib import Path
 
-from esper_warehouse.pipelines.exit_codes import BRIEF, LOADED, Exit, brief
+from esper_warehouse.pipelines.exit_codes import BRIEF, LOADED, MEANING, Exit, brief
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_readme_table_lists_exactly_the_exit_codes() -> None:
+def test_the_reference_lists_exactly_the_exit_codes_with_their_meaning() -> None:
+    page = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
+    table = page.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
+    listed = dict(re.findall(r"^\| (\d+) \| (.*) \|$", table, re.M))
+    assert {int(code) for code in listed} == {int(e) for e in Exit} == {int(e) for e in MEANING}
+    assert all(listed[str(int(code))].replace("\\|", "|") == MEANING[code] for code in Exit)
+
+
+def test_the_readme_s_brief_names_only_exit_codes() -> None:
+    """README's "Scheduling" and "Every morning" give codes in bold (**6**): each is an `Exit`."""
     readme = (ROOT / "README.md").read_text()
-    table = readme.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
-    listed = {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)}
-    assert listed == {int(e) for e in Exit}
+    named = {int(code) for code in re.findall(r"\*\*(\d+)\*\*", readme)}
+    assert named and named <= {int(e) for e in Exit}
 
 
 def test_no_command_writes_an_exit_code_as_a_number() -> None:

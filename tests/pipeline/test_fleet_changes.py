@@ -191,10 +191,10 @@ def test_each_night_lists_what_the_marts_and_the_clock_changed(sim, wh, modelled
         nights = con.execute("select count(distinct as_of) from marts.fleet_changes").fetchone()
     assert nights == (3,), "kept across nights"
 
-    # the README's "this week" query lists the nights of the last seven days, every row
-    readme = (ROOT / "README.md").read_text()
+    # docs/guide/what-changed.md's "this week" query lists the nights of the last seven days
+    readme = (ROOT / "docs" / "guide" / "what-changed.md").read_text()
     match = re.search(r"-- What changed this week\?\n(select .*?);", readme, re.S)
-    assert match, "README has no 'What changed this week?' query"
+    assert match, "the guide has no 'What changed this week?' query"
     with duckdb.connect(str(wh), read_only=True) as con:
         week = con.execute(match.group(1)).fetchall()
         (expected,) = con.execute(

@@ -1,6 +1,6 @@
 """Every number knows its age: a nightly that cannot read a table family keeps that family's
 numbers at the time they were loaded, and says how old they are; a family never loaded is
-unknown, never 0 (README "How old is a number"). Table by table: test_freshness_tables.py."""
+unknown, never 0 (docs/guide/warehouse.md, "How old is a number"). Table by table: test_freshness_tables.py."""
 
 from __future__ import annotations
 

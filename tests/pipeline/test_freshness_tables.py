@@ -1,7 +1,7 @@
 """Every number knows its age, table by table: credentials and operations refused keep their
 figures at the time they were read, a family held back too long makes `status` exit 7, a family
 never loaded is unknown (never 0), a Data Tap table skipped is a family behind with its reason
-(README "How old is a number"). The families refused after a good night: test_freshness.py."""
+(docs/guide/warehouse.md, "How old is a number"). The families refused after a good night: test_freshness.py."""
 
 from __future__ import annotations
 

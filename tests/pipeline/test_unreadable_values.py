@@ -203,7 +203,7 @@ def test_an_unreadable_key_or_cursor_ends_the_run_naming_it_and_the_next_night_l
     assert result.error is not None
     assert named in result.error and "'soon'" in result.error
     assert "StopIteration" not in result.error
-    # a first run that loaded nothing leaves no warehouse behind (README Troubleshooting)
+    # a first run that loaded nothing leaves no warehouse behind (docs/troubleshooting.md)
     assert not wh.exists()
 
     sim.set_faults([])

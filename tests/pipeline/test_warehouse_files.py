@@ -1,4 +1,4 @@
-"""Every command says the same, and exits as README says, of a warehouse file that is damaged,
+"""Every command says the same, and exits as docs/reference/exit-codes.md says, of a warehouse file that is damaged,
 not a DuckDB file, held by a writer, on a full disk or in a folder that cannot be written."""
 
 from __future__ import annotations

@@ -154,13 +154,13 @@ def test_list_and_struct_columns_map_to_jsonb() -> None:
     assert publish.postgres_type("DOUBLE") == ("double precision", False)
 
 
-def test_the_readme_postgres_block_runs_as_pasted_with_pgserver(tmp_path: Path) -> None:
-    """README's Postgres block in bash, in a folder beside a checkout's `.venv` and a DuckDB
+def test_the_guide_s_postgres_block_runs_as_pasted_with_pgserver(tmp_path: Path) -> None:
+    """docs/guide/growing.md's Postgres block in bash, in a folder beside a checkout's `.venv` and a DuckDB
     warehouse called demo.duckdb (as after `make demo`): pgserver starts, the simulator serves
     (on a free port instead of 8765), raw tables land in Postgres, the marts are published from
     both files, and the server stops. `set -e`: any command that fails fails the test."""
     pytest.importorskip("pgserver")
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "guide" / "growing.md").read_text()
     block = readme.split("**Postgres.**", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -173,15 +173,17 @@ def test_spark_sql_runs_and_a_double_quoted_identifier_fails_as_live(client):
     assert quoted["status"] == "FAILED" and "double-quoted" in quoted["error_message"]
 
 
-def test_every_readme_and_notebook_data_tap_example_runs_on_the_simulator(client):
+def test_every_document_and_notebook_data_tap_example_runs_on_the_simulator(client):
     import re
     import tomllib
     from pathlib import Path
 
     from esper_warehouse.sources.esper.tables.data_tap import Incremental
 
+    from tests.docs import every_page
+
     root = Path(__file__).parents[2]
-    readme = (root / "README.md").read_text() + (root / "notebooks" / "data_tap.py").read_text()
+    readme = every_page() + (root / "notebooks" / "data_tap.py").read_text()
     queries = [
         query
         for block in re.findall(r"```toml\n(.*?)```", readme, re.S)

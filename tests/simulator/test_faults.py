@@ -139,14 +139,14 @@ def test_http_fault_control(sim):
 
 
 def _readme_faults() -> str:
-    """README's paragraph on the simulator's faults, through its example block."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """docs/simulator.md's paragraph on the simulator's faults, through its example block."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "simulator.md").read_text()
     start = readme.index("**Faults** (`simulator/faults.py`)")
     return readme[start : readme.index("From Python:", start)]
 
 
-def test_readme_documents_every_fault_kind_and_its_example_runs(sim):
-    """README's table has a row for each kind `parse` accepts (`faults.KINDS`), and its example
+def test_the_simulator_page_documents_every_fault_kind_and_its_example_runs(sim):
+    """docs/simulator.md's table has a row for each kind `parse` accepts (`faults.KINDS`), and its example
     does what it says against a running simulator: the faults are set, listed, act, and go."""
     text = _readme_faults()
     assert set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE)) == KINDS

@@ -1,7 +1,7 @@
 """One declaration per raw table (`sources/esper/tables/`, a `Table` each) against every copy.
 
 The source's dlt hints, the runner's companions and fallbacks, the extraction order, a staging
-view each, and the documents' sections written from the declarations (README's "Raw tables",
+view each, and the documents' sections written from the declarations (docs/reference/raw-tables.md,
 docs/spec/README.md's table routes: `pipelines/table_docs.py`) must say what the declarations say. The empty raw tables of the SQL build are made
 from the declarations (tests/sql/test_runner.py checks them).
 """
@@ -197,7 +197,7 @@ def _section(path: Path, start: str) -> str:
 
 
 def test_the_documents_say_what_the_declarations_say() -> None:
-    """README's "Raw tables" rows and docs/spec/README.md's table routes, whole: route, key, how
+    """The raw tables reference's rows and docs/spec/README.md's table routes, whole: route, key, how
     each table is read and kept, its envelope and evidence, as the declarations give them."""
     stale = table_docs.stale()
     assert stale == [], f"{stale}: run `{table_docs.COMMAND}` and commit what it rewrites"
@@ -210,26 +210,27 @@ def test_a_section_edited_by_hand_is_stale_and_the_command_rewrites_it(tmp_path:
         target.write_text((ROOT / table_docs.SECTIONS[name][0]).read_text())
     table_docs.write(table_docs.DECLARED, root=tmp_path)  # whatever the checkout holds
     assert table_docs.stale(root=tmp_path) == []
-    readme = tmp_path / "README.md"
-    readme.write_text(
-        readme.read_text().replace("| `geofences` | `GET", "| `geofences` | `POST", 1)
-    )
-    assert table_docs.stale(root=tmp_path) == ["README.md: raw-tables"]
-    assert table_docs.write(table_docs.DECLARED, root=tmp_path) == ["README.md: raw-tables"]
+    page = tmp_path / table_docs.RAW_TABLES_PAGE
+    page.write_text(page.read_text().replace("| `geofences` | `GET", "| `geofences` | `POST", 1))
+    stale = [f"{table_docs.RAW_TABLES_PAGE}: raw-tables"]
+    assert table_docs.stale(root=tmp_path) == stale
+    assert table_docs.write(table_docs.DECLARED, root=tmp_path) == stale
     assert table_docs.stale(root=tmp_path) == []
 
 
 def test_every_table_declares_what_the_documents_say_of_it() -> None:
     """How it is kept up to date, the envelope of its route and what that route's shape rests on;
-    every raw table README lists is declared, or is Data Tap's or the pipeline's own."""
+    every raw table the reference lists is declared, or is Data Tap's or the pipeline's own."""
     for table in TABLES.values():
         assert table.doc.kept, f"{table.name}: Doc(kept=...) says how the table is kept up to date"
         assert table_docs.evidence(table), f"{table.name}: no live, spec or declared evidence"
     for path, tables in table_docs.routes_of(TABLES.values()).items():
         assert any(t.doc.envelope for t in tables), f"{path}: no table declares its envelope"
-    rows = _markdown_rows(_section(ROOT / "README.md", "### Raw tables"))
+    rows = _markdown_rows(_section(ROOT / table_docs.RAW_TABLES_PAGE, "# Raw tables"))
     others = {"data_tap__<name>", *bookkeeping.ADDED, "_esper_runs", "_esper_rejected"}
-    assert set(rows) == set(TABLES) | others, "README's raw tables differ from the declarations"
+    assert set(rows) == set(TABLES) | others, (
+        "the raw tables reference differs from the declarations"
+    )
 
 
 # docs/spec/README.md's envelope words -> the family `shapes.families` reads off an answer

@@ -121,7 +121,7 @@ def expected_rollout(truth: Truth, order: dict[str, int]) -> dict[tuple, tuple]:
 def expected_flags(
     truth: Truth, order: dict[str, int], rollout: dict[tuple, tuple], as_of: datetime
 ) -> dict[tuple, tuple[bool, bool]]:
-    """(run id, stage order) -> (is_stalled, is_failing) by the README's definitions, from the
+    """(run id, stage order) -> (is_stalled, is_failing) by the definitions of docs/guide/warehouse.md, from the
     API's records: a run not ended and not waiting in which nothing (the run, its stage runs,
     their target runs) changed for more than 24 hours is stalled at its last stage reached (its
     first when none is); a run not ended fails at its last stage reached when more than 10 % of
