@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -597,3 +598,40 @@ def _refused(pacer: RatePacer, clock: Clock, count: int, share: float) -> None:
         at = clock.now
         pacer.reserve()
         pacer.cuts_pace(throttled=int(n * share) > int((n - 1) * share), reserved_at=at)
+
+
+def test_each_path_refused_once_over_http_leaves_no_cut_in_flight_or_in_pace(serve) -> None:
+    """A nightly's shape over loopback HTTP: requests one at a time, then fan-outs of new paths,
+    and the API refuses every path the first time it is asked (429, `Retry-After: 1`). Once the
+    answered retries show the refusals are the requests', every cut they made is undone: the
+    pace and the limit of requests in flight, which the fan-out's 429s had halved (the pacer of
+    issue 54's first fix undid the pace only: the client went on at 2-5 requests in flight,
+    and a nightly took 4.3-7.6x its quiet time in bench scenario 7)."""
+    from esper_warehouse.sources.esper.http import EsperClient
+
+    from tests.source.test_client import EID, KEY, Reply
+
+    asked: set[str] = set()
+    lock = threading.Lock()
+
+    def respond(seen) -> Reply:
+        with lock:
+            new = seen.path not in asked
+            asked.add(seen.path)
+        if new:
+            return Reply(429, {"message": "slow down"}, {"Retry-After": "1"})
+        return Reply(delay=0.02)
+
+    server = serve(respond)
+    with EsperClient(server.url + "/api", KEY, EID) as client:
+        initial = client.concurrency
+        for wave in range(4):
+            for n in range(3):  # the serial reads before a fan-out
+                client.get(f"/v2/lists/{wave}-{n}/")
+            list(client.map(lambda d, w=wave: client.get(f"/v2/devices/{w}-{d}/"), range(60)))
+            paced = client.pacing()
+            if paced["not_ours"] and paced["pace"] is None:
+                break  # judged the requests' refusals, and the pace undone
+        else:
+            pytest.fail("the refusals answered on their retry were never judged the requests'")
+        assert client.concurrency >= initial, "every halving of the requests in flight undone"

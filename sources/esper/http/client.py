@@ -143,12 +143,12 @@ class EsperClient:
                             rng or random.Random())  # fmt: skip
         self._cooldown_lock = threading.Lock()
         self._cooldown_until = 0.0  # monotonic time before which no request is sent
-        self._pacer = RatePacer(clock) if pace else None
         self._limiter = AdaptiveLimiter(
             min(max(initial_concurrency, min_concurrency), max_concurrency),
             min_concurrency,
             max_concurrency,
         )
+        self._pacer = RatePacer(clock, self._limiter) if pace else None
         self._lock = threading.Lock()  # guards the server time
         self._counters = Counters()
         self._server_time: datetime | None = None

@@ -107,10 +107,15 @@ class RatePacer:
 
     Args:
         clock: monotonic seconds (injectable for tests).
+        limiter: the client's limit of requests in flight, which a 429 holding every request
+            halves: when those 429s turn out not to be the pace's, the halvings are undone too.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, limiter: AdaptiveLimiter | None = None
+    ) -> None:
         self._clock = clock
+        self._limiter = limiter
         self._lock = threading.Lock()
         self.rate: float | None = None  # requests per second; None: not paced (no 429 yet)
         self.ceiling: float | None = None  # the pace the API allowed when the last cut came
@@ -134,6 +139,9 @@ class RatePacer:
         # since: refusals that turn out not to depend on the pace undo them all.
         self._undo: tuple[float | None, float | None] | None = None
         self._unproven = 0
+        # ... and the limit of requests in flight before the earliest 429 that held every
+        # request since (it halved the limit): such 429s that were not the pace's undo it too.
+        self._limit_before: tuple[int, bool] | None = None
         self._retried = RetriedAnswers()
         self.refused_once = False  # 429s cleared by their retry: the requests', not the pace's
 
@@ -188,60 +196,67 @@ class RatePacer:
             the pace already keeps the rest below what the API answered.
         """
         with self._lock:
-            now = self._clock()
-            paced_at = reserved_at if reserved_at is not None else now
-            for times in (self._sent, self._refused):
-                while times and times[0] < now - MEASURE.window_s:
-                    times.popleft()
-            if throttled:
-                self._refused.append(now)
-            self._retried.note(paced_at, throttled, retried)
-            if throttled and not retried and self._retried.clear_on_retry():
-                return self._refused_once(now)
-            self._latest.append(throttled)
-            self._first.note(now, throttled)
-            if self._last_cut == -math.inf and now - paced_at <= MEASURE.window_s - 1.0:
-                # The others sent in the second before it and since (those sent with it count:
-                # a burst is not slow); no cut yet, so no pace: the sends are in time order.
-                sent = self._sent
-                around = bisect_right(sent, now) - bisect_right(sent, paced_at - 1.0) - 1
-                self._first.note_pace(around, throttled)
-            trial = self._trial
-            if trial is not None and paced_at > trial.at:
-                if not trial.counts(paced_at, now):
-                    return False  # paced while the API still counted the faster pace
-                trial.answers += 1
-                trial.refused += throttled
-                return trial.done() and self._judge(trial, now, self._measure(now))
-            # The refused share lately, to forget weather that cleared (the neighbour left):
-            # it only lowers the weather, and only once halved (a low sample of a steady share
-            # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
-            # otherwise).
-            self._lately += (throttled - self._lately) / WEATHER.share_answers
-            if self._lately < self.weather / 2:
-                self.weather = self._lately if self._lately >= WEATHER.residue else 0.0
-                self._weather_answers = WEATHER.share_answers
-            if not throttled:
-                return False
-            if paced_at <= self._last_cut:
-                return False  # paced before the last cut: that cut already answered it
-            within_weather = self.weather and self._share() <= self._weather_limit()
-            if within_weather and now - self._last_cut < WEATHER.retest_s:
-                self.not_ours += 1
-                return False
-            # (Within the weather, now and then a cut all the same, to see whether the share
-            # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
-            if self._first_sent is None or now - self._first_sent < MEASURE.learn_after_s:
-                return True  # too early to tell a rate: everyone waits, nothing is learnt
-            if not self._answers_known(now):
-                # A cut waits for a second of answers; meanwhile a 429 among answers mostly
-                # refused holds everyone (the bucket is empty), any other waits for itself.
-                return self._mostly_refused()
-            if self._last_cut == -math.inf:
-                seen = self._first.slow_share_holds(self._share(), len(self._latest))
-                if seen is not None:
-                    return self._weather_from_the_start(now, seen, len(self._latest))
-            return self._cut(now, self._measure(now, self._since(now)), self._share())
+            held = self._answer(throttled, reserved_at, retried)
+            if held and self._limiter is not None and self._limit_before is None:
+                self._limit_before = self._limiter.state()  # before the caller halves it
+            return held
+
+    def _answer(self, throttled: bool, reserved_at: float | None, retried: bool) -> bool:
+        """`cuts_pace` (lock held)."""
+        now = self._clock()
+        paced_at = reserved_at if reserved_at is not None else now
+        for times in (self._sent, self._refused):
+            while times and times[0] < now - MEASURE.window_s:
+                times.popleft()
+        if throttled:
+            self._refused.append(now)
+        self._retried.note(paced_at, throttled, retried)
+        if throttled and not retried and self._retried.clear_on_retry():
+            return self._refused_once(now)
+        self._latest.append(throttled)
+        self._first.note(now, throttled)
+        if self._last_cut == -math.inf and now - paced_at <= MEASURE.window_s - 1.0:
+            # The others sent in the second before it and since (those sent with it count:
+            # a burst is not slow); no cut yet, so no pace: the sends are in time order.
+            sent = self._sent
+            around = bisect_right(sent, now) - bisect_right(sent, paced_at - 1.0) - 1
+            self._first.note_pace(around, throttled)
+        trial = self._trial
+        if trial is not None and paced_at > trial.at:
+            if not trial.counts(paced_at, now):
+                return False  # paced while the API still counted the faster pace
+            trial.answers += 1
+            trial.refused += throttled
+            return trial.done() and self._judge(trial, now, self._measure(now))
+        # The refused share lately, to forget weather that cleared (the neighbour left):
+        # it only lowers the weather, and only once halved (a low sample of a steady share
+        # would otherwise ratchet it down; a rise is this run's overshoot until cuts show
+        # otherwise).
+        self._lately += (throttled - self._lately) / WEATHER.share_answers
+        if self._lately < self.weather / 2:
+            self.weather = self._lately if self._lately >= WEATHER.residue else 0.0
+            self._weather_answers = WEATHER.share_answers
+        if not throttled:
+            return False
+        if paced_at <= self._last_cut:
+            return False  # paced before the last cut: that cut already answered it
+        within_weather = self.weather and self._share() <= self._weather_limit()
+        if within_weather and now - self._last_cut < WEATHER.retest_s:
+            self.not_ours += 1
+            return False
+        # (Within the weather, now and then a cut all the same, to see whether the share
+        # still holds at a lower pace: the neighbour may have left, the rest be this run's.)
+        if self._first_sent is None or now - self._first_sent < MEASURE.learn_after_s:
+            return True  # too early to tell a rate: everyone waits, nothing is learnt
+        if not self._answers_known(now):
+            # A cut waits for a second of answers; meanwhile a 429 among answers mostly
+            # refused holds everyone (the bucket is empty), any other waits for itself.
+            return self._mostly_refused()
+        if self._last_cut == -math.inf:
+            seen = self._first.slow_share_holds(self._share(), len(self._latest))
+            if seen is not None:
+                return self._weather_from_the_start(now, seen, len(self._latest))
+        return self._cut(now, self._measure(now, self._since(now)), self._share())
 
     def _measure(self, now: float, since: float = -math.inf) -> float | None:
         """The answered rate now, remembered as the run's best if it is (lock held). Measured
@@ -340,23 +355,22 @@ class RatePacer:
         return True
 
     def _judge(self, trial: Trial, now: float, accepted: float | None) -> bool:
-        """Decide whether the cut on trial changed the refusals (lock held).
+        """What the cut on trial showed, question by question (lock held):
 
-        * Almost no refusals after the cut (at most `WEATHER.residue` of the trial's answers): they
-          were all this run's; the cut stands and the weather is forgotten.
-        * At least half of the excess refusals (above the weather) gone: the excess was this
-          run's; the cut stands, and if refusals above the weather remain, it cuts again to
-          see whether those are this run's too.
-        * Otherwise the refusals came at the same share at a lower pace. A trial below the
-          pace that first drew refusals runs now (`_cut_below`), below the last one refused
-          (`FirstRefusals.lower`): none refused, and the cut stands; any, and they are weather
-          down to that pace (the next re-test tries half of it, down to `TRIAL.deepest_rate`). The
-          first cut of a run is never undone this way (it comes from no pace at all, with the
-          bucket's saved tokens in the share before it): a second cut is tried first.
-
-        A cut that stands without having shown that it helped (the share still above
-        `WEATHER.max_share`, the run's first) is undone with the cuts after it when those turn out
-        to be weather (`_undo_cuts`).
+        1. Refused below the pace that first drew refusals? Weather down to that pace
+           (`_refused_below`).
+        2. Almost none refused (at most `WEATHER.residue`)? All were this run's: the cut
+           stands, the weather is forgotten (`_all_ours`).
+        3. At least half the refusals above the weather gone, beyond chance (`_helped`)? The
+           cut stands; refusals above the weather that remain are cut again to see whose they
+           are (`_cut_if_more_than_weather`). So too when the share stays above
+           `WEATHER.max_share` (never weather), the cut standing unproven.
+        4. The run's first cut (from no pace at all, the bucket's saved tokens in the share
+           before it)? A second cut is tried before anything is called weather.
+        5. No trial below the first refusals lately (`FirstRefusals.lower`)? One now
+           (`_cut_below`): none refused there, and the cut stands.
+        6. Otherwise the refusals came at the same share at a lower pace: weather, and every
+           cut no trial showed to help is undone (`_weather`).
 
         Returns:
             True when it cut the pace again.
@@ -369,18 +383,39 @@ class RatePacer:
             # (the window's count may still hold the bucket's saved tokens, or a wait that held
             # every request).
             accepted = self.rate * (1 - after)
-        before = trial.share_before
-        if trial.deep and trial.refused:  # refused below the first refusals' pace: weather
-            assert self.rate is not None
-            self._first.refused(self.rate, trial.at)  # a re-test comes WEATHER.retest_s after it
-            return self._weather(trial, now)
+        if trial.deep and trial.refused:
+            return self._refused_below(trial, now)
         if after <= WEATHER.residue:
-            self.weather = 0.0
-            self._undo, self._unproven = None, 0  # the cuts were this run's
-            if trial.deep and self.ceiling is not None:  # a limit below the first refusals:
-                self.best = min(self.best, self.ceiling)  # the floor follows it, not the blast
-            return False
-        weather = self.weather
+            return self._all_ours(trial)
+        helped = self._helped(trial, after)
+        if trial.judged and (helped or after > WEATHER.max_share):
+            return self._cut_if_more_than_weather(now, accepted, after)
+        if not trial.judged:
+            return self._cut(now, accepted, after)
+        if self._first.lower(now) and self.rate is not None and self.rate > self._first.pace():
+            return self._cut_below(now, trial.share_with_the_last())
+        return self._weather(trial, now)
+
+    def _refused_below(self, trial: Trial, now: float) -> bool:
+        """A trial below the first refusals was refused: weather down to its pace, the next
+        re-test `WEATHER.retest_s` after it tries half of it (lock held). Returns False."""
+        assert self.rate is not None
+        self._first.refused(self.rate, trial.at)
+        return self._weather(trial, now)
+
+    def _all_ours(self, trial: Trial) -> bool:
+        """Almost no refusals after the cut: they were all this run's (lock held). Returns
+        False: the cut stands."""
+        self.weather = 0.0
+        self._proven()
+        if trial.deep and self.ceiling is not None:  # a limit below the first refusals:
+            self.best = min(self.best, self.ceiling)  # the floor follows it, not the blast
+        return False
+
+    def _helped(self, trial: Trial, after: float) -> bool:
+        """Whether the refusals above the weather at least halved, by more than chance (lock
+        held); a share after the cut below half the weather lowers the weather to it."""
+        weather, before = self.weather, trial.share_before
         if after < weather / 2:
             self.weather = after  # less than the weather at a lower pace: some was this run's
         # Not a lucky pair of trials: the drop is over 3 standard errors of a difference of two
@@ -389,17 +424,20 @@ class RatePacer:
         spread = math.sqrt(2) * noise(trial.share_with_the_last(), trial.answers)
         helped = after - weather < (before - weather) / 2 and before - after > 3 * spread
         if helped:
-            self._undo, self._unproven = None, 0  # the cuts were this run's
-        if trial.judged and (helped or after > WEATHER.max_share):
-            weather = self.weather
-            if after > weather + max(WEATHER.residue, 2 * noise(weather, TRIAL.answers)):
-                return self._cut(now, accepted, after)
-            return False
-        if not trial.judged:
+            self._proven()
+        return helped
+
+    def _cut_if_more_than_weather(self, now: float, accepted: float | None, after: float) -> bool:
+        """The cut stands; refusals above the weather beyond its noise are cut again (lock
+        held). Returns whether it cut."""
+        weather = self.weather
+        if after > weather + max(WEATHER.residue, 2 * noise(weather, TRIAL.answers)):
             return self._cut(now, accepted, after)
-        if self._first.lower(now) and self.rate is not None and self.rate > self._first.pace():
-            return self._cut_below(now, trial.share_with_the_last())
-        return self._weather(trial, now)
+        return False
+
+    def _proven(self) -> None:
+        """A trial showed the cuts were this run's: none of them is undone (lock held)."""
+        self._undo, self._unproven, self._limit_before = None, 0, None
 
     def _on_trial(self, now: float, pace_before: tuple[float | None, float | None]) -> None:
         """Count a cut just made, from `pace_before` (rate, ceiling) (lock held)."""
@@ -410,13 +448,16 @@ class RatePacer:
         self.cuts += 1
 
     def _undo_cuts(self, now: float) -> None:
-        """Back to the pace before every cut no trial showed to help (lock held): all of them
-        were made while the refusals did not depend on the pace, not only the last trial's."""
+        """Back to the pace before every cut no trial showed to help, and to the limit of
+        requests in flight before the 429s that held every request since (lock held): all were
+        made while the refusals did not depend on the pace, not only the last trial's."""
         self._trial = None
         if self._undo is not None:
             self.rate, self.ceiling = self._undo
             self.cuts -= self._unproven
-        self._undo, self._unproven = None, 0
+        if self._limit_before is not None and self._limiter is not None:
+            self._limiter.restore(*self._limit_before)
+        self._undo, self._unproven, self._limit_before = None, 0, None
         self._grown_at = self._undone_at = now
         self._next = now
 
@@ -430,7 +471,7 @@ class RatePacer:
             False (no cut).
         """
         self.not_ours += 1
-        if self._undo is not None or not self.refused_once:
+        if self._undo is not None or self._limit_before is not None or not self.refused_once:
             self._undo_cuts(now)
             pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"
             (log.info if not self.refused_once else log.debug)(
@@ -480,7 +521,8 @@ class RatePacer:
         # changes nothing tries below them (a limit below their pace refuses them too).
         self._first.refused(TRIAL.deep_rate, now)
         self._lately = max(self._lately, share)
-        self._last_cut = self._grown_at = self._undone_at = now
+        self._last_cut = now
+        self._undo_cuts(now)  # the halvings of the requests in flight by the first 429s
         log.info(
             "%.0f%% of requests refused, as many of those sent one at a time as of the others "
             "(the tenant's rate limit is shared): refusals not caused by this run's pace: not "
@@ -575,6 +617,21 @@ class AdaptiveLimiter:
             self._in_flight += 1
             self._wake()  # slots may be left over for the other kind
             return self._epoch
+
+    def state(self) -> tuple[int, bool]:
+        """The limit and whether it still doubles (no 429 yet): what `restore` takes back."""
+        with self._urgent:
+            return self.limit, self._slow_start
+
+    def restore(self, limit: int, slow_start: bool) -> None:
+        """Undo the halvings since `state` was taken (`RatePacer`: their 429s were not the
+        pace's): no lower than `limit`, growing as it grew then. A new epoch: the requests
+        in flight were sent with those 429s, and theirs halve nothing."""
+        with self._urgent:
+            self.limit = max(self.limit, limit)
+            self._slow_start = self._slow_start or slow_start
+            self._epoch += 1
+            self._wake()
 
     def release(self, epoch: int, outcome: str) -> None:
         """Give a slot back and adapt the limit.
