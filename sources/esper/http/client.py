@@ -5,7 +5,7 @@ resources never sleep or retry by themselves:
 
 * `Authorization: Bearer <key>` on every request. The key lives only in the headers of the
   underlying `httpx.Client`; it never reaches a log record, an exception text or a repr.
-* Adaptive concurrency: every request passes through a limiter (`pacing.AdaptiveLimiter`) that
+* Adaptive concurrency: every request passes through a limiter (`limiter.AdaptiveLimiter`) that
   starts at about 20 requests in flight, doubles after each window of healthy answers until the
   first 429 (slow start), then adds one slot per window (AIMD) and halves on a 429.
 * A polite pace (`pacing.RatePacer`): from the first 429 on, every worker's requests are spaced
@@ -58,8 +58,9 @@ import httpx
 import orjson
 
 from .errors import STOP_POLL_S, EsperConfigError, EsperInterrupted, redact
+from .limiter import AdaptiveLimiter
 from .origin import Origin, check_key
-from .pacing import AdaptiveLimiter, RatePacer
+from .pacing import RatePacer
 from .policy import Decision, Facts, Rules, Tries, decide, parse_date
 
 log = logging.getLogger("esper_warehouse.client")

@@ -1,54 +1,37 @@
-"""The pace of the client's requests: how many are in flight (`AdaptiveLimiter`), and how many
-are sent a second (`RatePacer`: the rate learnt from the tenant's 429s, telling this run's
-overshoot from refusals it did not cause). What a 429 then waits for is `policy.decide`'s.
-
-The limiter starts at about 20 requests in flight (the API's guidance), doubles per window of
-healthy answers until the first 429, then adds one slot per window and halves on a 429 (AIMD).
+"""How many requests are sent a second (`RatePacer`): the rate learnt from the tenant's 429s,
+telling this run's overshoot from refusals it did not cause. How many are in flight is
+`limiter.AdaptiveLimiter`'s; what a 429 then waits for is `policy.decide`'s.
 
 A tenant's API sits behind a rate limit (a token bucket: so many requests per second, answered
-429 beyond it) that it shares with the admin's console, Esper's own tools and other
-integrations. Bounding requests *in flight* does not bound requests *per second*, so every
-request also passes this pacer:
+429 beyond it) shared with the admin's console, Esper's own tools and other integrations.
+Bounding requests *in flight* does not bound requests *per second*, so every request also
+passes this pacer:
 
 * Until the first 429 it does not pace at all: a tenant without a tight limit is read at full
-  speed. The first cut waits for `MEASURE.min_span_s` of answers after the run's first second (its
-  first device pages, one at a time, say nothing of the API's rate) and is measured on them,
-  unless most answers are refused (the bucket is empty: that is never weather).
+  speed. The first cut waits for `MEASURE.min_span_s` of answers after the run's first second
+  (its first device pages, one at a time, say nothing of the API's rate) and is measured on
+  them, unless most answers are refused (the bucket is empty).
 * A 429 that is news cuts the pace of *every* worker to a little below the rate the API was
-  answering (`CUT.share` x the requests sent and not refused over the last `MEASURE.window_s` seconds, and
-  below the pace that was refused). 429s for requests paced before the last cut are the same
-  overshoot and cut nothing.
-* **Every cut is a trial.** A rate limit this run overshoots refuses less once the pace is
-  below it; refusals caused by someone else (the tenant's "weather": other clients spending the
-  same budget) keep coming at the same share whatever this run's pace. So the pacer counts the
-  answers to the first `TRIAL.answers` requests paced after a cut: if the refusals above the
-  known weather at least halved, the cut was right (and if some remain, it cuts again to see
-  whether those are this run's too). If they did not, the pace is tried below the pace that
-  first drew refusals (`Trial`, `FirstRefusals`: a shedder refusing a share above N a second
-  refuses the same share at every pace above N): any refusal there and every cut no trial
-  showed to help is undone, their share becoming the weather (the next cut then waits for a
-  second of answers at the pace come back to); none, and the cut stands. Each re-test of the
-  weather tries half the last such pace, down to `TRIAL.deepest_rate`: a limit below
-  `TRIAL.deep_rate` is found there. A 429 within the weather (the refused share
-  of the last `WEATHER.share_answers` answers no more than the weather plus a margin) cuts nothing: the
-  client retries that one request after its own `Retry-After` and keeps the pace (`cuts_pace`
-  returns False for it). The weather is forgotten once the refused share falls to half of it.
-* A run's first requests, sent one at a time, already are such a trial: where the first cut
-  would come, if some of them were refused and the fast requests are refused about as often
-  (`FirstRefusals.slow_share_holds`), that share is weather from the start and nothing is cut.
-* A 429 on a first attempt while the retries of refused requests, paced alike, are answered
-  (`RetriedAnswers`: an API refusing each path once) is the request's: it cuts nothing, and
-  the cuts no trial showed to help are undone.
-* Between 429s the pace grows back: quickly (`GROWTH.fast` per second, as TCP's slow start after
-  loss ends) up to `GROWTH.near` x the last good rate (the ceiling), then slowly (`GROWTH.slow` per
-  second) past it, so it finds a raised limit again and spends a long time near the allowed rate
-  for each overshoot.
+  answering (`CUT.share` x the requests sent and not refused over the last
+  `MEASURE.window_s`, and below the pace that was refused). 429s for requests paced before
+  the last cut are the same overshoot and cut nothing.
+* **Every cut is a trial** (`_judge`; the evidence and its rules: `weather.py`). Refusals this
+  run caused drop once the pace is below the limit; the tenant's "weather" (other clients
+  spending the same budget, an API refusing each request once) keeps its share whatever this
+  run's pace. A cut that changed nothing is tried below the pace that first drew refusals;
+  refused there too, the share is weather: every cut no trial showed to help is undone, and
+  so is every halving of the requests in flight by the same 429s. A 429 within the weather
+  cuts nothing: its request waits for its own `Retry-After` (`cuts_pace` returns False).
+* Between 429s the pace grows back: quickly (`GROWTH.fast` per second, as TCP's slow start
+  after loss ends) up to `GROWTH.near` x the last good rate (the ceiling), then slowly
+  (`GROWTH.slow` per second, doubling every `GROWTH.probe_doubling_s`) past it, so it finds a
+  raised limit again and spends a long time near the allowed rate for each overshoot.
 * The pace never drops below `CUT.floor_share` x the best rate the API answered in this run (or
-  `CUT.min_rate` before anything was answered), and requests are spaced evenly (`1 / rate` apart),
-  never sent as a burst after a wait.
+  `CUT.min_rate` before anything was answered), and requests are spaced evenly (`1 / rate`
+  apart), never sent as a burst after a wait.
 
-A refused share above `WEATHER.max_share` is never weather (an exhausted quota, an outage): cuts go on.
-Measured behind token buckets, neighbours and weather: bench/README.md "Polite client".
+Measured behind token buckets, neighbours and weather: bench/README.md "Polite client"; the
+rules' history: docs/decisions.md ("The pacer puts every cut on trial" and after).
 """
 
 from __future__ import annotations
@@ -62,7 +45,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import STOP_POLL_S
+from .limiter import AdaptiveLimiter
 from .weather import TRIAL, WEATHER, FirstRefusals, RetriedAnswers, Trial, noise
 
 log = logging.getLogger("esper_warehouse.client")
@@ -279,10 +262,10 @@ class RatePacer:
         return self._share() >= WEATHER.max_share and sum(self._latest) >= TRIAL.refusals
 
     def _answers_known(self, now: float) -> bool:
-        """Whether the run's first cut may come now (lock held): after `MEASURE.min_span_s` of traffic
-        and `MEASURE.known_answers` answers (a first second of one request at a time, while the first
-        pages load, says nothing of the API's rate), or at once when most answers are refused
-        (never weather: the bucket is empty)."""
+        """Whether the run's first cut may come now (lock held): after `MEASURE.min_span_s` of
+        traffic and `MEASURE.known_answers` answers (a first second of one request at a time,
+        while the first pages load, says nothing of the API's rate), or at once when most
+        answers are refused (never weather: the bucket is empty)."""
         if self._last_cut > -math.inf:
             return now - self._undone_at >= MEASURE.min_span_s
         if self._mostly_refused():
@@ -568,101 +551,3 @@ class RatePacer:
             growth = GROWTH.slow * 2 ** (probing / GROWTH.probe_doubling_s)
             grown = self.rate * (1 + growth) ** elapsed
         self.rate = grown
-
-
-class AdaptiveLimiter:
-    """Bounds requests in flight: slow start, then additive increase, halving on a 429 (AIMD).
-
-    The API's guidance is to start at about 20 requests in flight and build up. Until the first
-    429 the limit doubles after each window of healthy answers (a window = `limit` answers, about
-    one round trip), so a run reaches the maximum within a few round trips instead of after
-    hundreds of answers; after the first 429 it grows by one slot per window (classic AIMD), since
-    the API has then shown where its limit lies.
-
-    A burst of 429s from requests that were all in flight together halves the limit once, not
-    once per answer: every slot remembers the "epoch" it was taken in, and only a 429 from the
-    current epoch lowers the limit (and starts a new epoch).
-
-    Urgent requests take the next free slot before bulk ones (`EsperClient.map(bulk=True)`): a
-    background fan-out puts hundreds of independent requests in the queue, and the requests the
-    rest of the run waits on (the next page of the device scan, the other lists) should not
-    queue behind them. Each kind waits on its own condition, so a release wakes only waiters
-    that can use the slot.
-    """
-
-    def __init__(self, initial: int, minimum: int, maximum: int) -> None:
-        lock = threading.Lock()
-        self._urgent = threading.Condition(lock)
-        self._bulk = threading.Condition(lock)
-        self.limit = initial
-        self.minimum = minimum
-        self.maximum = maximum
-        self._in_flight = 0
-        self._urgent_waiting = 0
-        self._healthy = 0
-        self._epoch = 0
-        self._slow_start = True  # until the first 429
-
-    def acquire(self, urgent: bool = True) -> int:
-        """Wait for a free slot and take it. Returns the epoch to hand back to `release`."""
-        with self._urgent:
-            if urgent:
-                self._urgent_waiting += 1
-                while self._in_flight >= self.limit:
-                    self._urgent.wait(STOP_POLL_S)  # timed: see `client.wait_interruptibly`
-                self._urgent_waiting -= 1
-            else:
-                while self._in_flight >= self.limit or self._urgent_waiting:
-                    self._bulk.wait(STOP_POLL_S)
-            self._in_flight += 1
-            self._wake()  # slots may be left over for the other kind
-            return self._epoch
-
-    def state(self) -> tuple[int, bool]:
-        """The limit and whether it still doubles (no 429 yet): what `restore` takes back."""
-        with self._urgent:
-            return self.limit, self._slow_start
-
-    def restore(self, limit: int, slow_start: bool) -> None:
-        """Undo the halvings since `state` was taken (`RatePacer`: their 429s were not the
-        pace's): no lower than `limit`, growing as it grew then. A new epoch: the requests
-        in flight were sent with those 429s, and theirs halve nothing."""
-        with self._urgent:
-            self.limit = max(self.limit, limit)
-            self._slow_start = self._slow_start or slow_start
-            self._epoch += 1
-            self._wake()
-
-    def release(self, epoch: int, outcome: str) -> None:
-        """Give a slot back and adapt the limit.
-
-        Args:
-            epoch: What `acquire` returned for this slot.
-            outcome: ``"healthy"`` (counts towards an increase), ``"throttled"`` (a 429) or
-                ``"neutral"`` (anything else: errors neither raise nor lower the limit).
-        """
-        with self._urgent:
-            self._in_flight -= 1
-            if outcome == "throttled":
-                if epoch == self._epoch:
-                    self.limit = max(self.minimum, self.limit // 2)
-                    self._epoch += 1
-                    self._healthy = 0
-                    self._slow_start = False
-            elif outcome == "healthy":
-                self._healthy += 1
-                if self._healthy >= self.limit:
-                    self._healthy = 0
-                    grown = self.limit * 2 if self._slow_start else self.limit + 1
-                    self.limit = min(self.maximum, grown)
-            self._wake()
-
-    def _wake(self) -> None:
-        """Wake as many waiters as there are free slots, urgent ones first (lock held).
-
-        Not `notify_all`: with hundreds of threads waiting (several fan-outs at once), waking
-        all of them on every answer costs real CPU.
-        """
-        free = self.limit - self._in_flight
-        if free > 0:
-            (self._urgent if self._urgent_waiting else self._bulk).notify(free)
