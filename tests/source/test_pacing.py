@@ -91,9 +91,9 @@ def test_a_request_waiting_for_its_slot_when_the_pace_is_cut_is_spaced_again() -
     reserved_at = clock.now
     waits = [pacer.reserve() for _ in range(10)]  # slots at the pace before the next cut
     cuts = pacer.cuts
-    for _ in range(TRIAL.refusals):  # the cut on trial is refused still: cut again
+    for _ in range(TRIAL.refusals):  # the cut on trial is refused still, retries too: again
         clock.now += 0.01
-        pacer.cuts_pace(throttled=True, reserved_at=clock.now)
+        pacer.cuts_pace(throttled=True, reserved_at=clock.now, retried=True)
     assert pacer.cuts == cuts + 1
     slot = reserved_at + waits[-1]
     assert pacer.respace(reserved_at, slot) > slot - clock.now, "a later slot"
@@ -635,3 +635,38 @@ def test_each_path_refused_once_over_http_leaves_no_cut_in_flight_or_in_pace(ser
         else:
             pytest.fail("the refusals answered on their retry were never judged the requests'")
         assert client.concurrency >= initial, "every halving of the requests in flight undone"
+
+
+def test_refused_first_attempts_alone_do_not_end_a_trial_before_their_retries_answer() -> None:
+    """Over HTTP (bench scenario 7, a first load): a fan-out of new paths, each refused once,
+    reads as an empty bucket and is cut; while its requests wait their `Retry-After`, other
+    fan-outs' first attempts, also new paths, take the trial's slots and are refused. Those
+    alone are no overshoot: the trial goes on until the retries, paced alike, are answered,
+    and the refusals are the requests' (the pacer of e9228c6 cut again, to the floor of the
+    serial opening's rate: 3.6 -> 0.4 requests/s, ~10 s until the retries cleared it)."""
+    clock = Clock()
+    pacer = RatePacer(clock)
+
+    def answer(throttled: bool, retried: bool = False, gap: float = 0.05) -> None:
+        clock.now += gap
+        at = clock.now
+        clock.now += pacer.reserve()
+        pacer.cuts_pace(throttled, reserved_at=at, retried=retried)
+
+    for _ in range(3):  # 3 s of one request at a time: a new path refused, its retry answered
+        answer(True, gap=0.5)
+        answer(False, retried=True, gap=0.5)
+    for _ in range(12):  # a fan-out of new paths
+        answer(True, gap=0.01)
+    cut = pacer.rate
+    assert cut is not None, "most answers refused: cut, as for an empty bucket"
+    paces = []
+    for _ in range(TRIAL.refusals + 2):  # other fan-outs' first attempts, new paths too
+        answer(True)
+        paces.append(pacer.rate)
+    for _ in range(12):  # the fan-out's retries, answered, among new first attempts refused
+        answer(False, retried=True)
+        answer(True)
+        paces.append(pacer.rate)
+    assert all(p is None or p >= cut for p in paces), ("cut again", cut, paces)
+    assert pacer.rate is None, "the refusals were the requests': the cut undone"

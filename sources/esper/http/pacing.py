@@ -208,8 +208,7 @@ class RatePacer:
         if trial is not None and paced_at > trial.at:
             if not trial.counts(paced_at, now):
                 return False  # paced while the API still counted the faster pace
-            trial.answers += 1
-            trial.refused += throttled
+            trial.count(throttled, retried)
             return trial.done() and self._judge(trial, now, self._measure(now))
         # The refused share lately, to forget weather that cleared (the neighbour left):
         # it only lowers the weather, and only once halved (a low sample of a steady share
@@ -341,7 +340,8 @@ class RatePacer:
         """What the cut on trial showed, question by question (lock held):
 
         1. Refused below the pace that first drew refusals? Weather down to that pace
-           (`_refused_below`).
+           (`_refused_below`). Its retries answered while its first attempts were refused
+           (`Trial.spared`)? The requests' refusals: every cut undone (`_refused_once`).
         2. Almost none refused (at most `WEATHER.residue`)? All were this run's: the cut
            stands, the weather is forgotten (`_all_ours`).
         3. At least half the refusals above the weather gone, beyond chance (`_helped`)? The
@@ -368,6 +368,8 @@ class RatePacer:
             accepted = self.rate * (1 - after)
         if trial.deep and trial.refused:
             return self._refused_below(trial, now)
+        if trial.spared():
+            return self._refused_once(now)
         if after <= WEATHER.residue:
             return self._all_ours(trial)
         helped = self._helped(trial, after)

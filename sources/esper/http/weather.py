@@ -64,6 +64,25 @@ def noise(share: float, answers: int) -> float:
     return math.sqrt(share * (1 - share) / answers)
 
 
+def spared(refused: int, firsts: int, again: int, retries: int) -> bool:
+    """Whether `retries` (at least `RETRY.known`), `again` of them refused, were refused at
+    most a quarter as often as the `firsts` first attempts paced alike (`refused` of them),
+    and seldom enough that retries refused as often as those (their share less two standard
+    errors) would be so seldom one time in `1 / RETRY.chance`: the refusals follow the
+    request, not the pace."""
+    if retries < RETRY.known or not firsts:
+        return False
+    share = refused / firsts
+    if again > retries * share / 4:
+        return False
+    hedged = (refused + 1) / (firsts + 2)  # a share of few answers is never sure
+    low = max(0.0, share - 2 * noise(hedged, firsts))
+    chance = sum(
+        math.comb(retries, k) * low**k * (1 - low) ** (retries - k) for k in range(again + 1)
+    )
+    return chance < RETRY.chance
+
+
 @dataclass
 class Trial:
     """A cut under test: the share it was cut at, and the answers since."""
@@ -73,6 +92,8 @@ class Trial:
     judged: bool = True  # False for the first cut of a run (from no pace at all)
     answers: int = 0  # answers to requests paced after the cut
     refused: int = 0
+    retries: int = 0  # ... of them, retries of refused requests (paced as first attempts are)
+    retries_refused: int = 0
     # A trial below the first refusals counts the answers that come from this time on (a
     # second after its cut: a bucket or a shedder counts the second before), to requests
     # paced after its cut: those queued for a slot then are sent at its pace, up to
@@ -88,13 +109,29 @@ class Trial:
         """Whether the answer, now, to a request paced at `paced_at` is the trial's."""
         return paced_at > self.at and (self.counts_from is None or now > self.counts_from)
 
+    def count(self, throttled: bool, retried: bool) -> None:
+        """Count an answer to a request paced after the cut."""
+        self.answers += 1
+        self.refused += throttled
+        self.retries += retried
+        self.retries_refused += throttled and retried
+
     def done(self) -> bool:
-        """Enough answers to judge the cut. A trial where most answers are refused is over
-        early (that is never weather); a trial below the first refusals at its first refusal."""
+        """Enough answers to judge the cut. A trial where most answers are refused, a retry
+        among them, is over early (that is never weather): refused first attempts alone may be
+        new requests the API refuses once, while their retries wait their `Retry-After`. A
+        trial below the first refusals ends at its first refusal."""
         if self.deep:
             return self.refused >= 1 or self.answers >= TRIAL.deep_answers
         overshot = self.refused >= TRIAL.refusals and self.refused > 0.6 * self.answers
-        return overshot or self.answers >= TRIAL.answers
+        return (overshot and self.retries_refused > 0) or self.answers >= TRIAL.answers
+
+    def spared(self) -> bool:
+        """Whether the trial's retries were `spared` against its first attempts: paced alike,
+        after the cut, so the refusals follow the request, not the pace."""
+        firsts = self.answers - self.retries
+        refused = self.refused - self.retries_refused
+        return spared(refused, firsts, self.retries_refused, self.retries)
 
     def share_with_the_last(self) -> float:
         """The refused share over this trial and the one before it (the share it was cut at):
@@ -207,27 +244,14 @@ class RetriedAnswers:
         (self._retried if retried else self._first).append((paced_at, throttled))
 
     def clear_on_retry(self) -> bool:
-        """The latest retries (at least `RETRY.known`) refused at most a quarter as often as
-        the first attempts paced since the oldest of them, and seldom enough that retries
-        refused as often as those (their share less two standard errors) would be so
-        seldom one time in `1 / RETRY.chance`. Compared over the same time, not since a cut:
+        """The latest retries `spared` against the first attempts paced since the oldest of
+        them. Compared over the same time, not since a cut:
         a bucket's overshoot refuses first attempts, and their retries come after the cut.
         Asked at every 429, so far from its noise: 14 % weather refuses none of 10 retries
         one time in five, and a run asks hundreds of times."""
-        retries = len(self._retried)
-        if retries < RETRY.known:
+        if len(self._retried) < RETRY.known:
             return False
         since = min(paced_at for paced_at, _ in self._retried)
         first = [refused for paced_at, refused in self._first if paced_at >= since]
-        if not first:
-            return False
-        share = sum(first) / len(first)
         again = sum(refused for _, refused in self._retried)
-        if again > retries * share / 4:
-            return False
-        hedged = (sum(first) + 1) / (len(first) + 2)  # a share of few answers is never sure
-        low = max(0.0, share - 2 * noise(hedged, len(first)))
-        chance = sum(
-            math.comb(retries, k) * low**k * (1 - low) ** (retries - k) for k in range(again + 1)
-        )
-        return chance < RETRY.chance
+        return spared(sum(first), len(first), again, len(self._retried))
