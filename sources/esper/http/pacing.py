@@ -369,7 +369,7 @@ class RatePacer:
         if trial.deep and trial.refused:
             return self._refused_below(trial, now)
         if trial.spared():
-            return self._refused_once(now)
+            return self._refused_once(now, answer_refused=trial.last_refused)
         if after <= WEATHER.residue:
             return self._all_ours(trial)
         helped = self._helped(trial, after)
@@ -446,16 +446,17 @@ class RatePacer:
         self._grown_at = self._undone_at = now
         self._next = now
 
-    def _refused_once(self, now: float) -> bool:
+    def _refused_once(self, now: float, answer_refused: bool = True) -> bool:
         """A first attempt refused while the retries of refused requests are answered
-        (`RetriedAnswers.clear_on_retry`): the request's refusal, not the pace's (lock held).
-        It waits for itself, teaches the pace nothing, and the cuts no trial showed to help
-        are undone (they were made from such refusals).
+        (`RetriedAnswers.clear_on_retry`), or a trial whose retries were spared
+        (`Trial.spared`): the requests' refusals, not the pace's (lock held). A refused answer
+        waits for itself and teaches the pace nothing; the cuts no trial showed to help are
+        undone (they were made from such refusals).
 
         Returns:
             False (no cut).
         """
-        self.not_ours += 1
+        self.not_ours += answer_refused
         if self._undo is not None or self._limit_before is not None or not self.refused_once:
             self._undo_cuts(now)
             pace = f"keeping {self.rate:.1f} requests/s" if self.rate else "not pacing"

@@ -94,6 +94,7 @@ class Trial:
     refused: int = 0
     retries: int = 0  # ... of them, retries of refused requests (paced as first attempts are)
     retries_refused: int = 0
+    last_refused: bool = False  # the latest answer counted was a 429
     # A trial below the first refusals counts the answers that come from this time on (a
     # second after its cut: a bucket or a shedder counts the second before), to requests
     # paced after its cut: those queued for a slot then are sent at its pace, up to
@@ -113,6 +114,7 @@ class Trial:
         """Count an answer to a request paced after the cut."""
         self.answers += 1
         self.refused += throttled
+        self.last_refused = throttled
         self.retries += retried
         self.retries_refused += throttled and retried
 
