@@ -340,8 +340,9 @@ class RatePacer:
         """What the cut on trial showed, question by question (lock held):
 
         1. Refused below the pace that first drew refusals? Weather down to that pace
-           (`_refused_below`). Its retries answered while its first attempts were refused
-           (`Trial.spared`)? The requests' refusals: every cut undone (`_refused_once`).
+           (`_refused_below`). The trial's retries answered while its first attempts were
+           refused (`Trial.spared`)? The requests' refusals: every cut undone
+           (`_refused_once`).
         2. Almost none refused (at most `WEATHER.residue`)? All were this run's: the cut
            stands, the weather is forgotten (`_all_ours`).
         3. At least half the refusals above the weather gone, beyond chance (`_helped`)? The
