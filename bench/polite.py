@@ -327,7 +327,7 @@ def _pacer_off() -> None:
     from esper_warehouse.sources.esper.http import pacing
 
     pacing.RatePacer.reserve = lambda self: 0.0  # type: ignore[method-assign]
-    pacing.RatePacer.cuts_pace = lambda self, throttled, reserved_at=None: throttled  # type: ignore[method-assign]
+    pacing.RatePacer.cuts_pace = lambda self, throttled, reserved_at=None, retried=False: throttled  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from esper_warehouse.sources.esper.http import (
     EsperResponseError,
     RouteStats,
 )
-from esper_warehouse.sources.esper.http.pacing import AdaptiveLimiter
+from esper_warehouse.sources.esper.http.limiter import AdaptiveLimiter
 
 KEY = "sk-live-SECRET-7f3a9c1e2b4d6f80"
 EID = "5f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"

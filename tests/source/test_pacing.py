@@ -11,20 +11,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from esper_warehouse.sources.esper.http.pacing import (
-    CUT,
-    DEEP_ANSWERS,
-    DEEP_RATE,
-    FLOOR_SHARE,
-    SHARE_ANSWERS,
-    TRIAL_ANSWERS,
-    TRIAL_REFUSALS,
-    RatePacer,
-)
+from esper_warehouse.sources.esper.http.pacing import CUT, RatePacer
+from esper_warehouse.sources.esper.http.weather import TRIAL, WEATHER
 
 
 class Clock:
@@ -66,7 +59,7 @@ def test_a_429_paces_every_request_below_the_rate_the_api_answered() -> None:
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
     assert pacer.cuts_pace(throttled=True), "a cut: every request holds for the Retry-After"
-    assert pacer.rate == pytest.approx(CUT * 20, rel=0.05)
+    assert pacer.rate == pytest.approx(CUT.share * 20, rel=0.05)
     waits = [pacer.reserve() for _ in range(10)]  # ten workers asking at the same instant
     gaps = [b - a for a, b in itertools.pairwise(waits)]
     assert waits[0] > 0, "the bucket that refused is empty: even the first one waits"
@@ -80,11 +73,11 @@ def test_a_burst_of_429s_cuts_once_and_a_storm_never_stops_the_pace() -> None:
     cut = pacer.cuts_pace(throttled=True)
     # the requests already under way come back refused: the same overshoot, each waits alone
     assert cut and not any(pacer.cuts_pace(throttled=True, reserved_at=0.0) for _ in range(19))
-    assert pacer.rate == pytest.approx(CUT * 20, rel=0.05)
+    assert pacer.rate == pytest.approx(CUT.share * 20, rel=0.05)
     for _ in range(50):  # nothing but 429s for 100 s: down to the floor, never below it
         clock.now += 2.0
         pacer.cuts_pace(throttled=True)
-    assert pacer.rate == pytest.approx(FLOOR_SHARE * pacer.best), "the floor follows the run"
+    assert pacer.rate == pytest.approx(CUT.floor_share * pacer.best), "the floor follows the run"
     assert pacer.best == pytest.approx(20, rel=0.05)
     first, second = pacer.reserve(), pacer.reserve()
     assert second - first == pytest.approx(1 / pacer.rate), "still sending, never a tight loop"
@@ -98,9 +91,9 @@ def test_a_request_waiting_for_its_slot_when_the_pace_is_cut_is_spaced_again() -
     reserved_at = clock.now
     waits = [pacer.reserve() for _ in range(10)]  # slots at the pace before the next cut
     cuts = pacer.cuts
-    for _ in range(TRIAL_REFUSALS):  # the cut on trial is refused still: cut again
+    for _ in range(TRIAL.refusals):  # the cut on trial is refused still, retries too: again
         clock.now += 0.01
-        pacer.cuts_pace(throttled=True, reserved_at=clock.now)
+        pacer.cuts_pace(throttled=True, reserved_at=clock.now, retried=True)
     assert pacer.cuts == cuts + 1
     slot = reserved_at + waits[-1]
     assert pacer.respace(reserved_at, slot) > slot - clock.now, "a later slot"
@@ -196,7 +189,7 @@ def test_a_429_among_the_first_few_answers_holds_only_its_own_request() -> None:
     """Weather refusing the second of a run's first answers (one run in four at 14 %) is half
     of the answers so far, not an empty bucket: it held every request and halved the requests
     in flight, twice in a scenario-6 load before the first cut. Only once enough 429s say so
-    (`TRIAL_REFUSALS`, most of the answers) does a 429 hold everyone."""
+    (`TRIAL.refusals`, most of the answers) does a 429 hold everyone."""
     clock = Clock()
     pacer = RatePacer(clock)
     for throttled in (False, True, False, True, True):  # 3 of 5 refused, 0.5 s apart
@@ -204,7 +197,7 @@ def test_a_429_among_the_first_few_answers_holds_only_its_own_request() -> None:
         pacer.reserve()
         assert not pacer.cuts_pace(throttled=throttled, reserved_at=clock.now)
     held = []
-    for _ in range(TRIAL_REFUSALS):  # the bucket empty: every answer refused
+    for _ in range(TRIAL.refusals):  # the bucket empty: every answer refused
         clock.now += 0.05
         pacer.reserve()
         held.append(pacer.cuts_pace(throttled=True, reserved_at=clock.now))
@@ -217,8 +210,8 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
     _traffic(pacer, clock)
     pacer.cuts_pace(throttled=True)
     ceiling = pacer.ceiling
-    _answers(pacer, clock, TRIAL_ANSWERS)  # the cut on trial: no refusal, it stands
-    assert pacer.rate == pytest.approx(CUT * ceiling), "a cut on trial holds its pace"
+    _answers(pacer, clock, TRIAL.answers)  # the cut on trial: no refusal, it stands
+    assert pacer.rate == pytest.approx(CUT.share * ceiling), "a cut on trial holds its pace"
     clock.now += 2
     pacer.reserve()
     assert 0.95 * ceiling <= pacer.rate < ceiling, "near the ceiling within seconds"
@@ -234,9 +227,9 @@ def test_the_pace_grows_back_fast_to_near_the_ceiling_then_slowly() -> None:
 def _below_the_first_refusals(pacer: RatePacer, clock: Clock, refused_every: int) -> None:
     """Answers to a trial below the pace that first drew refusals: a second of them the API
     still counted at the faster pace (not the trial's), then the trial's own, up to the first
-    refusal (or DEEP_ANSWERS of them)."""
+    refusal (or TRIAL.deep_answers of them)."""
     _answers(pacer, clock, 20)
-    _answers(pacer, clock, refused_every or DEEP_ANSWERS, refused_every)
+    _answers(pacer, clock, refused_every or TRIAL.deep_answers, refused_every)
 
 
 def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> None:
@@ -245,11 +238,11 @@ def test_refusals_a_cut_does_not_change_are_weather_and_the_cut_is_undone() -> N
     _traffic(pacer, clock)
     pacer.cuts_pace(throttled=True)  # the first cut of a run is tried twice
     first = pacer.rate
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
-    assert pacer.rate == pytest.approx(CUT * first * 0.8, rel=0.01), "cut again to see"
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    _answers(pacer, clock, TRIAL.answers, refused_every=5)
+    assert pacer.rate == pytest.approx(CUT.share * first * 0.8, rel=0.01), "cut again to see"
+    _answers(pacer, clock, TRIAL.answers, refused_every=5)
     assert pacer.weather == 0.0, "not yet: the share held from 16/s to 10/s ..."
-    assert pacer.rate == DEEP_RATE, "... it is tried below the pace that first drew refusals"
+    assert pacer.rate == TRIAL.deep_rate, "... it is tried below the pace that first drew refusals"
     _below_the_first_refusals(pacer, clock, refused_every=5)
     assert pacer.weather == pytest.approx(0.2, abs=0.01)
     assert pacer.rate is None, "both cuts changed nothing: back to no pace at all"
@@ -266,11 +259,11 @@ def test_a_cut_after_one_that_helped_is_undone_alone() -> None:
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
     pacer.cuts_pace(throttled=True)
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=2)  # most refused: cut again
+    _answers(pacer, clock, TRIAL.answers, refused_every=2)  # most refused: cut again
     helped = pacer.rate
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=10)  # fewer: it helped, some remain
+    _answers(pacer, clock, TRIAL.answers, refused_every=10)  # fewer: it helped, some remain
     assert pacer.rate < helped, "what remains is tried too"
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=10)  # the same share: weather
+    _answers(pacer, clock, TRIAL.answers, refused_every=10)  # the same share: weather
     assert pacer.rate == pytest.approx(helped), "only the cut that changed nothing is undone"
     assert pacer.weather == pytest.approx(0.1, abs=0.01)
 
@@ -280,11 +273,11 @@ def test_weather_that_clears_is_forgotten_and_an_overshoot_is_cut_again() -> Non
     pacer = RatePacer(clock)
     _traffic(pacer, clock)
     pacer.cuts_pace(throttled=True)
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
-    _answers(pacer, clock, TRIAL_ANSWERS, refused_every=5)
+    _answers(pacer, clock, TRIAL.answers, refused_every=5)
+    _answers(pacer, clock, TRIAL.answers, refused_every=5)
     _below_the_first_refusals(pacer, clock, refused_every=5)
     assert pacer.weather > 0
-    _answers(pacer, clock, 4 * SHARE_ANSWERS)  # the neighbour left
+    _answers(pacer, clock, 4 * WEATHER.share_answers)  # the neighbour left
     assert pacer.weather == 0.0
     _answers(pacer, clock, 1, refused_every=1)  # a 429 of this run's own again: cut
     assert pacer.rate is not None
@@ -538,7 +531,7 @@ def test_refusals_at_random_with_no_limit_cost_little_more_than_themselves() -> 
 
 @pytest.mark.parametrize("limit", [6, 3])
 def test_a_shedder_refusing_a_share_above_a_limit_below_the_deep_rate_is_found(limit) -> None:
-    """Whenever this client sends more than `limit` (below `DEEP_RATE`) requests a second, one
+    """Whenever this client sends more than `limit` (below `TRIAL.deep_rate`) requests a second, one
     in five is refused. The trial below the first refusals (8/s) is refused as weather's would
     be; only a pace below the limit tells them apart, so the weather's re-tests try lower
     (4/s, then 2/s) until one is not refused. From the second minute, every run keeps near the
@@ -581,7 +574,7 @@ def test_each_path_refused_once_whatever_the_pace_is_not_a_rate_limit(
 
 
 def test_cuts_that_stood_on_a_share_they_did_not_change_are_all_undone_as_weather() -> None:
-    """Three in five refused whatever the pace: above `WEATHER_MAX`, so each cut stands
+    """Three in five refused whatever the pace: above `WEATHER.max_share`, so each cut stands
     without having changed the share, down to the floor, until a trial there sees a little
     under half refused: weather. Every cut goes, not only the last trial's (the pacer of
     issue 42 kept the others: "40 % refused whatever this run's pace: keeping 0.5
@@ -591,9 +584,9 @@ def test_cuts_that_stood_on_a_share_they_did_not_change_are_all_undone_as_weathe
     _traffic(pacer, clock)
     pacer.cuts_pace(throttled=True)  # the first cut of a run
     for _ in range(3):  # each trial above half refused: the cut stands, and cuts again
-        _refused(pacer, clock, TRIAL_ANSWERS, share=0.6)
-    assert pacer.cuts == 4 and pacer.rate == pytest.approx(FLOOR_SHARE * pacer.best)
-    _refused(pacer, clock, TRIAL_ANSWERS, share=0.45)  # the same share, under half
+        _refused(pacer, clock, TRIAL.answers, share=0.6)
+    assert pacer.cuts == 4 and pacer.rate == pytest.approx(CUT.floor_share * pacer.best)
+    _refused(pacer, clock, TRIAL.answers, share=0.45)  # the same share, under half
     assert pacer.rate is None and pacer.cuts == 0, "back to no pace: every cut undone"
     assert pacer.weather > 0.4
 
@@ -605,3 +598,75 @@ def _refused(pacer: RatePacer, clock: Clock, count: int, share: float) -> None:
         at = clock.now
         pacer.reserve()
         pacer.cuts_pace(throttled=int(n * share) > int((n - 1) * share), reserved_at=at)
+
+
+def test_each_path_refused_once_over_http_leaves_no_cut_in_flight_or_in_pace(serve) -> None:
+    """A nightly's shape over loopback HTTP: requests one at a time, then fan-outs of new paths,
+    and the API refuses every path the first time it is asked (429, `Retry-After: 1`). Once the
+    answered retries show the refusals are the requests', every cut they made is undone: the
+    pace and the limit of requests in flight, which the fan-out's 429s had halved (the pacer of
+    issue 54's first fix undid the pace only: the client went on at 2-5 requests in flight,
+    and a nightly took 4.3-7.6x its quiet time in bench scenario 7)."""
+    from esper_warehouse.sources.esper.http import EsperClient
+
+    from tests.source.test_client import EID, KEY, Reply
+
+    asked: set[str] = set()
+    lock = threading.Lock()
+
+    def respond(seen) -> Reply:
+        with lock:
+            new = seen.path not in asked
+            asked.add(seen.path)
+        if new:
+            return Reply(429, {"message": "slow down"}, {"Retry-After": "1"})
+        return Reply(delay=0.02)
+
+    server = serve(respond)
+    with EsperClient(server.url + "/api", KEY, EID) as client:
+        initial = client.concurrency
+        for wave in range(4):
+            for n in range(3):  # the serial reads before a fan-out
+                client.get(f"/v2/lists/{wave}-{n}/")
+            list(client.map(lambda d, w=wave: client.get(f"/v2/devices/{w}-{d}/"), range(60)))
+            paced = client.pacing()
+            if paced["not_ours"] and paced["pace"] is None:
+                break  # judged the requests' refusals, and the pace undone
+        else:
+            pytest.fail("the refusals answered on their retry were never judged the requests'")
+        assert client.concurrency >= initial, "every halving of the requests in flight undone"
+
+
+def test_refused_first_attempts_alone_do_not_end_a_trial_before_their_retries_answer() -> None:
+    """Over HTTP (bench scenario 7, a first load): a fan-out of new paths, each refused once,
+    reads as an empty bucket and is cut; while its requests wait their `Retry-After`, other
+    fan-outs' first attempts, also new paths, take the trial's slots and are refused. Those
+    alone are no overshoot: the trial goes on until the retries, paced alike, are answered,
+    and the refusals are the requests' (the pacer of e9228c6 cut again, to the floor of the
+    serial opening's rate: 3.6 -> 0.4 requests/s, ~10 s until the retries cleared it)."""
+    clock = Clock()
+    pacer = RatePacer(clock)
+
+    def answer(throttled: bool, retried: bool = False, gap: float = 0.05) -> None:
+        clock.now += gap
+        at = clock.now
+        clock.now += pacer.reserve()
+        pacer.cuts_pace(throttled, reserved_at=at, retried=retried)
+
+    for _ in range(3):  # 3 s of one request at a time: a new path refused, its retry answered
+        answer(True, gap=0.5)
+        answer(False, retried=True, gap=0.5)
+    for _ in range(12):  # a fan-out of new paths
+        answer(True, gap=0.01)
+    cut = pacer.rate
+    assert cut is not None, "most answers refused: cut, as for an empty bucket"
+    paces = []
+    for _ in range(TRIAL.refusals + 2):  # other fan-outs' first attempts, new paths too
+        answer(True)
+        paces.append(pacer.rate)
+    for _ in range(12):  # the fan-out's retries, answered, among new first attempts refused
+        answer(False, retried=True)
+        answer(True)
+        paces.append(pacer.rate)
+    assert all(p is None or p >= cut for p in paces), ("cut again", cut, paces)
+    assert pacer.rate is None, "the refusals were the requests': the cut undone"

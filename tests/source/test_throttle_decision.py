@@ -40,8 +40,9 @@ def test_a_429_from_the_socket_to_the_sleep_crosses_three_files(
     serve: Callable[[Callable[[Seen], Reply]], Any],
 ) -> None:
     """From the moment the 429 is read off the socket (`_send` returns) to the client's sleep:
-    the code that runs is in client.py, policy.py and pacing.py, plus `errors.redact`, handed to
-    the decision as a value; policy.py never calls into client.py."""
+    the code that runs is in client.py, policy.py and the pace's room (pacing.py, with its
+    weather judgement's evidence in weather.py, and limiter.py), plus `errors.redact`, handed to the decision as a
+    value; policy.py never calls into client.py."""
     replies = [Reply(429, {"message": f"slow down, {KEY}"}, {"Retry-After": "2"}), Reply()]
     server = serve(lambda seen: replies.pop(0) if len(replies) > 1 else replies[0])
     calls: list[tuple[str, str, str]] = []  # (file called, function, file calling)
@@ -72,7 +73,9 @@ def test_a_429_from_the_socket_to_the_sleep_crosses_three_files(
         finally:
             sys.setprofile(None)
     assert slept == [pytest.approx(2, abs=0.1)], "the 429's Retry-After was slept"
-    files = {called for called, _, _ in calls}
+    # the pace's room: requests a second, the weather judgement's evidence, requests in flight
+    rooms = {"weather.py": "pacing.py", "limiter.py": "pacing.py"}
+    files = {rooms.get(called, called) for called, _, _ in calls}
     assert files - {"errors.py"} == {"client.py", "policy.py", "pacing.py"}, calls
     assert {name for called, name, _ in calls if called == "errors.py"} <= {"redact"}, calls
     back = [(name, caller) for called, name, caller in calls if called == "client.py"]

@@ -9,8 +9,9 @@ Rooms by concern, as dlt's `rest_client` keeps its client, paginators and except
 * `policy`: what an answer means and what follows it, as a value: `decide(...) -> Decision` (a
   value, a retry, a final error; backoff, `Retry-After`, whether it holds every request, the
   wait budget; what a refusal says), given the facts it needs (`redact`, proven settings);
-* `pacing`: the pace (requests in flight: `AdaptiveLimiter`; requests a second, learnt from
-  429s: `RatePacer`, with its weather judgement's trials);
+* the pace, in three modules: `pacing` (requests a second, learnt from 429s: `RatePacer`),
+  `weather` (its weather judgement's evidence and rules: `Trial`, `FirstRefusals`,
+  `RetriedAnswers`) and `limiter` (requests in flight: `AdaptiveLimiter`);
 * `paginators`: the list envelopes (`parse_page`) and how a list pages, declared per table
   (`Table.paginator`) in the shape of dlt's paginators: `LinkPaginator`, `CursorPaginator`,
   `OffsetPaginator`, `SinglePage`;
@@ -18,7 +19,7 @@ Rooms by concern, as dlt's `rest_client` keeps its client, paginators and except
   parents;
 * `errors` (the exceptions) and `origin` (where requests may go: base URL, links, route names).
 
-A 429 crosses three rooms: `client` (`_attempt` sends) → `policy` (`decide`) → `pacing`
+A 429 crosses three rooms: `client` (`_attempt` sends) → `policy` (`decide`) → the pace
 (`RatePacer.cuts_pace`; `AdaptiveLimiter.release`) → `client` (`_request` sleeps the decision's
 wait, or holds every request until it is over). The path step by step: `policy`'s docstring.
 """

@@ -5,7 +5,7 @@ resources never sleep or retry by themselves:
 
 * `Authorization: Bearer <key>` on every request. The key lives only in the headers of the
   underlying `httpx.Client`; it never reaches a log record, an exception text or a repr.
-* Adaptive concurrency: every request passes through a limiter (`pacing.AdaptiveLimiter`) that
+* Adaptive concurrency: every request passes through a limiter (`limiter.AdaptiveLimiter`) that
   starts at about 20 requests in flight, doubles after each window of healthy answers until the
   first 429 (slow start), then adds one slot per window (AIMD) and halves on a 429.
 * A polite pace (`pacing.RatePacer`): from the first 429 on, every worker's requests are spaced
@@ -52,8 +52,9 @@ import orjson
 
 from .counters import Counters, RouteStats
 from .errors import STOP_POLL_S, EsperConfigError, EsperInterrupted, redact
+from .limiter import AdaptiveLimiter
 from .origin import Origin, check_key
-from .pacing import AdaptiveLimiter, RatePacer
+from .pacing import RatePacer
 from .policy import Decision, Facts, Rules, Tries, decide, parse_date
 from .transport import Guard, Pools
 from .workers import map_concurrently, map_in_order, read_one_ahead
@@ -139,12 +140,12 @@ class EsperClient:
                             rng or random.Random())  # fmt: skip
         self._cooldown_lock = threading.Lock()
         self._cooldown_until = 0.0  # monotonic time before which no request is sent
-        self._pacer = RatePacer(clock) if pace else None
         self._limiter = AdaptiveLimiter(
             min(max(initial_concurrency, min_concurrency), max_concurrency),
             min_concurrency,
             max_concurrency,
         )
+        self._pacer = RatePacer(clock, self._limiter) if pace else None
         self._lock = threading.Lock()  # guards the server time
         self._counters = Counters()
         self._server_time: datetime | None = None

@@ -28,11 +28,11 @@ What follows a retry:
 * A request waits at most `max_wait` seconds between its attempts altogether: a longer
   `Retry-After` fails it at once, quoting the server (docs/decisions.md, "Bounded requests").
 
-A 429 from the socket to the sleep crosses three files: `http/client.py` (`EsperClient._attempt`:
+A 429 from the socket to the sleep crosses three rooms: `http/client.py` (`EsperClient._attempt`:
 a limiter slot, the pace slot, `_send`) → `http/policy.py` (`decide`, which asks the pacer) →
-`http/pacing.py` (`RatePacer.cuts_pace`: did it cut the pace) → back in `http/policy.py`
-(`Decision`: how long, who waits, why) → `http/client.py` (`_attempt` hands `Decision.limiter`
-to `pacing.AdaptiveLimiter.release`; `_request` logs `why` and sleeps `wait`, or holds every
+the pacer, `http/pacing.py` (`RatePacer.cuts_pace`: did it cut the pace; its evidence in
+`http/weather.py`) → back in `http/policy.py` (`Decision`: how long, who waits, why) →
+`http/client.py` (`_attempt` hands `Decision.limiter` to `limiter.AdaptiveLimiter.release`; `_request` logs `why` and sleeps `wait`, or holds every
 request until it is over).
 
 Every text taken from an answer is clipped for people with the key taken out first (`clip`).
@@ -135,7 +135,7 @@ class Decision:
         why: For people: the log line of a retry, or the text of a request given up.
         level: The log level of `why` (`logging.NOTSET`: not logged).
         tries: The request's tries after this attempt.
-        limiter: What the limit of requests in flight learns (`pacing.AdaptiveLimiter.release`):
+        limiter: What the limit of requests in flight learns (`limiter.AdaptiveLimiter.release`):
             ``"healthy"``, ``"throttled"`` (halve) or ``"neutral"``.
         status: The answer's HTTP status; None when no answer came.
     """
