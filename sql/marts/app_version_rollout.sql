@@ -15,15 +15,34 @@ devices as (
     where not is_removed
 ),
 
+platform_numbers as (
+    select
+        platform,
+        row_number() over () as platform_no,
+    from (select distinct platform from all_devices)
+    where platform is not null
+),
+
 device_numbers as (
     -- the big groupings and joins below compare numbers, not ids, names and BIGINT[6] keys:
-    -- a number per device, per version name, and each version key's rank (NULL: no key)
+    -- a number per device, platform, package and version name, and each version key's rank
+    -- (NULL: no key). Integer keys and states are what keep the per-device groupings cheap
     select
-        device_id,
-        platform,
-        is_removed,
+        all_devices.device_id as device_id,
+        platform_numbers.platform_no as platform_no,
+        all_devices.is_removed as is_removed,
         row_number() over () as device_no,
     from all_devices
+    left join platform_numbers
+        on platform_numbers.platform = all_devices.platform
+    -- never NULL (int_devices_current): the filter lowers DuckDB's estimate of this side below
+    -- its estimate of the app records, so it builds the join's hash table here (150,000 rows),
+    -- not on the millions of app records
+    where all_devices.device_id is not null
+),
+
+package_numbers as (
+    select * from intermediate.int_app_packages
 ),
 
 version_numbers as (
@@ -41,15 +60,22 @@ app_records as materialized (
     -- every record of an app on a device, in numbers (the device gives the platform)
     select
         device_numbers.device_no as device_no,
-        device_numbers.platform as platform,
-        app_versions.package_name as package_name,
+        device_numbers.platform_no as platform_no,
+        package_numbers.package_no as package_no,
         version_numbers.version_no as version_no,
         version_numbers.key_rank as key_rank,
         app_versions.app_name as app_name,
         app_versions.installed_at as installed_at,
+        app_versions.is_current and not device_numbers.is_removed as is_open_now,
+        -- the order of int_device_app_latest (the latest valid_from, then the highest version
+        -- key; no key is lowest) as one number: microseconds since the epoch, then the key's rank
+        cast(epoch_us(app_versions.valid_from) as hugeint) * 4294967296
+            + coalesce(version_numbers.key_rank, 0) as latest_order,
     from intermediate.int_device_app_versions as app_versions
     inner join device_numbers
         on device_numbers.device_id = app_versions.device_id
+    inner join package_numbers
+        on package_numbers.package_name = app_versions.package_name
     left join version_numbers
         on version_numbers.version_name = app_versions.version_name
 ),
@@ -59,15 +85,15 @@ installs as (
     -- app name (fixed-size states, which DuckDB can spill: a list or a mode per group could not)
     select
         device_no,
-        package_name,
+        package_no,
         version_no,
-        any_value(platform) as platform,
+        any_value(platform_no) as platform_no,
         any_value(key_rank) as key_rank,
         min(app_name) as app_name_low,
         max(app_name) as app_name_high,
         min(installed_at) as installed_at,
     from app_records
-    group by device_no, package_name, version_no
+    group by device_no, package_no, version_no
 ),
 
 mixed_names as (
@@ -75,22 +101,22 @@ mixed_names as (
     -- name (mode)
     select
         app_records.device_no as device_no,
-        app_records.package_name as package_name,
+        app_records.package_no as package_no,
         app_records.version_no as version_no,
         mode(app_records.app_name) as app_name,
     from app_records
     semi join installs
         on installs.device_no = app_records.device_no
-        and installs.package_name = app_records.package_name
+        and installs.package_no = app_records.package_no
         and installs.version_no is not distinct from app_records.version_no
         and installs.app_name_low is distinct from installs.app_name_high
-    group by app_records.device_no, app_records.package_name, app_records.version_no
+    group by app_records.device_no, app_records.package_no, app_records.version_no
 ),
 
 versions as (
     select
-        installs.platform as platform,
-        installs.package_name as package_name,
+        installs.platform_no as platform_no,
+        installs.package_no as package_no,
         installs.version_no as version_no,
         any_value(installs.key_rank) as key_rank,
         -- the mode of each device's name for it
@@ -99,15 +125,15 @@ versions as (
     from installs
     left join mixed_names
         on mixed_names.device_no = installs.device_no
-        and mixed_names.package_name = installs.package_name
+        and mixed_names.package_no = installs.package_no
         and mixed_names.version_no is not distinct from installs.version_no
-    group by installs.platform, installs.package_name, installs.version_no
+    group by installs.platform_no, installs.package_no, installs.version_no
 ),
 
 install_times as (
     select
-        versions.platform as platform,
-        versions.package_name as package_name,
+        versions.platform_no as platform_no,
+        versions.package_no as package_no,
         versions.version_no as version_no,
         -- minutes from the microseconds since the epoch: the same double as epoch() of the
         -- interval, without building an interval per install
@@ -122,48 +148,47 @@ install_times as (
         count(*) as devices_installed,
     from versions
     inner join installs
-        on installs.platform = versions.platform
-        and installs.package_name = versions.package_name
+        on installs.platform_no = versions.platform_no
+        and installs.package_no = versions.package_no
         and installs.version_no is not distinct from versions.version_no
-    group by versions.platform, versions.package_name, versions.version_no
+    group by versions.platform_no, versions.package_no, versions.version_no
 ),
 
 current_installs as (
-    -- one row per current device and app (int_device_app_latest's grain)
+    -- one row per current device and app (int_device_app_latest's grain): the version of its
+    -- latest open record, by int_device_app_latest's order
     select
-        device_numbers.device_no as device_no,
-        device_numbers.platform as platform,
-        latest.package_name as package_name,
-        version_numbers.version_no as version_no,
-        version_numbers.key_rank as key_rank,
-    from intermediate.int_device_app_latest as latest
-    inner join device_numbers
-        on device_numbers.device_id = latest.device_id
-        and not device_numbers.is_removed
-    left join version_numbers
-        on version_numbers.version_name = latest.version_name
+        device_no,
+        package_no,
+        any_value(platform_no) as platform_no,
+        arg_max(version_no, latest_order) as version_no,
+    from app_records
+    where is_open_now
+    group by device_no, package_no
 ),
 
 current_versions as (
     -- current devices on each version now
     select
-        platform,
-        package_name,
-        version_no,
-        any_value(key_rank) as key_rank,
+        current_installs.platform_no as platform_no,
+        current_installs.package_no as package_no,
+        current_installs.version_no as version_no,
+        any_value(version_numbers.key_rank) as key_rank,
         count(*) as devices,
     from current_installs
-    group by platform, package_name, version_no
+    left join version_numbers
+        on version_numbers.version_no = current_installs.version_no
+    group by current_installs.platform_no, current_installs.package_no, current_installs.version_no
 ),
 
 with_app as (
     select
-        platform,
-        package_name,
+        platform_no,
+        package_no,
         cast(sum(devices) as bigint) as devices_with_app,
         max(key_rank) as latest_key_rank,
     from current_versions
-    group by platform, package_name
+    group by platform_no, package_no
 ),
 
 reporting as (
@@ -176,8 +201,8 @@ reporting as (
 
 now_counts as (
     select
-        versions.platform as platform,
-        versions.package_name as package_name,
+        versions.platform_no as platform_no,
+        versions.package_no as package_no,
         versions.version_no as version_no,
         cast(sum(current_versions.devices) filter (
             where current_versions.version_no is not distinct from versions.version_no
@@ -188,9 +213,9 @@ now_counts as (
         ) as bigint) as devices_at_or_above,
     from versions
     inner join current_versions
-        on current_versions.platform = versions.platform
-        and current_versions.package_name = versions.package_name
-    group by versions.platform, versions.package_name, versions.version_no
+        on current_versions.platform_no = versions.platform_no
+        and current_versions.package_no = versions.package_no
+    group by versions.platform_no, versions.package_no, versions.version_no
 ),
 
 reached_by as (
@@ -198,42 +223,42 @@ reached_by as (
     -- that version or a higher one; a device on a higher version before this one appeared
     -- adopted it at its first appearance
     select
-        versions.platform as platform,
-        versions.package_name as package_name,
+        versions.platform_no as platform_no,
+        versions.package_no as package_no,
         versions.version_no as version_no,
         installs.device_no as device_no,
         greatest(min(installs.installed_at), any_value(versions.first_seen_at)) as adopted_at,
     from versions
     inner join installs
-        on installs.platform = versions.platform
-        and installs.package_name = versions.package_name
+        on installs.platform_no = versions.platform_no
+        and installs.package_no = versions.package_no
         and (
             installs.version_no is not distinct from versions.version_no
             or installs.key_rank >= versions.key_rank
         )
     semi join current_installs
         on current_installs.device_no = installs.device_no
-        and current_installs.package_name = installs.package_name
-    group by versions.platform, versions.package_name, versions.version_no, installs.device_no
+        and current_installs.package_no = installs.package_no
+    group by versions.platform_no, versions.package_no, versions.version_no, installs.device_no
 ),
 
 adoption as (
     -- the times the devices that have reached each version adopted it, earliest first
     select
-        platform,
-        package_name,
+        platform_no,
+        package_no,
         version_no,
         list(adopted_at order by adopted_at) as adopted_times,
     from reached_by
-    group by platform, package_name, version_no
+    group by platform_no, package_no, version_no
 ),
 
 reached as (
     -- the time the ceil(50 %) and ceil(90 %) device of devices_with_app adopted the version
     -- (NULL: fewer devices have reached it)
     select
-        adoption.platform as platform,
-        adoption.package_name as package_name,
+        adoption.platform_no as platform_no,
+        adoption.package_no as package_no,
         adoption.version_no as version_no,
         adoption.adopted_times[cast(ceil(0.5 * with_app.devices_with_app) as bigint)]
             as reached_50_pct_at,
@@ -241,8 +266,8 @@ reached as (
             as reached_90_pct_at,
     from adoption
     inner join with_app
-        on with_app.platform = adoption.platform
-        and with_app.package_name = adoption.package_name
+        on with_app.platform_no = adoption.platform_no
+        and with_app.package_no = adoption.package_no
 ),
 
 catalogue as (
@@ -280,8 +305,8 @@ final as (
         as_of.as_of as as_of,
         as_of.data_as_of as data_as_of,
         as_of.age_note as age_note,
-        versions.platform as platform,
-        versions.package_name as package_name,
+        platform_numbers.platform as platform,
+        package_numbers.package_name as package_name,
         versions.app_name as app_name,
         version_numbers.version_name as version_name,
         version_numbers.version_key as version_key,
@@ -308,27 +333,31 @@ final as (
         install_times.devices_installed as devices_installed,
     from versions
     cross join as_of
+    left join platform_numbers
+        on platform_numbers.platform_no = versions.platform_no
+    left join package_numbers
+        on package_numbers.package_no = versions.package_no
     left join version_numbers
         on version_numbers.version_no = versions.version_no
     left join install_times
-        on install_times.platform = versions.platform
-        and install_times.package_name = versions.package_name
+        on install_times.platform_no = versions.platform_no
+        and install_times.package_no = versions.package_no
         and install_times.version_no is not distinct from versions.version_no
     left join with_app
-        on with_app.platform = versions.platform
-        and with_app.package_name = versions.package_name
+        on with_app.platform_no = versions.platform_no
+        and with_app.package_no = versions.package_no
     left join now_counts
-        on now_counts.platform = versions.platform
-        and now_counts.package_name = versions.package_name
+        on now_counts.platform_no = versions.platform_no
+        and now_counts.package_no = versions.package_no
         and now_counts.version_no is not distinct from versions.version_no
     left join reached
-        on reached.platform = versions.platform
-        and reached.package_name = versions.package_name
+        on reached.platform_no = versions.platform_no
+        and reached.package_no = versions.package_no
         and reached.version_no is not distinct from versions.version_no
     left join reporting
-        on reporting.platform = versions.platform
+        on reporting.platform = platform_numbers.platform
     left join catalogue_versions
-        on catalogue_versions.package_name = versions.package_name
+        on catalogue_versions.package_name = package_numbers.package_name
         and catalogue_versions.version_name = version_numbers.version_name
 )
 

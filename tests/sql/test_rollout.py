@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 
 import pytest
 
-from tests.sql.conftest import query_fn
+from tests.sql import scenarios
+from tests.sql.conftest import _built, query_fn
+from tests.sql.scenarios import app
 
 PKG = "io.esper.remoteviewer"
 
@@ -190,3 +193,39 @@ def test_each_versions_adoption_with_a_rollback(rollout_wh):
             "devices_installed": 3,
         },
     ]
+
+
+@pytest.fixture(scope="module")
+def twin_wh(tmp_path_factory) -> Path:
+    """The rollout fleet plus com.example.twin with two records open at once: on r1 2.0 from
+    10-20 and 1.5 from 10-24 (the later is current), on r2 3.0 and 3.1 both from 10-20 (the
+    higher is current)."""
+    data = scenarios.rollout()
+    twin = "com.example.twin"
+    data["device_apps"] += [
+        app("r1", twin, "2.0", "2026-10-20T00:00:00+00:00"),
+        app("r1", twin, "1.5", "2026-10-24T00:00:00+00:00"),
+        {**app("r2", twin, "3.0", "2026-10-20T00:00:00+00:00"), "id": "r2:twin:3.0"},
+        {**app("r2", twin, "3.1", "2026-10-20T00:00:00+00:00"), "id": "r2:twin:3.1"},
+    ]
+    return _built(tmp_path_factory, "rollout_twin", data)
+
+
+def test_version_counts_of_now_are_the_latest_rows_of_the_current_devices(twin_wh):
+    """app_version_rollout finds each device's current version itself (from the app records it
+    has already read); it must be int_device_app_latest's, the one definition of "now"."""
+    q = query_fn(twin_wh)
+    from_latest = q(
+        "select devices.platform, latest.package_name, latest.version_name, count(*) as devices "
+        "from intermediate.int_device_app_latest as latest "
+        "inner join intermediate.int_devices_current as devices "
+        "on devices.device_id = latest.device_id and not devices.is_removed "
+        "group by all order by all"
+    )
+    from_mart = q(
+        "select platform, package_name, version_name, devices_on_version as devices "
+        "from marts.app_version_rollout where devices_on_version > 0 order by all"
+    )
+    twin = [row for row in from_mart if row["package_name"] == "com.example.twin"]
+    assert [(row["version_name"], row["devices"]) for row in twin] == [("1.5", 1), ("3.1", 1)]
+    assert from_mart == from_latest
