@@ -18,6 +18,7 @@ from .http import EsperClient
 from .run.ledger import RunLedger
 from .run.tail import Tail
 from .scan.devices import device_apps, device_census, device_history, devices
+from .scan.devices import read_loaded as devices_loaded
 from .scan.opening import open_run, plan_full_scan
 from .scan.walk import planned_walk
 from .tables import LISTS, TABLES, read_from
@@ -30,6 +31,7 @@ from .tables.catalogues import (
     tenant_apps,
 )
 from .tables.commands import command_requests, command_statuses, operation_devices, operations
+from .tables.commands import read_loaded as activity_loaded
 from .tables.data_tap import data_tap_resources
 from .tables.devices import DEVICE_APPS, DEVICES, heartbeats
 from .tables.events import DEVICE_EVENTS, device_events, device_events_of_page
@@ -103,6 +105,10 @@ def esper(
     opts = Options(lag, status_batch_size, heartbeat_start, page_size)
     parts = (commit_every_devices, commit_every_minutes)
     ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, page_size)
+    # the versions within the lag the warehouse holds, read here: a resource's worker thread
+    # cannot open the destination (`run.state.loaded_versions`)
+    devices_loaded(ledger, opts)
+    activity_loaded(ledger, opts)
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
     data_tap = partial(
         data_tap_resources,
