@@ -7,26 +7,32 @@ The floor of a route (`floor`):
   new event). The day is the warehouse's after the nightly: rows whose `updated_at` is past the
   full load's API time (`warehouse.changed_devices`).
 - the one-device detail route: none (it is asked only for a device an earlier run was refused).
+- the device list: the run's opening count, and the pages holding the devices the day changed
+  (read newest first down to the watermark: `DEVICES.page_size` a page).
 - every other route (the lists: tenant-level, and per parent, read whole or down to their
   watermark): what the nightly sent on it, at most one whole read of it (the full load's
   requests on that route). The lists count as needed: a change is found by reading them.
 
 Above the floor are a device read more than once, a device read that the day's changes do not
-need (a device re-listed within the lag, an activity already loaded), and a list read more
-than once.
+need (a device re-listed within the lag, an activity already loaded), a list read more than
+once, and the device list read whole again (to tell a removed device from a refused route,
+`common.still_listed`, after a 404 on a device's feed or apps).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from esper_warehouse.sources.esper.tables.devices import (
     DEVICE_APPS,
     DEVICE_DETAIL_PATH,
+    DEVICES,
     V2_DEVICE_APPS_PATH,
 )
 from esper_warehouse.sources.esper.tables.events import DEVICE_EVENTS
 
+DEVICE_LIST = f"GET {DEVICES.path}"
 # route -> what one request on it is needed for (`day` keys of `warehouse.changed_devices`)
 PER_DEVICE = {
     f"GET {DEVICE_APPS.path}": ("changed_apps", "legacy"),
@@ -43,7 +49,9 @@ def floor(
     out: dict[str, dict[str, int]] = {}
     for route in sorted(set(nightly) | {r for r in PER_DEVICE if r in full}):
         sent = nightly.get(route, 0)
-        if route in PER_DEVICE:
+        if route == DEVICE_LIST:
+            need = 1 + max(1, math.ceil(int(day.get("changed") or 0) / DEVICES.page_size))
+        elif route in PER_DEVICE:
             key, part = PER_DEVICE[route]
             value = day.get(key) if key else 0
             need = int((value or {}).get(part, 0) if part else (value or 0))

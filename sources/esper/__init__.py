@@ -104,11 +104,7 @@ def esper(
     lag, heartbeat_start = timedelta(hours=lag_hours), timedelta(days=heartbeat_start_days)
     opts = Options(lag, status_batch_size, heartbeat_start, page_size)
     parts = (commit_every_devices, commit_every_minutes)
-    ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, page_size)
-    # the versions within the lag the warehouse holds, read here: a resource's worker thread
-    # cannot open the destination (`run.state.loaded_versions`)
-    devices_loaded(ledger, opts)
-    activity_loaded(ledger, opts)
+    ledger = _opened(client, ledger, full_scan, full_scan_interval_days, parts, opts)
     poll_s = s.check_settings({"data_tap_poll_s": data_tap_poll_s})["data_tap_poll_s"]
     data_tap = partial(
         data_tap_resources,
@@ -130,19 +126,24 @@ def _opened(
     full_scan: bool,
     interval_days: float,
     parts: tuple[int, float],
-    page_size: int,
+    opts: Options,
 ) -> RunLedger:
     """The run's ledger: opened by its first part (or only one), a full scan's walk planned.
 
     Parts need a caller that asks for the next one with the same ledger (the pipeline does);
     the source run by dlt alone (no `ledger`) loads a full scan in one piece, the whole tuple.
+    The versions within the lag the warehouse holds are read here (`run.state.loaded_versions`):
+    a resource's worker thread cannot open the destination.
     """
     in_parts, ledger = ledger is not None, ledger if ledger is not None else RunLedger()
     if not ledger.plan.opened:
         open_run(client, ledger, full_scan, timedelta(days=interval_days))
     if ledger.plan.full_scan and ledger.plan.walk is None:
         devices, minutes = parts if in_parts else (sys.maxsize, 0)
-        plan_full_scan(client, ledger, full_scan, devices, DEVICES.limit(page_size), minutes)
+        limit = DEVICES.limit(opts.page_size)
+        plan_full_scan(client, ledger, full_scan, devices, limit, minutes)
+    devices_loaded(ledger, opts)
+    activity_loaded(ledger, opts)
     return ledger
 
 
