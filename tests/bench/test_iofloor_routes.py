@@ -9,10 +9,10 @@ cannot read fails loudly instead of being left out.
 from __future__ import annotations
 
 import pytest
-
-from bench.iofloor import ROUTES, Routes
 from esper_warehouse.sources.esper.table import Table
 from esper_warehouse.sources.esper.tables import TABLES
+
+from bench.iofloor import ROUTES, Routes
 
 
 def test_the_floor_reads_every_declared_route() -> None:
