@@ -14,6 +14,8 @@ from typing import Any
 
 import psutil
 
+from bench import nightfloor
+
 RUN_ROWS = (
     ("pipeline_full", "this pipeline, full load"),
     ("io_floor", "I/O floor (httpx, same pages)"),
@@ -187,6 +189,15 @@ def targets(scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
         )
         v = r.get("nightly_request_share")
         add("nightly ≤ 5 % of full-load requests", where, _pct(v), None if v is None else v <= 0.05)
+        night = nightfloor.summary(s)
+        if night is not None:
+            add(
+                "nightly at its floor (what the day's changes need; reported)",
+                where,
+                f"{night['nightly']:,} requests, floor {night['floor']:,} "
+                f"({_pct(night['floor_share'])} of the full load)",
+                "reported",
+            )
         diff = s.get("checks", {}).get("io_floor_routes_differ")
         if diff is not None and not s["checks"].get("io_floor_routes_comparable", True):
             add(
@@ -411,6 +422,7 @@ def render(results: dict[str, Any]) -> str:
                 f"operation row moved; the nightly reads each one's event feed): "
                 f"{changed['active']:,} (**{_pct(changed['active_share'])}**)"
             )
+        lines += nightfloor.lines(s)
         diff = s.get("checks", {}).get("io_floor_routes_differ")
         if diff and not s["checks"].get("io_floor_routes_comparable", True):
             lines.append(

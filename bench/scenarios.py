@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from bench import nightfloor
 from bench import warehouse as wh
 from bench.generic import TABLES as GENERIC_TABLES
 from bench.harness import PYTHON, Measurement, SimulatorProcess, log_tail, measure
@@ -253,6 +254,8 @@ class Scenario:
         record["stages_s"] = pipeline_stages(m)
         if not full:
             record["changed_devices"] = wh.changed_devices(target)
+        if label == "pipeline_nightly":
+            self.result["checks"]["nightly_floor"] = nightfloor.summary(self.result)
 
     def io_floor(self) -> None:
         assert self.sim is not None

@@ -15,6 +15,7 @@ from typing import Any
 
 import duckdb
 import orjson
+from esper_warehouse.sources.esper.common import apps_route
 
 DATASET = "esper"
 
@@ -125,10 +126,19 @@ def changed_devices(path: Path) -> dict[str, Any] | None:
                 """,
                 [as_ofs[-2]],
             ).fetchone()  # type: ignore[misc]
+            # each changed device's own apps route (the nightly reads its apps there)
+            apps: dict[str, int] = {}
+            for platform, os_ in con.execute(
+                f"select platform, os from {DATASET}.devices where updated_at > ?", [as_ofs[-2]]
+            ).fetchall():
+                route = apps_route({"platform": platform, "os": os_})
+                if route is not None:
+                    apps[route] = apps.get(route, 0) + 1
         except duckdb.Error:
             return None
     share = lambda n: n / total if total else None  # noqa: E731
     return {
+        "changed_apps": apps,
         "changed": changed,
         "active": active,
         "devices": total,

@@ -17,6 +17,7 @@ from .http import EsperClient
 from .run.ledger import RunLedger
 from .run.tail import Tail
 from .scan.devices import device_apps, device_census, device_history, devices
+from .scan.devices import read_loaded as devices_loaded
 from .scan.opening import open_run, plan_full_scan
 from .scan.walk import planned_walk
 from .settings import SETTINGS, EsperSourceConfiguration
@@ -30,6 +31,7 @@ from .tables.catalogues import (
     tenant_apps,
 )
 from .tables.commands import command_requests, command_statuses, operation_devices, operations
+from .tables.commands import read_loaded as activity_loaded
 from .tables.data_tap import data_tap_resources
 from .tables.devices import DEVICE_APPS, DEVICE_CENSUS, DEVICES, heartbeats
 from .tables.events import DEVICE_EVENTS, device_events, device_events_of_page
@@ -85,7 +87,7 @@ def esper(
     lag, heartbeat_start = timedelta(hours=c.lag_hours), timedelta(days=c.heartbeat_start_days)
     opts = Options(lag, c.status_batch_size, heartbeat_start, c.page_size)
     parts = (c.commit_every_devices, c.commit_every_minutes)
-    ledger = _opened(client, ledger, c.full_scan, c.full_scan_interval_days, parts, c.page_size)
+    ledger = _opened(client, ledger, c.full_scan, c.full_scan_interval_days, parts, opts)
     data_tap = partial(
         data_tap_resources,
         client,
@@ -106,19 +108,24 @@ def _opened(
     full_scan: bool,
     interval_days: float,
     parts: tuple[int, float],
-    page_size: int,
+    opts: Options,
 ) -> RunLedger:
     """The run's ledger: opened by its first part (or only one), a full scan's walk planned.
 
     Parts need a caller that asks for the next one with the same ledger (the pipeline does);
     the source run by dlt alone (no `ledger`) loads a full scan in one piece, the whole tuple.
+    The versions within the lag the warehouse holds are read here (`run.state.loaded_versions`):
+    a resource's worker thread cannot open the destination.
     """
     in_parts, ledger = ledger is not None, ledger if ledger is not None else RunLedger()
     if not ledger.plan.opened:
         open_run(client, ledger, full_scan, timedelta(days=interval_days))
     if ledger.plan.full_scan and ledger.plan.walk is None:
         devices, minutes = parts if in_parts else (sys.maxsize, 0)
-        plan_full_scan(client, ledger, full_scan, devices, DEVICES.limit(page_size), minutes)
+        limit = DEVICES.limit(opts.page_size)
+        plan_full_scan(client, ledger, full_scan, devices, limit, minutes)
+    devices_loaded(ledger, opts)
+    activity_loaded(ledger, opts)
     return ledger
 
 

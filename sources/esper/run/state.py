@@ -94,6 +94,49 @@ def read_from(
     return parse_time(mark) - lag  # type: ignore[operator]
 
 
+def loaded_since(table: str, cursor: str, since: datetime | None) -> dict[str, datetime | None]:
+    """Id -> `cursor` of `table`'s rows the warehouse holds with `cursor` at or after `since`.
+
+    What a read that starts at the watermark less the lag lists again: a record listed at the
+    version the warehouse holds was news to the run that loaded it, and its fan-outs (apps, the
+    feed) were read then; counted as news again, each lag window repeated them on every night.
+    Empty when unknown (no `since`, no pipeline, no table yet): every record is news, which costs
+    requests, never rows.
+    """
+    if since is None:
+        return {}
+    try:
+        pipeline = dlt.current.pipeline()
+        with pipeline.sql_client() as client:
+            if not client.has_dataset():
+                return {}
+            name = client.make_qualified_table_name(table)
+            rows = client.execute_sql(
+                f"select id, {cursor} from {name} where {cursor} >= %s", since
+            )
+    except Exception as error:  # no table yet: every record is news
+        log.info("%s: no versions in the warehouse (%s)", table, type(error).__name__)
+        return {}
+    return {str(i): parse_time(c) for i, c in rows or []}
+
+
+def loaded_versions(
+    ledger: RunLedger, table: str, cursor: str, since: datetime | None
+) -> dict[str, datetime | None]:
+    """`loaded_since`, read once per run: the source function reads it (`esper._opened`), in
+    the thread that builds the source, as a resource's worker thread cannot open the
+    destination; the resources read it from there."""
+    return ledger.shared.read_once(
+        f"{table} loaded since {since}", lambda: loaded_since(table, cursor, since)
+    )
+
+
+def is_loaded(loaded: Mapping[str, datetime | None], item_id: object, version: object) -> bool:
+    """Whether the warehouse holds this version of the record (`loaded_since`)."""
+    key = str(item_id)
+    return key in loaded and loaded[key] == parse_time(version)
+
+
 def advance_watermark(name: str, newest: datetime | None) -> None:
     """Move a watermark forward (never back) once everything up to it has been yielded."""
     if newest is None:

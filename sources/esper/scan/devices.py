@@ -27,7 +27,9 @@ from ..run.state import (
     EarlyStop,
     advance_watermark,
     bind_retries,
+    is_loaded,
     kept_state,
+    loaded_versions,
     read_from,
 )
 from ..table import PAGE_SIZE
@@ -70,6 +72,8 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         return
     software = _software(client, ledger, opts)
     stop = EarlyStop(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
+    loaded = _loaded(ledger, opts)
+    retry = set(ledger.refusals.to_retry(DEVICE_APPS.name))
     pages = iter_pages(
         client,
         DEVICES.path_for(client),
@@ -80,7 +84,9 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     for _page, fresh in stop.pages(pages):
         items = first_seen(DEVICES.require(fresh, ledger), seen, DEVICES.key)
         for item in items:
-            ledger.devices.changed(item["id"], apps_route(item))
+            repeat = is_loaded(loaded, item["id"], item.get(DEVICES.cursor_field))
+            if not repeat or str(item["id"]) in retry:
+                ledger.devices.changed(item["id"], apps_route(item))
             with_software(item, software)
         if items:
             yield DEVICES.page(items, ledger)
@@ -91,6 +97,18 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     ledger.data_clock.saw(stop.newest)
     advance_watermark("devices", stop.newest)
     kept_state()[DEVICES_INCREMENTAL_AT] = iso(ledger.plan.as_of or datetime.now().astimezone())
+
+
+def _loaded(ledger: RunLedger, opts: Options) -> dict[str, Any]:
+    """The device versions the warehouse holds within the incremental read's lag: a device
+    listed again at the version loaded is no news (its apps and feed were read then)."""
+    since = read_from("devices", opts.lag, ledger)
+    return loaded_versions(ledger, DEVICES.name, DEVICES.cursor_field, since)
+
+
+def read_loaded(ledger: RunLedger, opts: Options) -> None:
+    """Read the versions `devices` tells news from, in the thread building the source."""
+    _loaded(ledger, opts)
 
 
 def _full_scan(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table | None]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,9 @@ from ..run.state import (
     STATUSES_SEEN,
     EarlyStop,
     advance_watermark,
+    is_loaded,
     kept_state,
+    loaded_versions,
     read_from,
 )
 from ..settings import EsperSourceConfiguration as Settings
@@ -111,6 +113,13 @@ OPERATION_DEVICES = Table(
     family="operations",
 )
 TABLES = (COMMAND_REQUESTS, COMMAND_STATUSES, OPERATIONS, OPERATION_DEVICES)
+# The tables whose rows tell a device's activity (its feed is read), with the watermark of the
+# newest row read: what moved since.
+ACTIVITY_SEEN = {
+    COMMAND_STATUSES.name: STATUSES_SEEN,
+    OPERATION_DEVICES.name: OPERATION_DEVICES_SEEN,
+}
+TABLES_BY_NAME = {table.name: table for table in TABLES}
 
 
 # --------------------------------------------------------------- commands and operations
@@ -161,6 +170,29 @@ def _requests(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
         yield table
 
 
+def _activity(table: Table, ledger: RunLedger, opts: Options) -> Callable[[dict], bool]:
+    """Whether a row of `table` read now is activity for its device's feed: it moved since the
+    last run (its cursor at or after that run's newest, less the lag), and is not a version the
+    warehouse holds already (`loaded_versions`: a row read again within the lag, whose events
+    the run that loaded it read)."""
+    since = read_from(ACTIVITY_SEEN[table.name], opts.lag, ledger, also_full=True)
+    loaded = loaded_versions(ledger, table.name, table.cursor_field, since)
+
+    def moved(item: dict) -> bool:
+        ts = table.cursor_time(item)
+        if since is not None and ts is not None and ts < since:
+            return False
+        return not is_loaded(loaded, item.get("id"), item.get(table.cursor_field))
+
+    return moved
+
+
+def read_loaded(ledger: RunLedger, opts: Options) -> None:
+    """Read the versions the activity is told from, in the thread building the source."""
+    for name in ACTIVITY_SEEN:
+        _activity(TABLES_BY_NAME[name], ledger, opts)
+
+
 @dlt.resource(**COMMAND_STATUSES.hints())
 def command_statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[pa.Table]:
     """Statuses of requests new in this run or still open, `request=` batches fetched together.
@@ -179,7 +211,7 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
     requests = set(state.get(OPEN_REQUESTS, [])) | new_requests
     # Which statuses moved since the last run: the newest `updated_at` it read (data, not the
     # API's clock, which may run ahead of its data) minus the lag.
-    active_since = read_from(STATUSES_SEEN, opts.lag, ledger, also_full=True)
+    moved = _activity(COMMAND_STATUSES, ledger, opts)
     newest: datetime | None = None
     limit, key = COMMAND_STATUSES.limit(opts.page_size), COMMAND_STATUSES.key
 
@@ -203,7 +235,7 @@ def _statuses(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator
             )
             ts = COMMAND_STATUSES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
-            if active_since is None or ts is None or ts >= active_since:
+            if moved(item):
                 ledger.feeds.active([url_id(item.get("device"))])
         if read.items:
             yield COMMAND_STATUSES.page(read.items, ledger)
@@ -236,7 +268,7 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
     state = kept_state()
     previously_open = set(state.get(OPEN_OPERATIONS, []))
     changed = ledger.commands.changed_operations()
-    active_since = read_from(OPERATION_DEVICES_SEEN, opts.lag, ledger, also_full=True)
+    moved = _activity(OPERATION_DEVICES, ledger, opts)
     newest: datetime | None = None
     key, limit = OPERATION_DEVICES.key, OPERATION_DEVICES.limit(opts.page_size)
 
@@ -274,7 +306,7 @@ def _operation_devices(client: EsperClient, ledger: RunLedger, opts: Options) ->
         for item in items:
             ts = OPERATION_DEVICES.cursor_time(item)
             newest = max(filter(None, (newest, ts)), default=None)
-            if active_since is None or ts is None or ts >= active_since:
+            if moved(item):
                 ledger.feeds.active([item.get("device_id")])
         rows.extend(items)
         if len(rows) >= ROWS_PER_BATCH:
