@@ -43,7 +43,7 @@ from esper_warehouse.sources.esper.http.paginators import (
     CursorPaginator,
     SinglePage,
 )
-from esper_warehouse.sources.esper.settings import HEARTBEAT_START_DAYS
+from esper_warehouse.sources.esper.settings import EsperSourceConfiguration
 from esper_warehouse.sources.esper.table import MAX_PAGE_SIZE, PAGE_SIZE, Table
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.catalogues import GROUPS
@@ -335,7 +335,7 @@ class Floor:
         if not self.plan.heartbeats:
             return
         now = datetime.fromisoformat(self.api_now) if self.api_now else datetime.now(UTC)
-        start = now - timedelta(days=HEARTBEAT_START_DAYS)
+        start = now - timedelta(days=EsperSourceConfiguration.heartbeat_start_days)
         window = {"last_seen_gt": _iso(start), "last_seen_lt": _iso(now + HEARTBEAT_AHEAD)}
         self.offset_list(HEARTBEATS.path, self.limit(HEARTBEATS), window)
 
