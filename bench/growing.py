@@ -54,7 +54,7 @@ def all_tenants(tmp: Path, devices: int = 2000) -> None:
 
 def dagster_partition(tmp: Path, devices: int = 2000) -> None:
     import dagster as dg
-    from esper_warehouse.pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.jobs.dagster_defs import build_definitions
 
     with Simulator(devices=devices, seed=4, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:
         os.environ["ESPER_TEST_KEY_WEST"] = API_KEY
@@ -70,8 +70,8 @@ def dagster_partition(tmp: Path, devices: int = 2000) -> None:
 
 
 def publish_postgres(tmp: Path, devices: int = 20000) -> None:
-    from esper_warehouse.pipelines import publish
     from esper_warehouse.pipelines.run.runner import RunSettings, run
+    from esper_warehouse.pipelines.views import publish
 
     warehouse = tmp / "big.duckdb"
     with Simulator(devices=devices, seed=5, api_key=API_KEY, enterprise_id=ENTERPRISE_ID) as sim:

@@ -12,7 +12,7 @@ rewrites the rest).
 The child is this file run as a script with `PYTHONPATH` set to the code measured and that
 folder as its working directory, so `esper_warehouse` is imported from there; it records the
 file it imported and the run fails if that is not inside the code measured. The per-model
-timing wraps `pipelines.models._build_model` in the child (as `tests/sql/synthetic.py` does), so
+timing wraps `pipelines.build.models._build_model` in the child (as `tests/sql/synthetic.py` does), so
 an earlier commit is timed the same way without a hook of its own.
 
 Generating the warehouse takes ~10 s at 150,000 devices (2 cores), so it is made afresh each
@@ -40,7 +40,7 @@ TOP = 5
 
 def _child_build(warehouse: Path, out: Path) -> None:
     """In the child: build the models into `warehouse`, write per-model times to `out`."""
-    from esper_warehouse.pipelines import models
+    from esper_warehouse.pipelines.build import models
 
     timed: list[dict[str, Any]] = []
     build_model = models._build_model

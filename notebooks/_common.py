@@ -24,10 +24,11 @@ import altair as alt
 import duckdb
 import marimo as mo
 import polars as pl
-from esper_warehouse.pipelines import digest, readable
-from esper_warehouse.pipelines import headlines as headlines_module
-from esper_warehouse.pipelines.model_files import macro_names
-from esper_warehouse.pipelines.offline import REPORT_DIR_ENV, TABLE_ROWS
+from esper_warehouse.pipelines import readable
+from esper_warehouse.pipelines.build.model_files import macro_names
+from esper_warehouse.pipelines.views import digest
+from esper_warehouse.pipelines.views import headlines as headlines_module
+from esper_warehouse.pipelines.views.offline import REPORT_DIR_ENV, TABLE_ROWS
 from esper_warehouse.pipelines.warehouse import is_lock_error
 
 WAREHOUSE_ENV = "ESPER_WAREHOUSE"
@@ -357,7 +358,7 @@ def _nights(con: duckdb.DuckDBPyConnection, nights: int) -> int:
 
 def changes_digest(nights: int = 1, path: Path | None = None) -> tuple[digest.Digest, str] | None:
     """What changed over the last `nights` compared (0: every night recorded), read as every
-    surface reads it (`pipelines/digest.py`), with the vocabulary's words for a family not
+    surface reads it (`pipelines/views/digest.py`), with the vocabulary's words for a family not
     compared; None when the warehouse's models record no changes."""
     with _connect(path or warehouse_path()) as con:
         if not digest.has_mart(con):

@@ -166,7 +166,7 @@ def _(common, mo, params, pl, where):
 def _(common, mo, wh):
     mo.stop(not wh.ok)
     # The last night's changes as `status`, `changes` and the report's index say them: counted
-    # once (pipelines/digest.py reads marts.fleet_changes), in the words of
+    # once (pipelines/views/digest.py reads marts.fleet_changes), in the words of
     # sql/vocabulary/change_kinds.csv; the whole fleet, no group or platform filter applies.
     common.changes_block()
     return

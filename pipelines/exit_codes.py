@@ -48,7 +48,7 @@ BRIEF = {
 
 
 # What each code means, in full: docs/reference/exit-codes.md is written from this
-# (`python -m esper_warehouse.pipelines.table_docs`).
+# (`python -m esper_warehouse.pipelines.tools.table_docs`).
 MEANING = {
     Exit.OK: ("everything loaded and reconciled"),
     Exit.FAILED: (

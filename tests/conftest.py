@@ -194,7 +194,7 @@ def shared_modelled_load(
 ) -> FirstLoad:
     """The shared first load with the models built on it, once per test run: what
     `first_load(wh)` then `build_models(wh)` give, built once for every test that starts so."""
-    from esper_warehouse.pipelines.models import build_models
+    from esper_warehouse.pipelines.build.models import build_models
 
     def build(folder: Path) -> None:
         copy_warehouse(shared_first_load.warehouse, folder / "warehouse.duckdb")

@@ -10,7 +10,7 @@ edge to the submodule `package.name` when there is one, else to the package itse
 sources/esper they count, for its layers and for its own cycle check: a type named from a layer
 above ties the layers together as surely as a call does. Imports under `if __name__ ==
 "__main__":` are left out: they run only in the module started as a script (`python -m
-esper_warehouse.pipelines.models`), which is `__main__`, not the module its import finds, so they
+esper_warehouse.pipelines.build.models`), which is `__main__`, not the module its import finds, so they
 cannot close a cycle (`models.py` hands over to `commands/models.py` so, which imports `models`).
 
 The layers of sources/esper, bottom first (`LAYERS`; why: docs/decisions.md, "Layers"): `http`

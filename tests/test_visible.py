@@ -9,7 +9,8 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from esper_warehouse.pipelines import offline, readable
+from esper_warehouse.pipelines import readable
+from esper_warehouse.pipelines.views import offline
 
 # every C0 and C1 control but tab and newline, DEL, and the bidirectional overrides and isolates
 ACTING = [

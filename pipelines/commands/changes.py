@@ -10,9 +10,9 @@ from datetime import date
 import duckdb
 import orjson
 
-from .. import digest
 from ..exit_codes import Exit
-from ..status import missing_message, open_failure
+from ..views import digest
+from ..views.status import missing_message, open_failure
 from . import Subcommand
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..demo import demo
+from ..jobs.demo import demo
 from . import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
 
 

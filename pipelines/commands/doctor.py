@@ -1,5 +1,5 @@
 """`esper-warehouse doctor`: its options, then read the settings, probe, print the report, write
-the JSON. The probe and its report are pipelines/doctor/ (`probes.py`, `report.py`)."""
+the JSON. The probe and its report are pipelines/views/doctor/ (`probes.py`, `report.py`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import TextIO
 from esper_warehouse.sources.esper.http import EsperConfigError
 from esper_warehouse.sources.esper.settings import SETTINGS, SettingError, changed, resolve_settings
 
-from ..doctor.probes import probe
-from ..doctor.report import render
 from ..exit_codes import Exit
 from ..run.failures import toml_problem
+from ..views.doctor.probes import probe
+from ..views.doctor.report import render
 from . import Subcommand, config_options
 
 

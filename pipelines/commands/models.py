@@ -1,6 +1,6 @@
 """`esper-warehouse models`: its options, then the build (`models.build_models`) and what it built.
 
-Also `python -m esper_warehouse.pipelines.models` (that module hands over to this one).
+Also `python -m esper_warehouse.pipelines.build.models` (that module hands over to this one).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import duckdb
 
-from .. import models
+from ..build import models
+from ..build.model_files import ModelError, SeedsMissing
 from ..exit_codes import Exit
-from ..model_files import ModelError, SeedsMissing
-from ..status import missing_message, open_failure
+from ..views.status import missing_message, open_failure
 from ..warehouse import file_problem, path_problem
 from . import Subcommand, apply_options, shared_options
 
@@ -82,4 +82,4 @@ def layer_counts(built: list[str]) -> str:
     return ", ".join(f"{counts[schema]} {schema}" for schema in order if counts[schema])
 
 
-SUBCOMMAND = Subcommand("build the SQL models (pipelines.models)", main=main)
+SUBCOMMAND = Subcommand("build the SQL models (pipelines.build.models)", main=main)

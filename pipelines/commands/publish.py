@@ -1,7 +1,7 @@
 """`esper-warehouse publish`: its options, then (pull and build, then) publish the marts to
 Postgres (`publish.pull`, `models.build_models`, `publish.publish`), saying what failed.
 
-Also `python -m esper_warehouse.pipelines.publish` (that module hands over to this one).
+Also `python -m esper_warehouse.pipelines.views.publish` (that module hands over to this one).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import time
 
 import duckdb
 
-from .. import models, publish
+from ..build import models
 from ..exit_codes import Exit
+from ..views import publish
 from ..warehouse import file_problem, path_problem
 from . import Subcommand, add_lock_timeout, apply_options, shared_options
 
@@ -93,4 +94,4 @@ def main(argv: list[str] | None = None) -> int:
     return Exit.OK
 
 
-SUBCOMMAND = Subcommand("publish the marts to Postgres (pipelines.publish)", main=main)
+SUBCOMMAND = Subcommand("publish the marts to Postgres (pipelines.views.publish)", main=main)

@@ -1,7 +1,7 @@
 """`esper-warehouse report`: its options, then every notebook exported (`report.export_all`) and,
 with ``--charts``, the README's charts written (`report.write_charts`).
 
-Also `python -m esper_warehouse.pipelines.report` (that module hands over to this one).
+Also `python -m esper_warehouse.pipelines.views.report` (that module hands over to this one).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import extras, report
+from .. import extras
 from ..exit_codes import Exit
-from ..status import missing_message
+from ..views import report
+from ..views.status import missing_message
 from ..warehouse import locked_message
 from . import Subcommand, apply_options, shared_options
 
@@ -115,4 +116,4 @@ def _unwritable(folder: Path, option: str) -> str | None:
     return None
 
 
-SUBCOMMAND = Subcommand("write the report (pipelines.report)", main=main)
+SUBCOMMAND = Subcommand("write the report (pipelines.views.report)", main=main)

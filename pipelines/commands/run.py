@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import notify
 from ..exit_codes import Exit
+from ..jobs.tenants import main as run_tenants
 from ..run.failures import toml_problem
 from ..run.pipeline import load_memory_limit_default, lock_timeout_default
 from ..run.runner import RunSettings, run, summary
-from ..tenants import main as run_tenants
+from ..views import notify
 from . import Subcommand, add_lock_timeout
 
 
@@ -40,7 +40,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--all-tenants", action="store_true", help="every tenant, then the fleet file"
     )
     parser.add_argument(
-        "--tenants-file", type=Path, help="default: tenants.toml (pipelines/tenants.py)"
+        "--tenants-file", type=Path, help="default: tenants.toml (pipelines/jobs/tenants.py)"
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..status import status
+from ..views.status import status
 from . import Subcommand
 
 

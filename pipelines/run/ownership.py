@@ -34,7 +34,7 @@ def owners(pipeline: Any) -> list[str]:
 
 def how_to_run(owner: str, warehouse: str, dataset: str) -> str:
     """The command that runs the owning pipeline."""
-    if owner.startswith(f"{PIPELINE_NAME}__"):  # a tenant's (pipelines/tenants.py)
+    if owner.startswith(f"{PIPELINE_NAME}__"):  # a tenant's (pipelines/jobs/tenants.py)
         return f"esper-warehouse run --tenant {owner.removeprefix(f'{PIPELINE_NAME}__')}"
     if owner == PIPELINE_NAME:
         return f"esper-warehouse run --warehouse {warehouse} --dataset {dataset}"

@@ -10,10 +10,10 @@ import dlt
 import duckdb
 import orjson
 
-from .. import models, readable
+from .. import bookkeeping, readable
+from ..build import models
 from ..exit_codes import LOADED, Exit
 from ..warehouse import WarehouseLocked, file_problem, with_lock_wait
-from . import bookkeeping
 from .failures import error_text, exit_code_for
 from .types import RunResult, RunSettings
 

@@ -24,8 +24,8 @@ import dlt
 from esper_warehouse.sources.esper import EsperSourceConfiguration, RunLedger, esper
 from esper_warehouse.sources.esper.http import EsperClient, redact
 
+from ..build.raw_contract import drop_earlier_placeholders
 from ..exit_codes import LOADED, Exit
-from ..raw_contract import drop_earlier_placeholders
 from ..warehouse import (
     WarehouseLocked,
     create_if_missing,

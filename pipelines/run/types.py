@@ -30,7 +30,7 @@ class RunSettings:
     # where the key and the base URL came from, named when the API refuses them (a tenant's)
     api_key_name: str | None = None
     base_url_name: str | None = None
-    pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/tenants.py)
+    pipeline_name: str = PIPELINE_NAME  # one per tenant (pipelines/jobs/tenants.py)
 
 
 @dataclass

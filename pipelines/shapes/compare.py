@@ -4,7 +4,7 @@ Lenient where a small sample proves little, strict where a run would break: a mi
 or cursor (every other column is nullable), a type change on the path of a field the source
 reads, an envelope family other than the reference's or a page the source's reader rejects
 **breaks**; an extra key, a null where a value was seen, anything else is a **note** (see
-`pipelines/doctor/__init__.py` and docs/decisions.md, "doctor"). Findings hold no values: key
+`pipelines/views/doctor/__init__.py` and docs/decisions.md, "doctor"). Findings hold no values: key
 names pass the allowlist `known_keys` or are shown as ``<unknown key>``.
 """
 

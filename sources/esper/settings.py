@@ -5,7 +5,7 @@ One field per setting: its name, type, default, accepted range and one line of w
 (`esper(config: EsperSourceConfiguration = dlt.config.value)`), the check (`on_resolved`, run by
 dlt's own resolution), the environment variables (`SOURCES__ESPER__<NAME>`), `doctor`'s view,
 the `[sources.esper]` block of `.dlt/config.toml` and docs/reference/settings.md
-(`pipelines/settings_docs.py`). tests/source/test_settings.py fails when a setting
+(`pipelines/tools/settings_docs.py`). tests/source/test_settings.py fails when a setting
 is declared, defaulted or tabled anywhere else.
 
 What each table is (route, key, cursor, columns) is declared beside its resource, in `tables/`.

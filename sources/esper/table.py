@@ -5,9 +5,9 @@ kept up to date (key, cursor, write disposition), which table it comes with, its
 columns, how `doctor` probes it, and what the documents say of it (`Doc`). Everything else is
 derived from it: the resource's dlt hints (`Table.hints`; a list read whole each run gets its
 resource too: `whole_list`), the Arrow pages (`Table.page`), the
-empty raw tables the SQL build starts from (`pipelines/raw_contract.py`), Dagster's raw assets,
+empty raw tables the SQL build starts from (`pipelines/build/raw_contract.py`), Dagster's raw assets,
 `doctor`'s probes of plain lists, `run --resources` companions, and the rows of
-docs/reference/raw-tables.md and docs/spec/README.md's route table (`pipelines/table_docs.py` writes them).
+docs/reference/raw-tables.md and docs/spec/README.md's route table (`pipelines/tools/table_docs.py` writes them).
 
 Example (a list read whole each run: its resource is made from the declaration):
     >>> GEOFENCES = Table("geofences", "/v0/enterprise/{eid}/geofence/", ("id",),
@@ -131,7 +131,7 @@ class Evidence:
 @dataclass(frozen=True)
 class Doc:
     """What the documents say of a table beyond its route and key, written once here:
-    `python -m esper_warehouse.pipelines.table_docs` writes the table's row in docs/reference/raw-tables.md and the
+    `python -m esper_warehouse.pipelines.tools.table_docs` writes the table's row in docs/reference/raw-tables.md and the
     route's row in docs/spec/README.md from it (a test fails when they differ).
 
     Attributes:

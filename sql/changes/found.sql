@@ -1,6 +1,6 @@
 -- The changes between the previous snapshot (changes.subject_states, changes.family_states at the
 -- latest as-of before now) and now (states_now, families_now: subject_states.sql and
--- family_states.sql, built by pipelines/change_log.py): the rows appended to changes.change_log.
+-- family_states.sql, built by pipelines/build/change_log.py): the rows appended to changes.change_log.
 -- A family is compared only when the latest loaded run loaded it and the previous snapshot held
 -- it loaded; otherwise one not_compared row says why. No previous snapshot: nothing (a first
 -- load changes nothing).

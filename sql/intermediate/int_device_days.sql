@@ -93,7 +93,7 @@ numbered_heartbeats as (
 ),
 
 history_heartbeats as (
-    -- the latest heartbeat <= cutoff_at (pipelines/models.py keeps DuckDB from turning this
+    -- the latest heartbeat <= cutoff_at (pipelines/build/models.py keeps DuckDB from turning this
     -- as-of join into a per-row loop: it cannot size the spine in advance)
     select
         history_cutoffs.*,

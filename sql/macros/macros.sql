@@ -1,4 +1,4 @@
--- Macros shared by the models, created by pipelines/models.py (schema `main`) before staging.
+-- Macros shared by the models, created by pipelines/build/models.py (schema `main`) before staging.
 -- Each is written once here so a rule (how versions compare, how a URL becomes an id) has a
 -- single home.
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from esper_warehouse.pipelines import report
 from esper_warehouse.pipelines.commands import report as report_command
+from esper_warehouse.pipelines.views import report
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, built_once
 from tests.notebooks.browser import Opened, open_offline
@@ -37,12 +37,12 @@ def build_demo_warehouse(
 ) -> None:
     """What `esper-warehouse demo` does, smaller: the embedded simulator, one full load, then a
     night-by-night incremental load per simulated day, the models built by the last two runs only
-    (as `pipelines/demo.py` does: every model is rebuilt whole from the raw tables, and the
+    (as `pipelines/jobs/demo.py` does: every model is rebuilt whole from the raw tables, and the
     record of changes needs the night before the last to compare with). With `truth_dir`,
     the API's records of `TRUTH_TABLES` as each load read them go to `night-<n>.json` there."""
     import json
 
-    from esper_warehouse.pipelines.demo import DEMO_DATA_TAP
+    from esper_warehouse.pipelines.jobs.demo import DEMO_DATA_TAP
     from esper_warehouse.pipelines.run.runner import RunSettings, run
     from esper_warehouse.simulator import Simulator
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import report
 from esper_warehouse.pipelines.readable import duration
+from esper_warehouse.pipelines.views import report
 
 from .drawn import Drawing, View, area_stacks, charts, drawn_total, overlap, stacks
 

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import cli, demo, headlines, report, status
-from esper_warehouse.pipelines.headlines import Headline, Headlines
-from esper_warehouse.pipelines.model_files import SQL_DIR
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines import cli
+from esper_warehouse.pipelines.build.model_files import SQL_DIR
+from esper_warehouse.pipelines.build.models import build_models
+from esper_warehouse.pipelines.jobs import demo
 from esper_warehouse.pipelines.readable import duration
+from esper_warehouse.pipelines.views import headlines, report, status
+from esper_warehouse.pipelines.views.headlines import Headline, Headlines
 
 from tests.conftest import copy_warehouse
 
@@ -617,7 +619,7 @@ def test_the_report_prints_each_numbers_age_and_the_freshness_block(
     assert f"of {waiting.denominator:,} runs not ended · {waiting.age_note}" in text
 
 
-# What changed overnight (issue 52): the last night's digest, counted once (pipelines/digest.py
+# What changed overnight (issue 52): the last night's digest, counted once (pipelines/views/digest.py
 # over marts.fleet_changes), told alike by `status`, `changes --json`, the report's index (its
 # first page) and the fleet page, in the vocabulary's words and order.
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import offline, report
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.build.models import build_models
+from esper_warehouse.pipelines.views import offline, report
 
 from .browser import Opened, open_offline
 from .drawn import charts

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import duckdb
-from esper_warehouse.pipelines import report
-from esper_warehouse.pipelines.model_files import SQL_DIR
+from esper_warehouse.pipelines.build.model_files import SQL_DIR
+from esper_warehouse.pipelines.views import report
 
 from .drawn import charts, drawn_total, stacks
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import offline, report
+from esper_warehouse.pipelines.views import offline, report
 
 NOTEBOOKS = report.notebooks()
 # Errors marimo shows on purpose: cells below an `mo.stop`, or interrupted.

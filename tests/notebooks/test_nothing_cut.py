@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.views import report
 
 from .drawn import View, charts, stacks
 from .test_offline_report import Shown, _tables

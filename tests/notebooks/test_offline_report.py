@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.views import report
 
 from .browser import measured, open_offline
 from .test_notebooks import session

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.views import report
 from esper_warehouse.simulator import Simulator
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from esper_warehouse.pipelines.status import render
+from esper_warehouse.pipelines.views.status import render
 
 
 def test_status_labels_per_run_counts_apart_from_table_totals(demo_warehouse: Path) -> None:

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 import duckdb
-from esper_warehouse.pipelines import offline, readable
+from esper_warehouse.pipelines import readable
+from esper_warehouse.pipelines.views import offline
 
 from .test_offline_report import _tables
 

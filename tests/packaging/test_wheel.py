@@ -167,7 +167,7 @@ def test_without_the_extra_report_names_what_is_missing_and_how_to_install_it(
     assert f"{install} --force 'dist/esper_warehouse-" in done.stderr
     assert not (tmp_path / "report").exists()
 
-    code = "from pathlib import Path; from esper_warehouse.pipelines.demo import next_steps; "
+    code = "from pathlib import Path; from esper_warehouse.pipelines.jobs.demo import next_steps; "
     code += "print(next_steps(Path('demo.duckdb')))"
     shown = subprocess.run(
         [str(installed / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True,

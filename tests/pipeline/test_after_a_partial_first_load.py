@@ -1,6 +1,6 @@
 """A first load that read only part of the tenant never breaks a later night.
 
-The model build stands in for each raw table not loaded yet (pipelines/models.py), and dlt later
+The model build stands in for each raw table not loaded yet (pipelines/build/models.py), and dlt later
 creates that table when it loads it: whichever families a first load could read, or a first
 `run --resources` selected, the next nights load every table and equal the API's truth. A
 warehouse built by an earlier release, whose stand-ins sit in the raw dataset and whose failed
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import raw_contract
+from esper_warehouse.pipelines.build import raw_contract
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.run import runner
 from esper_warehouse.sources.esper.tables import FAMILY, TABLES
@@ -142,7 +142,7 @@ def test_a_warehouse_of_an_earlier_release_is_mended_by_the_next_run(
 def test_the_model_build_leaves_the_raw_dataset_to_dlt(wh: Path) -> None:
     """On an empty warehouse every model builds, and no raw table is created in the dataset dlt
     loads: each is stood in for in `raw_placeholders`, which a later build drops once loaded."""
-    from esper_warehouse.pipelines.models import build_models
+    from esper_warehouse.pipelines.build.models import build_models
 
     build_models(wh)
     assert _raw_tables(wh) == set()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from esper_warehouse.pipelines import cli
-from esper_warehouse.pipelines.models import SEEDS_ENV, SQL_DIR
+from esper_warehouse.pipelines.build.models import SEEDS_ENV, SQL_DIR
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from esper_warehouse.pipelines import report
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.commands import report as report_command
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.views import report
 
 from .helpers import hold_file
 

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from esper_warehouse.pipelines import doctor, table_docs
 from esper_warehouse.pipelines.cli import main as cli_main
 from esper_warehouse.pipelines.commands import doctor as doctor_command
-from esper_warehouse.pipelines.doctor import probes
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.shapes.reference import BASES, reference
+from esper_warehouse.pipelines.tools import table_docs
+from esper_warehouse.pipelines.views import doctor
+from esper_warehouse.pipelines.views.doctor import probes
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.catalogues import GROUPS
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.run.runner import PIPELINE_NAME, run
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator import faults as simulator_faults
 from esper_warehouse.sources.esper.http import EsperClient

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.build.models import build_models
 
 from tests.pipeline.helpers import load
 

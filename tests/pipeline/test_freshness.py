@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.run.runner import summary
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 from esper_warehouse.sources.esper.tables import FAMILY
 from esper_warehouse.sources.esper.tables.access import ROLES
 from esper_warehouse.sources.esper.tables.catalogues import BLUEPRINTS

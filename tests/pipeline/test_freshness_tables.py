@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
-from esper_warehouse.pipelines import report
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views import report
+from esper_warehouse.pipelines.views.status import status
 from esper_warehouse.sources.esper.tables import FAMILY
 from esper_warehouse.sources.esper.tables.credentials import PROVISIONING_PROFILES
 

@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 from esper_warehouse.pipelines.run.runner import run
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.times import iso

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run.pipeline import source_settings
 from esper_warehouse.pipelines.run.types import RunSettings
 from esper_warehouse.sources.esper.tables import data_tap as datatap

@@ -65,7 +65,7 @@ def test_run_and_doctor_quote_the_server_without_the_key(
     kind: str,
 ) -> None:
     from esper_warehouse.pipelines import cli
-    from esper_warehouse.pipelines.doctor import probes
+    from esper_warehouse.pipelines.views.doctor import probes
 
     monkeypatch.setattr(probes, "BACKOFF_MAX_S", 0.01)  # its retries, not its waits, matter here
     server = serve(lambda seen: answer(kind))

@@ -155,7 +155,7 @@ def beside_the_demo(
     shared_first_load: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """A folder holding only `demo.duckdb` (a loaded warehouse with its models), the current one."""
-    from esper_warehouse.pipelines.models import build_models
+    from esper_warehouse.pipelines.build.models import build_models
 
     shutil.copy(shared_first_load.warehouse, tmp_path / "demo.duckdb")
     build_models(tmp_path / "demo.duckdb")
@@ -223,7 +223,7 @@ def test_the_notebooks_never_prefer_a_warehouse_without_models(
     """An `esper_warehouse.duckdb` with no models beside the demo's: the notebooks read the
     demo's; once it has models, it is read first again (as before)."""
     import duckdb
-    from esper_warehouse.pipelines.models import build_models
+    from esper_warehouse.pipelines.build.models import build_models
 
     real = beside_the_demo / "esper_warehouse.duckdb"
     duckdb.connect(str(real)).close()

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.pipelines.run.runner import summary
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 from esper_warehouse.pipelines.warehouse import run_lock
 
 from .helpers import ROOT, cli, load

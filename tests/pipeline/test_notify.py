@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import notify
+from esper_warehouse.pipelines.views import notify
 
 from tests.conftest import API_KEY, ENTERPRISE_ID
 from tests.pipeline.helpers import ROOT

@@ -8,7 +8,7 @@ import duckdb
 import orjson
 import pytest
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 
 from .helpers import TABLES, cli, compare, load, reading, rows
 
@@ -116,8 +116,8 @@ def test_a_refused_legacy_feed_skips_only_those_devices_and_counts_them(sim, wh:
 
 def test_the_tenant_runner_treats_partial_as_loaded_never_hiding_a_failure() -> None:
     from esper_warehouse.pipelines.exit_codes import Exit
+    from esper_warehouse.pipelines.jobs.tenants import exit_code, summary
     from esper_warehouse.pipelines.run.runner import RunResult
-    from esper_warehouse.pipelines.tenants import exit_code, summary
 
     why = {"blueprints": "skipped: GET /v2/blueprints/ answered 403 (refused for this route)"}
     ok = RunResult("a", 0, "ok")

@@ -19,7 +19,7 @@ from esper_warehouse.pipelines.commands import doctor as doctor_command
 from esper_warehouse.pipelines.exit_codes import Exit
 from esper_warehouse.pipelines.run.record import REASON_WIDTH
 from esper_warehouse.pipelines.run.runner import RunResult, summary
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 from esper_warehouse.sources.esper.common import apps_route
 from esper_warehouse.sources.esper.http import EsperClient, EsperNotFoundError
 from esper_warehouse.sources.esper.run.ledger import RunLedger

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.status import status
+from esper_warehouse.pipelines.views.status import status
 
 from .helpers import load
 from .test_freshness import headlines

@@ -212,9 +212,9 @@ def test_status_and_models_tell_an_unfinished_first_load(
 
     Both only read the warehouse, so the resume that follows is the module's (`resumed`), in a
     copy of its own."""
-    from esper_warehouse.pipelines import status
     from esper_warehouse.pipelines.commands import models as models_command
     from esper_warehouse.pipelines.exit_codes import Exit
+    from esper_warehouse.pipelines.views import status
 
     copy_warehouse(killed.warehouse, wh)
 

@@ -11,11 +11,13 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import cli, models, report, warehouse
+from esper_warehouse.pipelines import cli, warehouse
+from esper_warehouse.pipelines.build import models
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.commands import models as models_command
 from esper_warehouse.pipelines.commands import publish as publish_command
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.views import report
 
 from tests.conftest import storage_version
 

@@ -18,9 +18,9 @@ from types import ModuleType
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import digest
-from esper_warehouse.pipelines.notify import NOTIFY_ENV
 from esper_warehouse.pipelines.run.runner import RunSettings
+from esper_warehouse.pipelines.views import digest
+from esper_warehouse.pipelines.views.notify import NOTIFY_ENV
 from esper_warehouse.sources.esper.tables import TABLES
 
 from tests.conftest import API_KEY
@@ -49,7 +49,7 @@ def _offline_tenants(tmp_path: Path) -> Path:
 def test_definitions_load_without_network(
     dg: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from esper_warehouse.pipelines.dagster_defs import API_POOL, build_definitions
+    from esper_warehouse.pipelines.jobs.dagster_defs import API_POOL, build_definitions
 
     path = _offline_tenants(tmp_path)
 
@@ -117,7 +117,7 @@ def test_the_guide_s_selection_takes_the_whole_load_and_one_table_is_refused(
     """docs/guide/growing.md's `dagster asset materialize --select` (parsed as Dagster's command
     line parses it) builds a run of every raw table and mart; one raw table alone is refused, as
     the guide says, since the load is one step."""
-    from esper_warehouse.pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.jobs.dagster_defs import build_definitions
 
     readme = (ROOT / "docs" / "guide" / "growing.md").read_text()
     (selection,) = re.findall(r"dagster asset materialize .*--select (\S+)", readme)
@@ -169,7 +169,7 @@ def test_two_tenants_materialize_the_fleet_follows_them_and_a_refused_one_fails(
     The runs load the device list only (`base` is the settings every partition's run starts
     from): what is checked here is Dagster's wiring; a whole tenant's run is the runner's tests'.
     """
-    from esper_warehouse.pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.jobs.dagster_defs import build_definitions
 
     warehouses = tmp_path / "w"
     defs = build_definitions(
@@ -235,7 +235,7 @@ def test_each_tenants_night_sends_the_run_notify_message(
     """The `notify_urls` setting (a loopback listener): a tenant's night under Dagster sends the
     message `run --notify` sends once its marts are built (the outcome, what changed), and a
     night whose load failed sends its failure, why, never the key."""
-    from esper_warehouse.pipelines.dagster_defs import build_definitions
+    from esper_warehouse.pipelines.jobs.dagster_defs import build_definitions
 
     listener = Listener()
     monkeypatch.setenv(NOTIFY_ENV, f"json://127.0.0.1:{listener.port}/")
@@ -288,7 +288,7 @@ def test_the_webserver_starts_on_loopback_and_lists_the_assets(
            "ESPER_WAREHOUSE__TENANTS_FILE": str(_offline_tenants(tmp_path))}  # fmt: skip
     webserver = Path(sys.executable).parent / "dagster-webserver"
     proc = subprocess.Popen(
-        [str(webserver), "-m", "esper_warehouse.pipelines.dagster_defs", "-a", "defs",
+        [str(webserver), "-m", "esper_warehouse.pipelines.jobs.dagster_defs", "-a", "defs",
          "-h", "127.0.0.1", "-p", str(port)],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,

@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import models
+from esper_warehouse.pipelines.build import models
 
 from tests.pipeline.helpers import load
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import cli, publish
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines import cli
+from esper_warehouse.pipelines.build.models import build_models
+from esper_warehouse.pipelines.views import publish
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, storage_version
 from tests.scale.postgres import postgres_server

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import cli, publish
+from esper_warehouse.pipelines import cli
 from esper_warehouse.pipelines.exit_codes import Exit
+from esper_warehouse.pipelines.views import publish
 
 from tests.scale.postgres import postgres_server
 

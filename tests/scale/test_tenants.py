@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from esper_warehouse.pipelines import cli
-from esper_warehouse.pipelines.tenants import load_tenants
+from esper_warehouse.pipelines.jobs.tenants import load_tenants
 from esper_warehouse.sources.esper.http import EsperConfigError
 
 from tests.conftest import API_KEY, storage_version
@@ -115,7 +115,7 @@ def test_missing_key_is_a_config_error_naming_the_variable_only(
         ),
         ("[tenants.Bad]\nbase_url='x'\nenterprise_id='e'\napi_key_env='K'", "lowercase letter"),
         ("[tenants.fleet]\nbase_url='x'\nenterprise_id='e'\napi_key_env='K'", "not 'fleet'"),
-        # the warehouse's own schemas (pipelines/models.py) and DuckDB's: refused when read
+        # the warehouse's own schemas (pipelines/build/models.py) and DuckDB's: refused when read
         *(
             (f"[tenants.{name}]\nbase_url='x'\nenterprise_id='e'\napi_key_env='K'", "uses for")
             for name in ("esper", "marts", "staging", "intermediate", "seeds", "main", "temp")

@@ -11,9 +11,9 @@ from pathlib import Path
 import duckdb
 import httpx
 import pytest
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.status import morning_check
+from esper_warehouse.pipelines.views.status import morning_check
 from esper_warehouse.pipelines.warehouse import working_dir
 from esper_warehouse.simulator.routes.access import TOKEN_MARK, role_id, set_role_scopes
 from esper_warehouse.sources.esper.tables.access import SECRET_FIELDS, USERS, without_secrets

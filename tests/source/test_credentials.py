@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.status import expiring_credentials
+from esper_warehouse.pipelines.views.status import expiring_credentials
 from esper_warehouse.simulator.routes.credentials import VPP_KEY_PREFIX, serve_expiry, set_expiry
 from esper_warehouse.sources.esper.tables.credentials import VPP_TOKENS
 from esper_warehouse.sources.esper.times import us_date

@@ -2,7 +2,7 @@
 
 The source's dlt hints, the runner's companions and fallbacks, the extraction order, a staging
 view each, and the documents' sections written from the declarations (docs/reference/raw-tables.md,
-docs/spec/README.md's table routes: `pipelines/table_docs.py`) must say what the declarations say. The empty raw tables of the SQL build are made
+docs/spec/README.md's table routes: `pipelines/tools/table_docs.py`) must say what the declarations say. The empty raw tables of the SQL build are made
 from the declarations (tests/sql/test_runner.py checks them).
 """
 
@@ -19,10 +19,10 @@ import esper_warehouse.sources.esper as esper_package
 import pytest
 from dlt.common.schema.utils import get_columns_names_with_prop
 from dlt.extract.source import DltSource
-from esper_warehouse.pipelines import table_docs
-from esper_warehouse.pipelines.run import bookkeeping
+from esper_warehouse.pipelines import bookkeeping
 from esper_warehouse.pipelines.run.dispositions import COMPANIONS, merge_where_needed
 from esper_warehouse.pipelines.shapes import families, reference
+from esper_warehouse.pipelines.tools import table_docs
 from esper_warehouse.sources.esper import RunLedger, esper
 from esper_warehouse.sources.esper.arrow import ROW_VERSION
 from esper_warehouse.sources.esper.run.ledger import TIME_KEYS, RunPlan

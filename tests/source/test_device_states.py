@@ -105,7 +105,7 @@ def test_models_build_on_a_warehouse_loaded_before_state_text(
 ) -> None:
     """A warehouse of an earlier release has no `state_text` until a load brings one; the models
     build anyway (the column is added, empty), and the next load fills it without a second add."""
-    from esper_warehouse.pipelines.models import build_models
+    from esper_warehouse.pipelines.build.models import build_models
 
     wh = tmp_path / "warehouse.duckdb"
     assert first_load(wh).exit_code == 0

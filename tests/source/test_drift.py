@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from esper_warehouse.pipelines.models import build_models
-from esper_warehouse.pipelines.status import morning_check
+from esper_warehouse.pipelines.build.models import build_models
+from esper_warehouse.pipelines.views.status import morning_check
 from esper_warehouse.simulator.drift import set_drift
 
 from tests.pipeline.helpers import load

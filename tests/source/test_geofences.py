@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.sources.esper.tables.catalogues import GEOFENCES
 
 from tests.pipeline.helpers import load

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.exit_codes import Exit
-from esper_warehouse.pipelines.models import build_models
 from esper_warehouse.sources.esper.tables.pipelines import RUN_ENDED, TABLES
 
 from tests.pipeline.helpers import load

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from dlt.common.configuration.inject import get_fun_spec
-from esper_warehouse.pipelines import settings_docs
+from esper_warehouse.pipelines.tools import settings_docs
 from esper_warehouse.sources.esper import esper
 from esper_warehouse.sources.esper.http import EsperClient
 from esper_warehouse.sources.esper.settings import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import create_macros, load_vocabulary
+from esper_warehouse.pipelines.build.models import create_macros, load_vocabulary
 from esper_warehouse.simulator import catalog as C
 from esper_warehouse.sources.esper.vocabulary import (
     device_state_code,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import SEEDS_ENV, build_models
+from esper_warehouse.pipelines.build.models import SEEDS_ENV, build_models
 
 from tests.conftest import built_once
 from tests.sql import scenarios

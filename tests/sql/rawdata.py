@@ -1,6 +1,6 @@
 """Hand-built raw warehouses for the SQL model tests.
 
-The raw tables are created from the source's declarations (`pipelines/raw_contract.py`) and filled from Python dicts: a missing key is NULL, lists and dicts become JSON text.
+The raw tables are created from the source's declarations (`pipelines/build/raw_contract.py`) and filled from Python dicts: a missing key is NULL, lists and dicts become JSON text.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
-from esper_warehouse.pipelines import raw_contract
+from esper_warehouse.pipelines.build import raw_contract
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 

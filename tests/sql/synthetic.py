@@ -5,7 +5,7 @@
 a daily heartbeat per checked-in device, 15 apps per device (10 % updated during the month),
 groups, blueprints, command requests with statuses and operations with per-device records, then
 builds the models and prints the time each layer took. Rows are generated in DuckDB SQL (hash-based
-pseudo-randomness, deterministic), in the contract's raw tables (pipelines/raw_contract.py).
+pseudo-randomness, deterministic), in the contract's raw tables (pipelines/build/raw_contract.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from esper_warehouse.pipelines import models as pipeline_models
-from esper_warehouse.pipelines.models import build_models, create_macros, load_vocabulary
+from esper_warehouse.pipelines.build import models as pipeline_models
+from esper_warehouse.pipelines.build.models import build_models, create_macros, load_vocabulary
 
 from tests.sql.rawdata import create_raw_tables
 

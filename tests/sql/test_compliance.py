@@ -225,7 +225,7 @@ def test_utc_days_whatever_the_session_time_zone(tmp_path):
     path = make_warehouse(tmp_path / "esper.duckdb", scenarios.compliance())
     env = {**os.environ, "TZ": "America/Chicago"}
     done = subprocess.run(
-        [sys.executable, "-m", "esper_warehouse.pipelines.models", "--warehouse", str(path)],
+        [sys.executable, "-m", "esper_warehouse.pipelines.build.models", "--warehouse", str(path)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -244,7 +244,7 @@ def test_utc_days_whatever_the_session_time_zone(tmp_path):
 
 
 def test_json_and_timestamps_as_text_give_the_same_marts(tmp_path, compliance_wh):
-    from esper_warehouse.pipelines.models import build_models
+    from esper_warehouse.pipelines.build.models import build_models
 
     path = make_warehouse(tmp_path / "text.duckdb", scenarios.compliance(), as_text=True)
     build_models(path)

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.datatests import (
+from esper_warehouse.pipelines.build.datatests import (
     DataTestError,
     grain_test,
     load_grains,
     run_data_tests,
 )
-from esper_warehouse.pipelines.models import LAYERS, SQL_DIR, build_models, load_models
+from esper_warehouse.pipelines.build.models import LAYERS, SQL_DIR, build_models, load_models
 
 from tests.sql.conftest import TEST_SEEDS, query_fn
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.simulator import Simulator
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED, SMALL_FLEET, FirstLoad, copy_warehouse

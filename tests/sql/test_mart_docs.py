@@ -11,8 +11,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import mart_docs
-from esper_warehouse.pipelines.models import SQL_DIR, build_models
+from esper_warehouse.pipelines.build.models import SQL_DIR, build_models
+from esper_warehouse.pipelines.tools import mart_docs
 
 from tests.conftest import FirstLoad
 

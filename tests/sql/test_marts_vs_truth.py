@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.pipelines.run.runner import RunSettings, run
 
 from tests.conftest import API_KEY, ENTERPRISE_ID, SEED
@@ -146,7 +146,7 @@ COMPARED = (
 def test_the_loads_fetch_every_raw_table_the_compared_marts_read() -> None:
     """`RESOURCES` is enough: a mart that starts reading another raw table fails here first,
     not later as a disagreement with the truth on a table the loads left empty."""
-    from esper_warehouse.pipelines.model_files import SQL_DIR, _without_comments, load_models
+    from esper_warehouse.pipelines.build.model_files import SQL_DIR, _without_comments, load_models
     from esper_warehouse.pipelines.run.dispositions import COMPANIONS, NEEDS
 
     reads = {

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import build_models
+from esper_warehouse.pipelines.build.models import build_models
 from esper_warehouse.sources.esper.tables.pipelines import TABLES
 
 from tests.conftest import (

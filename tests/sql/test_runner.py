@@ -1,4 +1,4 @@
-"""The runner (pipelines/models.py) and the staging rules every model relies on."""
+"""The runner (pipelines/build/models.py) and the staging rules every model relies on."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines import raw_contract
+from esper_warehouse.pipelines.build import raw_contract
+from esper_warehouse.pipelines.build.models import SQL_DIR, ModelError, build_models
 from esper_warehouse.pipelines.commands.models import main
-from esper_warehouse.pipelines.models import SQL_DIR, ModelError, build_models
 
 from tests.sql import scenarios
 from tests.sql.conftest import query_fn, querying
@@ -167,7 +167,7 @@ def test_main_exit_codes(tmp_path, capsys, monkeypatch, broken_sql):
     assert main(["--warehouse", str(path), "-v"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert set(built) <= set(listed)
-    monkeypatch.setattr("esper_warehouse.pipelines.models.SQL_DIR", broken_sql)
+    monkeypatch.setattr("esper_warehouse.pipelines.build.models.SQL_DIR", broken_sql)
     assert main(["--warehouse", str(path)]) == 1
     err = capsys.readouterr().err
     assert "zz_broken.sql" in err and "no_such_column" in err
@@ -276,7 +276,7 @@ def test_raw_placeholders_match_the_declared_tables():
     declares (or dlt's own `_dlt_*`, or the run record's), with the type dlt gives it. A model can
     therefore only read a raw column that a load creates with the same type.
     """
-    from esper_warehouse.pipelines.run import bookkeeping
+    from esper_warehouse.pipelines import bookkeeping
     from esper_warehouse.sources.esper.tables import TABLES
 
     con = duckdb.connect(":memory:")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from esper_warehouse.pipelines.models import SQL_DIR, build_models
+from esper_warehouse.pipelines.build.models import SQL_DIR, build_models
 
 from tests.sql.synthetic import fill
 

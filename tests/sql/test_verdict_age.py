@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import duckdb
-from esper_warehouse.pipelines.model_files import LAYERS, SQL_DIR, load_models
+from esper_warehouse.pipelines.build.model_files import LAYERS, SQL_DIR, load_models
 from esper_warehouse.sources.esper.tables import FAMILY
 
 MODELS = {model.relation: model.sql for layer in LAYERS for model in load_models(SQL_DIR, layer)}

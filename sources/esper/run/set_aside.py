@@ -3,7 +3,7 @@
 Such a record cannot be merged (it has no identity), cannot move a watermark and cannot name its
 children's routes, so it is never loaded, keyed `(None,)` or merged with another: it is set
 aside (the dead-letter rule of Kafka Connect and Airbyte), counted per `table.column` and route,
-and kept for the admin in `_esper_rejected` (`pipelines/run/bookkeeping.py`), redacted and cut.
+and kept for the admin in `_esper_rejected` (`pipelines/bookkeeping.py`), redacted and cut.
 Its table loads the rest, or is kept as loaded where it is a whole list (`Table.page`); the run
 is partial (`Refusals.set_aside` names it).
 """

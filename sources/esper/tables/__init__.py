@@ -6,7 +6,7 @@ holds). Data Tap's tables are named by the user's queries and declared at run ti
 
 `TABLES` is the list every other part derives from (dlt hints, the empty raw tables of the SQL
 build, Dagster's raw assets, `doctor`'s list probes, `run --resources` companions, the rows of
-docs/reference/raw-tables.md and docs/spec/README.md: `pipelines/table_docs.py`). To add a table:
+docs/reference/raw-tables.md and docs/spec/README.md: `pipelines/tools/table_docs.py`). To add a table:
 docs/recipes/add-a-resource.md.
 """
 

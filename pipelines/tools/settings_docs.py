@@ -2,7 +2,7 @@
 `[sources.esper]` block, written from their one declaration (`EsperSourceConfiguration`,
 sources/esper/settings.py).
 
-`python -m esper_warehouse.pipelines.settings_docs` rewrites the section of
+`python -m esper_warehouse.pipelines.tools.settings_docs` rewrites the section of
 docs/reference/settings.md between `<!-- generated: source-settings -->` and
 `<!-- end: source-settings -->` (the rest of the page, the run's own settings and dlt's, is
 written by hand) and the block of .dlt/config.toml between `# generated: source-settings` and
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from esper_warehouse.sources.esper.settings import SETTINGS, Setting
 
-from .exit_codes import Exit
+from ..exit_codes import Exit
 
-ROOT = Path(__file__).resolve().parents[1]
-COMMAND = "python -m esper_warehouse.pipelines.settings_docs"
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = "python -m esper_warehouse.pipelines.tools.settings_docs"
 PAGE = "docs/reference/settings.md"
 CONFIG = ".dlt/config.toml"
 BEGIN, END = "# generated: source-settings", "# end: source-settings"

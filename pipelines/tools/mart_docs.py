@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from .model_files import SQL_DIR
+from ..build.model_files import SQL_DIR
 
 MARTS_YML = SQL_DIR / "marts" / "_marts.yml"
 TEST_NAMES = ("not_null", "unique", "accepted_values")

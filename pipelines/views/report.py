@@ -31,8 +31,8 @@ import duckdb
 
 from esper_warehouse import data_path
 
+from ..exit_codes import Exit
 from . import digest, offline
-from .exit_codes import Exit
 from .status import no_run_message, open_failure
 
 NOTEBOOKS_DIR = data_path("notebooks")
@@ -261,7 +261,7 @@ def unreadable(warehouse: Path, dataset: str = "esper") -> tuple[int, str] | Non
     return (Exit.CONFIG, empty) if empty is not None else None
 
 
-if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.report`: the command
-    from .commands.report import main
+if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.views.report`: the command
+    from ..commands.report import main
 
     raise SystemExit(main())

@@ -19,11 +19,12 @@ from esper_warehouse.simulator import Simulator
 
 from esper_warehouse import data_path
 
-from . import extras, headlines, readable
-from .exit_codes import Exit
-from .run.runner import RunSettings, run
-from .status import morning_check
-from .warehouse import working_dir
+from .. import extras, readable
+from ..exit_codes import Exit
+from ..run.runner import RunSettings, run
+from ..views import headlines
+from ..views.status import morning_check
+from ..warehouse import working_dir
 
 log = logging.getLogger("esper_warehouse")
 

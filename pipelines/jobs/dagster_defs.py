@@ -5,18 +5,18 @@ tenant (the static partitions are the names in `tenants.toml`). The marts' linea
 model SQL: each mart depends on the raw tables (and marts) its staging and intermediate models
 read, followed through their `from`/`join` references.
 
-Each partition calls the project's own runner (`pipelines.tenants.run_tenant`: extract, load,
+Each partition calls the project's own runner (`pipelines.jobs.tenants.run_tenant`: extract, load,
 reconcile, the run ledger, all under the tenant's lock), not `@dlt_assets` (which calls the
 source at definition time, i.e. the API, and drops pending packages before each run; see
 docs/decisions.md). The load step runs in the pool `esper_api`; the models step builds the
 tenant's DuckDB file. A nightly schedule asks for one run per tenant; `orchestration/dagster.yaml`
 limits runs to one per tenant (`dagster/partition` tag) and the API pool.
 
-After each tenant's night, the message `run --notify` sends (`pipelines/notify.py`, the setting
+After each tenant's night, the message `run --notify` sends (`pipelines/views/notify.py`, the setting
 `notify_urls`): from the models step once the marts (and the night's changes) are built, or
 from the load step when the load failed (no models step follows it).
 
-    ESPER_WAREHOUSE__TENANTS_FILE=tenants.toml dagster dev -m esper_warehouse.pipelines.dagster_defs
+    ESPER_WAREHOUSE__TENANTS_FILE=tenants.toml dagster dev -m esper_warehouse.pipelines.jobs.dagster_defs
 """
 
 import re
@@ -28,9 +28,10 @@ import dagster as dg
 import duckdb
 from dagster import AssetExecutionContext, ScheduleEvaluationContext
 
-from . import models, notify, raw_contract
-from .exit_codes import LOADED
-from .run.types import RunSettings
+from ..build import models, raw_contract
+from ..exit_codes import LOADED
+from ..run.types import RunSettings
+from ..views import notify
 from .tenants import Tenant, Tenants, build_fleet, load_tenants, run_tenant, tenant_lock
 
 API_POOL = "esper_api"
@@ -247,7 +248,7 @@ def _nightly_schedule(tenants: Tenants, job: Any) -> dg.ScheduleDefinition:
 
 
 def __getattr__(name: str) -> dg.Definitions:
-    """`defs`, built when Dagster asks for it (`dagster dev -m esper_warehouse.pipelines.dagster_defs`)."""
+    """`defs`, built when Dagster asks for it (`dagster dev -m esper_warehouse.pipelines.jobs.dagster_defs`)."""
     if name == "defs":
         return build_definitions()
     raise AttributeError(name)

@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from . import readable
+from .. import readable
 
 VEGA_LITE = "application/vnd.vegalite.v6+json"
 # The page needs no script and no request: inline styles, inline SVG and `data:` images only.

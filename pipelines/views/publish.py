@@ -29,9 +29,9 @@ from typing import Any
 import dlt
 import duckdb
 
-from .exit_codes import Exit
+from ..exit_codes import Exit
+from ..warehouse import create_if_missing
 from .status import missing_message, open_failure
-from .warehouse import create_if_missing
 
 log = logging.getLogger("esper_warehouse")
 
@@ -381,7 +381,7 @@ def unreadable(warehouse: Path) -> tuple[int, str] | None:
     return None
 
 
-if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.publish`: the command
-    from .commands.publish import main
+if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.views.publish`: the command
+    from ..commands.publish import main
 
     raise SystemExit(main())

@@ -1,6 +1,6 @@
 """A local PostgreSQL to try `run --destination postgres` and `publish` (docs/guide/growing.md, "Postgres").
 
-`python -m esper_warehouse.pipelines.local_postgres [DIR]` starts pgserver (the `postgres`
+`python -m esper_warehouse.pipelines.tools.local_postgres [DIR]` starts pgserver (the `postgres`
 extra; `make install` installs it) on a unix socket in DIR (default `.pgdata`), leaves it
 running, and prints the `export DESTINATION__POSTGRES__CREDENTIALS=...` line to `eval`. pgserver
 hands out `postgresql://postgres:@/postgres?host=<socket folder>`, which dlt refuses ("missing
@@ -18,7 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from .exit_codes import Exit
+from ..exit_codes import Exit
 
 CREDENTIALS_ENV = "DESTINATION__POSTGRES__CREDENTIALS"
 DEFAULT_DIR = Path(".pgdata")
@@ -31,7 +31,7 @@ def dlt_uri(uri: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m esper_warehouse.pipelines.local_postgres",
+        prog="python -m esper_warehouse.pipelines.tools.local_postgres",
         description="Start (or stop) a local PostgreSQL with pgserver and print the credentials "
         f"line to eval ({CREDENTIALS_ENV}).",
     )

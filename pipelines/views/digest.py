@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from . import readable
+from .. import readable
 
 SHOWN = 3  # subjects named per change on the short surfaces (status, notification)
 

@@ -1,7 +1,7 @@
 """The SQL files of the models: where they are, what one holds, the order a layer builds in.
 
-`sql/<layer>/<name>.sql` holds one `select` and becomes `<layer>.<name>` (pipelines/models.py
-builds them; pipelines/datatests.py tests them).
+`sql/<layer>/<name>.sql` holds one `select` and becomes `<layer>.<name>` (pipelines/build/models.py
+builds them; pipelines/build/datatests.py tests them).
 """
 
 from __future__ import annotations

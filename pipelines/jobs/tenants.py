@@ -32,12 +32,12 @@ import duckdb
 from esper_warehouse.sources.esper.http import EsperConfigError
 from esper_warehouse.sources.esper.vocabulary import loaded_run_statuses
 
-from .exit_codes import LOADED, Exit
-from .models import RAW_SCHEMA, SCHEMAS
-from .raw_contract import PLACEHOLDERS
-from .run.runner import run
-from .run.types import PIPELINE_NAME, RunResult, RunSettings
-from .warehouse import WarehouseLocked, create_if_missing, with_lock_wait
+from ..build.models import RAW_SCHEMA, SCHEMAS
+from ..build.raw_contract import PLACEHOLDERS
+from ..exit_codes import LOADED, Exit
+from ..run.runner import run
+from ..run.types import PIPELINE_NAME, RunResult, RunSettings
+from ..warehouse import WarehouseLocked, create_if_missing, with_lock_wait
 
 log = logging.getLogger("esper_warehouse")
 

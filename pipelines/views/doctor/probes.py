@@ -31,8 +31,8 @@ from esper_warehouse.sources.esper.tables.devices import (
 )
 from esper_warehouse.sources.esper.tables.pipelines import MEMBERS, MEMBERS_PATH, OPERATIONS_PATH
 
-from ..exit_codes import Exit
-from ..shapes import (
+from ...exit_codes import Exit
+from ...shapes import (
     BREAK,
     SET_ASIDE,
     Compare,

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import duckdb
 
-from . import readable
-from .model_files import SQL_DIR
-from .run.bookkeeping import STARTED
-from .warehouse import run_lock_path
+from .. import readable
+from ..bookkeeping import STARTED
+from ..build.model_files import SQL_DIR
+from ..warehouse import run_lock_path
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exit_codes import Exit
-from ..shapes import BREAK, NOTE, SET_ASIDE, Finding, Seen
+from ...exit_codes import Exit
+from ...shapes import BREAK, NOTE, SET_ASIDE, Finding, Seen
 
 _MAX_NOTES_PER_ROUTE = 25
 REFUSED = "refused: a run would skip this table (partial run)"

@@ -1,7 +1,7 @@
 """The documents' generated sections: the raw tables from the `Table` declarations, and the
 reference pages from their one homes.
 
-`python -m esper_warehouse.pipelines.table_docs` rewrites every section that sits between
+`python -m esper_warehouse.pipelines.tools.table_docs` rewrites every section that sits between
 `<!-- generated: <name> ... -->` and `<!-- end: <name> -->` in a checked-out repository:
 
 * docs/reference/raw-tables.md `raw-tables`: one row per declared table: its route, key (as
@@ -32,12 +32,12 @@ from esper_warehouse.sources.esper.table import Table
 from esper_warehouse.sources.esper.tables import TABLES
 from esper_warehouse.sources.esper.tables.data_tap_jobs import DATA_TAP_PATH
 
+from ..exit_codes import Exit
+from ..shapes.reference import live_document, norm_path, spec_reference
 from . import reference_docs
-from .exit_codes import Exit
-from .shapes.reference import live_document, norm_path, spec_reference
 
-ROOT = Path(__file__).resolve().parents[1]
-COMMAND = "python -m esper_warehouse.pipelines.table_docs"
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = "python -m esper_warehouse.pipelines.tools.table_docs"
 RAW_TABLES_PAGE = "docs/reference/raw-tables.md"
 TENANT_PAGE = "docs/guide/real-tenant.md"
 SPEC_README = "docs/spec/README.md"
@@ -123,7 +123,7 @@ def measure_doctor() -> str:
     """`doctor_requests` of a doctor run (with Data Tap) against an embedded simulator."""
     from esper_warehouse.simulator import Simulator
 
-    from .doctor.probes import probe
+    from ..views.doctor.probes import probe
 
     key = "table-docs-key-0123456789"
     sim = Simulator(devices=DOCTOR_FLEET, seed=DOCTOR_SEED, api_key=key).start()

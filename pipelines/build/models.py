@@ -26,7 +26,7 @@ The runner is deliberately small and boring:
    every `sql/tests/*.sql`, a query that must return no rows. A failure (`DataTestError`) names
    each test file and shows its first five offending rows.
 
-The SQL files are read by pipelines/model_files.py, the data tests are pipelines/datatests.py.
+The SQL files are read by pipelines/build/model_files.py, the data tests are pipelines/build/datatests.py.
 
 Everything runs in one transaction, so a failing model or data test leaves the warehouse as it
 was, and the error (`ModelError`) names the file and carries DuckDB's message. `create or replace` makes a
@@ -44,11 +44,11 @@ from pathlib import Path
 import dlt
 import duckdb
 
+from ..bookkeeping import unfinished_first_load
+from ..warehouse import create_if_missing
 from . import change_log, raw_contract
 from .datatests import in_build, load_data_tests, run_data_tests
 from .model_files import LAYERS, SQL_DIR, Model, ModelError, SeedsMissing, load_models, statements
-from .run.bookkeeping import unfinished_first_load
-from .warehouse import create_if_missing
 
 SCHEMAS = ("seeds", *LAYERS)
 SEEDS_ENV = "ESPER_WAREHOUSE__SEEDS_DIR"
@@ -322,7 +322,7 @@ def unfinished_load(warehouse: Path, dataset: str) -> str | None:
         con.close()
 
 
-if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.models`: the command
-    from .commands.models import main
+if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.build.models`: the command
+    from ..commands.models import main
 
     raise SystemExit(main())

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from functools import cache
 
-from .exit_codes import MEANING, Exit
+from ..exit_codes import MEANING, Exit
 
 # The width the help is wrapped at, whatever terminal writes the page.
 HELP_COLUMNS = "100"
@@ -65,7 +65,7 @@ def help_texts(commands: list[list[str]]) -> list[str]:
 def cli_reference() -> str:
     """`esper-warehouse --help`, then every subcommand's, in `SUBCOMMANDS` order (once per
     process: the parsers do not change while it runs)."""
-    from .commands import SUBCOMMANDS
+    from ..commands import SUBCOMMANDS
 
     helps = help_texts([[], *([name] for name in SUBCOMMANDS)])
     parts = ["## esper-warehouse", "", "```text", helps[0], "```"]

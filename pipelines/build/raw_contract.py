@@ -14,7 +14,7 @@ from __future__ import annotations
 import duckdb
 from esper_warehouse.sources.esper.tables import FAMILY, FAMILY_LABELS, TABLES
 
-from .run import bookkeeping
+from .. import bookkeeping
 
 # dlt data type -> the DuckDB type dlt gives the column
 DUCKDB_TYPES = {

@@ -10,12 +10,13 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from . import digest, headlines, readable
-from .commands import DEMO_WAREHOUSE
-from .exit_codes import Exit
+from .. import readable
+from ..bookkeeping import unfinished_first_load, unreadable_lines
+from ..commands import DEMO_WAREHOUSE
+from ..exit_codes import Exit
+from ..warehouse import file_problem, path_problem
+from . import digest, headlines
 from .morning import night_alarm
-from .run.bookkeeping import unfinished_first_load, unreadable_lines
-from .warehouse import file_problem, path_problem
 
 
 def missing_message(warehouse: Path) -> str:
@@ -390,7 +391,9 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     if unfinished := unfinished_first_load(con, ds):
         out.append(unfinished)
     runs = []
-    if "_esper_runs" in tables:  # an empty placeholder until the first run (pipelines/models.py)
+    if (
+        "_esper_runs" in tables
+    ):  # an empty placeholder until the first run (pipelines/build/models.py)
         runs = con.execute(
             f"select started_at, as_of, mode, status, requests, retries, throttled, "
             f"{_pacing_columns(con, ds)} "

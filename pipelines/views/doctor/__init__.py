@@ -39,7 +39,7 @@ The API key is masked in the printed and written report as a last guard.
 
 from __future__ import annotations
 
-from ..shapes import BREAK, NOTE, SET_ASIDE, UNKNOWN_KEY, Finding, known_keys, safe_key
+from ...shapes import BREAK, NOTE, SET_ASIDE, UNKNOWN_KEY, Finding, known_keys, safe_key
 
 # The bounds are `probes.py`'s: these names are copies to read (a test patches `probes`).
 from .probes import (
