@@ -26,6 +26,10 @@ from .exit_codes import Exit
 log = logging.getLogger("esper_warehouse")
 
 T = TypeVar("T")
+
+# `demo`'s own warehouse file, never the default of another command (commands/__init__.py's
+# `DEFAULT_WAREHOUSE`): `status` points at it when the file asked for is missing beside it.
+DEMO_WAREHOUSE = Path("demo.duckdb")
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "database is locked")
 
 

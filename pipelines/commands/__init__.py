@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# One default warehouse file and dataset for every subcommand.
+# One default warehouse file and dataset for every subcommand (`demo`'s own file:
+# warehouse.py's `DEMO_WAREHOUSE`, which `status` reads too).
 DEFAULT_WAREHOUSE = Path("esper_warehouse.duckdb")
-DEMO_WAREHOUSE = Path("demo.duckdb")  # `demo`'s own file, never the default of another command
 DEFAULT_DATASET = "esper"
 PROJECT_DIR_ENV = "DLT_PROJECT_DIR"  # dlt reads .dlt/config.toml and secrets.toml from there
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..jobs.demo import demo
-from . import DEMO_WAREHOUSE, Subcommand, config_options, warehouse_options
+from ..warehouse import DEMO_WAREHOUSE
+from . import Subcommand, config_options, warehouse_options
 
 
 def _demo_options() -> list[argparse.ArgumentParser]:

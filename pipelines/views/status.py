@@ -12,9 +12,8 @@ import orjson
 
 from .. import readable
 from ..bookkeeping import unfinished_first_load, unreadable_lines
-from ..commands import DEMO_WAREHOUSE
 from ..exit_codes import Exit
-from ..warehouse import file_problem, path_problem
+from ..warehouse import DEMO_WAREHOUSE, file_problem, path_problem
 from . import digest, headlines
 from .morning import night_alarm
 
@@ -391,9 +390,7 @@ def render(con: duckdb.DuckDBPyConnection, dataset: str) -> str:
     if unfinished := unfinished_first_load(con, ds):
         out.append(unfinished)
     runs = []
-    if (
-        "_esper_runs" in tables
-    ):  # an empty placeholder until the first run (pipelines/build/models.py)
+    if "_esper_runs" in tables:  # empty until the first run (pipelines/build/models.py)
         runs = con.execute(
             f"select started_at, as_of, mode, status, requests, retries, throttled, "
             f"{_pacing_columns(con, ds)} "
