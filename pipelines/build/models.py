@@ -320,9 +320,3 @@ def unfinished_load(warehouse: Path, dataset: str) -> str | None:
         return unfinished_first_load(con, f'"{_catalog(con)}"."{dataset}"')
     finally:
         con.close()
-
-
-if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.build.models`: the command
-    from ..commands.models import main
-
-    raise SystemExit(main())

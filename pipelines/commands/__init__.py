@@ -9,9 +9,10 @@ parses and runs it. Nothing here imports a subcommand's module at import time, a
 below the command line imports ``cli`` (tests/test_import_graph.py).
 
 A subcommand with ``main`` instead of ``run`` parses its own options (``models``, ``report``,
-``publish``, ``simulate``): ``models``, ``report`` and ``publish`` also run as ``python -m
-esper_warehouse.pipelines.<word>`` (the library module hands over to its command), and take the
-shared options as parents from here.
+``publish``, ``simulate``), taking the shared options as parents from here. Every subcommand
+runs as ``esper-warehouse <word>`` or ``python -m esper_warehouse.pipelines.cli <word>``; no
+library module hands over to its command (a ``__main__`` block importing upwards breaks the
+layers of tests/test_import_graph.py).
 """
 
 from __future__ import annotations

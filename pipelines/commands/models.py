@@ -1,7 +1,4 @@
-"""`esper-warehouse models`: its options, then the build (`models.build_models`) and what it built.
-
-Also `python -m esper_warehouse.pipelines.build.models` (that module hands over to this one).
-"""
+"""`esper-warehouse models`: its options, then the build (`models.build_models`) and what it built."""
 
 from __future__ import annotations
 

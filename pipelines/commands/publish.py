@@ -1,7 +1,5 @@
 """`esper-warehouse publish`: its options, then (pull and build, then) publish the marts to
 Postgres (`publish.pull`, `models.build_models`, `publish.publish`), saying what failed.
-
-Also `python -m esper_warehouse.pipelines.views.publish` (that module hands over to this one).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """`esper-warehouse report`: its options, then every notebook exported (`report.export_all`) and,
 with ``--charts``, the README's charts written (`report.write_charts`).
-
-Also `python -m esper_warehouse.pipelines.views.report` (that module hands over to this one).
 """
 
 from __future__ import annotations

@@ -379,9 +379,3 @@ def unreadable(warehouse: Path) -> tuple[int, str] | None:
     except duckdb.Error as error:
         return open_failure(warehouse, error)
     return None
-
-
-if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.views.publish`: the command
-    from ..commands.publish import main
-
-    raise SystemExit(main())

@@ -259,9 +259,3 @@ def unreadable(warehouse: Path, dataset: str = "esper") -> tuple[int, str] | Non
     except duckdb.Error as error:
         return open_failure(warehouse, error)
     return (Exit.CONFIG, empty) if empty is not None else None
-
-
-if __name__ == "__main__":  # `python -m esper_warehouse.pipelines.views.report`: the command
-    from ..commands.report import main
-
-    raise SystemExit(main())

@@ -225,7 +225,7 @@ def test_utc_days_whatever_the_session_time_zone(tmp_path):
     path = make_warehouse(tmp_path / "esper.duckdb", scenarios.compliance())
     env = {**os.environ, "TZ": "America/Chicago"}
     done = subprocess.run(
-        [sys.executable, "-m", "esper_warehouse.pipelines.build.models", "--warehouse", str(path)],
+        [sys.executable, "-m", "esper_warehouse.pipelines.cli", "models", "--warehouse", str(path)],
         cwd=REPO,
         env=env,
         capture_output=True,
