@@ -1,17 +1,16 @@
 """pipelines/, sources/ and simulator/ import each other without a cycle (issue 20), and the
-source's modules sit in layers that import only downwards (issue 44).
+modules of sources/esper (issue 44) and of pipelines/ (issue 55) sit in layers that import only
+downwards.
 
 The graph is read from the files (ast), not by importing them: every `import` and `from ...
-import` of an `esper_warehouse.*` module counts, at the top of a module and inside a function
-alike, so an import moved into a function cannot hide a cycle. `from package import name` is an
-edge to the submodule `package.name` when there is one, else to the package itself. Imports under
-`if TYPE_CHECKING:` never run: the cycle check of the whole repository leaves them out
-(annotations only: simulator/datatap/__init__.py names `state.World` so), but within
-sources/esper they count, for its layers and for its own cycle check: a type named from a layer
-above ties the layers together as surely as a call does. Imports under `if __name__ ==
-"__main__":` are left out: they run only in the module started as a script (`python -m
-esper_warehouse.pipelines.build.models`), which is `__main__`, not the module its import finds, so they
-cannot close a cycle (`models.py` hands over to `commands/models.py` so, which imports `models`).
+import` of an `esper_warehouse.*` module counts, at the top of a module, inside a function and
+under `if __name__ == "__main__":` alike, so an import moved into a function or a script's block
+cannot hide a cycle or an arrow running up. `from package import name` is an edge to the
+submodule `package.name` when there is one, else to the package itself. Imports under `if
+TYPE_CHECKING:` never run: the cycle check of the whole repository leaves them out (annotations
+only: simulator/datatap/__init__.py names `state.World` so), but within sources/esper and
+pipelines/ they count, for the layers and for each package's own cycle check: a type named from
+a layer above ties the layers together as surely as a call does.
 
 The layers of sources/esper, bottom first (`LAYERS`; why: docs/decisions.md, "Layers"): `http`
 sends every request; `run` keeps one run's bookkeeping and sends none; `tables` and the devices
@@ -20,8 +19,13 @@ share sit between: `times` and `vocabulary` at the ground, `arrow`, `table` and 
 table's declaration and its Arrow pages) above `http`, `common` (what the resources share) above
 `run`. A module imports its own layer or one below it; an import running back up fails the test.
 
-The subcommands (pipelines/commands/) call into the library; the library never imports a
-subcommand's module (it may read the shared options' defaults from the package).
+The layers of pipelines/, bottom first (`PIPELINE_LAYERS`; docs/decisions.md, "Layers for
+pipelines/"): the ground modules every layer shares (exit codes, how a value reads, the
+warehouse file, the pipeline's own tables, the extras); `shapes` (an answer against the
+recorded shapes); `build` (the SQL models); `run` (one run: load, then build); `views` (what a
+warehouse shows, and doctor); `jobs` (many tenants, the demo, Dagster); `commands` (one module
+per subcommand) and `cli`; `tools` on top (the developers' `python -m` commands: a generator of
+the documents may read the command line). No exception list: a module in no layer fails too.
 """
 
 from __future__ import annotations
@@ -59,26 +63,19 @@ def _imported(node: ast.Import | ast.ImportFrom, name: str, path: Path) -> list[
 
 
 def _imports(tree: ast.AST, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement of a module, in functions too, except under `if TYPE_CHECKING:`
-    (unless `typing`) and under `if __name__ == "__main__":`."""
+    """Every import statement of a module, in functions and script blocks too, except under `if
+    TYPE_CHECKING:` (unless `typing`)."""
     found: list[ast.Import | ast.ImportFrom] = []
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
             found.append(node)
-        elif isinstance(node, ast.If) and (
-            (not typing and "TYPE_CHECKING" in ast.unparse(node.test)) or _runs_as_script(node.test)
-        ):
+        elif isinstance(node, ast.If) and not typing and "TYPE_CHECKING" in ast.unparse(node.test):
             pending.extend(node.orelse)
             continue
         pending.extend(ast.iter_child_nodes(node))
     return found
-
-
-def _runs_as_script(test: ast.expr) -> bool:
-    """`__name__ == "__main__"`."""
-    return ast.unparse(test).replace("'", '"') == '__name__ == "__main__"'
 
 
 def import_graph(typing: bool = False, texts: dict[str, str] | None = None) -> dict[str, set[str]]:
@@ -133,15 +130,17 @@ def test_the_graph_sees_imports_inside_functions_not_under_type_checking() -> No
     assert f"{PACKAGE}.simulator.state" not in graph[f"{PACKAGE}.simulator.datatap"]
 
 
-def test_the_graph_leaves_out_what_runs_only_as_a_script() -> None:
+def test_the_graph_counts_a_script_block_and_leaves_out_type_checking() -> None:
     tree = ast.parse(
         "import a\nif __name__ == '__main__':\n    import b\nelse:\n    import c\n"
-        "if TYPE_CHECKING:\n    import d\nif name == '__main__':\n    import e\n"
+        "if TYPE_CHECKING:\n    import d\nelse:\n    import e\n"
     )
-    assert sorted(alias.name for node in _imports(tree) for alias in node.names) == ["a", "c", "e"]
-    graph = import_graph()  # `models.py`'s `__main__` block imports its command
-    assert f"{PACKAGE}.pipelines.commands.models" not in graph[f"{PACKAGE}.pipelines.models"]
-    assert f"{PACKAGE}.pipelines.models" in graph[f"{PACKAGE}.pipelines.commands.models"]
+    assert sorted(alias.name for node in _imports(tree) for alias in node.names) == [
+        "a", "b", "c", "e"
+    ]  # fmt: skip
+    assert sorted(a.name for node in _imports(tree, typing=True) for a in node.names) == [
+        "a", "b", "c", "d", "e"
+    ]  # fmt: skip
 
 
 def test_find_cycle_reports_a_cycle() -> None:
@@ -152,24 +151,6 @@ def test_find_cycle_reports_a_cycle() -> None:
 def test_no_import_cycle() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
-
-
-def test_no_module_imports_the_command_line() -> None:
-    """`cli` collects the subcommands; what it collects never reaches back for it."""
-    cli = f"{PACKAGE}.pipelines.cli"
-    assert sorted(name for name, imported in import_graph().items() if cli in imported) == []
-
-
-def test_no_library_module_imports_a_subcommand() -> None:
-    """A subcommand's module (its options, its body) is the last stop before `cli`: the library
-    it calls never reaches back for it."""
-    commands = f"{PACKAGE}.pipelines.commands."
-    callers = {
-        name: sorted(m for m in imported if m.startswith(commands))
-        for name, imported in import_graph().items()
-        if not name.startswith(commands) and name != f"{PACKAGE}.pipelines.cli"
-    }
-    assert {name: found for name, found in callers.items() if found} == {}
 
 
 SOURCE = f"{PACKAGE}.sources.esper"
@@ -187,36 +168,62 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def layer_of(module: str) -> int | None:
-    """The layer (index in `LAYERS`) of a module of sources/esper; None: placed in none."""
-    top = module.removeprefix(SOURCE).removeprefix(".").split(".")[0]
-    return next((i for i, (_, names) in enumerate(LAYERS) if top in names), None)
+PIPELINES = f"{PACKAGE}.pipelines"
+# The layers of pipelines/, bottom first, each with the top-level modules and packages in it
+# ("": the package itself, which switches dlt's telemetry off before anything imports dlt).
+PIPELINE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # what every layer shares: exit codes, how a value reads, the warehouse file and its lock,
+    # the pipeline's own tables (`_esper_runs` ...), the optional parts of the install
+    ("ground", ("", "exit_codes", "readable", "warehouse", "bookkeeping", "extras")),
+    ("shapes", ("shapes",)),  # an Esper answer against the recorded shapes
+    ("build", ("build",)),  # the SQL models, the raw tables they read, their tests, the change log
+    ("run", ("run",)),  # one run: extract, load, reconcile, record, then the build
+    ("views", ("views",)),  # what a warehouse shows (status, report, notify, publish), doctor
+    ("jobs", ("jobs",)),  # runs, builds and views together: many tenants, the demo, Dagster
+    ("commands", ("commands",)),  # one module per subcommand: its options, its body
+    ("cli", ("cli",)),  # `esper-warehouse`: parse, run the subcommand, exit
+    ("tools", ("tools",)),  # the developers' `python -m` commands: the docs' generators, a Postgres
+)
+LAYERED = {SOURCE: LAYERS, PIPELINES: PIPELINE_LAYERS}
+
+
+def layer_of(module: str, package: str = SOURCE) -> int | None:
+    """The layer (index in the package's layers) of a module of `package` (sources/esper or
+    pipelines/); None: placed in none."""
+    top = module.removeprefix(package).removeprefix(".").split(".")[0]
+    return next((i for i, (_, names) in enumerate(LAYERED[package]) if top in names), None)
+
+
+def package_graph(
+    package: str, typing: bool = True, texts: dict[str, str] | None = None
+) -> dict[str, set[str]]:
+    """The import graph of one package alone, TYPE_CHECKING imports included by default."""
+    graph = import_graph(typing, texts)
+    inside = {name for name in graph if name == package or name.startswith(package + ".")}
+    return {name: graph[name] & inside for name in sorted(inside)}
 
 
 def source_graph(typing: bool = True, texts: dict[str, str] | None = None) -> dict[str, set[str]]:
     """The import graph of sources/esper alone, TYPE_CHECKING imports included by default."""
-    graph = import_graph(typing, texts)
-    inside = {name for name in graph if name == SOURCE or name.startswith(SOURCE + ".")}
-    return {name: graph[name] & inside for name in sorted(inside)}
+    return package_graph(SOURCE, typing, texts)
 
 
-def _short(module: str) -> str:
-    return module.removeprefix(SOURCE).removeprefix(".") or "esper"
+def _short(module: str, package: str) -> str:
+    return module.removeprefix(package).removeprefix(".") or package.rsplit(".", 1)[-1]
 
 
-def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+def layer_violations(graph: dict[str, set[str]], package: str = SOURCE) -> list[str]:
     """Each import that runs back up a layer (`run.ledger -> tables.devices (run imports
     tables)`), or from or to a module placed in no layer."""
-    found = []
+    layers, found = LAYERED[package], []
     for name, imported in sorted(graph.items()):
         for target in sorted(imported):
-            low, high = layer_of(name), layer_of(target)
+            low, high = layer_of(name, package), layer_of(target, package)
+            where = f"{_short(name, package)} -> {_short(target, package)}"
             if low is None or high is None:
-                found.append(f"{_short(name)} -> {_short(target)} (no layer)")
+                found.append(f"{where} (no layer)")
             elif high > low:
-                found.append(
-                    f"{_short(name)} -> {_short(target)} ({LAYERS[low][0]} imports {LAYERS[high][0]})"
-                )
+                found.append(f"{where} ({layers[low][0]} imports {layers[high][0]})")
     return found
 
 
@@ -263,3 +270,43 @@ def test_a_type_checking_import_running_up_or_closing_a_cycle_is_reported() -> N
     above_http = {name: graph[name] for name in graph if layer_of(name) != 1}  # (http's own)
     cycle = find_cycle({name: imported & set(above_http) for name, imported in above_http.items()})
     assert cycle is not None and state in cycle and f"{SOURCE}.scan.devices" in cycle
+
+
+def test_every_module_of_the_pipelines_has_a_layer() -> None:
+    graph = package_graph(PIPELINES)
+    assert [name for name in graph if layer_of(name, PIPELINES) is None] == []
+
+
+def test_the_pipelines_import_only_downwards_type_checking_and_scripts_included() -> None:
+    """ground <- shapes <- build <- run <- views <- jobs <- commands <- cli <- tools."""
+    found = layer_violations(package_graph(PIPELINES), PIPELINES)
+    assert found == [], "imports running back up a layer:\n" + "\n".join(found)
+
+
+def test_no_import_cycle_in_the_pipelines_type_checking_included() -> None:
+    cycle = find_cycle(package_graph(PIPELINES))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_a_script_block_or_a_type_running_up_the_pipelines_is_reported() -> None:
+    """A `__main__` block handing a library module over to its command, a type named under `if
+    TYPE_CHECKING:` from a command, and a module placed in no layer each fail the rule; so does
+    the circle such a block closes."""
+    models, status = f"{PIPELINES}.build.models", f"{PIPELINES}.views.status"
+    script = '\nif __name__ == "__main__":\n    from ..commands.models import main\n'
+    typed = "\nif TYPE_CHECKING:\n    from ..commands import Subcommand\n"
+    texts = {
+        models: modules()[models].read_text() + script,
+        status: modules()[status].read_text() + typed,
+    }
+    graph = package_graph(PIPELINES, texts=texts)
+    assert layer_violations(graph, PIPELINES) == [
+        "build.models -> commands.models (build imports commands)",
+        "views.status -> commands (views imports commands)",
+    ]
+    assert f"{PIPELINES}.commands" not in import_graph(texts=texts)[status]  # never runs
+    cycle = find_cycle(graph)
+    assert cycle is not None and models in cycle and f"{PIPELINES}.commands.models" in cycle
+    assert layer_violations({f"{PIPELINES}.views.x": {f"{PIPELINES}.fleet"}}, PIPELINES) == [
+        "views.x -> fleet (no layer)"
+    ]
