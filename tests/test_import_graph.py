@@ -31,6 +31,7 @@ the documents may read the command line). No exception list: a module in no laye
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +142,16 @@ def test_the_graph_counts_a_script_block_and_leaves_out_type_checking() -> None:
     assert sorted(a.name for node in _imports(tree, typing=True) for a in node.names) == [
         "a", "b", "c", "d", "e"
     ]  # fmt: skip
+
+
+def test_a_module_is_named_by_its_path_from_the_repository_root() -> None:
+    """`esper_warehouse.pipelines.views.status` is pipelines/views/status.py, as `modules()`
+    reads it: in a checkout esper_warehouse/__init__.py puts the root on the package's search
+    path, so the interpreter finds every module where a reader looks for it."""
+    found = {name: importlib.util.find_spec(name) for name in modules()}
+    assert {
+        n: s.origin for n, s in found.items() if s is None or s.origin != str(modules()[n])
+    } == {}
 
 
 def test_find_cycle_reports_a_cycle() -> None:

@@ -12,12 +12,11 @@ through it:
 - `clock.py`: the run's "now", unless the API's data and this machine's clock contradict it;
 - `interrupts.py`: Ctrl-C and SIGTERM;
 - `reconcile.py`: every complete list checked against the API's count after the load;
-- `bookkeeping.py`: the run's own tables (`_esper_runs`, `_esper_reconciliation`), also read
-  by `status` and `models`;
 - `record.py`: after the load, the run's record, the models and the summary;
 - `failures.py`: what a failed run means (its exit code, its text).
 
-Nothing is imported here: `status` reads `bookkeeping` without loading dlt and the source.
-Many tenants (`tenants.py`) and the command's options (`commands/run.py`) sit outside: they call
-`runner.run`.
+The run's own tables (`_esper_runs`, `_esper_reconciliation`, `_esper_rejected`) are declared and
+written by `pipelines/bookkeeping.py`, in the ground layer: the build and `status` read them too.
+Nothing is imported here. Many tenants (`jobs/tenants.py`) and the command's options
+(`commands/run.py`) sit in the layers above: they call `runner.run`.
 """
