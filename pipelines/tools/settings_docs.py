@@ -40,6 +40,8 @@ def shown_default(spec: Setting) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, tuple):
         return f"`{','.join(format(v, 'g') for v in value)}`"
+    if isinstance(value, str):
+        return f"`{json.dumps(value)}`"
     return f"`{format(value, 'g')}`"
 
 
@@ -70,7 +72,10 @@ def page_section() -> str:
         "   variable (`SOURCES__ESPER__<NAME>`), its check, this page, `.dlt/config.toml`'s block",
         "   and `doctor`'s report follow from that line.",
         "2. Read it where it is used, from the `config` the source is given (`config.name` in",
-        "   `esper()`, sources/esper/__init__.py, handed to what needs it).",
+        "   `esper()`, sources/esper/__init__.py). A setting a resource reads travels in",
+        "   `Options` (sources/esper/common.py): a field with no default, or `None` (a repeated",
+        "   default fails the test below), filled from `c.<name>` in `esper()`'s `Options(...)`.",
+        "   Every optional setting but a bool or a dict declares its range (`low`, `high`).",
         f"3. Run `{COMMAND}` and commit the page and `.dlt/config.toml` it rewrites.",
         "",
         "tests/source/test_settings.py fails when a setting's default, table row or dlt key is",
@@ -97,7 +102,7 @@ def config_block() -> str:
     for spec in SETTINGS.values():
         if spec.secret or spec.kind is dict:  # the key: secrets.toml; the queries: below
             continue
-        value = '"..."' if spec.required else _toml(spec.default)
+        value = '"..."' if spec.required or spec.default is None else _toml(spec.default)
         required = "required: " if spec.required else ""
         lines.append(f"# {spec.name} = {value}  # {required}{spec.accepts.doc}")
     lines.append(END)
