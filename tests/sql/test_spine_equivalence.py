@@ -168,10 +168,11 @@ def test_required_apps_agree_with_latest_apps(synthetic):
 
 def test_fleet_compliance_never_expands_the_history(synthetic):
     # fleet_compliance keeps is_as_of_day rows; DuckDB must drop int_device_days' history branch
-    # (the per-day expansion and its heartbeat as-of join), or the mart judges every day again
+    # (the per-day expansion and the heartbeats it reads: the as_of day takes the latest
+    # heartbeat from int_device_ranges), or the mart judges every day again
     def plan(mart: str) -> str:
         body = (SQL_DIR / "marts" / f"{mart}.sql").read_text().strip().rstrip(";")
         return synthetic.execute(f"explain (format json) {body}").fetchall()[0][1]
 
-    assert "ASOF_JOIN" in plan("fleet_compliance_daily")
-    assert "ASOF_JOIN" not in plan("fleet_compliance")
+    assert "heartbeats" in plan("fleet_compliance_daily")
+    assert "heartbeats" not in plan("fleet_compliance")
