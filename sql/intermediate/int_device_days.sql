@@ -59,34 +59,24 @@ heartbeats as (
 heartbeat_ranges as (
     -- the days each heartbeat is a device's latest at the day's end: from its UTC day to the day
     -- before the device's next heartbeat's (seen_at <= the end of day d exactly when its UTC day
-    -- <= d; of several heartbeats in one day only the last keeps a non-empty range), plus a range
-    -- with none before the device's first heartbeat. Ranges, not an as-of join per device-day:
-    -- the days are expanded below from the overlap of these and the device's ranges.
+    -- <= d; of several heartbeats in one day only the last keeps a non-empty range). The first
+    -- heartbeat's range starts at the earliest date, and the days before its own day get none
+    -- (history_cut). Ranges, not an as-of join per device-day: the days are expanded below from
+    -- the overlap of these and the device's ranges.
     select
         device_numbers.device_number as device_number,
         heartbeats.seen_at as heartbeat_at,
-        utc_date(heartbeats.seen_at) as from_day,
-        coalesce(
-            utc_date(
-                lead(heartbeats.seen_at) over (
-                    partition by device_numbers.device_number order by heartbeats.seen_at
-                )
-            ) - 1,
-            date '9999-12-31'
-        ) as to_day,
+        utc_date(heartbeats.seen_at) as heartbeat_day,
+        case
+            when lag(heartbeats.seen_at) over by_time is null then date '0001-01-01'
+            else utc_date(heartbeats.seen_at)
+        end as from_day,
+        coalesce(utc_date(lead(heartbeats.seen_at) over by_time) - 1, date '9999-12-31')
+            as to_day,
     from heartbeats
     inner join device_numbers
         on device_numbers.device_id = heartbeats.device_id
-    union all
-    select
-        device_numbers.device_number as device_number,
-        null as heartbeat_at,
-        date '0001-01-01' as from_day,
-        min(utc_date(heartbeats.seen_at)) - 1 as to_day,
-    from heartbeats
-    inner join device_numbers
-        on device_numbers.device_id = heartbeats.device_id
-    group by device_numbers.device_number
+    window by_time as (partition by device_numbers.device_number order by heartbeats.seen_at)
 ),
 
 history_picked as (
@@ -108,6 +98,7 @@ history_picked as (
             ) as date
         ) as day,
         false as is_as_of_day,
+        heartbeat_ranges.heartbeat_day as heartbeat_day,
         heartbeat_ranges.heartbeat_at as heartbeat_at,
     from ranges
     cross join as_of
@@ -121,9 +112,11 @@ history_picked as (
 
 history_cut as (
     select
-        history_picked.* exclude (heartbeat_at),
+        history_picked.* exclude (heartbeat_day, heartbeat_at),
         utc_day_end(history_picked.day) as cutoff_at,
-        history_picked.heartbeat_at as heartbeat_at,
+        case
+            when history_picked.day >= history_picked.heartbeat_day then history_picked.heartbeat_at
+        end as heartbeat_at,
     from history_picked
 ),
 
