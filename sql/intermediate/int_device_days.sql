@@ -31,7 +31,7 @@ as_of as (
 ),
 
 device_numbers as (
-    -- the number of each device (int_device_ranges): the as-of join below sorts on it
+    -- the number of each device (int_device_ranges): the heartbeat ranges below sort on it
     select distinct
         device_id,
         device_number,
