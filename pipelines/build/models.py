@@ -263,7 +263,8 @@ def build_models(
     con = duckdb.connect(str(warehouse))
     try:
         # The device x day spine is generated (generate_series), so DuckDB cannot estimate its
-        # size and would run an as-of join on it as a nested loop (its small-input plan).
+        # size and would run the as-of join of each day's blueprint version
+        # (int_device_day_checks) as a nested loop (its small-input plan).
         con.execute("set asof_loop_join_threshold = 0")
         con.execute(f"set memory_limit = '{MODELS_MEMORY}'")
         con.execute("begin transaction")

@@ -76,6 +76,18 @@ bucket_bounds as (
         max(max_hours) filter (where last_seen_bucket = 'active') as active_max_hours,
         max(max_hours) filter (where last_seen_bucket = 'stale') as stale_max_hours,
         max(max_hours) filter (where last_seen_bucket = 'offline') as offline_max_hours,
+        -- whether each bucket counts as seen (one row per bucket: sql/tests/grain.csv), carried
+        -- on every row by the one-row cross join instead of a join per device-day
+        coalesce(bool_or(is_counted_as_seen) filter (where last_seen_bucket = 'online'), false)
+            as is_online_counted,
+        coalesce(bool_or(is_counted_as_seen) filter (where last_seen_bucket = 'active'), false)
+            as is_active_counted,
+        coalesce(bool_or(is_counted_as_seen) filter (where last_seen_bucket = 'stale'), false)
+            as is_stale_counted,
+        coalesce(bool_or(is_counted_as_seen) filter (where last_seen_bucket = 'offline'), false)
+            as is_offline_counted,
+        coalesce(bool_or(is_counted_as_seen) filter (where last_seen_bucket = 'missing'), false)
+            as is_missing_counted,
     from buckets
 ),
 
@@ -156,7 +168,11 @@ measured as (
 
 checked as (
     select
-        measured.* exclude (online_max_hours, active_max_hours, stale_max_hours, offline_max_hours),
+        measured.* exclude (
+            online_max_hours, active_max_hours, stale_max_hours, offline_max_hours,
+            is_online_counted, is_active_counted, is_stale_counted, is_offline_counted,
+            is_missing_counted
+        ),
         case
             when last_seen_at is null then 'never_seen'
             when hours_since_seen <= online_max_hours then 'online'
@@ -165,6 +181,15 @@ checked as (
             when hours_since_seen <= offline_max_hours then 'offline'
             else 'missing'
         end as last_seen_bucket,
+        -- the same cases: whether that bucket counts as seen (never_seen is no bucket: false)
+        case
+            when last_seen_at is null then false
+            when hours_since_seen <= online_max_hours then is_online_counted
+            when hours_since_seen <= active_max_hours then is_active_counted
+            when hours_since_seen <= stale_max_hours then is_stale_counted
+            when hours_since_seen <= offline_max_hours then is_offline_counted
+            else is_missing_counted
+        end as is_bucket_counted,
         case
             when not has_security_patch_target then 'not_applicable'
             when security_patch_level is null then 'unknown'
@@ -189,11 +214,11 @@ checked as (
 
 judged as (
     select
-        checked.*,
-        coalesce(buckets.is_counted_as_seen, false) as is_seen_recently,
+        checked.* exclude (is_bucket_counted),
+        is_bucket_counted as is_seen_recently,
         case
             when not is_in_service then 'out_of_service'
-            when not coalesce(buckets.is_counted_as_seen, false) then 'unverified'
+            when not is_bucket_counted then 'unverified'
             when 'fail' in (os_check, patch_check, blueprint_check, apps_check, agent_check)
                 then 'non_compliant'
             when 'unknown' in (os_check, patch_check, blueprint_check, apps_check, agent_check)
@@ -201,8 +226,6 @@ judged as (
             else 'compliant'
         end as verdict,
     from checked
-    left join buckets
-        on buckets.last_seen_bucket = checked.last_seen_bucket
 )
 
 select * from judged

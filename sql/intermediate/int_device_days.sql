@@ -31,7 +31,7 @@ as_of as (
 ),
 
 device_numbers as (
-    -- the number of each device (int_device_ranges): the as-of join below sorts on it
+    -- the number of each device (int_device_ranges): the heartbeat ranges below sort on it
     select distinct
         device_id,
         device_number,
@@ -47,33 +47,6 @@ ranges as (
     from intermediate.int_device_ranges
 ),
 
-history as (
-    -- the days before as_of: one row per range and day, narrow (the as-of join below sorts
-    -- these rows; the range's attributes are joined back after it)
-    select
-        ranges.range_number as range_number,
-        ranges.device_number as device_number,
-        cast(
-            unnest(
-                generate_series(
-                    ranges.from_day,
-                    least(ranges.to_day, as_of.as_of_date - 1),
-                    interval 1 day
-                )
-            ) as date
-        ) as day,
-    from ranges
-    cross join as_of
-    where ranges.from_day < as_of.as_of_date
-),
-
-history_cutoffs as (
-    select
-        history.*,
-        utc_day_end(history.day) as cutoff_at,
-    from history
-),
-
 heartbeats as (
     select
         device_id,
@@ -83,37 +56,68 @@ heartbeats as (
         and seen_at is not null
 ),
 
-numbered_heartbeats as (
+heartbeat_ranges as (
+    -- the days each heartbeat is a device's latest at the day's end: from its UTC day to the day
+    -- before the device's next heartbeat's (seen_at <= the end of day d exactly when its UTC day
+    -- <= d; of several heartbeats in one day only the last keeps a non-empty range). The first
+    -- heartbeat's range starts at the earliest date, and the days before its own day get none
+    -- (history_cut). Ranges, not an as-of join per device-day: the days are expanded below from
+    -- the overlap of these and the device's ranges.
     select
         device_numbers.device_number as device_number,
-        heartbeats.seen_at as seen_at,
+        heartbeats.seen_at as heartbeat_at,
+        utc_date(heartbeats.seen_at) as heartbeat_day,
+        case
+            when lag(heartbeats.seen_at) over by_time is null then date '0001-01-01'
+            else utc_date(heartbeats.seen_at)
+        end as from_day,
+        coalesce(utc_date(lead(heartbeats.seen_at) over by_time) - 1, date '9999-12-31')
+            as to_day,
     from heartbeats
     inner join device_numbers
         on device_numbers.device_id = heartbeats.device_id
-),
-
-history_heartbeats as (
-    -- the latest heartbeat <= cutoff_at (pipelines/build/models.py keeps DuckDB from turning this
-    -- as-of join into a per-row loop: it cannot size the spine in advance)
-    select
-        history_cutoffs.*,
-        numbered_heartbeats.seen_at as heartbeat_at,
-    from history_cutoffs
-    asof left join numbered_heartbeats
-        on numbered_heartbeats.device_number = history_cutoffs.device_number
-        and numbered_heartbeats.seen_at <= history_cutoffs.cutoff_at
+    window by_time as (partition by device_numbers.device_number order by heartbeats.seen_at)
 ),
 
 history_picked as (
+    -- the days before as_of: one row per range and day, with the latest heartbeat <= the day's
+    -- end (a device without heartbeats matches no heartbeat range: NULL)
     select
         ranges.* exclude (from_day, to_day, range_number, device_number, as_of_heartbeat_at),
-        history_heartbeats.day as day,
+        cast(
+            unnest(
+                generate_series(
+                    greatest(ranges.from_day, coalesce(heartbeat_ranges.from_day, ranges.from_day)),
+                    least(
+                        ranges.to_day,
+                        coalesce(heartbeat_ranges.to_day, ranges.to_day),
+                        as_of.as_of_date - 1
+                    ),
+                    interval 1 day
+                )
+            ) as date
+        ) as day,
         false as is_as_of_day,
-        history_heartbeats.cutoff_at as cutoff_at,
-        history_heartbeats.heartbeat_at as heartbeat_at,
-    from history_heartbeats
-    inner join ranges
-        on ranges.range_number = history_heartbeats.range_number
+        heartbeat_ranges.heartbeat_day as heartbeat_day,
+        heartbeat_ranges.heartbeat_at as heartbeat_at,
+    from ranges
+    cross join as_of
+    left join heartbeat_ranges
+        on heartbeat_ranges.device_number = ranges.device_number
+        and heartbeat_ranges.from_day <= least(ranges.to_day, as_of.as_of_date - 1)
+        and heartbeat_ranges.to_day >= ranges.from_day
+        and heartbeat_ranges.from_day <= heartbeat_ranges.to_day
+    where ranges.from_day < as_of.as_of_date
+),
+
+history_cut as (
+    select
+        history_picked.* exclude (heartbeat_day, heartbeat_at),
+        utc_day_end(history_picked.day) as cutoff_at,
+        case
+            when history_picked.day >= history_picked.heartbeat_day then history_picked.heartbeat_at
+        end as heartbeat_at,
+    from history_picked
 ),
 
 as_of_picked as (
@@ -131,7 +135,7 @@ as_of_picked as (
 ),
 
 picked as (
-    select * from history_picked
+    select * from history_cut
     union all by name
     select * from as_of_picked
 ),

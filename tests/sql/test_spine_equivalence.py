@@ -128,6 +128,40 @@ def test_spine_matches_as_of_definition(synthetic):
     assert only_reference.fetchone()[0] == 0
 
 
+IRREGULAR_HEARTBEATS = """
+-- gaps of a day or more, a second heartbeat the same day (or past midnight), one at the very same
+-- instant, and heartbeats weeks before the spine starts
+delete from esper.heartbeats where hash(device_id, timestamp) % 4 = 0;
+insert into esper.heartbeats (device_id, timestamp, status)
+select device_id, timestamp + interval 2 hours, status from esper.heartbeats
+where hash(device_id, timestamp) % 5 = 0
+union all
+select device_id, timestamp, status from esper.heartbeats
+where hash(device_id, timestamp) % 11 = 0
+union all
+select device_id, timestamp - interval 60 days, status from esper.heartbeats
+where hash(device_id, timestamp) % 13 = 0;
+"""
+
+
+def test_spine_heartbeats_match_as_of_definition_when_irregular(tmp_path):
+    # the synthetic fleet checks in once a day until it stops; here the latest heartbeat at a
+    # day's end must still be the as-of join's through gaps, repeats and early heartbeats
+    path = tmp_path / "irregular.duckdb"
+    fill(path, 400)
+    with duckdb.connect(str(path)) as con:
+        con.execute(IRREGULAR_HEARTBEATS)
+    build_models(path)
+    columns = "device_id, day, cutoff_at, last_seen_at"
+    built = f"select {columns} from intermediate.int_device_days"
+    reference = f"select {columns} from ({REFERENCE_SPINE})"
+    with duckdb.connect(str(path)) as con:
+        assert con.execute(f"select count(*) from ({built})").fetchone()[0] > 400 * 20
+        for left, right in ((built, reference), (reference, built)):
+            only = con.execute(f"select count(*) from ({left} except all {right})")
+            assert only.fetchone()[0] == 0
+
+
 def test_daily_as_of_day_equals_fleet_compliance(synthetic):
     daily = synthetic.execute(
         """
@@ -168,10 +202,11 @@ def test_required_apps_agree_with_latest_apps(synthetic):
 
 def test_fleet_compliance_never_expands_the_history(synthetic):
     # fleet_compliance keeps is_as_of_day rows; DuckDB must drop int_device_days' history branch
-    # (the per-day expansion and its heartbeat as-of join), or the mart judges every day again
+    # (the per-day expansion and the heartbeats it reads: the as_of day takes the latest
+    # heartbeat from int_device_ranges), or the mart judges every day again
     def plan(mart: str) -> str:
         body = (SQL_DIR / "marts" / f"{mart}.sql").read_text().strip().rstrip(";")
         return synthetic.execute(f"explain (format json) {body}").fetchall()[0][1]
 
-    assert "ASOF_JOIN" in plan("fleet_compliance_daily")
-    assert "ASOF_JOIN" not in plan("fleet_compliance")
+    assert "heartbeats" in plan("fleet_compliance_daily")
+    assert "heartbeats" not in plan("fleet_compliance")
