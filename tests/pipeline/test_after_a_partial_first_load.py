@@ -112,6 +112,22 @@ def test_a_first_selection_then_full_nightlies_load_every_table(sim, wh: Path) -
     _nightly(sim, wh)
 
 
+def test_nightly_selections_without_apps_do_not_ask_each_owed_device_again(sim, wh: Path) -> None:
+    """A selection without the apps leaves every device it read owed to them; the next
+    selection (again without apps) must not read each owed device's record one by one for apps
+    it will not read. The first full night then reads them all."""
+    first = load(sim, wh, resources=["devices", "groups"])
+    assert first.exit_code == Exit.OK, first.error
+    sim.advance(24)
+    sim.reset_stats()
+    second = load(sim, wh, resources=["devices", "groups"])
+    assert second.exit_code == Exit.OK, second.error
+    one_by_one = sim.stats()["routes"].get("GET /v2/devices/{id}", 0)
+    assert one_by_one == 0, f"{one_by_one} devices read one by one by a selection without apps"
+    assert sim.stats()["total"] < 20, sim.stats()["routes"]
+    _nightly(sim, wh)
+
+
 def test_a_warehouse_of_an_earlier_release_is_mended_by_the_next_run(
     sim, wh: Path, monkeypatch
 ) -> None:

@@ -91,7 +91,12 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
         if items:
             yield DEVICES.page(items, ledger)
     listed = {key[0] for key in seen}
-    asked_again = [d for d in ledger.refusals.to_retry(DEVICE_APPS.name) if d not in listed]
+    # a device is asked again for its apps, so only by a run that reads apps: a selection
+    # without them (`run --resources devices`) would re-read every owed device each night
+    selected = ledger.plan.selected
+    owed = ledger.refusals.to_retry(DEVICE_APPS.name)
+    reads_apps = selected is None or DEVICE_APPS.name in selected
+    asked_again = [d for d in owed if d not in listed] if reads_apps else []
     yield from _asked_again(client, ledger, asked_again, software)
     _owe_unselected(ledger)
     ledger.data_clock.saw(stop.newest)
