@@ -90,6 +90,10 @@ class RunPlan:
         """Whether this run is a full scan committed in parts (`scan/walk.py`)."""
         return self.walk is not None and self.walk.parted
 
+    def reads(self, table: str) -> bool:
+        """Whether this run reads `table` (every table unless a `--resources` selection)."""
+        return self.selected is None or table in self.selected
+
     def last_part(self) -> bool:
         """Whether the source built now is the run's last (or only) part (may read a page)."""
         return self.walk is None or not self.walk.parted or not self.walk.has_more()

@@ -73,7 +73,8 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     software = _software(client, ledger, opts)
     stop = EarlyStop(DEVICES.cursor_field, since)  # an incremental read: it stops early, no count
     loaded = _loaded(ledger, opts)
-    retry = set(ledger.refusals.to_retry(DEVICE_APPS.name))
+    owed = ledger.refusals.to_retry(DEVICE_APPS.name)
+    retry = set(owed)
     pages = iter_pages(
         client,
         DEVICES.path_for(client),
@@ -93,10 +94,9 @@ def devices(client: EsperClient, ledger: RunLedger, opts: Options) -> Iterator[p
     listed = {key[0] for key in seen}
     # a device is asked again for its apps, so only by a run that reads apps: a selection
     # without them (`run --resources devices`) would re-read every owed device each night
-    selected = ledger.plan.selected
-    owed = ledger.refusals.to_retry(DEVICE_APPS.name)
-    reads_apps = selected is None or DEVICE_APPS.name in selected
-    asked_again = [d for d in owed if d not in listed] if reads_apps else []
+    asked_again = (
+        [d for d in owed if d not in listed] if ledger.plan.reads(DEVICE_APPS.name) else []
+    )
     yield from _asked_again(client, ledger, asked_again, software)
     _owe_unselected(ledger)
     ledger.data_clock.saw(stop.newest)
@@ -239,11 +239,8 @@ def _owe_unselected(ledger: RunLedger) -> None:
     """A selection that reads devices without their apps or feeds (`run --resources devices`)
     moves the devices' watermark past changes those tables never saw: each device this run read
     is owed to them, and the next run reads it as it reads a refused part."""
-    selected = ledger.plan.selected
-    if selected is None:
-        return
     for table in (DEVICE_APPS.name, "device_events"):
-        if table not in selected:
+        if not ledger.plan.reads(table):
             ledger.refusals.owe(table, ledger.devices.changed_ids())
 
 
